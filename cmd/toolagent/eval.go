@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/toolagent/toolagent/internal/catalog"
+	"github.com/toolagent/toolagent/internal/match"
+	"github.com/toolagent/toolagent/internal/match/matcheval"
+	"github.com/toolagent/toolagent/internal/scan"
+)
+
+// runEval measures intent matching alone: it indexes every tool whose
+// definition parses (whatever its executor, configured here or not), ranks
+// each query of a queries.jsonl and prints Recall@1/3, Hit@1/3, MRR@3 and
+// the precision and recall of "no tool fits".
+func runEval(ctx context.Context, e env, args []string) error {
+	var c common
+	fs := newFlagSet("eval", e)
+	c.register(fs, e)
+	queries := fs.String("queries", "", "queries `FILE` (JSONL: {\"query\", \"expected\": [names], \"lang\"})")
+	asJSON := fs.Bool("json", false, "print the figures as one JSON object")
+	byLang := fs.Bool("by-lang", false, "break the figures down by the lang field")
+	misses := fs.Bool("misses", false, "list the queries answered wrongly (text output)")
+	vocabFile := fs.String("vocab", e.getenv("TOOLAGENT_VOCAB"), "extra vocabulary `FILE` merged with the built-in one (env TOOLAGENT_VOCAB)")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
+		return usageError{errTooManyArgs("eval", pos)}
+	}
+	if *queries == "" {
+		return usageError{errors.New("eval: --queries FILE is required")}
+	}
+	if err := c.resolve(e); err != nil {
+		return err
+	}
+	vocab, err := loadVocab(*vocabFile)
+	if err != nil {
+		return err
+	}
+	f, err := os.Open(*queries)
+	if err != nil {
+		return err
+	}
+	qs, err := matcheval.ReadQueries(f)
+	f.Close()
+	if err != nil {
+		return err
+	}
+	tree, closeTree, err := c.openTree()
+	if err != nil {
+		return err
+	}
+	defer closeTree()
+	snap, rep, err := scan.Build(nil, tree, nil, scan.Options{Catalog: catalog.Options{LazyIndex: true}})
+	if err != nil {
+		return err
+	}
+	var docs []match.Doc
+	for _, en := range snap.All() {
+		if en.Tool != nil {
+			docs = append(docs, catalog.ToolDoc(en.Tool))
+		}
+	}
+	r := matcheval.RunDocs(docs, vocab, qs, catalog.MaxCandidates)
+	if !*byLang {
+		r.ByLang = nil
+	}
+	fmt.Fprintf(e.stderr, "indexed %d tools from %s; %d queries\n", len(docs), c.tools, len(qs))
+	for _, p := range problemLines(rep.Problems) {
+		fmt.Fprintf(e.stderr, "could not read: %s\n", p)
+	}
+	if *asJSON {
+		return printJSON(e.stdout, r)
+	}
+	if err := r.WriteText(e.stdout); err != nil {
+		return err
+	}
+	if *misses {
+		return r.WriteMisses(e.stdout)
+	}
+	return nil
+}
+
+// loadVocab returns the built-in vocabulary, merged with file when given.
+func loadVocab(file string) (*match.Vocab, error) {
+	if file == "" {
+		return match.DefaultVocab(), nil
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, fmt.Errorf("vocabulary: %w", err)
+	}
+	defer f.Close()
+	v, err := match.LoadVocab(f)
+	if err != nil {
+		return nil, fmt.Errorf("vocabulary %s: %w", file, err)
+	}
+	return v, nil
+}

@@ -1,0 +1,41 @@
+package main
+
+import (
+	"context"
+
+	"github.com/toolagent/toolagent/internal/catalog"
+)
+
+func runList(ctx context.Context, e env, args []string) error {
+	var c common
+	fs := newFlagSet("list", e)
+	c.register(fs, e)
+	all := fs.Bool("all", false, "include disabled, failed and stale tools with their reasons")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
+		return usageError{errTooManyArgs("list", pos)}
+	}
+	l, err := c.load(e, true)
+	if err != nil {
+		return err
+	}
+	entries := l.snap.Enabled()
+	if *all {
+		entries = l.snap.All()
+	}
+	out := struct {
+		Revision string             `json:"revision"`
+		Tools    []catalog.ToolView `json:"tools"`
+		Problems []string           `json:"problems,omitempty"`
+	}{Revision: l.snap.Rev(), Tools: []catalog.ToolView{}}
+	for _, en := range entries {
+		out.Tools = append(out.Tools, en.View(false))
+	}
+	if *all {
+		out.Problems = problemLines(l.rep.Problems)
+	}
+	return printJSON(e.stdout, out)
+}

@@ -1,0 +1,128 @@
+// Command toolagent turns a git repository of tool definitions
+// (tools/<name>/TOOL.hdlp) into a live, safe tool catalog: list, show,
+// validate and call tools from the command line, or serve them.
+//
+// This package holds flags and wiring only; main calls run, which returns
+// an error, and exit codes are decided in one place (exitCode).
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(exitCode(err, os.Stderr))
+}
+
+// env is what a subcommand gets from the process: arguments and streams
+// are passed in so tests run subcommands in-process.
+type env struct {
+	getenv func(string) string
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+}
+
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, e env, args []string) error
+}
+
+func commands() []command {
+	return []command{
+		{"list", "list the callable tools (--all adds disabled, failed and stale ones)", runList},
+		{"show", "show one tool's definition, status and JSON Schema", runShow},
+		{"call", "call a tool: call NAME k=v ... | --params JSON [--dry-run]", runCall},
+		{"validate", "lint a tools tree: every error, non-zero exit on any", runValidate},
+		{"new", "scaffold tools/NAME/TOOL.hdlp with every field", runNew},
+		{"match", "find the 1-3 tools that fit an intent in words", runMatch},
+		{"eval", "measure intent matching on a queries.jsonl", runEval},
+	}
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
+	e := env{getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr}
+	if len(args) == 0 {
+		usage(stderr)
+		return usageError{errors.New("no subcommand given")}
+	}
+	switch args[0] {
+	case "-h", "--help", "help":
+		usage(stdout)
+		return nil
+	}
+	for _, c := range commands() {
+		if c.name == args[0] {
+			return c.run(ctx, e, args[1:])
+		}
+	}
+	usage(stderr)
+	return usageError{fmt.Errorf("unknown subcommand %q", args[0])}
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: toolagent <subcommand> [flags] [args]")
+	fmt.Fprintln(w)
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Every subcommand takes --tools DIR (default: the checkout's native-repo/tools).")
+	fmt.Fprintln(w, "Run `toolagent <subcommand> -h` for its flags.")
+}
+
+// Exit codes (documented in README.md).
+const (
+	exitOK       = 0
+	exitFailed   = 1 // the tool ran and failed, or validation found problems
+	exitUsage    = 2 // bad flags or arguments, or invalid params
+	exitNotFound = 3 // no such tool
+	exitTimeout  = 4 // the tool timed out
+	exitRefused  = 5 // disabled, approval required, busy
+)
+
+// usageError marks bad command-line usage.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// exitError carries an exit code for an outcome already printed.
+type exitError struct {
+	code int
+	msg  string // printed to stderr when non-empty
+}
+
+func (e exitError) Error() string { return e.msg }
+
+func exitCode(err error, stderr io.Writer) int {
+	if err == nil {
+		return exitOK
+	}
+	var ee exitError
+	if errors.As(err, &ee) {
+		if ee.msg != "" {
+			fmt.Fprintln(stderr, "toolagent:", ee.msg)
+		}
+		return ee.code
+	}
+	fmt.Fprintln(stderr, "toolagent:", err)
+	var ue usageError
+	if errors.As(err, &ue) || errors.Is(err, errFlagHelp) {
+		if errors.Is(err, errFlagHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	return exitFailed
+}

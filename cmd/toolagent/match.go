@@ -1,0 +1,36 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"strings"
+)
+
+func runMatch(ctx context.Context, e env, args []string) error {
+	var c common
+	fs := newFlagSet("match", e)
+	c.register(fs, e)
+	limit := fs.Int("limit", 3, "most candidates to return (1..3)")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 0 {
+		return usageError{errors.New(`match: want the intent in words, e.g. toolagent match "查看最近的提交记录"`)}
+	}
+	if *limit < 1 || *limit > 3 {
+		return usageError{errors.New("match: --limit must be 1, 2 or 3")}
+	}
+	l, err := c.load(e, false)
+	if err != nil {
+		return err
+	}
+	resp := l.snap.MatchIntent(strings.Join(pos, " "), *limit)
+	if err := printJSON(e.stdout, resp); err != nil {
+		return err
+	}
+	if !resp.Found {
+		return exitError{code: exitNotFound}
+	}
+	return nil
+}

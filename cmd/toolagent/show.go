@@ -1,0 +1,34 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+func errTooManyArgs(cmd string, extra []string) error {
+	return fmt.Errorf("%s: unexpected arguments %s", cmd, strings.Join(extra, " "))
+}
+
+func runShow(ctx context.Context, e env, args []string) error {
+	var c common
+	fs := newFlagSet("show", e)
+	c.register(fs, e)
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageError{errors.New("show: want exactly one tool NAME")}
+	}
+	l, err := c.load(e, true)
+	if err != nil {
+		return err
+	}
+	en, ok := l.snap.Lookup(pos[0])
+	if !ok {
+		return exitError{code: exitNotFound, msg: fmt.Sprintf("no tool named %q in %s", pos[0], c.tools)}
+	}
+	return printJSON(e.stdout, en.View(true))
+}

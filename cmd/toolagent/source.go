@@ -1,0 +1,189 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	nativerepo "github.com/toolagent/toolagent/native-repo"
+
+	"github.com/toolagent/toolagent/internal/catalog"
+	"github.com/toolagent/toolagent/internal/executors"
+	"github.com/toolagent/toolagent/internal/executors/shell"
+	"github.com/toolagent/toolagent/internal/hldp"
+	"github.com/toolagent/toolagent/internal/scan"
+)
+
+var errFlagHelp = flag.ErrHelp
+
+// embeddedTools is the --tools value that selects the tools tree compiled
+// into the binary.
+const embeddedTools = "embedded"
+
+// common holds the flags every subcommand shares.
+type common struct {
+	tools     string // tools tree directory, or "embedded"
+	state     string // state directory
+	filesRoot string // root of the file-read / file-write tools
+}
+
+func newFlagSet(name string, e env) *flag.FlagSet {
+	fs := flag.NewFlagSet("toolagent "+name, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	return fs
+}
+
+// register adds the shared flags; their defaults come from the environment.
+func (c *common) register(fs *flag.FlagSet, e env) {
+	fs.StringVar(&c.tools, "tools", e.getenv("TOOLAGENT_TOOLS"), "tools tree `DIR` (env TOOLAGENT_TOOLS; default: the checkout's native-repo/tools, else the embedded copy)")
+	fs.StringVar(&c.state, "state", e.getenv("TOOLAGENT_STATE"), "state `DIR` (env TOOLAGENT_STATE; default $XDG_STATE_HOME/toolagent or ~/.local/state/toolagent)")
+	fs.StringVar(&c.filesRoot, "files-root", e.getenv("TOOLAGENT_FILES_ROOT"), "root `DIR` the file-read and file-write tools are confined to (env TOOLAGENT_FILES_ROOT; default STATE/files)")
+}
+
+// parseArgs parses flags anywhere among the arguments (so `call NAME
+// --dry-run k=v` works); "--" ends flag parsing.
+func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, usageError{err}
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+// resolve fills defaults that depend on the machine.
+func (c *common) resolve(e env) error {
+	if c.tools == "" {
+		c.tools = findNativeTools()
+	}
+	if c.state == "" {
+		base := e.getenv("XDG_STATE_HOME")
+		if base == "" {
+			home, err := os.UserHomeDir()
+			if err != nil {
+				return fmt.Errorf("no state directory: set --state or TOOLAGENT_STATE (%v)", err)
+			}
+			base = filepath.Join(home, ".local", "state")
+		}
+		c.state = filepath.Join(base, "toolagent")
+	}
+	if c.filesRoot == "" {
+		c.filesRoot = filepath.Join(c.state, "files")
+	}
+	return nil
+}
+
+// findNativeTools looks for native-repo/tools in the working directory and
+// its parents (a checkout), and falls back to the embedded copy.
+func findNativeTools() string {
+	dir, err := os.Getwd()
+	if err != nil {
+		return embeddedTools
+	}
+	for {
+		cand := filepath.Join(dir, "native-repo", "tools")
+		if fi, err := os.Stat(cand); err == nil && fi.IsDir() {
+			return cand
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return embeddedTools
+		}
+		dir = parent
+	}
+}
+
+// openTree opens the tools tree named by c.tools. The closer releases the
+// directory handle.
+func (c *common) openTree() (scan.Tree, func(), error) {
+	if c.tools == embeddedTools {
+		sub, err := fs.Sub(nativerepo.Tools, "tools")
+		if err != nil {
+			return nil, nil, err
+		}
+		return scan.FromFS(sub, "embedded"), func() {}, nil
+	}
+	root, err := os.OpenRoot(c.tools)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open tools tree: %w", err)
+	}
+	return scan.FromFS(root.FS(), ""), func() { root.Close() }, nil
+}
+
+// executorsFor builds the executors configured on this host.
+func (c *common) executors() (map[hldp.ExecutorKind]executors.Executor, error) {
+	if err := os.MkdirAll(c.filesRoot, 0o750); err != nil {
+		return nil, fmt.Errorf("files root: %w", err)
+	}
+	return map[hldp.ExecutorKind]executors.Executor{
+		hldp.Shell: shell.New(shell.Options{FilesRoot: c.filesRoot}),
+	}, nil
+}
+
+// checker narrows tools to those an executor here can run.
+func checker(execs map[hldp.ExecutorKind]executors.Executor) scan.Checker {
+	return func(t *hldp.Tool) (catalog.Status, string) {
+		ex, ok := execs[t.Executor]
+		if !ok {
+			return catalog.Disabled, fmt.Sprintf("executor %s is not configured", t.Executor)
+		}
+		if ch, ok := ex.(interface{ Check(*hldp.Tool) error }); ok {
+			if err := ch.Check(t); err != nil {
+				return catalog.Disabled, fmt.Sprintf("executor %s cannot run it: %v", t.Executor, err)
+			}
+		}
+		return catalog.Enabled, ""
+	}
+}
+
+// loaded is a catalog loaded once for a CLI command.
+type loaded struct {
+	snap  *catalog.Snapshot
+	rep   scan.Report
+	execs map[hldp.ExecutorKind]executors.Executor
+}
+
+func (c *common) load(e env, lazyIndex bool) (*loaded, error) {
+	if err := c.resolve(e); err != nil {
+		return nil, err
+	}
+	execs, err := c.executors()
+	if err != nil {
+		return nil, err
+	}
+	tree, closeTree, err := c.openTree()
+	if err != nil {
+		return nil, err
+	}
+	defer closeTree()
+	snap, rep, err := scan.Build(nil, tree, nil, scan.Options{Check: checker(execs), Catalog: catalog.Options{LazyIndex: lazyIndex}})
+	if err != nil {
+		return nil, err
+	}
+	return &loaded{snap: snap, rep: rep, execs: execs}, nil
+}
+
+// problemLines flattens scan problems into one line per diagnostic.
+func problemLines(probs []error) []string {
+	var out []string
+	for _, p := range probs {
+		for _, l := range strings.Split(p.Error(), "\n") {
+			if l != "" {
+				out = append(out, l)
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,81 @@
+// Package cache is a parse memo: it remembers, for the bytes of a
+// TOOL.hdlp at a path (keyed by git blob hash), the parsed tool or the
+// parse error, so the same bytes are never parsed twice. It is not the live
+// index (that is catalog.Snapshot); dropping the cache only costs parsing.
+//
+// A Cache is safe for concurrent use. Imports: hldp. Imported by scan.
+package cache
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/toolagent/toolagent/internal/hldp"
+)
+
+// Key identifies the bytes of one definition file at one path. The path is
+// part of the key because parsing depends on it (the name must equal the
+// folder, and diagnostics name the file).
+type Key struct {
+	Path string // relative to the tools tree, e.g. "shell-exec/TOOL.hdlp"
+	Blob string // git blob hash of the content
+}
+
+// Outcome is what parsing the bytes gave: a tool or an error.
+type Outcome struct {
+	Tool *hldp.Tool
+	Err  error
+}
+
+// Cache maps keys to parse outcomes. The zero value is not usable; call New.
+type Cache struct {
+	mu sync.RWMutex
+	m  map[Key]Outcome
+
+	hits, misses atomic.Int64
+}
+
+// New returns an empty cache.
+func New() *Cache { return &Cache{m: make(map[Key]Outcome)} }
+
+// Get returns the outcome stored for k.
+func (c *Cache) Get(k Key) (Outcome, bool) {
+	c.mu.RLock()
+	o, ok := c.m[k]
+	c.mu.RUnlock()
+	if ok {
+		c.hits.Add(1)
+	} else {
+		c.misses.Add(1)
+	}
+	return o, ok
+}
+
+// Put stores the outcome for k.
+func (c *Cache) Put(k Key, o Outcome) {
+	c.mu.Lock()
+	c.m[k] = o
+	c.mu.Unlock()
+}
+
+// Retain drops every key not in keep, so the cache does not grow without
+// bound as definitions change.
+func (c *Cache) Retain(keep map[Key]bool) {
+	c.mu.Lock()
+	for k := range c.m {
+		if !keep[k] {
+			delete(c.m, k)
+		}
+	}
+	c.mu.Unlock()
+}
+
+// Len is the number of stored outcomes.
+func (c *Cache) Len() int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.m)
+}
+
+// Stats returns how many Gets found and missed an outcome.
+func (c *Cache) Stats() (hits, misses int64) { return c.hits.Load(), c.misses.Load() }

@@ -1,0 +1,250 @@
+// Package catalog owns the immutable index that readers hold: a Snapshot of
+// every tool folder at one revision, with each tool's status, and the Store
+// that publishes snapshots atomically.
+//
+// A Snapshot is never mutated after it is published; a reader calls
+// Store.Load once per request and uses that pointer to the end, so it never
+// sees half an index. Snapshots and the Store are safe for concurrent use.
+//
+// Imports: hldp, match. Imported by scan, dispatch, api, mcpserver, reload.
+package catalog
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/toolagent/toolagent/internal/hldp"
+	"github.com/toolagent/toolagent/internal/match"
+)
+
+// Status says whether a tool can be called here.
+type Status uint8
+
+// The statuses of a catalog entry.
+const (
+	// Enabled: parsed, its executor is available; offered and callable.
+	Enabled Status = iota
+	// Disabled: parsed, but its executor is not configured or cannot run it
+	// here; not offered, and a call says why.
+	Disabled
+	// Failed: the definition does not parse (and no earlier good one
+	// exists), or its executor's health check fails.
+	Failed
+	// Stale: the current file does not parse; the last good definition
+	// keeps serving and the error is shown next to it.
+	Stale
+)
+
+var statusWords = [...]string{Enabled: "enabled", Disabled: "disabled", Failed: "failed", Stale: "stale"}
+
+// String returns the wire word of s.
+func (s Status) String() string {
+	if int(s) < len(statusWords) {
+		return statusWords[s]
+	}
+	return fmt.Sprintf("Status(%d)", uint8(s))
+}
+
+// MarshalText encodes s as its wire word.
+func (s Status) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// UnmarshalText decodes a wire word.
+func (s *Status) UnmarshalText(b []byte) error {
+	for i, w := range statusWords {
+		if w == string(b) {
+			*s = Status(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("catalog: unknown status %q", b)
+}
+
+// Callable reports whether a tool with this status is offered and runs.
+func (s Status) Callable() bool { return s == Enabled || s == Stale }
+
+// Entry is one tool folder in a snapshot.
+type Entry struct {
+	// Name is the folder name (equal to the tool's name when it parses).
+	Name string
+	// File is the definition's path relative to the tools tree.
+	File string
+	// Tool is the definition that serves: the current one, or for a Stale
+	// entry the last good one. Nil when no definition ever parsed.
+	Tool *hldp.Tool
+	// Rev is the revision the serving definition came from.
+	Rev string
+	// Blob is the git blob hash of the serving definition's file.
+	Blob string
+	// Status says whether the tool is callable here.
+	Status Status
+	// Reason says why a tool is not Enabled, in words for a person.
+	Reason string
+	// LoadErr is the error of the current file when it does not parse.
+	LoadErr error
+}
+
+// Snapshot is the catalog at one revision. It is immutable once built.
+type Snapshot struct {
+	rev     string
+	gen     uint64
+	builtAt time.Time
+	entries map[string]Entry // never mutated after New
+	names   []string         // sorted
+	enabled []string         // sorted names of callable entries
+
+	vocab     *match.Vocab
+	indexOnce sync.Once
+	index     *match.Index
+}
+
+// Options configure a snapshot.
+type Options struct {
+	// Vocab is the bilingual vocabulary for intent matching (nil: default).
+	Vocab *match.Vocab
+	// Now is the build time (zero: time.Now()).
+	Now time.Time
+	// LazyIndex defers building the match index to the first Match call.
+	// Commands that never match (call, list) set it; the daemon does not.
+	LazyIndex bool
+}
+
+// New builds a snapshot at rev from entries, and its match index over the
+// callable tools. Entries with an empty Name are ignored; a later entry
+// with the same name replaces an earlier one.
+func New(rev string, entries []Entry, opts Options) *Snapshot {
+	s := &Snapshot{rev: rev, builtAt: opts.Now, entries: make(map[string]Entry, len(entries)), vocab: opts.Vocab}
+	if s.builtAt.IsZero() {
+		s.builtAt = time.Now()
+	}
+	for _, e := range entries {
+		if e.Name == "" {
+			continue
+		}
+		s.entries[e.Name] = e
+	}
+	for name, e := range s.entries {
+		s.names = append(s.names, name)
+		if e.Status.Callable() && e.Tool != nil {
+			s.enabled = append(s.enabled, name)
+		}
+	}
+	slices.Sort(s.names)
+	slices.Sort(s.enabled)
+	if !opts.LazyIndex {
+		s.buildIndex()
+	}
+	return s
+}
+
+func (s *Snapshot) buildIndex() {
+	s.indexOnce.Do(func() {
+		docs := make([]match.Doc, 0, len(s.enabled))
+		for _, name := range s.enabled {
+			docs = append(docs, ToolDoc(s.entries[name].Tool))
+		}
+		s.index = match.New(docs, s.vocab)
+	})
+}
+
+// Rev is the revision of the tree this snapshot was built from.
+func (s *Snapshot) Rev() string { return s.rev }
+
+// Gen is the snapshot's generation, increasing with every Store.Swap.
+func (s *Snapshot) Gen() uint64 { return s.gen }
+
+// BuiltAt is when the snapshot was built.
+func (s *Snapshot) BuiltAt() time.Time { return s.builtAt }
+
+// Lookup returns the entry of the named tool.
+func (s *Snapshot) Lookup(name string) (Entry, bool) {
+	e, ok := s.entries[name]
+	return e, ok
+}
+
+// Enabled returns the callable entries (Enabled and Stale), sorted by name.
+// The slice is a fresh copy.
+func (s *Snapshot) Enabled() []Entry {
+	out := make([]Entry, 0, len(s.enabled))
+	for _, n := range s.enabled {
+		out = append(out, s.entries[n])
+	}
+	return out
+}
+
+// All returns every entry, whatever its status, sorted by name.
+func (s *Snapshot) All() []Entry {
+	out := make([]Entry, 0, len(s.names))
+	for _, n := range s.names {
+		out = append(out, s.entries[n])
+	}
+	return out
+}
+
+// Len is the number of entries of any status.
+func (s *Snapshot) Len() int { return len(s.names) }
+
+// Counts returns how many entries have each status.
+func (s *Snapshot) Counts() map[Status]int {
+	m := make(map[Status]int, 4)
+	for _, e := range s.entries {
+		m[e.Status]++
+	}
+	return m
+}
+
+// Match ranks the callable tools for an intent in words and returns at most
+// k candidates (Found is false when nothing fits well enough).
+func (s *Snapshot) Match(q string, k int) match.Result {
+	s.buildIndex()
+	return s.index.Match(q, k)
+}
+
+// Store publishes the current snapshot. The zero value is ready to use and
+// holds no snapshot.
+type Store struct {
+	cur atomic.Pointer[Snapshot]
+
+	mu      sync.Mutex
+	changed chan struct{} // closed and replaced on every Swap
+}
+
+// Load returns the current snapshot, or nil before the first Swap.
+func (st *Store) Load() *Snapshot { return st.cur.Load() }
+
+// Swap publishes next (which must not be published anywhere else) and
+// returns the snapshot it replaces. Every channel returned by Changed
+// before the Swap is closed.
+func (st *Store) Swap(next *Snapshot) (prev *Snapshot) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	prev = st.cur.Load()
+	if prev != nil {
+		next.gen = prev.gen + 1
+	} else {
+		next.gen = 1
+	}
+	st.cur.Store(next)
+	if st.changed != nil {
+		close(st.changed)
+		st.changed = nil
+	}
+	return prev
+}
+
+// Changed returns a channel that is closed at the next Swap. Take the
+// channel before Load to never miss a change:
+//
+//	ch := st.Changed()
+//	snap := st.Load()
+//	... <-ch
+func (st *Store) Changed() <-chan struct{} {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.changed == nil {
+		st.changed = make(chan struct{})
+	}
+	return st.changed
+}

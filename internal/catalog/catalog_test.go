@@ -1,0 +1,132 @@
+package catalog
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/toolagent/toolagent/internal/hldp"
+)
+
+func tool(name string) *hldp.Tool {
+	return &hldp.Tool{Name: name, Display: name, Intent: "does " + name, Method: "exec", Executor: hldp.Shell}
+}
+
+func TestStatusText(t *testing.T) {
+	for _, s := range []Status{Enabled, Disabled, Failed, Stale} {
+		b, err := s.MarshalText()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got Status
+		if err := got.UnmarshalText(b); err != nil || got != s {
+			t.Errorf("UnmarshalText(%q) = %v, %v; want %v", b, got, err, s)
+		}
+	}
+	if got := Status(9).String(); got != "Status(9)" {
+		t.Errorf("Status(9).String() = %q", got)
+	}
+	var s Status
+	if err := s.UnmarshalText([]byte("enabld")); err == nil {
+		t.Error("UnmarshalText(enabld) = nil error, want one")
+	}
+}
+
+func TestSnapshotEnabledExcludesNotCallable(t *testing.T) {
+	s := New("r1", []Entry{
+		{Name: "b", Tool: tool("b"), Status: Enabled},
+		{Name: "a", Tool: tool("a"), Status: Stale},
+		{Name: "c", Tool: tool("c"), Status: Disabled, Reason: "executor gatekeeper is not configured"},
+		{Name: "d", Status: Failed, Reason: "bad yaml"},
+	}, Options{LazyIndex: true})
+	var got []string
+	for _, e := range s.Enabled() {
+		got = append(got, e.Name)
+	}
+	if fmt.Sprint(got) != "[a b]" {
+		t.Errorf("Enabled() = %v, want [a b]", got)
+	}
+	if n := len(s.All()); n != 4 {
+		t.Errorf("len(All()) = %d, want 4", n)
+	}
+	if c := s.Counts(); c[Enabled] != 1 || c[Stale] != 1 || c[Disabled] != 1 || c[Failed] != 1 {
+		t.Errorf("Counts() = %v", c)
+	}
+}
+
+// TestStoreReadersSeeWholeSnapshots swaps snapshots while readers load in a
+// loop: each reader must see a snapshot whose generation and contents agree
+// (snapshot gen N holds exactly N tools), and generations never go back.
+func TestStoreReadersSeeWholeSnapshots(t *testing.T) {
+	var st Store
+	build := func(n int) *Snapshot {
+		var es []Entry
+		for i := range n {
+			name := fmt.Sprintf("t%03d", i)
+			es = append(es, Entry{Name: name, Tool: tool(name), Rev: fmt.Sprint(n), Status: Enabled})
+		}
+		return New(fmt.Sprint(n), es, Options{LazyIndex: true})
+	}
+	st.Swap(build(1))
+	const gens = 200
+	var wg sync.WaitGroup
+	for r := 0; r < 4; r++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var last uint64
+			for {
+				s := st.Load()
+				g := s.Gen()
+				if g < last {
+					t.Errorf("generation went back: %d after %d", g, last)
+					return
+				}
+				last = g
+				if got := len(s.Enabled()); uint64(got) != g {
+					t.Errorf("snapshot gen %d has %d tools, want %d", g, got, g)
+					return
+				}
+				if s.Rev() != fmt.Sprint(g) {
+					t.Errorf("snapshot gen %d has rev %s", g, s.Rev())
+					return
+				}
+				if g == gens {
+					return
+				}
+			}
+		}()
+	}
+	for n := 2; n <= gens; n++ {
+		st.Swap(build(n))
+	}
+	wg.Wait()
+}
+
+func TestStoreChangedClosesOnSwap(t *testing.T) {
+	var st Store
+	ch := st.Changed()
+	select {
+	case <-ch:
+		t.Fatal("Changed closed before any Swap")
+	default:
+	}
+	prev := st.Swap(New("r1", nil, Options{LazyIndex: true}))
+	if prev != nil {
+		t.Errorf("first Swap returned %v, want nil", prev)
+	}
+	select {
+	case <-ch:
+	default:
+		t.Fatal("Changed not closed after Swap")
+	}
+	ch2 := st.Changed()
+	if ch2 == ch {
+		t.Fatal("Changed returned the closed channel again")
+	}
+	st.Swap(New("r2", nil, Options{LazyIndex: true}))
+	<-ch2
+	if g := st.Load().Gen(); g != 2 {
+		t.Errorf("Gen() = %d, want 2", g)
+	}
+}

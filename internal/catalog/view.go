@@ -1,0 +1,120 @@
+package catalog
+
+import (
+	"encoding/json"
+
+	"github.com/toolagent/toolagent/internal/hldp"
+)
+
+// ToolView is the JSON shape of one catalog entry, shared by the CLI
+// (`toolagent show`, `list`) and the HTTP API (/v1/tools).
+type ToolView struct {
+	Name         string           `json:"name"`
+	Display      string           `json:"display,omitempty"`
+	Intent       string           `json:"intent,omitempty"`
+	Method       string           `json:"method,omitempty"`
+	Executor     string           `json:"executor,omitempty"`
+	Status       Status           `json:"status"`
+	Reason       string           `json:"reason,omitempty"`
+	Revision     string           `json:"revision,omitempty"`
+	File         string           `json:"file"`
+	LoadError    string           `json:"load_error,omitempty"`
+	ParamsSchema json.RawMessage  `json:"params_schema,omitempty"`
+	Constraints  *ConstraintsView `json:"constraints,omitempty"`
+	Argv         []any            `json:"argv,omitempty"`
+	Target       string           `json:"target,omitempty"`
+	Keywords     []string         `json:"keywords,omitempty"`
+	Author       string           `json:"author,omitempty"`
+	Created      string           `json:"created,omitempty"`
+	Why          string           `json:"why,omitempty"`
+}
+
+// ConstraintsView is the JSON shape of hldp.Constraints.
+type ConstraintsView struct {
+	TimeoutMS      int64 `json:"timeout_ms"`
+	MaxOutputBytes int64 `json:"max_output_bytes"`
+	RequireConfirm bool  `json:"require_confirm"`
+	MaxConcurrency int   `json:"max_concurrency,omitempty"`
+}
+
+// View returns the JSON shape of e. When full is false only the summary
+// fields (name, display, intent, executor, status, reason, revision) are set.
+func (e Entry) View(full bool) ToolView {
+	v := ToolView{Name: e.Name, Status: e.Status, Reason: e.Reason, Revision: e.Rev, File: e.File}
+	if e.LoadErr != nil {
+		v.LoadError = e.LoadErr.Error()
+	}
+	t := e.Tool
+	if t == nil {
+		return v
+	}
+	v.Display, v.Intent, v.Method, v.Executor = t.Display, t.Intent, t.Method, string(t.Executor)
+	if !full {
+		return v
+	}
+	v.ParamsSchema = t.InputSchema()
+	v.Constraints = &ConstraintsView{
+		TimeoutMS:      t.Constraints.Timeout.Milliseconds(),
+		MaxOutputBytes: t.Constraints.MaxOutputBytes,
+		RequireConfirm: t.Constraints.RequireConfirm,
+		MaxConcurrency: t.Constraints.MaxConcurrency,
+	}
+	for _, it := range t.Argv {
+		if it.Group != nil {
+			v.Argv = append(v.Argv, it.Group)
+		} else {
+			v.Argv = append(v.Argv, it.Word)
+		}
+	}
+	v.Target, v.Keywords = t.Target, t.Keywords
+	v.Author, v.Created, v.Why = t.Author, t.Created, t.Why
+	return v
+}
+
+// MatchCandidate is one tool offered for an intent query.
+type MatchCandidate struct {
+	Name         string          `json:"name"`
+	Display      string          `json:"display"`
+	Intent       string          `json:"intent"`
+	Score        float64         `json:"score"`
+	Matched      []string        `json:"matched"`
+	Executor     string          `json:"executor"`
+	Revision     string          `json:"revision"`
+	ParamsSchema json.RawMessage `json:"params_schema"`
+}
+
+// MatchResponse is the answer to an intent query: 1 to 3 candidates, or
+// found false with a suggestion.
+type MatchResponse struct {
+	Found      bool             `json:"found"`
+	Query      string           `json:"query"`
+	Revision   string           `json:"revision"`
+	Candidates []MatchCandidate `json:"candidates,omitempty"`
+	Suggestion string           `json:"suggestion,omitempty"`
+}
+
+// MaxCandidates is the most candidates an intent query returns.
+const MaxCandidates = 3
+
+// MatchIntent answers an intent query with at most limit (1..3, default 3)
+// callable tools, or found false when nothing fits well enough.
+func (s *Snapshot) MatchIntent(q string, limit int) MatchResponse {
+	if limit <= 0 || limit > MaxCandidates {
+		limit = MaxCandidates
+	}
+	res := s.Match(q, limit)
+	resp := MatchResponse{Found: res.Found && len(res.Candidates) > 0, Query: q, Revision: s.rev}
+	if !resp.Found {
+		resp.Suggestion = "no registered tool fits this request; it has to be written: add tools/<name>/" + hldp.FileName +
+			" (scaffold one with `toolagent new <name>`) and commit it"
+		return resp
+	}
+	for _, c := range res.Candidates {
+		e := s.entries[c.ID]
+		resp.Candidates = append(resp.Candidates, MatchCandidate{
+			Name: c.ID, Display: e.Tool.Display, Intent: e.Tool.Intent, Score: c.Score, Matched: c.Matched,
+			Executor: string(e.Tool.Executor), Revision: e.Rev, ParamsSchema: e.Tool.InputSchema(),
+		})
+	}
+	return resp
+}

@@ -1,0 +1,355 @@
+// Package dispatch is the one invoke path every caller (CLI, HTTP API, MCP)
+// goes through: lookup, status, params validation, approval, concurrency
+// limits, the executor call, and the audit line. Every outcome is a
+// ResultStatus in a Result, never a Go error.
+//
+// A Dispatcher is safe for concurrent use. Imports: catalog, executors,
+// hldp. Imported by api, mcpserver and cmd/toolagent.
+package dispatch
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/toolagent/toolagent/internal/catalog"
+	"github.com/toolagent/toolagent/internal/executors"
+	"github.com/toolagent/toolagent/internal/hldp"
+)
+
+// DefaultMaxConcurrent is the global cap on calls running at once.
+const DefaultMaxConcurrent = 64
+
+// backstop is added to a tool's timeout for the context given to an
+// executor, which enforces the timeout itself; the context only catches an
+// executor that does not.
+const backstop = 5 * time.Second
+
+// Options configure a Dispatcher.
+type Options struct {
+	// MaxConcurrent caps calls running at once; more get status busy
+	// (0: DefaultMaxConcurrent; negative: no cap).
+	MaxConcurrent int
+	// Audit receives one line per call (nil: discarded).
+	Audit *slog.Logger
+	// Now returns the time (nil: time.Now). Tests set it.
+	Now func() time.Time
+}
+
+// Dispatcher invokes tools of the current snapshot.
+type Dispatcher struct {
+	store *catalog.Store
+	execs map[hldp.ExecutorKind]executors.Executor
+	opts  Options
+	sem   chan struct{} // nil when uncapped
+
+	mu    sync.Mutex
+	perTo map[string]chan struct{} // "name\x00cap" -> slots
+}
+
+// New returns a dispatcher over store. execs maps each configured executor
+// kind to its executor; a kind missing from it makes its tools disabled.
+func New(store *catalog.Store, execs map[hldp.ExecutorKind]executors.Executor, opts Options) *Dispatcher {
+	if store == nil {
+		panic("dispatch: nil store")
+	}
+	if opts.MaxConcurrent == 0 {
+		opts.MaxConcurrent = DefaultMaxConcurrent
+	}
+	if opts.Audit == nil {
+		opts.Audit = slog.New(slog.DiscardHandler)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	d := &Dispatcher{store: store, execs: make(map[hldp.ExecutorKind]executors.Executor, len(execs)), opts: opts, perTo: map[string]chan struct{}{}}
+	for k, e := range execs {
+		d.execs[k] = e
+	}
+	if opts.MaxConcurrent > 0 {
+		d.sem = make(chan struct{}, opts.MaxConcurrent)
+	}
+	return d
+}
+
+// Call is one request to run a tool.
+type Call struct {
+	Tool   string          // exact tool name
+	Params json.RawMessage // a JSON object; empty means {}
+	Caller string          // who asks, for the audit log
+	DryRun bool            // validate and plan, do not run
+}
+
+// Invoke runs c and returns its result. It never panics on bad input and
+// never returns a Go error: every outcome is a status.
+func (d *Dispatcher) Invoke(ctx context.Context, c Call) Result {
+	start := d.opts.Now()
+	r, params := d.invoke(ctx, c)
+	if r.DurationMS == 0 && r.ExitCode >= 0 {
+		r.DurationMS = d.opts.Now().Sub(start).Milliseconds()
+	}
+	r.OK = r.Status == Success || r.Status == NoData || r.Status == DryRun
+	d.audit(ctx, c, r, params, d.opts.Now().Sub(start))
+	return r
+}
+
+func (d *Dispatcher) invoke(ctx context.Context, c Call) (Result, map[string]any) {
+	snap := d.store.Load()
+	if snap == nil {
+		r := newResult(c.Tool, nil, "")
+		r.Status, r.Error = Disabled, "the catalog is not loaded yet"
+		return r, nil
+	}
+	e, ok := snap.Lookup(c.Tool)
+	if !ok || e.Tool == nil && e.Status != catalog.Failed {
+		return notFound(snap, c.Tool), nil
+	}
+	r := newResult(c.Tool, e.Tool, e.Rev)
+	if !e.Status.Callable() || e.Tool == nil {
+		r.Status = Disabled
+		r.Error = fmt.Sprintf("tool %s is %s: %s", c.Tool, e.Status, e.Reason)
+		return r, nil
+	}
+	t := e.Tool
+	raw, err := decodeParams(c.Params)
+	if err != nil {
+		r.Status, r.Error, r.Problems = InvalidParams, err.Error(), []string{err.Error()}
+		return r, nil
+	}
+	params, err := t.CheckParams(raw)
+	if err != nil {
+		r.Status = InvalidParams
+		r.Problems = splitErrors(err)
+		r.Error = fmt.Sprintf("%d problem(s) with the params of %s: %s", len(r.Problems), t.Name, strings.Join(r.Problems, "; "))
+		return r, raw
+	}
+	ex, ok := d.execs[t.Executor]
+	if !ok {
+		r.Status, r.Error = Disabled, fmt.Sprintf("executor %s is not configured", t.Executor)
+		return r, params
+	}
+	req := executors.Request{Tool: t, Params: params, Rev: e.Rev}
+	if c.DryRun {
+		plan, err := ex.Plan(req)
+		if err != nil {
+			r.Status, r.Error = Error, err.Error()
+			return r, params
+		}
+		r.Status, r.Plan = DryRun, &plan
+		return r, params
+	}
+	if t.Constraints.RequireConfirm {
+		r.Status = ApprovalRequired
+		r.Error = fmt.Sprintf("tool %s declares require_confirm: true and did not run", t.Name)
+		r.Suggestion = "an approver must confirm this call; this daemon has no approval queue enabled, so the tool cannot run here (use --dry-run to see what would run)"
+		return r, params
+	}
+	release, busy := d.acquire(t)
+	if busy != "" {
+		r.Status, r.Error = Busy, busy
+		return r, params
+	}
+	defer release()
+
+	xctx, cancel := context.WithTimeout(ctx, t.Constraints.Timeout+backstop)
+	defer cancel()
+	out, err := ex.Execute(xctx, req)
+	r.fill(out)
+	switch {
+	case err != nil && errors.Is(xctx.Err(), context.DeadlineExceeded):
+		r.Status, r.Error = Timeout, fmt.Sprintf("timed out after %s: %v", t.Constraints.Timeout, err)
+	case err != nil:
+		r.Status, r.Error = Error, err.Error()
+	case out.TimedOut:
+		r.Status, r.Error = Timeout, fmt.Sprintf("timed out after %s; the process group was killed", t.Constraints.Timeout)
+	case out.ExitCode != 0:
+		r.Status, r.Error = Error, fmt.Sprintf("exit status %d", out.ExitCode)
+	case out.HTTPStatus >= 300:
+		r.Status, r.Error = Error, fmt.Sprintf("HTTP status %d", out.HTTPStatus)
+	case len(out.Output) == 0:
+		r.Status = NoData
+	default:
+		r.Status = Success
+	}
+	return r, params
+}
+
+func (r *Result) fill(o executors.Outcome) {
+	r.Output, r.OutputEncoding = encodeRaw(o.Output)
+	r.Stderr, r.StderrEncoding = encodeRaw(o.Stderr)
+	r.ExitCode = o.ExitCode
+	r.Truncated = o.Truncated
+	r.OutputBytes = o.OutputBytes
+	if r.OutputBytes < int64(len(o.Output)) {
+		r.OutputBytes = int64(len(o.Output))
+	}
+	r.HTTPStatus = o.HTTPStatus
+	r.DurationMS = o.Duration.Milliseconds()
+}
+
+// acquire takes a global slot and a slot of the tool's own cap. It returns
+// a non-empty reason when either is full; callers get busy, not a queue.
+func (d *Dispatcher) acquire(t *hldp.Tool) (release func(), busy string) {
+	var held []chan struct{}
+	release = func() {
+		for _, ch := range held {
+			<-ch
+		}
+	}
+	if d.sem != nil {
+		select {
+		case d.sem <- struct{}{}:
+			held = append(held, d.sem)
+		default:
+			return release, fmt.Sprintf("busy: %d calls are already running (the daemon's cap); retry later", cap(d.sem))
+		}
+	}
+	if n := t.Constraints.MaxConcurrency; n > 0 {
+		ch := d.toolSlots(t.Name, n)
+		select {
+		case ch <- struct{}{}:
+			held = append(held, ch)
+		default:
+			release()
+			return func() {}, fmt.Sprintf("busy: tool %s allows %d call(s) at a time (constraints.max_concurrency) and that many are running; retry later", t.Name, n)
+		}
+	}
+	return release, ""
+}
+
+func (d *Dispatcher) toolSlots(name string, n int) chan struct{} {
+	key := fmt.Sprintf("%s\x00%d", name, n)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ch, ok := d.perTo[key]
+	if !ok {
+		ch = make(chan struct{}, n)
+		d.perTo[key] = ch
+	}
+	return ch
+}
+
+func notFound(snap *catalog.Snapshot, name string) Result {
+	r := newResult(name, nil, snap.Rev())
+	f := false
+	r.Found = &f
+	r.Status = NotFound
+	r.Error = fmt.Sprintf("no tool named %q is registered in the repository", name)
+	r.Suggestion = fmt.Sprintf("the tool is not in the repository yet and has to be written: add tools/%s/%s (scaffold one with `toolagent new %s`) and commit it; it registers without a restart", name, hldp.FileName, name)
+	if near := nearest(snap, name); near != "" {
+		r.Suggestion += fmt.Sprintf(". A registered tool with a similar name: %s", near)
+	}
+	return r
+}
+
+// nearest returns the callable tool name closest to name by edit distance,
+// when it is close enough to be a likely typo.
+func nearest(snap *catalog.Snapshot, name string) string {
+	best, bestD := "", 3
+	for _, e := range snap.Enabled() {
+		if d := editDistance(name, e.Name); d < bestD {
+			best, bestD = e.Name, d
+		}
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	prev := make([]int, len(rb)+1)
+	cur := make([]int, len(rb)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		cur[0] = i
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(rb)]
+}
+
+func decodeParams(raw json.RawMessage) (map[string]any, error) {
+	if len(bytes.TrimSpace(raw)) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+		return map[string]any{}, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("params must be a JSON object: %v", err)
+	}
+	if dec.More() {
+		return nil, errors.New("params must be one JSON object; found trailing data")
+	}
+	if m == nil {
+		m = map[string]any{}
+	}
+	return m, nil
+}
+
+func splitErrors(err error) []string {
+	var out []string
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			out = append(out, splitErrors(e)...)
+		}
+		return out
+	}
+	for _, line := range strings.Split(err.Error(), "\n") {
+		if line != "" {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// audit writes one structured line per call. Param values never appear:
+// only their names and a hash of the values, which may hold secrets.
+func (d *Dispatcher) audit(ctx context.Context, c Call, r Result, params map[string]any, took time.Duration) {
+	names := make([]string, 0, len(params))
+	for k := range params {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	d.opts.Audit.LogAttrs(ctx, slog.LevelInfo, "call",
+		slog.String("caller", c.Caller),
+		slog.String("tool", c.Tool),
+		slog.String("revision", r.Revision),
+		slog.String("status", string(r.Status)),
+		slog.Int("exit_code", r.ExitCode),
+		slog.Int64("duration_ms", took.Milliseconds()),
+		slog.Any("param_names", names),
+		slog.String("params_sha256", ParamsHash(params)),
+		slog.Bool("dry_run", c.DryRun),
+	)
+}
+
+// ParamsHash is a short, stable hash of validated param values (keys are
+// sorted by encoding/json), for audit lines and approvals.
+func ParamsHash(params map[string]any) string {
+	if len(params) == 0 {
+		return ""
+	}
+	b, err := json.Marshal(params)
+	if err != nil {
+		return "unhashable"
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}

@@ -1,0 +1,243 @@
+package dispatch
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolagent/toolagent/internal/catalog"
+	"github.com/toolagent/toolagent/internal/executors"
+	"github.com/toolagent/toolagent/internal/hldp"
+)
+
+// fakeExec answers from a function of the request; it is the one seam the
+// dispatcher's consumers own, so a fake is fine here (the real shell
+// executor is tested with real processes in its package and in cmd).
+type fakeExec struct {
+	run func(ctx context.Context, req executors.Request) (executors.Outcome, error)
+}
+
+func (f fakeExec) Execute(ctx context.Context, req executors.Request) (executors.Outcome, error) {
+	return f.run(ctx, req)
+}
+func (f fakeExec) Plan(req executors.Request) (executors.Plan, error) {
+	return executors.Plan{Argv: []string{"/bin/sh", "-c", req.Params["cmd"].(string)}, TimeoutMS: req.Tool.Constraints.Timeout.Milliseconds()}, nil
+}
+func (f fakeExec) Health(context.Context) error { return nil }
+
+func parse(t *testing.T, name, extra string) *hldp.Tool {
+	t.Helper()
+	src := "name: " + name + `
+display: d
+intent: i
+method: exec
+executor: shell
+params_schema:
+  cmd: { type: string, required: true, description: "command" }
+  n: { type: integer, required: false, minimum: 1, description: "count" }
+author: a
+created: 2026-11-30
+why: w
+` + extra
+	tl, err := hldp.Parse("tools/"+name+"/TOOL.hdlp", []byte(src))
+	if err != nil {
+		t.Fatalf("parse %s: %v", name, err)
+	}
+	return tl
+}
+
+func newStore(t *testing.T, entries ...catalog.Entry) *catalog.Store {
+	st := new(catalog.Store)
+	st.Swap(catalog.New("rev1", entries, catalog.Options{LazyIndex: true}))
+	return st
+}
+
+// behave maps the cmd param to what the fake executor does.
+func behave(ctx context.Context, req executors.Request) (executors.Outcome, error) {
+	switch req.Params["cmd"] {
+	case "echo hello":
+		return executors.Outcome{Output: []byte("hello\n"), Duration: 3 * time.Millisecond}, nil
+	case "true":
+		return executors.Outcome{}, nil
+	case "ls /nonexistent":
+		return executors.Outcome{Stderr: []byte("ls: cannot access '/nonexistent': No such file or directory\n"), ExitCode: 2}, nil
+	case "sleep 5":
+		return executors.Outcome{Output: []byte("partial"), TimedOut: true, ExitCode: 143}, nil
+	case "binary":
+		return executors.Outcome{Output: []byte{0xff, 0xfe, 0}}, nil
+	case "cannot start":
+		return executors.Outcome{}, errors.New("exec: \"nope\": executable file not found in $PATH")
+	}
+	return executors.Outcome{}, errors.New("unexpected cmd")
+}
+
+func TestInvokeStatuses(t *testing.T) {
+	ok := parse(t, "ok", "")
+	confirm := parse(t, "confirm", "constraints: { require_confirm: true }\n")
+	gk := parse(t, "gk", "")
+	gk.Executor = hldp.Gatekeeper
+	st := newStore(t,
+		catalog.Entry{Name: "ok", Tool: ok, Rev: "rev1", Status: catalog.Enabled},
+		catalog.Entry{Name: "confirm", Tool: confirm, Rev: "rev1", Status: catalog.Enabled},
+		catalog.Entry{Name: "gk", Tool: gk, Rev: "rev1", Status: catalog.Enabled},
+		catalog.Entry{Name: "off", Tool: ok, Rev: "rev1", Status: catalog.Disabled, Reason: "executor gatekeeper is not configured"},
+		catalog.Entry{Name: "broken", Status: catalog.Failed, Reason: "tools/broken/TOOL.hdlp:3:1: bad"},
+	)
+	d := New(st, map[hldp.ExecutorKind]executors.Executor{hldp.Shell: fakeExec{behave}}, Options{})
+	tests := []struct {
+		name       string
+		call       Call
+		status     ResultStatus
+		ok         bool
+		output     string
+		stderr     string
+		exit       int
+		errSub     string
+		suggestion string
+	}{
+		{"success", Call{Tool: "ok", Params: json.RawMessage(`{"cmd":"echo hello"}`)}, Success, true, "hello\n", "", 0, "", ""},
+		{"no data", Call{Tool: "ok", Params: json.RawMessage(`{"cmd":"true"}`)}, NoData, true, "", "", 0, "", ""},
+		{"command fails", Call{Tool: "ok", Params: json.RawMessage(`{"cmd":"ls /nonexistent"}`)}, Error, false, "", "ls: cannot access '/nonexistent': No such file or directory\n", 2, "exit status 2", ""},
+		{"cannot start", Call{Tool: "ok", Params: json.RawMessage(`{"cmd":"cannot start"}`)}, Error, false, "", "", 0, "executable file not found", ""},
+		{"timeout keeps partial output", Call{Tool: "ok", Params: json.RawMessage(`{"cmd":"sleep 5"}`)}, Timeout, false, "partial", "", 143, "timed out after 30s", ""},
+		{"binary output is base64", Call{Tool: "ok", Params: json.RawMessage(`{"cmd":"binary"}`)}, Success, true, "//4A", "", 0, "", ""},
+		{"missing param", Call{Tool: "ok", Params: json.RawMessage(`{}`)}, InvalidParams, false, "", "", -1, "cmd", ""},
+		{"every problem listed", Call{Tool: "ok", Params: json.RawMessage(`{"n":0,"x":1}`)}, InvalidParams, false, "", "", -1, "3 problem(s)", ""},
+		{"params not an object", Call{Tool: "ok", Params: json.RawMessage(`[1]`)}, InvalidParams, false, "", "", -1, "params must be a JSON object", ""},
+		{"not found", Call{Tool: "deploy-app", Params: nil}, NotFound, false, "", "", -1, "no tool named", "has to be written"},
+		{"not found near name", Call{Tool: "okk"}, NotFound, false, "", "", -1, "", "similar name: ok"},
+		{"disabled entry", Call{Tool: "off", Params: json.RawMessage(`{"cmd":"true"}`)}, Disabled, false, "", "", -1, "executor gatekeeper is not configured", ""},
+		{"failed entry", Call{Tool: "broken"}, Disabled, false, "", "", -1, "tools/broken/TOOL.hdlp:3:1", ""},
+		{"executor missing", Call{Tool: "gk", Params: json.RawMessage(`{"cmd":"true"}`)}, Disabled, false, "", "", -1, "executor gatekeeper is not configured", ""},
+		{"approval required", Call{Tool: "confirm", Params: json.RawMessage(`{"cmd":"true"}`)}, ApprovalRequired, false, "", "", -1, "require_confirm", "approver"},
+		{"dry run", Call{Tool: "confirm", Params: json.RawMessage(`{"cmd":"rm -rf /tmp/x"}`), DryRun: true}, DryRun, true, "", "", -1, "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := d.Invoke(context.Background(), tt.call)
+			if r.Status != tt.status || r.OK != tt.ok {
+				t.Fatalf("Invoke(%s) status = %s ok=%v, want %s ok=%v (error %q)", tt.call.Tool, r.Status, r.OK, tt.status, tt.ok, r.Error)
+			}
+			if r.Output != tt.output || r.Stderr != tt.stderr || r.ExitCode != tt.exit {
+				t.Errorf("output %q stderr %q exit %d, want %q %q %d", r.Output, r.Stderr, r.ExitCode, tt.output, tt.stderr, tt.exit)
+			}
+			if !strings.Contains(r.Error, tt.errSub) {
+				t.Errorf("error %q does not contain %q", r.Error, tt.errSub)
+			}
+			if !strings.Contains(r.Suggestion, tt.suggestion) {
+				t.Errorf("suggestion %q does not contain %q", r.Suggestion, tt.suggestion)
+			}
+			if tt.status == NotFound && (r.Found == nil || *r.Found) {
+				t.Errorf("not_found result has found = %v, want false", r.Found)
+			}
+			if tt.status == DryRun && (r.Plan == nil || r.Plan.Argv[2] != "rm -rf /tmp/x") {
+				t.Errorf("dry run plan = %+v", r.Plan)
+			}
+			if r.Tool != tt.call.Tool {
+				t.Errorf("result tool = %q", r.Tool)
+			}
+		})
+	}
+}
+
+func TestResultJSONFields(t *testing.T) {
+	st := newStore(t, catalog.Entry{Name: "ok", Tool: parse(t, "ok", ""), Rev: "abc123", Status: catalog.Enabled})
+	d := New(st, map[hldp.ExecutorKind]executors.Executor{hldp.Shell: fakeExec{behave}}, Options{})
+	r := d.Invoke(context.Background(), Call{Tool: "ok", Params: json.RawMessage(`{"cmd":"echo hello"}`)})
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	// The seed's field names (DESIGN.md "Result") must all be there.
+	for _, k := range []string{"ok", "status", "tool", "method", "executor", "revision", "output", "stderr", "exit_code", "truncated", "error", "duration_ms"} {
+		if _, ok := m[k]; !ok {
+			t.Errorf("result JSON lacks %q: %s", k, b)
+		}
+	}
+	if m["revision"] != "abc123" || m["executor"] != "shell" || m["method"] != "exec" || m["duration_ms"] != float64(3) {
+		t.Errorf("result JSON = %s", b)
+	}
+}
+
+// TestBusy fills the global cap and a tool's own cap with calls blocked in
+// the executor; the next call gets busy at once instead of queueing.
+func TestBusy(t *testing.T) {
+	serial := parse(t, "serial", "constraints: { max_concurrency: 1 }\n")
+	free := parse(t, "free", "")
+	st := newStore(t,
+		catalog.Entry{Name: "serial", Tool: serial, Rev: "r", Status: catalog.Enabled},
+		catalog.Entry{Name: "free", Tool: free, Rev: "r", Status: catalog.Enabled},
+	)
+	started := make(chan struct{}, 4)
+	release := make(chan struct{})
+	block := fakeExec{func(ctx context.Context, req executors.Request) (executors.Outcome, error) {
+		started <- struct{}{}
+		<-release
+		return executors.Outcome{Output: []byte("done")}, nil
+	}}
+	d := New(st, map[hldp.ExecutorKind]executors.Executor{hldp.Shell: block}, Options{MaxConcurrent: 2})
+	results := make(chan Result, 2)
+	go func() {
+		results <- d.Invoke(context.Background(), Call{Tool: "serial", Params: json.RawMessage(`{"cmd":"x"}`)})
+	}()
+	<-started
+	if r := d.Invoke(context.Background(), Call{Tool: "serial", Params: json.RawMessage(`{"cmd":"x"}`)}); r.Status != Busy || !strings.Contains(r.Error, "max_concurrency") {
+		t.Errorf("second serial call: %s %q, want busy naming max_concurrency", r.Status, r.Error)
+	}
+	go func() {
+		results <- d.Invoke(context.Background(), Call{Tool: "free", Params: json.RawMessage(`{"cmd":"x"}`)})
+	}()
+	<-started
+	if r := d.Invoke(context.Background(), Call{Tool: "free", Params: json.RawMessage(`{"cmd":"x"}`)}); r.Status != Busy || !strings.Contains(r.Error, "2 calls") {
+		t.Errorf("third call over the global cap: %s %q, want busy", r.Status, r.Error)
+	}
+	close(release)
+	for range 2 {
+		if r := <-results; r.Status != Success {
+			t.Errorf("blocked call ended %s", r.Status)
+		}
+	}
+	// Slots are released: a new call runs.
+	releaseNow := fakeExec{func(ctx context.Context, req executors.Request) (executors.Outcome, error) {
+		return executors.Outcome{Output: []byte("ok")}, nil
+	}}
+	d.execs[hldp.Shell] = releaseNow
+	if r := d.Invoke(context.Background(), Call{Tool: "serial", Params: json.RawMessage(`{"cmd":"x"}`)}); r.Status != Success {
+		t.Errorf("after release: %s %q", r.Status, r.Error)
+	}
+}
+
+// TestAuditNeverLogsValues: one line per call, with param names and a
+// hash, never the raw values.
+func TestAuditNeverLogsValues(t *testing.T) {
+	var buf bytes.Buffer
+	st := newStore(t, catalog.Entry{Name: "ok", Tool: parse(t, "ok", ""), Rev: "rev9", Status: catalog.Enabled})
+	d := New(st, map[hldp.ExecutorKind]executors.Executor{hldp.Shell: fakeExec{behave}}, Options{Audit: slog.New(slog.NewJSONHandler(&buf, nil))})
+	d.Invoke(context.Background(), Call{Tool: "ok", Caller: "alice", Params: json.RawMessage(`{"cmd":"echo hello"}`)})
+	line := buf.String()
+	if strings.Count(line, "\n") != 1 {
+		t.Fatalf("want exactly one audit line, got:\n%s", line)
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(line), &m); err != nil {
+		t.Fatal(err)
+	}
+	if m["caller"] != "alice" || m["tool"] != "ok" || m["revision"] != "rev9" || m["status"] != "success" || m["params_sha256"] == "" {
+		t.Errorf("audit line = %s", line)
+	}
+	if strings.Contains(line, "echo hello") {
+		t.Errorf("audit line holds a raw param value: %s", line)
+	}
+	if names, _ := m["param_names"].([]any); len(names) != 1 || names[0] != "cmd" {
+		t.Errorf("param_names = %v", m["param_names"])
+	}
+}

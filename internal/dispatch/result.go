@@ -1,0 +1,87 @@
+package dispatch
+
+import (
+	"encoding/base64"
+	"unicode/utf8"
+
+	"github.com/toolagent/toolagent/internal/executors"
+	"github.com/toolagent/toolagent/internal/hldp"
+)
+
+// ResultStatus says what happened to one call; the value is the wire word.
+type ResultStatus string
+
+// The statuses of a call result (DESIGN.md "Result"), plus busy and dry_run.
+const (
+	// Success: ran, exit code 0 (or HTTP 2xx), and produced output.
+	Success ResultStatus = "success"
+	// NoData: ran successfully and nothing came back.
+	NoData ResultStatus = "no_data"
+	// Error: ran (or tried to) and failed; stderr, exit code and message say how.
+	Error ResultStatus = "error"
+	// Timeout: killed at the tool's timeout; partial output is kept.
+	Timeout ResultStatus = "timeout"
+	// InvalidParams: did not run; every problem with the params is listed.
+	InvalidParams ResultStatus = "invalid_params"
+	// ApprovalRequired: did not run; the tool needs an approval first.
+	ApprovalRequired ResultStatus = "approval_required"
+	// NotFound: no such tool in the repository; it has to be written.
+	NotFound ResultStatus = "not_found"
+	// Disabled: the tool exists but cannot run here; the error says why.
+	Disabled ResultStatus = "disabled"
+	// Busy: did not run; the concurrency cap (global or the tool's) is reached.
+	Busy ResultStatus = "busy"
+	// DryRun: did not run; Plan holds exactly what would run.
+	DryRun ResultStatus = "dry_run"
+)
+
+// Result is the one JSON object every call returns (DESIGN.md "Result").
+// The seed's fields keep their names; the rest are additions.
+type Result struct {
+	OK         bool         `json:"ok"`
+	Status     ResultStatus `json:"status"`
+	Tool       string       `json:"tool"`
+	Method     string       `json:"method,omitempty"`
+	Executor   string       `json:"executor,omitempty"`
+	Revision   string       `json:"revision,omitempty"`
+	Output     string       `json:"output"`
+	Stderr     string       `json:"stderr"`
+	ExitCode   int          `json:"exit_code"` // -1 when nothing ran
+	Truncated  bool         `json:"truncated"`
+	Error      string       `json:"error"`
+	DurationMS int64        `json:"duration_ms"`
+
+	// OutputBytes is how many bytes the tool wrote to stdout, before the cap.
+	OutputBytes int64 `json:"output_bytes"`
+	// OutputEncoding is "base64" when the raw output is not valid UTF-8 and
+	// Output holds it base64-encoded; empty for text. StderrEncoding likewise.
+	OutputEncoding string `json:"output_encoding,omitempty"`
+	StderrEncoding string `json:"stderr_encoding,omitempty"`
+	// HTTPStatus is the upstream status code of an HTTP executor.
+	HTTPStatus int `json:"http_status,omitempty"`
+	// Found is false for not_found (the seed's found:false).
+	Found *bool `json:"found,omitempty"`
+	// Suggestion tells a caller what to do next (not_found, approval_required).
+	Suggestion string `json:"suggestion,omitempty"`
+	// Problems lists every params problem (invalid_params).
+	Problems []string `json:"problems,omitempty"`
+	// Plan is what would run (dry_run).
+	Plan *executors.Plan `json:"plan,omitempty"`
+}
+
+func newResult(name string, t *hldp.Tool, rev string) Result {
+	r := Result{Tool: name, Revision: rev, ExitCode: -1}
+	if t != nil {
+		r.Method, r.Executor = t.Method, string(t.Executor)
+	}
+	return r
+}
+
+// encodeRaw returns b as a string, or base64 with encoding "base64" when b
+// is not valid UTF-8, so no byte is lost or replaced in JSON.
+func encodeRaw(b []byte) (string, string) {
+	if utf8.Valid(b) {
+		return string(b), ""
+	}
+	return base64.StdEncoding.EncodeToString(b), "base64"
+}

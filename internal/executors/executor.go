@@ -1,0 +1,70 @@
+// Package executors defines the contract every executor meets: Execute a
+// validated call and report Health. The interface lives here, beside its
+// implementations in the sub-packages, on purpose: it is the plugin contract
+// of the package family (like database/sql/driver), not a consumer-side
+// abstraction. Consumers that need less still declare narrower interfaces.
+//
+// Imports: hldp only. Imported by dispatch and the executor sub-packages.
+package executors
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/toolagent/toolagent/internal/hldp"
+)
+
+// Executor runs calls for the tools of one executor kind. Implementations
+// must be safe for concurrent use.
+type Executor interface {
+	// Execute runs one call. The context carries the deadline the dispatcher
+	// derived from the tool's timeout. A command that ran and failed is not
+	// an error: it is an Outcome with its exit code and stderr. The error is
+	// for "could not run at all" (and wraps ErrRefused when a guard refused).
+	Execute(ctx context.Context, req Request) (Outcome, error)
+	// Plan describes, without side effects, exactly what Execute would do
+	// for req (argv, cwd, limits, HTTP request, ...). Used by dry runs.
+	Plan(req Request) (Plan, error)
+	// Health reports whether the executor can run calls here.
+	Health(ctx context.Context) error
+}
+
+// Request is one validated call.
+type Request struct {
+	Tool   *hldp.Tool
+	Params map[string]any // validated, defaults filled
+	Rev    string         // revision of the definition
+}
+
+// Outcome is the raw result of one execution.
+type Outcome struct {
+	Output      []byte
+	Stderr      []byte
+	ExitCode    int
+	HTTPStatus  int   // for HTTP executors; 0 otherwise
+	Truncated   bool  // Output or Stderr was cut at the tool's cap
+	OutputBytes int64 // bytes the command produced on stdout, before the cap
+	TimedOut    bool
+	Duration    time.Duration
+}
+
+// Plan is what a call would do, for dry runs.
+type Plan struct {
+	Argv           []string          `json:"argv,omitempty"`
+	Dir            string            `json:"cwd,omitempty"`
+	Env            []string          `json:"env,omitempty"`
+	Path           string            `json:"path,omitempty"` // file methods
+	Timeout        time.Duration     `json:"-"`
+	TimeoutMS      int64             `json:"timeout_ms"`
+	MaxOutputBytes int64             `json:"max_output_bytes"`
+	Extra          map[string]string `json:"extra,omitempty"`
+}
+
+// ErrRefused marks an execution a guard inside the executor refused right
+// before the side effect (defence in depth). Wrap it with the reason.
+var ErrRefused = errors.New("refused")
+
+// ErrNotConfigured is returned by Health of an executor that has no
+// configuration on this host.
+var ErrNotConfigured = errors.New("not configured")

@@ -1,0 +1,523 @@
+// Package shell is the local-process executor: it runs the tools whose
+// executor is "shell" on this host.
+//
+// It owns four methods (Tool.Method):
+//
+//   - exec: the tool's "cmd" param runs under /bin/sh -c (the generic shell
+//     tool; policy applies before it gets here).
+//   - run: the tool's argv template, filled by hldp.(*Tool).RenderArgv, runs
+//     directly with no shell, so params cannot inject commands.
+//   - read, write: a file inside Options.FilesRoot, confined with os.Root so
+//     "..", absolute paths and symlinks cannot leave the root.
+//
+// Every child goes through proc.Run: its own process group, the tool's
+// timeout with a grace period, the tool's output cap, and a minimal
+// environment (never the daemon's). An Executor is safe for concurrent use.
+//
+// Imports: executors, hldp, proc. Imported only by cmd/toolagent, which puts
+// it in the dispatcher's executor map.
+package shell
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/toolagent/toolagent/internal/executors"
+	"github.com/toolagent/toolagent/internal/hldp"
+	"github.com/toolagent/toolagent/internal/proc"
+)
+
+// Shell is the shell every exec call runs under.
+const Shell = "/bin/sh"
+
+// The methods of the shell executor, as written in TOOL.hdlp.
+const (
+	MethodExec  = "exec"
+	MethodRun   = "run"
+	MethodRead  = "read"
+	MethodWrite = "write"
+)
+
+// Methods lists the shell executor's methods in a stable order.
+var Methods = []string{MethodExec, MethodRun, MethodRead, MethodWrite}
+
+// Options configure an Executor. The zero value is usable: exec and run
+// work, read and write are disabled.
+type Options struct {
+	// FilesRoot is the directory the read and write methods are confined
+	// to; "" disables those methods.
+	FilesRoot string
+	// Env holds extra KEY=VALUE entries added after proc.MinimalEnv
+	// (PATH, LANG, HOME) for every child; a key given here overrides the
+	// minimal one. Entries without "=" are dropped with a warning. Do not
+	// put secrets here: every shell tool sees them.
+	Env []string
+	// Grace is the time between SIGTERM and SIGKILL on timeout; 0 means
+	// proc.DefaultGrace.
+	Grace time.Duration
+	// Logger receives debug lines per call and construction warnings;
+	// nil discards them.
+	Logger *slog.Logger
+}
+
+// Executor runs shell tools. Build it with New.
+type Executor struct {
+	filesRoot string
+	env       []string
+	grace     time.Duration
+	log       *slog.Logger
+}
+
+var _ executors.Executor = (*Executor)(nil)
+
+// New returns an Executor configured by a copy of opts.
+func New(opts Options) *Executor {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	var env []string
+	for _, kv := range opts.Env {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			log.Warn("shell executor env entry dropped", "reason", "not KEY=VALUE", "key", k)
+			continue
+		}
+		env = append(env, kv)
+	}
+	root := opts.FilesRoot
+	if root != "" {
+		// Absolute, so Plan shows the real path and a later chdir of the
+		// daemon cannot move the root.
+		if abs, err := filepath.Abs(root); err == nil {
+			root = abs
+		}
+	}
+	return &Executor{filesRoot: root, env: env, grace: opts.Grace, log: log}
+}
+
+// Check reports whether this executor can run t at all: the executor is
+// shell, the method is known, exec has a string "cmd" param, run has an
+// argv template, read and write have a string "path" param (write also a
+// string "content") and a configured FilesRoot. An error wrapping
+// executors.ErrNotConfigured means the tool is fine but this host lacks the
+// configuration; the lead marks such tools disabled with the error as
+// reason.
+func (e *Executor) Check(t *hldp.Tool) error {
+	if t == nil {
+		return errors.New("no tool")
+	}
+	if t.Executor != hldp.Shell {
+		return fmt.Errorf("executor is %q, not %q", t.Executor, hldp.Shell)
+	}
+	switch t.Method {
+	case MethodExec:
+		if err := wantParam(t, "cmd", hldp.TypeString); err != nil {
+			return err
+		}
+		return optionalParam(t, "cwd", hldp.TypeString)
+	case MethodRun:
+		if len(t.Argv) == 0 {
+			return errors.New("method run needs an argv template, and the definition has none")
+		}
+		return optionalParam(t, "cwd", hldp.TypeString)
+	case MethodRead, MethodWrite:
+		if e.filesRoot == "" {
+			return fmt.Errorf("method %s: shell files root %w", t.Method, executors.ErrNotConfigured)
+		}
+		if err := wantParam(t, "path", hldp.TypeString); err != nil {
+			return err
+		}
+		if t.Method == MethodRead {
+			return optionalParam(t, "offset", hldp.TypeInteger)
+		}
+		if err := wantParam(t, "content", hldp.TypeString); err != nil {
+			return err
+		}
+		return optionalParam(t, "append", hldp.TypeBoolean)
+	default:
+		return unknownMethod(t)
+	}
+}
+
+func unknownMethod(t *hldp.Tool) error {
+	return fmt.Errorf("the shell executor has no method %q (methods: %s)", t.Method, strings.Join(Methods, ", "))
+}
+
+func wantParam(t *hldp.Tool, name string, typ hldp.ParamType) error {
+	p, ok := t.Param(name)
+	if !ok {
+		return fmt.Errorf("method %s needs a %s param %q in params_schema", t.Method, typ, name)
+	}
+	if p.Type != typ {
+		return fmt.Errorf("param %q of method %s must be of type %s, not %s", name, t.Method, typ, p.Type)
+	}
+	return nil
+}
+
+func optionalParam(t *hldp.Tool, name string, typ hldp.ParamType) error {
+	if p, ok := t.Param(name); ok && p.Type != typ {
+		return fmt.Errorf("param %q of method %s must be of type %s, not %s", name, t.Method, typ, p.Type)
+	}
+	return nil
+}
+
+// Plan returns exactly what Execute would do for req, without side
+// effects: for exec and run the argv, working directory and environment;
+// for read and write the file path (Extra holds root, offset, mode and
+// size); and the timeout and output cap. Execute runs from the same plan.
+func (e *Executor) Plan(req executors.Request) (executors.Plan, error) {
+	c, err := e.prepare(req)
+	return c.plan, err
+}
+
+// call is one prepared call: the public Plan plus what the file methods
+// need to carry it out.
+type call struct {
+	plan    executors.Plan
+	rel     string // read, write: path inside the files root
+	offset  int64  // read
+	content string // write
+	append  bool   // write
+}
+
+// prepare checks req and turns it into a call; errors carry the tool name.
+func (e *Executor) prepare(req executors.Request) (call, error) {
+	if req.Tool == nil {
+		return call{}, errors.New("shell executor: request without a tool")
+	}
+	c, err := e.prepareTool(req.Tool, req.Params)
+	if err != nil {
+		return call{}, fmt.Errorf("tool %s: %w", req.Tool.Name, err)
+	}
+	return c, nil
+}
+
+func (e *Executor) prepareTool(t *hldp.Tool, params map[string]any) (call, error) {
+	if err := e.Check(t); err != nil {
+		return call{}, fmt.Errorf("%w: %w", executors.ErrRefused, err)
+	}
+	timeout, maxOut := limits(t)
+	c := call{plan: executors.Plan{
+		Timeout:        timeout,
+		TimeoutMS:      timeout.Milliseconds(),
+		MaxOutputBytes: maxOut,
+	}}
+	var err error
+	switch t.Method {
+	case MethodExec, MethodRun:
+		dir, err := stringParam(params, "cwd", false)
+		if err != nil {
+			return call{}, err
+		}
+		if t.Method == MethodExec {
+			cmd, err := stringParam(params, "cmd", true)
+			if err != nil {
+				return call{}, err
+			}
+			c.plan.Argv = []string{Shell, "-c", cmd}
+		} else {
+			argv, err := t.RenderArgv(params)
+			if err != nil {
+				return call{}, err
+			}
+			if len(argv) == 0 {
+				return call{}, errors.New("argv template rendered to nothing")
+			}
+			c.plan.Argv = argv
+		}
+		c.plan.Dir = dir
+		c.plan.Env = append(proc.MinimalEnv(dir), e.env...)
+	case MethodRead:
+		if c.rel, err = filePath(params); err != nil {
+			return call{}, err
+		}
+		if c.offset, err = intParam(params, "offset"); err != nil {
+			return call{}, err
+		}
+		c.plan.Path = filepath.Join(e.filesRoot, c.rel)
+		c.plan.Extra = map[string]string{"root": e.filesRoot, "offset": strconv.FormatInt(c.offset, 10)}
+	case MethodWrite:
+		if c.rel, err = filePath(params); err != nil {
+			return call{}, err
+		}
+		if c.content, err = stringParam(params, "content", true); err != nil {
+			return call{}, err
+		}
+		if c.append, err = boolParam(params, "append"); err != nil {
+			return call{}, err
+		}
+		mode := "truncate"
+		if c.append {
+			mode = "append"
+		}
+		c.plan.Path = filepath.Join(e.filesRoot, c.rel)
+		c.plan.Extra = map[string]string{"root": e.filesRoot, "mode": mode, "bytes": strconv.Itoa(len(c.content))}
+	}
+	return c, nil
+}
+
+// limits returns the tool's timeout and output cap, with hldp's defaults
+// for zero values so no child ever runs unbounded.
+func limits(t *hldp.Tool) (time.Duration, int64) {
+	timeout, maxOut := t.Constraints.Timeout, t.Constraints.MaxOutputBytes
+	if timeout <= 0 {
+		timeout = hldp.DefaultTimeout
+	}
+	if maxOut <= 0 {
+		maxOut = hldp.DefaultMaxOutputBytes
+	}
+	return timeout, maxOut
+}
+
+// Execute runs req as its Plan describes. A command that ran and failed,
+// timed out or was killed, and a file method that hit an ordinary file
+// error (missing file, permission denied), are Outcomes with a non-zero
+// ExitCode and the real error text in Stderr. The error is for calls that
+// could not run: an unknown method or unusable tool (wrapping
+// executors.ErrRefused), bad params, a program that could not start.
+func (e *Executor) Execute(ctx context.Context, req executors.Request) (executors.Outcome, error) {
+	c, err := e.prepare(req)
+	if err != nil {
+		return executors.Outcome{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return executors.Outcome{}, err
+	}
+	t := req.Tool
+	var out executors.Outcome
+	switch t.Method {
+	case MethodExec, MethodRun:
+		out, err = e.run(ctx, c.plan)
+	case MethodRead:
+		out, err = e.read(c)
+	case MethodWrite:
+		out, err = e.write(c)
+	}
+	if err != nil {
+		return executors.Outcome{}, fmt.Errorf("tool %s: %w", t.Name, err)
+	}
+	e.log.DebugContext(ctx, "shell call", "tool", t.Name, "method", t.Method, "rev", req.Rev,
+		"exit_code", out.ExitCode, "timed_out", out.TimedOut, "truncated", out.Truncated, "duration", out.Duration)
+	return out, nil
+}
+
+func (e *Executor) run(ctx context.Context, p executors.Plan) (executors.Outcome, error) {
+	o, err := proc.Run(ctx, proc.Spec{
+		Argv:      p.Argv,
+		Dir:       p.Dir,
+		Env:       p.Env,
+		Timeout:   p.Timeout,
+		Grace:     e.grace,
+		MaxOutput: p.MaxOutputBytes,
+	})
+	if err != nil {
+		return executors.Outcome{}, err
+	}
+	return executors.Outcome{
+		Output:      o.Stdout,
+		Stderr:      o.Stderr,
+		ExitCode:    o.ExitCode,
+		Truncated:   o.Truncated,
+		OutputBytes: o.StdoutBytes,
+		TimedOut:    o.TimedOut,
+		Duration:    o.Duration,
+	}, nil
+}
+
+// filePath returns the "path" param after the lexical check: relative,
+// no "..", not empty. Symlinks are left to os.Root at open time.
+func filePath(params map[string]any) (string, error) {
+	rel, err := stringParam(params, "path", true)
+	if err != nil {
+		return "", err
+	}
+	if !filepath.IsLocal(rel) {
+		return "", fmt.Errorf("%w: path %q is not a relative path inside the files root", executors.ErrRefused, rel)
+	}
+	return filepath.Clean(rel), nil
+}
+
+// read returns the file's bytes from offset, at most MaxOutputBytes of
+// them. OutputBytes is the number of bytes from offset to the end of the
+// file, the size the output would have had uncapped.
+func (e *Executor) read(c call) (executors.Outcome, error) {
+	start := time.Now()
+	rel, off, maxOut := c.rel, c.offset, c.plan.MaxOutputBytes
+	root, err := os.OpenRoot(e.filesRoot)
+	if err != nil {
+		return executors.Outcome{}, fmt.Errorf("open files root: %w", err)
+	}
+	defer root.Close()
+	// O_NONBLOCK: opening a FIFO must not hang; it is refused just below.
+	f, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return fileFailure(rel, err, start)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fileFailure(rel, err, start)
+	}
+	if !fi.Mode().IsRegular() {
+		return fileFailure(rel, &fs.PathError{Op: "read", Path: rel, Err: fmt.Errorf("%w (%s)", errNotRegular, fi.Mode().Type())}, start)
+	}
+	avail := max(fi.Size()-off, 0)
+	buf := make([]byte, min(avail, maxOut))
+	n, err := f.ReadAt(buf, off)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return fileFailure(rel, err, start)
+	}
+	return executors.Outcome{
+		Output:      buf[:n],
+		Truncated:   avail > maxOut,
+		OutputBytes: avail,
+		Duration:    time.Since(start),
+	}, nil
+}
+
+// write writes the content param to the file, creating parent
+// directories inside the root.
+func (e *Executor) write(c call) (executors.Outcome, error) {
+	start := time.Now()
+	rel := c.rel
+	flag := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+	if c.append {
+		flag = os.O_WRONLY | os.O_CREATE | os.O_APPEND
+	}
+	root, err := os.OpenRoot(e.filesRoot)
+	if err != nil {
+		return executors.Outcome{}, fmt.Errorf("open files root: %w", err)
+	}
+	defer root.Close()
+	if dir := filepath.Dir(rel); dir != "." {
+		if err := root.MkdirAll(dir, 0o755); err != nil {
+			return fileFailure(rel, err, start)
+		}
+	}
+	// O_NONBLOCK: opening a FIFO without a reader fails instead of hanging.
+	f, err := root.OpenFile(rel, flag|syscall.O_NONBLOCK, 0o644)
+	if err != nil {
+		return fileFailure(rel, err, start)
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return fileFailure(rel, err, start)
+	} else if !fi.Mode().IsRegular() {
+		return fileFailure(rel, &fs.PathError{Op: "write", Path: rel, Err: fmt.Errorf("%w (%s)", errNotRegular, fi.Mode().Type())}, start)
+	}
+	n, err := io.WriteString(f, c.content)
+	if err == nil {
+		err = f.Close()
+	}
+	if err != nil {
+		return fileFailure(rel, err, start)
+	}
+	msg := fmt.Sprintf("wrote %d bytes to %s\n", n, filepath.ToSlash(rel))
+	return executors.Outcome{
+		Output:      []byte(msg),
+		OutputBytes: int64(len(msg)),
+		Duration:    time.Since(start),
+	}, nil
+}
+
+// errNotRegular marks a read or write of a directory, FIFO or device.
+var errNotRegular = errors.New("not a regular file")
+
+// fileFailure turns a file error into a result. An error from the
+// operating system (missing file, permission, not a directory) is what a
+// command like cat would report: exit code 1 with the text on stderr. Any
+// other error from os.Root is its confinement refusing a path that leaves
+// the root through a symlink: a refusal, returned as an error.
+func fileFailure(rel string, err error, start time.Time) (executors.Outcome, error) {
+	var errno syscall.Errno
+	if errors.As(err, &errno) || errors.Is(err, errNotRegular) {
+		return executors.Outcome{
+			Stderr:   []byte(err.Error() + "\n"),
+			ExitCode: 1,
+			Duration: time.Since(start),
+		}, nil
+	}
+	return executors.Outcome{}, fmt.Errorf("%w: path %q leaves the files root: %w", executors.ErrRefused, rel, err)
+}
+
+// Health reports whether /bin/sh exists and is executable.
+func (e *Executor) Health(ctx context.Context) error {
+	fi, err := os.Stat(Shell)
+	if err != nil {
+		return fmt.Errorf("shell executor: %w", err)
+	}
+	if !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0 {
+		return fmt.Errorf("shell executor: %s is not an executable file (mode %s)", Shell, fi.Mode())
+	}
+	return nil
+}
+
+// stringParam returns the string param name; an absent optional param is "".
+func stringParam(params map[string]any, name string, required bool) (string, error) {
+	v, ok := params[name]
+	if !ok || v == nil {
+		if required {
+			return "", fmt.Errorf("param %q is missing", name)
+		}
+		return "", nil
+	}
+	s, ok := v.(string)
+	if !ok {
+		return "", fmt.Errorf("param %q must be a string, got %T", name, v)
+	}
+	return s, nil
+}
+
+// intParam returns the optional non-negative integer param name; absent
+// is 0. CheckParams gives int64; other integer forms are accepted too.
+func intParam(params map[string]any, name string) (int64, error) {
+	var n int64
+	switch v := params[name].(type) {
+	case nil:
+		return 0, nil
+	case int64:
+		n = v
+	case int:
+		n = int64(v)
+	case float64:
+		if v != math.Trunc(v) || math.Abs(v) > 1<<53 {
+			return 0, fmt.Errorf("param %q must be an integer, got %v", name, v)
+		}
+		n = int64(v)
+	case json.Number:
+		var err error
+		if n, err = v.Int64(); err != nil {
+			return 0, fmt.Errorf("param %q must be an integer: %w", name, err)
+		}
+	default:
+		return 0, fmt.Errorf("param %q must be an integer, got %T", name, v)
+	}
+	if n < 0 {
+		return 0, fmt.Errorf("param %q must not be negative, got %d", name, n)
+	}
+	return n, nil
+}
+
+// boolParam returns the optional boolean param name; absent is false.
+func boolParam(params map[string]any, name string) (bool, error) {
+	switch v := params[name].(type) {
+	case nil:
+		return false, nil
+	case bool:
+		return v, nil
+	default:
+		return false, fmt.Errorf("param %q must be a boolean, got %T", name, v)
+	}
+}

@@ -1,0 +1,130 @@
+// Package hldp owns the TOOL.hdlp format: the Tool type, Parse with strict
+// validation and file:line diagnostics, params validation, argv templates,
+// and the JSON Schema / OpenAI function export of a tool.
+//
+// The package is pure: no I/O, no internal imports, so it can be fuzzed,
+// benchmarked and imported by every other layer. Values returned by Parse
+// are immutable by convention and safe for concurrent use: InputSchema,
+// OpenAIFunction, CheckParams and RenderArgv may be called from many
+// goroutines at once (the compiled params schema is built once, lazily).
+//
+// The format's extension keys (argv, target, keywords) are documented on
+// Parse; RenderArgv documents how an argv template is filled and why params
+// cannot inject commands.
+package hldp
+
+import (
+	"time"
+)
+
+// FileName is the one name a tool definition file has inside tools/<name>/.
+// The spelling ("hdlp") is the seed's; keep it in this one constant.
+const FileName = "TOOL.hdlp"
+
+// ExecutorKind names an executor; the value is the wire word used in
+// TOOL.hdlp and in results.
+type ExecutorKind string
+
+// The four executors of the spec.
+const (
+	Shell      ExecutorKind = "shell"
+	Gatekeeper ExecutorKind = "gatekeeper"
+	HlpdAPI    ExecutorKind = "hlpd-api"
+	GitForgejo ExecutorKind = "git-forgejo"
+)
+
+// ExecutorKinds lists every known executor in a stable order.
+var ExecutorKinds = []ExecutorKind{Shell, Gatekeeper, HlpdAPI, GitForgejo}
+
+// ParamType is the type of one parameter, a JSON Schema type word.
+type ParamType string
+
+// The parameter types params_schema accepts.
+const (
+	TypeString  ParamType = "string"
+	TypeInteger ParamType = "integer"
+	TypeNumber  ParamType = "number"
+	TypeBoolean ParamType = "boolean"
+	TypeArray   ParamType = "array"
+	TypeObject  ParamType = "object"
+)
+
+// Defaults applied to constraints a definition leaves out.
+const (
+	DefaultTimeout        = 30 * time.Second
+	DefaultMaxOutputBytes = 65536
+)
+
+// Tool is one parsed and validated TOOL.hdlp. A Tool from Parse must not
+// be modified (copies share its cached schema); a Tool built as a literal,
+// e.g. in another package's tests, works too but recomputes its schema on
+// every call.
+type Tool struct {
+	Name        string
+	Display     string
+	Intent      string
+	Method      string
+	Executor    ExecutorKind
+	Params      []Param // in file order
+	Constraints Constraints
+	Author      string
+	Created     string // YYYY-MM-DD, whether written as a YAML date or a string
+	Why         string
+
+	// Executor-specific and matching extensions (documented in README.md).
+
+	// Argv is the argv template of a tool with method "run" on executor
+	// shell or gatekeeper (nil when absent); see Parse and RenderArgv.
+	Argv []ArgvItem
+	// Target names the gatekeeper target a gatekeeper tool runs on ("" = default).
+	Target string
+	// Keywords are extra words the author gives intent matching.
+	Keywords []string
+
+	// File is the path the tool was parsed from (for messages).
+	File string
+
+	// lazy caches the exported schema and its compiled form; set by Parse.
+	lazy *lazy
+}
+
+// Param is one entry of params_schema.
+type Param struct {
+	Name        string
+	Type        ParamType
+	Required    bool
+	Description string
+	Enum        []any
+	Default     any // nil when absent
+	Pattern     string
+	Min, Max    *float64
+	Items       *Param // element schema of an array param (Name is empty)
+}
+
+// Constraints are the runtime limits a tool declares.
+type Constraints struct {
+	Timeout        time.Duration
+	MaxOutputBytes int64
+	RequireConfirm bool
+	// MaxConcurrency caps how many calls of this tool run at once
+	// (constraints.max_concurrency); 0 means no per-tool cap.
+	MaxConcurrency int
+}
+
+// ArgvItem is one element of an argv template: either a single word (which
+// may hold {param} placeholders) or a group of words that is kept or dropped
+// as a whole depending on whether every param it references has a value.
+type ArgvItem struct {
+	Word  string
+	Group []string
+}
+
+// Param returns the named parameter and whether it exists.
+func (t *Tool) Param(name string) (Param, bool) {
+	for _, p := range t.Params {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return Param{}, false
+}

@@ -1,0 +1,80 @@
+package internal_test
+
+import (
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/toolagent/toolagent"
+
+// allowed is the one-way import table of STYLE.md section 4.3: for each
+// internal package, the internal packages it may import. A package missing
+// here may not exist; add it to the table (and the table in STYLE.md) on
+// purpose.
+var allowed = map[string][]string{
+	"internal/hldp":                 {},
+	"internal/match":                {},
+	"internal/match/matcheval":      {"internal/match"},
+	"internal/proc":                 {},
+	"internal/repo":                 {},
+	"internal/cache":                {"internal/hldp"},
+	"internal/catalog":              {"internal/hldp", "internal/match"},
+	"internal/executors":            {"internal/hldp"},
+	"internal/policy":               {"internal/hldp"},
+	"internal/scan":                 {"internal/hldp", "internal/cache", "internal/catalog"},
+	"internal/executors/shell":      {"internal/executors", "internal/hldp", "internal/proc", "internal/policy"},
+	"internal/executors/gatekeeper": {"internal/executors", "internal/hldp"},
+	"internal/executors/hlpdapi":    {"internal/executors", "internal/hldp"},
+	"internal/executors/forgejo":    {"internal/executors", "internal/hldp"},
+	"internal/approval":             {"internal/hldp"},
+	"internal/dispatch":             {"internal/catalog", "internal/executors", "internal/hldp", "internal/policy", "internal/approval"},
+	"internal/reload":               {"internal/catalog", "internal/scan"},
+	"internal/api":                  {"internal/catalog", "internal/dispatch", "internal/reload", "internal/hldp"},
+	"internal/mcpserver":            {"internal/catalog", "internal/dispatch", "internal/hldp"},
+	"internal/gatekeeper":           {"internal/proc", "internal/policy"},
+}
+
+// TestImportLayering runs `go list` over the module and fails on any
+// internal import edge the table does not allow, naming the edge.
+func TestImportLayering(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, module+"/...").Output()
+	if err != nil {
+		var stderr string
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = string(ee.Stderr)
+		}
+		t.Fatalf("go list: %v\n%s", err, stderr)
+	}
+	seen := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		pkg := strings.TrimPrefix(fields[0], module+"/")
+		if !strings.HasPrefix(pkg, "internal/") {
+			continue // cmd/toolagent may import anything; native-repo imports nothing internal
+		}
+		seen++
+		want, ok := allowed[pkg]
+		if !ok {
+			t.Errorf("package %s is not in the layering table; add it with the imports it may have", pkg)
+			continue
+		}
+		for _, imp := range fields[1:] {
+			if !strings.HasPrefix(imp, module+"/") {
+				continue
+			}
+			dep := strings.TrimPrefix(imp, module+"/")
+			if dep == "native-repo" || strings.HasPrefix(dep, "cmd/") {
+				t.Errorf("forbidden import %s -> %s: only cmd/toolagent wires those", pkg, dep)
+				continue
+			}
+			if !slices.Contains(want, dep) {
+				t.Errorf("forbidden import %s -> %s (allowed: %v)", pkg, dep, want)
+			}
+		}
+	}
+	if seen < 5 {
+		t.Fatalf("go list saw only %d internal packages; the test is not looking at the module", seen)
+	}
+}

@@ -1,0 +1,496 @@
+package match
+
+import (
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// tokKind says how a token was made; each kind has its own weight.
+type tokKind uint8
+
+const (
+	kindWord    tokKind = iota // an English (or identifier) word, stemmed
+	kindConcept                // a vocabulary concept, language-neutral
+	kindBigram                 // two adjacent CJK characters outside the vocabulary
+	kindUnigram                // one CJK character (typo and partial-word fallback)
+)
+
+// kindWeight is the weight of one token of each kind, in documents and in
+// queries. Unigrams are weak on purpose: they only break ties and catch
+// misspelt Chinese words (瓷盘 still shares 盘 with 磁盘).
+var kindWeight = [...]float64{
+	kindWord:    1,
+	kindConcept: 1,
+	kindBigram:  0.5, // each character sits in two bigrams
+	kindUnigram: 0.25,
+}
+
+// token is one unit of analysed text.
+type token struct {
+	key     string  // index key: a stem, "@<concept id>", a bigram or a character
+	surface string  // the text as written, for explanations
+	kind    tokKind //
+	weight  float64 // kindWeight times the concept's own weight
+}
+
+// analyzer turns text into tokens using a vocabulary. It holds no mutable
+// state and is safe for concurrent use.
+type analyzer struct {
+	v   *Vocab
+	buf *abuf // reusable buffers and a stem memo while building; nil at query time
+}
+
+// abuf holds an analyzer's reusable buffers. One goroutine only.
+type abuf struct {
+	words   []string
+	stems   []string
+	weak    []bool
+	offs    []int
+	covered []bool
+	stop    []bool
+	memo    map[string]string // word -> stem, and character -> unigram key
+}
+
+func (a analyzer) stem(w string) string {
+	if a.buf == nil {
+		return stem(w)
+	}
+	s, ok := a.buf.memo[w]
+	if !ok {
+		s = stem(w)
+		a.buf.memo[w] = s
+	}
+	return s
+}
+
+func (a analyzer) unigramKey(c string) string {
+	if a.buf == nil {
+		return "~" + c
+	}
+	k, ok := a.buf.memo["~"+c]
+	if !ok {
+		k = "~" + c
+		a.buf.memo[k] = k
+	}
+	return k
+}
+
+// analyze appends the tokens of text to dst. With query set, CJK unigrams
+// are produced only for characters the vocabulary did not cover, so that a
+// query's maximum score does not depend on the language it is written in.
+func (a analyzer) analyze(dst []token, text string, query bool) []token {
+	text = fold(text)
+	var words []string // pending ASCII words, processed as one sequence
+	if a.buf != nil {
+		words = a.buf.words[:0]
+		defer func() { a.buf.words = words }()
+	}
+	flush := func() {
+		if len(words) > 0 {
+			dst = a.english(dst, words)
+			words = words[:0]
+		}
+	}
+	for i := 0; i < len(text); {
+		r, size := utf8.DecodeRuneInString(text[i:])
+		switch {
+		case isHan(r):
+			flush()
+			j := i
+			for j < len(text) {
+				r2, s2 := utf8.DecodeRuneInString(text[j:])
+				if !isHan(r2) {
+					break
+				}
+				j += s2
+			}
+			dst = a.han(dst, text[i:j], query)
+			i = j
+		case unicode.IsSpace(r) || isCJKPunct(r):
+			if isCJKPunct(r) {
+				flush()
+			}
+			i += size
+		default:
+			j := i
+			for j < len(text) {
+				r2, s2 := utf8.DecodeRuneInString(text[j:])
+				if isHan(r2) || unicode.IsSpace(r2) || isCJKPunct(r2) {
+					break
+				}
+				j += s2
+			}
+			chunk := text[i:j]
+			trimmed := strings.TrimRight(chunk, ",.;:!?)]}'\"`")
+			words = chunkWords(words, strings.TrimLeft(trimmed, "([{'\"`<"))
+			if len(trimmed) < len(chunk) && strings.ContainsAny(chunk[len(trimmed):], ",.;!?") {
+				flush() // a sentence or clause ends here: no phrase spans it
+			}
+			i = j
+		}
+	}
+	flush()
+	return dst
+}
+
+// english matches vocabulary phrases (longest first) over a word sequence and
+// emits concepts for them and stems for the other words.
+func (a analyzer) english(dst []token, words []string) []token {
+	var stems []string
+	var weak []bool
+	if a.buf != nil {
+		stems, weak = a.buf.stems[:0], a.buf.weak[:0]
+		defer func() { a.buf.stems, a.buf.weak = stems, weak }()
+	}
+	for i, w := range words {
+		wk := strings.HasPrefix(w, weakMark)
+		if wk {
+			w = w[len(weakMark):]
+			words[i] = w
+		}
+		stems = append(stems, a.stem(w))
+		weak = append(weak, wk)
+	}
+	for i := 0; i < len(words); {
+		n, cs := a.v.matchEnglish(stems[i:])
+		if n > 0 {
+			surface := strings.Join(words[i:i+n], " ")
+			k := len(dst)
+			for _, c := range cs {
+				dst = a.concept(dst, c, surface)
+			}
+			if n == 1 && weak[i] {
+				for j := k; j < len(dst); j++ {
+					dst[j].weight *= identWeight
+				}
+			}
+			i += n
+			continue
+		}
+		if len(words[i]) > 1 {
+			w := kindWeight[kindWord]
+			if weak[i] {
+				w *= identWeight
+			}
+			dst = append(dst, token{key: stems[i], surface: words[i], kind: kindWord, weight: w})
+		}
+		i++
+	}
+	return dst
+}
+
+// concept appends the token of concept c unless it is a stop concept.
+func (a analyzer) concept(dst []token, c int32, surface string) []token {
+	w := a.v.concepts[c].weight
+	if w == 0 {
+		return dst
+	}
+	return append(dst, token{key: a.v.concepts[c].key, surface: surface, kind: kindConcept, weight: w * kindWeight[kindConcept]})
+}
+
+// han segments a run of CJK characters: vocabulary terms by leftmost-longest
+// match, the rest as bigrams (or a lone character), plus unigrams.
+func (a analyzer) han(dst []token, run string, query bool) []token {
+	var offs []int // byte offset of each character, and len(run)
+	var covered, stop []bool
+	if a.buf != nil {
+		offs, covered, stop = a.buf.offs[:0], a.buf.covered[:0], a.buf.stop[:0]
+		defer func() { a.buf.offs, a.buf.covered, a.buf.stop = offs, covered, stop }()
+	}
+	for i := range run {
+		offs = append(offs, i)
+		covered = append(covered, false)
+		stop = append(stop, false)
+	}
+	n := len(offs)
+	offs = append(offs, len(run))
+	sub := func(i, j int) string { return run[offs[i]:offs[j]] }
+	for i := 0; i < n; {
+		m, cs := a.v.matchHan(run[offs[i]:], n-i, func(k int) string { return sub(i, i+k) })
+		if m == 0 {
+			i++
+			continue
+		}
+		surface := sub(i, i+m)
+		isStop := true
+		for _, c := range cs {
+			if a.v.concepts[c].weight != 0 {
+				isStop = false
+			}
+			dst = a.concept(dst, c, surface)
+		}
+		for j := i; j < i+m; j++ {
+			covered[j] = true
+			stop[j] = isStop
+		}
+		i += m
+	}
+	// Leftover spans: bigrams, or the character itself when alone.
+	for i := 0; i < n; {
+		if covered[i] {
+			i++
+			continue
+		}
+		j := i
+		for j < n && !covered[j] {
+			j++
+		}
+		if j-i == 1 {
+			s := sub(i, j)
+			dst = append(dst, token{key: s, surface: s, kind: kindBigram, weight: kindWeight[kindBigram]})
+		}
+		for k := i; k+1 < j; k++ {
+			s := sub(k, k+2)
+			dst = append(dst, token{key: s, surface: s, kind: kindBigram, weight: kindWeight[kindBigram]})
+		}
+		i = j
+	}
+	for i := range n {
+		if stop[i] || (query && covered[i]) {
+			continue
+		}
+		s := sub(i, i+1)
+		dst = append(dst, token{key: a.unigramKey(s), surface: s, kind: kindUnigram, weight: kindWeight[kindUnigram]})
+	}
+	return dst
+}
+
+// fileExts are name suffixes that mark a word as a file name.
+var fileExts = map[string]bool{
+	"go": true, "py": true, "js": true, "ts": true, "java": true, "c": true, "h": true, "rb": true,
+	"rs": true, "sh": true, "yml": true, "yaml": true, "json": true, "toml": true, "ini": true,
+	"conf": true, "cfg": true, "xml": true, "md": true, "txt": true, "log": true, "sql": true,
+	"csv": true, "env": true, "pub": true, "pem": true, "crt": true, "key": true, "html": true,
+	"php": true, "tar": true, "gz": true, "tgz": true, "zip": true, "out": true, "lock": true,
+	"bak": true, "tf": true, "properties": true, "example": true,
+}
+
+// chunkWords appends the words of one whitespace-free ASCII chunk. Chunks
+// that look like URLs, paths, e-mail addresses, IP addresses, versions,
+// commit hashes or host names become a word naming their class, so that
+// "https://x.example.com" counts as "url" and "web-02" as "host".
+func chunkWords(dst []string, c string) []string {
+	if c == "" {
+		return dst
+	}
+	switch {
+	case strings.Contains(c, "://"):
+		return append(dst, "url")
+	case c[0] == '@' && len(c) > 1:
+		return append(dst, "mention")
+	case c[0] == '#' && len(c) > 1 && isDigits(c[1:]):
+		return append(dst, "number")
+	case strings.IndexByte(c, '@') > 0 && strings.IndexByte(c[strings.IndexByte(c, '@'):], '.') > 0:
+		return append(dst, "email")
+	case c[0] == '/' || strings.HasPrefix(c, "~/") || strings.HasPrefix(c, "./"):
+		if len(c) == 1 {
+			return dst
+		}
+		dst = append(dst, "path")
+		return splitWords(dst, c, true)
+	}
+	host, port, hasPort := strings.Cut(c, ":")
+	if hasPort && !isDigits(port) {
+		host, hasPort = c, false
+	}
+	switch {
+	case isIPv4(host):
+		dst = append(dst, "ip")
+	case isVersion(host):
+		return append(dst, "version")
+	case isHash(host):
+		return append(dst, "hash")
+	case isHostName(host):
+		dst = append(dst, "host")
+	case isDomain(host):
+		dst = append(dst, "domain")
+	default:
+		if !hasPort {
+			return splitWords(dst, c, false)
+		}
+		dst = splitWords(dst, host, false)
+	}
+	if hasPort {
+		dst = append(dst, "port")
+	}
+	return dst
+}
+
+// weakMark prefixes a word that is one part of a compound identifier
+// ("api-gateway", "audit_log", "feature/export-csv", a path): such parts
+// name things rather than say what to do, so they weigh identWeight.
+const weakMark = "\x00"
+
+// identWeight is the weight of a part of a compound identifier.
+const identWeight = 0.5
+
+// splitWords appends the alphanumeric words of s, dropping pure numbers. A
+// final ".ext" naming a known file type adds the word "file". The parts of
+// a compound (joined by '-', '_', '/' or '.') are marked weak.
+func splitWords(dst []string, s string, isPath bool) []string {
+	file := false
+	if k := strings.LastIndexByte(s, '.'); k > 0 && k < len(s)-1 && fileExts[s[k+1:]] {
+		file = true
+	}
+	start, n := -1, len(dst)
+	for i := 0; i <= len(s); i++ {
+		alnum := i < len(s) && (s[i] >= 'a' && s[i] <= 'z' || s[i] >= '0' && s[i] <= '9' || s[i] >= 0x80)
+		if alnum && start < 0 {
+			start = i
+		}
+		if !alnum && start >= 0 {
+			if w := s[start:i]; !isDigits(w) {
+				dst = append(dst, w)
+			}
+			start = -1
+		}
+	}
+	if len(dst)-n > 1 || isPath && len(dst) > n {
+		if strings.ContainsAny(s, "-_/.") {
+			for i := n; i < len(dst); i++ {
+				dst[i] = weakMark + dst[i]
+			}
+		}
+	}
+	if file && !isPath {
+		dst = append(dst, "file")
+	}
+	return dst
+}
+
+func isDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+func isIPv4(s string) bool {
+	return dottedDigits(s) == 4
+}
+
+// dottedDigits returns how many dot-separated runs of digits s is made of,
+// or 0 when s holds anything else or an empty run.
+func dottedDigits(s string) int {
+	n, run := 1, 0
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c >= '0' && c <= '9':
+			run++
+		case c == '.' && run > 0:
+			n, run = n+1, 0
+		default:
+			return 0
+		}
+	}
+	if run == 0 {
+		return 0
+	}
+	return n
+}
+
+// isVersion matches v1.2, 1.12.0, v2.4.1-rc1.
+func isVersion(s string) bool {
+	s = strings.TrimPrefix(s, "v")
+	main, _, _ := strings.Cut(s, "-")
+	return dottedDigits(main) >= 2
+}
+
+// isHash matches abbreviated or full hex object names holding both a digit
+// and a letter.
+func isHash(s string) bool {
+	if len(s) < 7 || len(s) > 64 {
+		return false
+	}
+	digit, letter := false, false
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c >= '0' && c <= '9':
+			digit = true
+		case c >= 'a' && c <= 'f':
+			letter = true
+		default:
+			return false
+		}
+	}
+	return digit && letter
+}
+
+// isHostName matches numbered machine names such as web-02 or worker-7.
+func isHostName(s string) bool {
+	k := strings.LastIndexByte(s, '-')
+	if k <= 0 || k == len(s)-1 {
+		return false
+	}
+	tail := strings.TrimRight(s[k+1:], "abcdefghijklmnopqrstuvwxyz")
+	if !isDigits(tail) || !(s[0] >= 'a' && s[0] <= 'z') {
+		return false
+	}
+	for i := 0; i < k; i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// isDomain matches dotted names whose last label is alphabetic and not a
+// file extension (example.com, redis.internal).
+func isDomain(s string) bool {
+	k := strings.LastIndexByte(s, '.')
+	if k <= 0 || k == len(s)-1 || fileExts[s[k+1:]] {
+		return false
+	}
+	for i := k + 1; i < len(s); i++ {
+		if s[i] < 'a' || s[i] > 'z' {
+			return false
+		}
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// isHan reports whether r is a CJK ideograph.
+func isHan(r rune) bool {
+	return r >= 0x4E00 && r <= 0x9FFF || r >= 0x3400 && r <= 0x4DBF || r >= 0xF900 && r <= 0xFAFF
+}
+
+// isCJKPunct reports whether r is CJK or full-width punctuation.
+func isCJKPunct(r rune) bool {
+	return r >= 0x3000 && r <= 0x303F || r >= 0xFF00 && r <= 0xFFEF || r >= 0x2010 && r <= 0x206F
+}
+
+// fold lower-cases text and maps full-width ASCII to ASCII.
+func fold(s string) string {
+	needs := false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 'A' && c <= 'Z' || c >= 0x80 {
+			needs = true
+			break
+		}
+	}
+	if !needs {
+		return s
+	}
+	return strings.Map(func(r rune) rune {
+		// Full-width letters and digits; full-width punctuation stays
+		// CJK punctuation (a separator).
+		if r >= 0xFF10 && r <= 0xFF19 || r >= 0xFF21 && r <= 0xFF3A || r >= 0xFF41 && r <= 0xFF5A {
+			r -= 0xFEE0
+		}
+		return unicode.ToLower(r)
+	}, s)
+}

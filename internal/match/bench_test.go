@@ -1,0 +1,77 @@
+package match
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+)
+
+// synthDocs makes n tools from a fixed seed, mixing English and Chinese
+// fields the way real tool definitions do.
+func synthDocs(n int) []Doc {
+	r := rand.New(rand.NewPCG(1, 2))
+	verbs := []string{"restart", "list", "show", "delete", "create", "renew", "export", "restore", "search", "tail", "deploy", "merge", "probe", "kill", "read"}
+	objs := []string{"service", "file", "certificate", "database", "table", "issue", "pull request", "log", "port", "process", "disk", "memory", "container", "cron job", "alert", "metric", "backup", "branch", "commit", "domain"}
+	zh := []string{"重启服务", "查看日志", "删除文件", "续签证书", "导出表数据", "恢复数据库", "搜索问题单", "合并分支", "检查端口", "结束进程", "磁盘占用", "内存使用", "定时任务", "当前告警", "监控指标", "发布应用", "提交记录"}
+	docs := make([]Doc, n)
+	for i := range docs {
+		v, o := verbs[r.IntN(len(verbs))], objs[r.IntN(len(objs))]
+		docs[i] = Doc{ID: fmt.Sprintf("%s-%s-%d", v, o, i), Fields: []Field{
+			{Name: "name", Text: fmt.Sprintf("%s %s %d", v, o, i), Weight: 2.5},
+			{Name: "display", Text: zh[r.IntN(len(zh))], Weight: 2.5},
+			{Name: "intent", Text: fmt.Sprintf("%s the %s on a host, then %s its %s and report the result for team%d.", v, o, verbs[r.IntN(len(verbs))], objs[r.IntN(len(objs))], r.IntN(500)), Weight: 2},
+			{Name: "why", Text: zh[r.IntN(len(zh))] + "时需要一个有记录的入口。", Weight: 0.7},
+			{Name: "params", Text: "host: target server. name: " + o + " name.", Weight: 0.5},
+		}}
+	}
+	return docs
+}
+
+var benchQueries = []string{
+	"restart the nginx service on web-02",
+	"看下 nginx 的 error log 最后那些报错",
+	"证书快到期了，帮我续一下",
+	"export the users table as csv",
+	"把 api-gateway 服务重起一下",
+	"how much free memmory does worker-2 have",
+	"明天北京会下雨吗",
+	"deploy order-service 1.12.0 to production and tell me when the health check passes",
+}
+
+func BenchmarkBuild10k(b *testing.B) {
+	docs := synthDocs(10000)
+	DefaultVocab()
+	b.ReportAllocs()
+	for b.Loop() {
+		New(docs, nil)
+	}
+}
+
+func BenchmarkMatch10k(b *testing.B) {
+	ix := New(synthDocs(10000), nil)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		ix.Match(benchQueries[i%len(benchQueries)], 3)
+		i++
+	}
+}
+
+// BenchmarkMatch10kP99 reports the 99th percentile of single-query latency
+// (p99-ns) besides the mean.
+func BenchmarkMatch10kP99(b *testing.B) {
+	ix := New(synthDocs(10000), nil)
+	b.ReportAllocs()
+	var durs []time.Duration
+	i := 0
+	for b.Loop() {
+		start := time.Now()
+		ix.Match(benchQueries[i%len(benchQueries)], 3)
+		durs = append(durs, time.Since(start))
+		i++
+	}
+	slices.Sort(durs)
+	b.ReportMetric(float64(durs[len(durs)*99/100].Nanoseconds()), "p99-ns")
+}

@@ -1,0 +1,463 @@
+// Package match ranks documents (in toolagent: tools) for a request written
+// in Chinese, English or a mix of both, and says honestly when nothing fits.
+//
+// An Index is built once per catalog snapshot, off the request path, from
+// Docs: an ID and weighted text fields. Text is analysed into tokens:
+// English words are case-folded, stemmed (Porter) and stripped of stop
+// words; Chinese text is segmented by leftmost-longest match against a
+// bilingual vocabulary, the remainder becoming character bigrams, with
+// character unigrams as a weak fallback; URLs, paths, hosts, versions and
+// hashes count as their class ("url", "path", ...). Every vocabulary term
+// becomes a language-neutral concept token, so "restart" finds a tool
+// described as "重启". Unknown English words within one or two edits of a
+// known word are corrected ("restar" -> "restart").
+//
+// Scores are BM25F term weights normalised by the query's own maximum, so a
+// score is the idf-weighted share of the query that the document covers, in
+// [0, 1], and comparable across queries; Result.Found compares the best score
+// with the index's threshold (DefaultThreshold unless WithThreshold).
+//
+// An Index is immutable after New and safe for concurrent use by any number
+// of goroutines calling Match. A Vocab is immutable too.
+//
+// match is a leaf package: it imports only the standard library and knows
+// nothing of the TOOL.hdlp format. internal/catalog turns tools into Docs
+// (catalog.ToolDoc) and holds one Index per snapshot; internal/match/matcheval
+// evaluates it.
+package match
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"sync"
+)
+
+// DefaultThreshold is the score a query's best candidate must reach for
+// Result.Found. It was calibrated on the development set
+// (shared/eval/intent) so that about 95 % of answerable requests pass while
+// most off-domain requests do not; raise it to refuse more often.
+const DefaultThreshold = 0.38
+
+// BM25F parameters.
+const (
+	k1 = 1.2
+	b  = 0.75
+)
+
+// unknownWeight is the idf given to a query token that no document and no
+// vocabulary term contains (a host, a product, a name): it counts towards
+// the query's maximum score, but less than a word the catalog knows.
+const unknownWeight = 1.0
+
+// evidenceScale is the matched weight (in idf units, about two strong
+// terms) at which the evidence factor of a score reaches 1 - 1/e.
+const evidenceScale = 3.0
+
+// fuzzyGain is the share of a term's weight that a corrected typo earns:
+// the correction is a guess.
+const fuzzyGain = 0.6
+
+// uncoveredWeight scales the idf of a vocabulary concept that no document
+// contains: the request names an operation the catalog does not offer.
+const uncoveredWeight = 1.0
+
+// Doc is one document to index: a tool, for toolagent.
+type Doc struct {
+	// ID names the document in results; IDs should be unique.
+	ID string
+	// Fields hold the document's text.
+	Fields []Field
+}
+
+// Field is one piece of a document's text with its weight.
+type Field struct {
+	// Name says which part of the document this is ("intent", "keywords");
+	// it appears in Candidate.Matched.
+	Name string
+	// Text is the field's content, in any language.
+	Text string
+	// Weight multiplies the field's term frequencies (BM25F); 0 means 1.
+	Weight float64
+}
+
+// Result is the answer to a query.
+type Result struct {
+	// Found reports whether the best candidate reached the threshold; when
+	// false, no document fits the query and Candidates are only the closest.
+	Found bool
+	// Candidates are the best documents, best first, at most k.
+	Candidates []Candidate
+}
+
+// Candidate is one ranked document.
+type Candidate struct {
+	// ID is the document's ID.
+	ID string
+	// Score is the share of the query's weight the document covers, in
+	// [0, 1]; comparable across queries.
+	Score float64
+	// Matched says why: one entry per query term that hit, as
+	// "term@field" for a direct hit ("提交@intent"), "term@vocab:docterm"
+	// for a hit through the vocabulary ("commit@vocab:提交") and
+	// "term@fuzzy:word" for a corrected typo.
+	Matched []string
+}
+
+// posting is one document's weight for one term.
+type posting struct {
+	doc   int32
+	field uint8   // index of the field that contributed most
+	sat   float32 // saturated BM25F term frequency, in [0, 1)
+	surf  int32   // document-side text of the term (index into Index.surfs)
+}
+
+// Index ranks documents for queries. It is immutable after New and safe for
+// concurrent use.
+type Index struct {
+	an        analyzer
+	ids       []string
+	fields    [][]string // per document, the field names
+	terms     map[string]int32
+	postings  [][]posting // by term id, sorted by doc
+	idf       []float64   // by term id
+	surfs     []string
+	maxIDF    float64
+	typos     *typoIndex
+	threshold float64
+	scratch   *sync.Pool
+}
+
+// New builds an index over docs. A nil vocab means DefaultVocab. Building
+// reads every document once; do it off the request path.
+func New(docs []Doc, vocab *Vocab) *Index {
+	if vocab == nil {
+		vocab = DefaultVocab()
+	}
+	ix := &Index{
+		an:        analyzer{v: vocab},
+		ids:       make([]string, len(docs)),
+		fields:    make([][]string, len(docs)),
+		terms:     map[string]int32{},
+		threshold: DefaultThreshold,
+	}
+	surfID := map[string]int32{}
+	intern := func(s string) int32 {
+		id, ok := surfID[s]
+		if !ok {
+			id = int32(len(ix.surfs))
+			ix.surfs = append(ix.surfs, s)
+			surfID[s] = id
+		}
+		return id
+	}
+	termID := func(key string) int32 {
+		id, ok := ix.terms[key]
+		if !ok {
+			id = int32(len(ix.postings))
+			ix.terms[key] = id
+			ix.postings = append(ix.postings, nil)
+		}
+		return id
+	}
+
+	// Pass 1: analyse every field once into compact tokens and sum the
+	// lengths of each field name, for length normalisation.
+	type ctok struct {
+		term    int32
+		weight  float32
+		surface string
+	}
+	type fieldStat struct {
+		sum float64
+		n   int
+	}
+	an := analyzer{v: vocab, buf: &abuf{memo: map[string]string{}}}
+	stats := map[string]*fieldStat{}
+	textLen := 0
+	for _, doc := range docs {
+		for _, fl := range doc.Fields {
+			textLen += len(fl.Text)
+		}
+	}
+	arena := make([]ctok, 0, textLen/4)
+	spans := make([][]int, len(docs)) // per doc: arena offsets of its fields, plus the end
+	lens := make([][]float64, len(docs))
+	words := map[string]bool{}
+	var toks []token
+	for d, doc := range docs {
+		spans[d] = make([]int, 0, len(doc.Fields)+1)
+		lens[d] = make([]float64, len(doc.Fields))
+		for f, fl := range doc.Fields {
+			spans[d] = append(spans[d], len(arena))
+			toks = an.analyze(toks[:0], fl.Text, false)
+			var l float64
+			for _, t := range toks {
+				arena = append(arena, ctok{term: termID(t.key), weight: float32(t.weight), surface: t.surface})
+				l += t.weight
+				if t.kind == kindWord {
+					words[t.surface] = true
+				}
+			}
+			lens[d][f] = l
+			st := stats[fl.Name]
+			if st == nil {
+				st = &fieldStat{}
+				stats[fl.Name] = st
+			}
+			st.sum += l
+			st.n++
+		}
+		spans[d] = append(spans[d], len(arena))
+	}
+
+	// Pass 2: BM25F term frequencies per document, then postings.
+	type acc struct {
+		term  int32
+		tf    float64
+		best  float64
+		field uint8
+		surf  string
+	}
+	pos := make([]int32, len(ix.postings)) // term -> index in accs, -1 when absent
+	for i := range pos {
+		pos[i] = -1
+	}
+	var accs []acc
+	var fieldTF []float64 // per acc, contribution of the current field
+	for d, doc := range docs {
+		ix.ids[d] = doc.ID
+		names := make([]string, len(doc.Fields))
+		accs, fieldTF = accs[:0], fieldTF[:0]
+		for f, fl := range doc.Fields {
+			names[f] = fl.Name
+			w := fl.Weight
+			if w == 0 {
+				w = 1
+			}
+			norm := 1.0
+			if avg := stats[fl.Name].sum / float64(stats[fl.Name].n); avg > 0 {
+				norm = 1 - b + b*lens[d][f]/avg
+			}
+			for i := range fieldTF {
+				fieldTF[i] = 0
+			}
+			for _, t := range arena[spans[d][f]:spans[d][f+1]] {
+				c := w * float64(t.weight) / norm
+				k := pos[t.term]
+				if k < 0 {
+					k = int32(len(accs))
+					pos[t.term] = k
+					accs = append(accs, acc{term: t.term, surf: t.surface})
+					fieldTF = append(fieldTF, 0)
+				}
+				a := &accs[k]
+				a.tf += c
+				fieldTF[k] += c
+				if fieldTF[k] > a.best {
+					a.best, a.field = fieldTF[k], uint8(min(f, 255))
+				}
+			}
+		}
+		ix.fields[d] = names
+		for _, a := range accs {
+			pos[a.term] = -1
+			ix.postings[a.term] = append(ix.postings[a.term], posting{
+				doc: int32(d), field: a.field, surf: intern(a.surf),
+				sat: float32(a.tf / (k1 + a.tf)),
+			})
+		}
+	}
+	n := float64(len(docs))
+	ix.idf = make([]float64, len(ix.postings))
+	for id, ps := range ix.postings {
+		df := float64(len(ps))
+		ix.idf[id] = math.Log(1 + (n-df+0.5)/(df+0.5))
+	}
+	ix.maxIDF = math.Log(1 + (n+0.5)/0.5)
+	for _, w := range vocab.words {
+		words[w] = true
+	}
+	ix.typos = newTypoIndex(words)
+	ix.scratch = &sync.Pool{New: func() any { return &scratch{scores: make([]float32, len(docs))} }}
+	return ix
+}
+
+// WithThreshold returns an index that shares ix's data but uses threshold t
+// for Result.Found. ix itself is unchanged.
+func (ix *Index) WithThreshold(t float64) *Index {
+	c := *ix
+	c.threshold = t
+	return &c
+}
+
+// Threshold returns the score the best candidate must reach for Found.
+func (ix *Index) Threshold() float64 { return ix.threshold }
+
+// Len returns the number of indexed documents.
+func (ix *Index) Len() int { return len(ix.ids) }
+
+// unit is one distinct token of a query with its weight.
+type unit struct {
+	term    int32 // -1 when no document holds it
+	surface string
+	qw      float64 // the unit's share of the query's maximum score
+	fuzzy   string  // the known word a typo was corrected to
+	gain    float64 // share of qw a hit earns: 1, less for a corrected typo
+}
+
+type scratch struct {
+	scores  []float32
+	touched []int32
+	toks    []token
+}
+
+// Match returns the k best documents for q. Found is false when the best
+// score is below the threshold (or nothing matched at all).
+func (ix *Index) Match(q string, k int) Result {
+	if k <= 0 || len(ix.ids) == 0 {
+		return Result{}
+	}
+	s := ix.scratch.Get().(*scratch)
+	defer ix.scratch.Put(s)
+	units, total := ix.units(s, q)
+	if total == 0 {
+		return Result{}
+	}
+	s.touched = s.touched[:0]
+	for _, u := range units {
+		if u.term < 0 {
+			continue
+		}
+		w := float32(u.qw * u.gain / total)
+		for _, p := range ix.postings[u.term] {
+			if s.scores[p.doc] == 0 {
+				s.touched = append(s.touched, p.doc)
+			}
+			s.scores[p.doc] += w * p.sat
+		}
+	}
+	type hit struct {
+		doc   int32
+		score float64
+	}
+	// before orders hits: higher score first, then ID.
+	before := func(a, b hit) bool {
+		if a.score != b.score {
+			return a.score > b.score
+		}
+		return ix.ids[a.doc] < ix.ids[b.doc]
+	}
+	top := make([]hit, 0, k+1)
+	for _, d := range s.touched {
+		h := hit{doc: d, score: float64(s.scores[d])}
+		s.scores[d] = 0
+		if len(top) == k && !before(h, top[k-1]) {
+			continue
+		}
+		i := len(top)
+		for i > 0 && before(h, top[i-1]) {
+			i--
+		}
+		top = slices.Insert(top, i, h)
+		if len(top) > k {
+			top = top[:k]
+		}
+	}
+	res := Result{Candidates: make([]Candidate, len(top))}
+	for i, h := range top {
+		res.Candidates[i] = Candidate{ID: ix.ids[h.doc], Score: confidence(h.score, total), Matched: ix.explain(units, h.doc)}
+	}
+	res.Found = len(top) > 0 && res.Candidates[0].Score >= ix.threshold
+	return res
+}
+
+// confidence turns a document's coverage of the query (the share of the
+// query's weight it matches, in [0, 1]) into the candidate score. Coverage
+// alone overrates a short query that hits one generic word ("write me a
+// poem"); the matched weight alone overrates a long query that hits many
+// weak words. The score is their geometric blend, the matched weight
+// saturated so that both factors lie in [0, 1]:
+//
+//	score = coverage^0.3 * (1 - exp(-coverage*total/evidenceScale))^0.7
+//
+// Within one query both factors grow with coverage, so the blend does not
+// change the ranking; it makes scores comparable across queries.
+func confidence(coverage, total float64) float64 {
+	if coverage <= 0 {
+		return 0
+	}
+	return math.Pow(coverage, 0.3) * math.Pow(1-math.Exp(-coverage*total/evidenceScale), 0.7)
+}
+
+// units analyses q into distinct weighted units and returns them with the
+// query's maximum score (the sum of their weights).
+func (ix *Index) units(s *scratch, q string) ([]unit, float64) {
+	s.toks = ix.an.analyze(s.toks[:0], q, true)
+	var units []unit
+	seen := map[string]int{}
+	var total float64
+	add := func(key, surface, fuzzy string, kw float64, concept bool) {
+		if i, ok := seen[key]; ok {
+			// A repeated token adds nothing; keep the larger weight.
+			if units[i].term >= 0 && kw*ix.idf[units[i].term] > units[i].qw {
+				total += kw*ix.idf[units[i].term] - units[i].qw
+				units[i].qw = kw * ix.idf[units[i].term]
+			}
+			return
+		}
+		u := unit{term: -1, surface: surface, fuzzy: fuzzy, gain: 1}
+		if fuzzy != "" {
+			u.gain = fuzzyGain
+		}
+		if id, ok := ix.terms[key]; ok {
+			u.term = id
+			u.qw = kw * ix.idf[id]
+		} else if concept {
+			u.qw = kw * ix.maxIDF * uncoveredWeight
+		} else {
+			u.qw = kw * unknownWeight
+		}
+		seen[key] = len(units)
+		units = append(units, u)
+		total += u.qw
+	}
+	for _, t := range s.toks {
+		if _, ok := ix.terms[t.key]; !ok && t.kind == kindWord {
+			if fix, ok := ix.typos.correct(t.surface); ok {
+				for _, ft := range ix.an.analyze(nil, fix, true) {
+					add(ft.key, t.surface, fix, ft.weight, ft.kind == kindConcept)
+				}
+				continue
+			}
+		}
+		add(t.key, t.surface, "", t.weight, t.kind == kindConcept)
+	}
+	return units, total
+}
+
+// explain lists the query units that hit document id.
+func (ix *Index) explain(units []unit, d int32) []string {
+	var out []string
+	for _, u := range units {
+		if u.term < 0 {
+			continue
+		}
+		ps := ix.postings[u.term]
+		i, ok := slices.BinarySearchFunc(ps, d, func(p posting, d int32) int { return cmp.Compare(p.doc, d) })
+		if !ok {
+			continue
+		}
+		p := ps[i]
+		docText := ix.surfs[p.surf]
+		switch {
+		case u.fuzzy != "":
+			out = append(out, u.surface+"@fuzzy:"+u.fuzzy)
+		case docText == u.surface:
+			out = append(out, u.surface+"@"+ix.fields[d][p.field])
+		default:
+			out = append(out, u.surface+"@vocab:"+docText)
+		}
+	}
+	return out
+}

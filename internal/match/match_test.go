@@ -1,0 +1,237 @@
+package match
+
+import (
+	"bufio"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestStem(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"caresses", "caress"}, {"ponies", "poni"}, {"cats", "cat"},
+		{"feed", "feed"}, {"agreed", "agre"}, {"plastered", "plaster"},
+		{"motoring", "motor"}, {"sing", "sing"}, {"hopping", "hop"},
+		{"filing", "file"}, {"happy", "happi"}, {"relational", "relat"},
+		{"conditional", "condit"}, {"generalization", "gener"},
+		{"restarted", "restart"}, {"restarting", "restart"}, {"logs", "log"},
+		{"logging", "log"}, {"certificates", "certif"}, {"certificate", "certif"},
+		{"deployment", "deploy"}, {"listening", "listen"}, {"a1", "a1"}, {"go", "go"},
+	}
+	for _, tt := range tests {
+		if got := stem(tt.in); got != tt.want {
+			t.Errorf("stem(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestAnalyze(t *testing.T) {
+	v, err := ParseVocab(strings.NewReader(`
+the, a, 的, 一下, 看下 ; 0
+log, logs, 日志
+restart, bounce, 重启
+error, errors, 报错, 错误
+last lines, 最后几行
+host, server, 主机
+url, 网址
+path, 路径
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	an := analyzer{v: v}
+	label := func(tk token) string {
+		if tk.kind == kindConcept {
+			for _, c := range v.concepts {
+				if c.key == tk.key {
+					return "C:" + c.label
+				}
+			}
+		}
+		return tk.key
+	}
+	tests := []struct {
+		name, in string
+		query    bool
+		want     []string
+	}{
+		{"mixed query", "看下 nginx 的 error log 最后几行", true, []string{"nginx", "C:error", "C:log", "C:last lines"}},
+		{"english stems and phrase", "Bounce the servers, check errors in last lines", true, []string{"C:restart", "C:host", "check", "C:error", "in", "C:last lines"}},
+		{"chinese leftovers become bigrams and unigrams", "重启订单服务", true, []string{"C:restart", "订单", "单服", "服务", "~订", "~单", "~服", "~务"}},
+		{"documents keep unigrams of vocabulary words", "重启", false, []string{"C:restart", "~重", "~启"}},
+		{"patterns become their class", "curl https://x.example.com/a then web-02 and /var/log/x", true, []string{"curl", "C:url", "then", "C:host", "and", "C:path", "var", "C:log"}},
+		{"compound identifiers", "api-gateway", true, []string{"api", "gatewai"}},
+		{"full-width folding", "ＬＯＧ", true, []string{"C:log"}},
+	}
+	for _, tt := range tests {
+		var got []string
+		for _, tk := range an.analyze(nil, tt.in, tt.query) {
+			got = append(got, label(tk))
+		}
+		if diff := cmp.Diff(tt.want, got); diff != "" {
+			t.Errorf("%s: analyze(%q) mismatch (-want +got):\n%s", tt.name, tt.in, diff)
+		}
+	}
+	// Parts of compound identifiers weigh less than words.
+	toks := an.analyze(nil, "api-gateway", true)
+	if toks[0].weight >= kindWeight[kindWord] {
+		t.Errorf("analyze(api-gateway) weight = %v, want < %v", toks[0].weight, kindWeight[kindWord])
+	}
+}
+
+func TestParseVocabErrors(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"restart, 重启\nrestart, ; x", "vocab line 2: weight"},
+		{"\n\n ; 1", "vocab line 3: no terms"},
+		{"ok, fine\nlog日志", "vocab line 2: term \"log日志\" mixes"},
+		{"restart ; -1", "vocab line 1: weight"},
+		{"---", "vocab line 1: term \"---\" has no letters"},
+	}
+	for _, tt := range tests {
+		_, err := ParseVocab(strings.NewReader(tt.in))
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("ParseVocab(%q) error = %v, want containing %q", tt.in, err, tt.want)
+		}
+	}
+}
+
+func TestDefaultVocabParses(t *testing.T) {
+	if n := DefaultVocab().Len(); n < 200 {
+		t.Errorf("DefaultVocab().Len() = %d, want >= 200 concepts", n)
+	}
+}
+
+func TestLoadVocabExtends(t *testing.T) {
+	docs := []Doc{
+		{ID: "fleet-drain", Fields: []Field{{Name: "intent", Text: "把节点从集群调度中摘除", Weight: 2}}},
+		{ID: "disk-space", Fields: []Field{{Name: "intent", Text: "Show free disk space", Weight: 2}}},
+	}
+	q := "cordon it"
+	if got := New(docs, nil).Match(q, 1); len(got.Candidates) > 0 && got.Candidates[0].ID == "fleet-drain" {
+		t.Fatalf("default vocab already matches %q; the test needs a word it lacks", q)
+	}
+	v, err := LoadVocab(strings.NewReader("cordon, drain node, 摘除\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := New(docs, v).Match(q, 1)
+	if len(got.Candidates) == 0 || got.Candidates[0].ID != "fleet-drain" {
+		t.Fatalf("Match(%q) with extra vocab = %+v, want fleet-drain first", q, got)
+	}
+	if want := "cordon@vocab:摘除"; !slices.Contains(got.Candidates[0].Matched, want) {
+		t.Errorf("Match(%q).Matched = %v, want it to contain %q", q, got.Candidates[0].Matched, want)
+	}
+}
+
+func TestMatchEdges(t *testing.T) {
+	ix := New([]Doc{{ID: "a", Fields: []Field{{Name: "intent", Text: "restart a service"}}}}, nil)
+	tests := []struct {
+		name string
+		q    string
+		k    int
+		want Result
+	}{
+		{"empty query", "", 3, Result{}},
+		{"only stop words", "the 的 一下", 3, Result{}},
+		{"k zero", "restart", 0, Result{}},
+		{"nothing matches", "sourdough", 3, Result{Candidates: []Candidate{}}},
+	}
+	for _, tt := range tests {
+		got := ix.Match(tt.q, tt.k)
+		if diff := cmp.Diff(tt.want, got); diff != "" {
+			t.Errorf("%s: Match(%q, %d) mismatch (-want +got):\n%s", tt.name, tt.q, tt.k, diff)
+		}
+	}
+	if got := New(nil, nil).Match("restart", 3); got.Found || len(got.Candidates) != 0 {
+		t.Errorf("empty index Match = %+v, want nothing", got)
+	}
+	hi := ix.WithThreshold(1.01)
+	if got := hi.Match("restart service", 1); got.Found || hi.Threshold() != 1.01 || ix.Threshold() != DefaultThreshold {
+		t.Errorf("WithThreshold(1.01).Match = %+v (threshold %v, original %v), want not found and original unchanged", got, hi.Threshold(), ix.Threshold())
+	}
+}
+
+// golden reads testdata/queries.txtar.
+func golden(t *testing.T) (docs []Doc, queries [][2]string) {
+	t.Helper()
+	data, err := os.ReadFile("testdata/queries.txtar")
+	if err != nil {
+		t.Fatal(err)
+	}
+	section := ""
+	sc := bufio.NewScanner(strings.NewReader(string(data)))
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "-- ") && strings.HasSuffix(line, " --") {
+			section = strings.TrimSuffix(strings.TrimPrefix(line, "-- "), " --")
+			continue
+		}
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		switch section {
+		case "docs":
+			name, rest, _ := strings.Cut(line, ": ")
+			intent, display, _ := strings.Cut(rest, " | ")
+			docs = append(docs, Doc{ID: name, Fields: []Field{
+				{Name: "name", Text: strings.ReplaceAll(name, "-", " "), Weight: 2.5},
+				{Name: "display", Text: display, Weight: 2.5},
+				{Name: "intent", Text: intent, Weight: 2},
+			}})
+		case "queries":
+			q, want, ok := strings.Cut(line, " => ")
+			if !ok {
+				t.Fatalf("queries.txtar: bad line %q", line)
+			}
+			queries = append(queries, [2]string{q, want})
+		}
+	}
+	return docs, queries
+}
+
+func TestGoldenRanking(t *testing.T) {
+	docs, queries := golden(t)
+	ix := New(docs, nil)
+	for _, q := range queries {
+		got := ix.Match(q[0], 3)
+		want, foundOptional := strings.CutSuffix(q[1], "?")
+		if want == "none" {
+			if got.Found {
+				t.Errorf("Match(%q) = found %+v, want none", q[0], got.Candidates)
+			}
+			continue
+		}
+		if !got.Found && !foundOptional || len(got.Candidates) == 0 || !slices.Contains(strings.Split(want, "|"), got.Candidates[0].ID) {
+			t.Errorf("Match(%q) = %+v, want %s first and found", q[0], got, want)
+			continue
+		}
+		c := got.Candidates[0]
+		if c.Score <= 0 || c.Score > 1 || len(c.Matched) == 0 {
+			t.Errorf("Match(%q) top = %+v, want a score in (0, 1] and a reason", q[0], c)
+		}
+	}
+}
+
+func TestMatchConcurrent(t *testing.T) {
+	docs, queries := golden(t)
+	ix := New(docs, nil)
+	want := make([]Result, len(queries))
+	for i, q := range queries {
+		want[i] = ix.Match(q[0], 3)
+	}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for i, q := range queries {
+				if got := ix.Match(q[0], 3); !cmp.Equal(got, want[i]) {
+					t.Errorf("concurrent Match(%q) differs from sequential", q[0])
+				}
+			}
+		})
+	}
+	wg.Wait()
+}

@@ -1,0 +1,345 @@
+// Package proc runs one child process safely: with a deadline, in its own
+// process group, with a grace period between SIGTERM and SIGKILL, with a
+// byte cap on stdout and stderr, and with a minimal environment instead of
+// the daemon's own (STYLE.md rule 8).
+//
+// proc owns the mechanics of a single child and nothing else: it knows no
+// tools, params or policy. Run is safe for concurrent use; a Spec must not
+// be mutated while Run uses it. It is a leaf package (standard library and
+// golang.org/x/sys only), imported by executors/shell and gatekeeper so both
+// enforce the same limits.
+//
+// Process groups and signals make this package Unix-only.
+package proc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// DefaultGrace is the time between SIGTERM and SIGKILL when Spec.Grace is 0.
+const DefaultGrace = 2 * time.Second
+
+// DefaultMaxOutput is the per-stream cap used when Spec.MaxOutput is 0 or
+// negative, so memory stays bounded even for a careless caller.
+const DefaultMaxOutput = 64 << 10
+
+// DrainLimit is how many bytes beyond MaxOutput Run keeps reading (and
+// counting, then discarding) from one stream. Once a stream has produced
+// more than MaxOutput+DrainLimit bytes, Run closes its end of that pipe, so
+// a child that writes without end (like yes) gets SIGPIPE (or EPIPE) instead
+// of running until the timeout. Past that point Outcome.StdoutBytes /
+// StderrBytes are lower bounds.
+const DrainLimit = 8 << 20
+
+// MinimalPath is the PATH of MinimalEnv, and the only PATH used to find
+// Argv[0] when the environment has none.
+const MinimalPath = "/usr/local/bin:/usr/bin:/bin"
+
+// Spec describes one child process.
+type Spec struct {
+	// Argv is the program and its arguments. Argv[0] is looked up in the
+	// PATH of Env (never the daemon's PATH) unless it contains a slash;
+	// only absolute PATH entries are searched.
+	Argv []string
+	// Dir is the working directory; "" means the daemon's own.
+	Dir string
+	// Env is the complete environment of the child as KEY=VALUE entries.
+	// nil means MinimalEnv(Dir); the daemon's environment is never
+	// inherited. A non-nil empty slice gives an empty environment.
+	Env []string
+	// Stdin is the child's standard input; nil means /dev/null.
+	Stdin io.Reader
+	// Timeout bounds the child's run time; 0 means no timeout (callers
+	// always set one). When it fires, the process group gets SIGTERM.
+	Timeout time.Duration
+	// Grace is how long the child has after SIGTERM before the process
+	// group is killed with SIGKILL and the pipes are closed; 0 means
+	// DefaultGrace.
+	Grace time.Duration
+	// MaxOutput is the number of bytes kept of stdout and, separately, of
+	// stderr; 0 or negative means DefaultMaxOutput.
+	MaxOutput int64
+}
+
+// Outcome is what a child did. It is returned for every child that
+// started, whatever its exit status.
+type Outcome struct {
+	// Stdout and Stderr hold the first MaxOutput bytes of each stream,
+	// including output written before a timeout.
+	Stdout, Stderr []byte
+	// StdoutBytes and StderrBytes count the bytes the child wrote to each
+	// stream, before the cap. Once a stream passes MaxOutput+DrainLimit,
+	// reading stops and the count is a lower bound.
+	StdoutBytes, StderrBytes int64
+	// ExitCode is the exit status; for a child killed by a signal it is
+	// 128+signo, as a shell reports it.
+	ExitCode int
+	// Signal names the signal that killed the child ("SIGKILL"), or "".
+	Signal string
+	// Truncated reports that stdout or stderr was cut at MaxOutput.
+	Truncated bool
+	// TimedOut reports that Spec.Timeout fired and the child was signalled
+	// because of it. It is false when the caller's context ended first.
+	TimedOut bool
+	// Duration is the wall time from start until both streams were read.
+	Duration time.Duration
+}
+
+// errTimeout is the cause of the context Run derives from Spec.Timeout; it
+// tells a timeout from the caller's cancellation.
+var errTimeout = errors.New("proc: timeout")
+
+// MinimalEnv returns the environment a child gets when Spec.Env is nil:
+//
+//	PATH=/usr/local/bin:/usr/bin:/bin
+//	LANG=C.UTF-8
+//	HOME=<home, or / when home is "">
+//
+// Callers that need more append KEY=VALUE entries to it; for duplicate keys
+// the last entry wins.
+func MinimalEnv(home string) []string {
+	if home == "" {
+		home = "/"
+	}
+	return []string{"PATH=" + MinimalPath, "LANG=C.UTF-8", "HOME=" + home}
+}
+
+// Run starts the child described by s, waits for it and returns its
+// Outcome. The returned error is non-nil only when the child could not be
+// started (empty Argv, executable not found, bad Dir, ctx already done);
+// a child that ran and failed, timed out or was killed is an Outcome.
+//
+// When s.Timeout fires or ctx is done, the child's whole process group gets
+// SIGTERM; if the child has not exited after the grace period it is killed
+// and its pipes closed. After the child exits, the process group always
+// gets SIGKILL, so no background grandchild outlives the call.
+func Run(ctx context.Context, s Spec) (Outcome, error) {
+	if len(s.Argv) == 0 {
+		return Outcome{}, errors.New("start: empty argv")
+	}
+	grace := s.Grace
+	if grace <= 0 {
+		grace = DefaultGrace
+	}
+	maxOut := s.MaxOutput
+	if maxOut <= 0 {
+		maxOut = DefaultMaxOutput
+	}
+	env := s.Env
+	if env == nil {
+		env = MinimalEnv(s.Dir)
+	}
+	path, err := lookPath(s.Argv[0], getenv(env, "PATH"))
+	if err != nil {
+		return Outcome{}, fmt.Errorf("start %q: %w", s.Argv[0], err)
+	}
+	if s.Dir != "" {
+		// fork/exec reports a bad Dir as the program's path not existing;
+		// check it first so the message names the directory.
+		if fi, err := os.Stat(s.Dir); err != nil {
+			return Outcome{}, fmt.Errorf("start %q: working directory: %w", s.Argv[0], err)
+		} else if !fi.IsDir() {
+			return Outcome{}, fmt.Errorf("start %q: working directory %s: %w", s.Argv[0], s.Dir, syscall.ENOTDIR)
+		}
+	}
+
+	runCtx := ctx
+	if s.Timeout > 0 {
+		var cancel context.CancelFunc
+		runCtx, cancel = context.WithTimeoutCause(ctx, s.Timeout, errTimeout)
+		defer cancel()
+	}
+
+	cmd := exec.CommandContext(runCtx, path)
+	cmd.Args = append([]string(nil), s.Argv...) // Args[0] as the caller wrote it
+	cmd.Dir = s.Dir
+	cmd.Env = env // never nil here: nil would inherit the daemon's environment
+	cmd.Stdin = s.Stdin
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var timedOut atomic.Bool
+	cmd.Cancel = func() error {
+		if context.Cause(runCtx) == errTimeout {
+			timedOut.Store(true)
+		}
+		return signalGroup(cmd.Process.Pid, syscall.SIGTERM)
+	}
+	// After the grace period os/exec kills the leader and closes the stdin
+	// pipe; Wait then returns and the group kill below takes the rest.
+	cmd.WaitDelay = grace
+
+	// Our own pipes rather than os/exec's copying goroutines: Wait then
+	// returns as soon as the leader exits, even if a grandchild still holds
+	// the write end, and the group kill below ends that grandchild.
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return Outcome{}, fmt.Errorf("start %q: %w", s.Argv[0], err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		closeAll(outR, outW)
+		return Outcome{}, fmt.Errorf("start %q: %w", s.Argv[0], err)
+	}
+	cmd.Stdout, cmd.Stderr = outW, errW
+
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		closeAll(outR, outW, errR, errW)
+		return Outcome{}, fmt.Errorf("start %q: %w", s.Argv[0], err)
+	}
+	closeAll(outW, errW) // the child holds its copies; EOF comes when all are closed
+	pid := cmd.Process.Pid
+
+	stdout, stderr := capture{max: maxOut}, capture{max: maxOut}
+	var wg sync.WaitGroup
+	wg.Go(func() { stdout.drain(outR) })
+	wg.Go(func() { stderr.drain(errR) })
+
+	waitErr := cmd.Wait()
+	// Always: background children of the child die with it. ESRCH (the
+	// group is already empty) is the normal case.
+	_ = signalGroup(pid, syscall.SIGKILL)
+
+	// The group is dead, so the pipes reach EOF unless a process that left
+	// the group (setsid) holds them; bound that wait by the grace period.
+	readersDone := make(chan struct{})
+	go func() { wg.Wait(); close(readersDone) }()
+	t := time.NewTimer(grace)
+	select {
+	case <-readersDone:
+		t.Stop()
+	case <-t.C:
+		closeAll(outR, errR) // unblocks the readers
+		<-readersDone
+	}
+
+	out := Outcome{
+		Stdout:      stdout.buf,
+		Stderr:      stderr.buf,
+		StdoutBytes: stdout.n,
+		StderrBytes: stderr.n,
+		Truncated:   stdout.n > maxOut || stderr.n > maxOut,
+		TimedOut:    timedOut.Load(),
+		Duration:    time.Since(start),
+	}
+	st := cmd.ProcessState
+	if st == nil {
+		// Wait could not reap the child; there is no status to report.
+		out.ExitCode = -1
+		return out, fmt.Errorf("wait %q: %w", s.Argv[0], waitErr)
+	}
+	// Other Wait errors (context done, WaitDelay expired) are described by
+	// TimedOut and the exit status; the status itself is the truth.
+	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		out.ExitCode = 128 + int(ws.Signal())
+		out.Signal = unix.SignalName(ws.Signal())
+	} else {
+		out.ExitCode = st.ExitCode()
+	}
+	return out, nil
+}
+
+// signalGroup sends sig to the process group led by pid. A group that no
+// longer exists is not an error.
+func signalGroup(pid int, sig syscall.Signal) error {
+	err := syscall.Kill(-pid, sig)
+	if errors.Is(err, syscall.ESRCH) {
+		return os.ErrProcessDone
+	}
+	return err
+}
+
+func closeAll(fs ...*os.File) {
+	for _, f := range fs {
+		f.Close()
+	}
+}
+
+// capture keeps the first max bytes of a stream and counts the rest.
+// Its buffer never grows beyond max.
+type capture struct {
+	max     int64
+	buf     []byte // len <= cap <= max
+	n       int64  // bytes read from the stream
+	discard []byte // read buffer once buf is full; allocated only then
+}
+
+// drain reads r until EOF, an error, or the drain limit, then closes r.
+func (c *capture) drain(r *os.File) {
+	defer r.Close()
+	for c.n <= c.max+DrainLimit {
+		var p []byte
+		if int64(len(c.buf)) < c.max {
+			if len(c.buf) == cap(c.buf) {
+				c.grow()
+			}
+			p = c.buf[len(c.buf):cap(c.buf)]
+		} else {
+			if c.discard == nil {
+				c.discard = make([]byte, 32<<10)
+			}
+			p = c.discard
+		}
+		n, err := r.Read(p)
+		if n > 0 && int64(len(c.buf)) < c.max {
+			c.buf = c.buf[:len(c.buf)+n]
+		}
+		c.n += int64(n)
+		if err != nil {
+			return
+		}
+	}
+}
+
+// grow doubles buf's capacity, starting at 4 KiB and never beyond max.
+func (c *capture) grow() {
+	n := int64(2 * cap(c.buf))
+	n = max(n, 4<<10)
+	n = min(n, c.max)
+	b := make([]byte, len(c.buf), n)
+	copy(b, c.buf)
+	c.buf = b
+}
+
+// lookPath finds file in the absolute directories of pathList. A name with
+// a slash is returned as is; os/exec reports it if it cannot be started.
+func lookPath(file, pathList string) (string, error) {
+	if strings.Contains(file, "/") {
+		return file, nil
+	}
+	if file == "" {
+		return "", exec.ErrNotFound
+	}
+	for _, dir := range filepath.SplitList(pathList) {
+		if !filepath.IsAbs(dir) {
+			continue // never resolve a program against the working directory
+		}
+		p := filepath.Join(dir, file)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%w (PATH=%s)", exec.ErrNotFound, pathList)
+}
+
+// getenv returns the value of the last key entry in env.
+func getenv(env []string, key string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
+}

@@ -1,0 +1,396 @@
+package proc_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/toolagent/toolagent/internal/proc"
+)
+
+// helperEnv selects a helper behaviour of the test binary (see TestMain).
+const helperEnv = "TOOLAGENT_PROC_HELPER"
+
+// TestMain turns the test binary into a helper command when helperEnv is
+// set, in the manner of os/exec/exec_test.go: the value names the
+// behaviour, os.Args[1:] are its arguments.
+func TestMain(m *testing.M) {
+	if name := os.Getenv(helperEnv); name != "" {
+		os.Exit(helper(name, os.Args[1:]))
+	}
+	os.Exit(m.Run())
+}
+
+func helper(name string, args []string) int {
+	switch name {
+	case "echo": // print args, space separated, with a newline
+		fmt.Println(strings.Join(args, " "))
+	case "exit": // exit with args[0]
+		code, _ := strconv.Atoi(args[0])
+		return code
+	case "stderr": // "out" on stdout, args on stderr, exit 3
+		fmt.Println("out")
+		fmt.Fprintln(os.Stderr, strings.Join(args, " "))
+		return 3
+	case "ignoreterm": // ignore SIGTERM, say so, then sleep
+		signal.Ignore(syscall.SIGTERM)
+		fmt.Println("ready")
+		time.Sleep(time.Hour)
+	case "yes": // write "y\n" until the pipe breaks
+		line := bytes.Repeat([]byte("y\n"), 4096)
+		for {
+			if _, err := os.Stdout.Write(line); err != nil {
+				return 1
+			}
+		}
+	case "env": // print the environment, one entry a line
+		for _, kv := range os.Environ() {
+			fmt.Println(kv)
+		}
+	default:
+		fmt.Fprintf(os.Stderr, "unknown helper %q\n", name)
+		return 2
+	}
+	return 0
+}
+
+// helperSpec returns a Spec that runs the test binary as helper name.
+func helperSpec(t testing.TB, name string, args ...string) proc.Spec {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return proc.Spec{
+		Argv: append([]string{exe}, args...),
+		// GORACE: the race runtime otherwise sleeps 1s before a clean exit.
+		Env:     append(proc.MinimalEnv(""), helperEnv+"="+name, "GORACE=atexit_sleep_ms=0"),
+		Timeout: 10 * time.Second,
+	}
+}
+
+func mustRun(t *testing.T, ctx context.Context, s proc.Spec) proc.Outcome {
+	t.Helper()
+	out, err := proc.Run(ctx, s)
+	if err != nil {
+		t.Fatalf("Run(%q) error: %v", s.Argv, err)
+	}
+	return out
+}
+
+func TestRunExit(t *testing.T) {
+	tests := []struct {
+		name       string
+		spec       proc.Spec
+		wantStdout string
+		wantStderr string
+		wantCode   int
+	}{
+		{"echo", helperSpec(t, "echo", "hello", "world"), "hello world\n", "", 0},
+		{"exit 0", helperSpec(t, "exit", "0"), "", "", 0},
+		{"exit 1", helperSpec(t, "exit", "1"), "", "", 1},
+		{"exit 42", helperSpec(t, "exit", "42"), "", "", 42},
+		{"stderr separate", helperSpec(t, "stderr", "boom"), "out\n", "boom\n", 3},
+		{"real sh", proc.Spec{Argv: []string{"/bin/sh", "-c", "echo a; echo b >&2; exit 7"}}, "a\n", "b\n", 7},
+		{"argv0 via PATH", proc.Spec{Argv: []string{"printf", "%s|", "a b", "; rm -rf /"}}, "a b|; rm -rf /|", "", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			out := mustRun(t, t.Context(), tt.spec)
+			if string(out.Stdout) != tt.wantStdout || string(out.Stderr) != tt.wantStderr || out.ExitCode != tt.wantCode {
+				t.Errorf("Run(%q) = stdout %q, stderr %q, exit %d; want %q, %q, %d",
+					tt.spec.Argv, out.Stdout, out.Stderr, out.ExitCode, tt.wantStdout, tt.wantStderr, tt.wantCode)
+			}
+			if out.Signal != "" || out.TimedOut || out.Truncated {
+				t.Errorf("Run(%q) = signal %q, timedOut %v, truncated %v; want none", tt.spec.Argv, out.Signal, out.TimedOut, out.Truncated)
+			}
+			if out.StdoutBytes != int64(len(tt.wantStdout)) || out.StderrBytes != int64(len(tt.wantStderr)) {
+				t.Errorf("Run(%q) = byte counts %d/%d; want %d/%d", tt.spec.Argv, out.StdoutBytes, out.StderrBytes, len(tt.wantStdout), len(tt.wantStderr))
+			}
+		})
+	}
+}
+
+func TestRunSignalExitCode(t *testing.T) {
+	t.Parallel()
+	out := mustRun(t, t.Context(), proc.Spec{Argv: []string{"/bin/sh", "-c", "kill -KILL $$"}, Timeout: 10 * time.Second})
+	if out.ExitCode != 137 || out.Signal != "SIGKILL" {
+		t.Errorf("Run(kill -KILL $$) = exit %d, signal %q; want 137, SIGKILL", out.ExitCode, out.Signal)
+	}
+}
+
+func TestRunTimeoutKeepsPartialOutput(t *testing.T) {
+	t.Parallel()
+	// A real shell starts in a millisecond, so "partial" is written long
+	// before the timeout even on a loaded machine.
+	s := proc.Spec{Argv: []string{"/bin/sh", "-c", "echo partial; exec sleep 10"}, Timeout: 300 * time.Millisecond}
+	out := mustRun(t, t.Context(), s)
+	if !out.TimedOut || string(out.Stdout) != "partial\n" {
+		t.Errorf("Run(echo; sleep, timeout 300ms) = timedOut %v, stdout %q; want true, %q", out.TimedOut, out.Stdout, "partial\n")
+	}
+	if out.ExitCode != 128+int(syscall.SIGTERM) || out.Signal != "SIGTERM" {
+		t.Errorf("Run(echo; sleep, timeout 300ms) = exit %d, signal %q; want %d, SIGTERM", out.ExitCode, out.Signal, 128+int(syscall.SIGTERM))
+	}
+	if out.Duration > 5*time.Second {
+		t.Errorf("Run(echo; sleep, timeout 300ms) took %v; want about the timeout", out.Duration)
+	}
+}
+
+func TestRunParentCancelIsNotTimeout(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	s := proc.Spec{Argv: []string{"/bin/sh", "-c", "echo partial; exec sleep 10"}, Timeout: 10 * time.Second}
+	out := mustRun(t, ctx, s)
+	if out.TimedOut {
+		t.Errorf("Run(echo; sleep) with cancelled ctx = timedOut true; want false (only Spec.Timeout sets it)")
+	}
+	if out.Signal != "SIGTERM" || string(out.Stdout) != "partial\n" {
+		t.Errorf("Run(echo; sleep) with cancelled ctx = signal %q, stdout %q; want SIGTERM, %q", out.Signal, out.Stdout, "partial\n")
+	}
+}
+
+func TestRunIgnoreSIGTERMIsKilledAfterGrace(t *testing.T) {
+	t.Parallel()
+	s := helperSpec(t, "ignoreterm")
+	s.Timeout = time.Second // leaves the helper (a race-enabled binary) time to ignore SIGTERM
+	s.Grace = 300 * time.Millisecond
+	out := mustRun(t, t.Context(), s)
+	if string(out.Stdout) != "ready\n" {
+		t.Fatalf("Run(ignoreterm) stdout = %q; want %q (helper did not get ready before the timeout)", out.Stdout, "ready\n")
+	}
+	if !out.TimedOut || out.ExitCode != 137 || out.Signal != "SIGKILL" {
+		t.Errorf("Run(ignoreterm) = timedOut %v, exit %d, signal %q; want true, 137, SIGKILL", out.TimedOut, out.ExitCode, out.Signal)
+	}
+	if min, max := s.Timeout+s.Grace, s.Timeout+s.Grace+5*time.Second; out.Duration < min || out.Duration > max {
+		t.Errorf("Run(ignoreterm) took %v; want between %v and %v", out.Duration, min, max)
+	}
+}
+
+func TestRunKillsGrandchildren(t *testing.T) {
+	tests := []struct {
+		name    string
+		script  string
+		timeout time.Duration
+	}{
+		// The shell waits for its background child; the timeout ends both.
+		{"wait", `sleep 100 & echo $!; wait`, 300 * time.Millisecond},
+		// The shell exits at once, leaving the child behind holding stdout.
+		{"orphan", `sleep 100 & echo $!`, 10 * time.Second},
+		// The grandchild ignores SIGTERM (inherited from the shell's trap).
+		{"ignores term", `trap '' TERM; sleep 100 & echo $!; wait`, 300 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := proc.Spec{Argv: []string{"/bin/sh", "-c", tt.script}, Timeout: tt.timeout, Grace: 200 * time.Millisecond}
+			out := mustRun(t, t.Context(), s)
+			pid, err := strconv.Atoi(strings.TrimSpace(string(out.Stdout)))
+			if err != nil {
+				t.Fatalf("Run(%q) stdout = %q; want the grandchild's pid", tt.script, out.Stdout)
+			}
+			waitGone(t, pid, 5*time.Second)
+			if out.Duration > 3*time.Second {
+				t.Errorf("Run(%q) took %v; want well under the grandchild's 100s", tt.script, out.Duration)
+			}
+		})
+	}
+}
+
+// A process that leaves the group (setsid) escapes the group kill; Run
+// cannot kill it, but must not wait for it longer than the grace period
+// even though it holds stdout open.
+func TestRunEscapedChildDoesNotBlock(t *testing.T) {
+	t.Parallel()
+	// The shell exits only once the child is in its own session (field 6
+	// of /proc/pid/stat), so the group kill cannot catch it before.
+	script := `setsid sleep 100 & p=$!; echo $p; while [ "$(cut -d' ' -f6 /proc/$p/stat)" != "$p" ]; do sleep 0.01; done`
+	s := proc.Spec{Argv: []string{"/bin/sh", "-c", script}, Timeout: 10 * time.Second, Grace: 300 * time.Millisecond}
+	out := mustRun(t, t.Context(), s)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(out.Stdout)))
+	if err != nil {
+		t.Fatalf("Run(setsid sleep) stdout = %q; want the escaped child's pid", out.Stdout)
+	}
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	if err := syscall.Kill(pid, 0); err != nil || isZombie(pid) {
+		t.Fatalf("escaped child %d is gone (kill(pid, 0) = %v); the test did not test anything", pid, err)
+	}
+	if out.ExitCode != 0 || out.Duration < s.Grace || out.Duration > 3*time.Second {
+		t.Errorf("Run(setsid sleep) = exit %d after %v; want 0 after about the grace period %v", out.ExitCode, out.Duration, s.Grace)
+	}
+}
+
+// waitGone waits until pid no longer exists (or is a zombie nobody has
+// reaped yet: it is dead, and in a container PID 1 may not reap it),
+// failing the test if that takes longer than d.
+func waitGone(t *testing.T, pid int, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		err := syscall.Kill(pid, 0)
+		if errors.Is(err, syscall.ESRCH) || isZombie(pid) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("grandchild pid %d still alive after %v (kill(pid, 0) = %v)", pid, d, err)
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition with a deadline
+	}
+}
+
+func isZombie(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// Format: pid (comm) state ...; comm may hold spaces, so cut at the last ')'.
+	i := bytes.LastIndexByte(b, ')')
+	return i >= 0 && i+2 < len(b) && b[i+2] == 'Z'
+}
+
+func TestRunCapsOutput(t *testing.T) {
+	tests := []struct {
+		name string
+		spec proc.Spec
+	}{
+		{"helper yes", helperSpec(t, "yes")},
+		{"real yes", proc.Spec{Argv: []string{"yes"}, Timeout: 10 * time.Second}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := tt.spec
+			s.MaxOutput = 1024
+			out := mustRun(t, t.Context(), s)
+			if len(out.Stdout) != 1024 || cap(out.Stdout) > 1024 {
+				t.Errorf("Run(yes, MaxOutput 1024) stdout len %d cap %d; want len 1024, cap <= 1024", len(out.Stdout), cap(out.Stdout))
+			}
+			if want := strings.Repeat("y\n", 512); string(out.Stdout) != want {
+				t.Errorf("Run(yes) stdout is not the first 1024 bytes of the stream: %q...", out.Stdout[:min(len(out.Stdout), 20)])
+			}
+			if !out.Truncated || out.TimedOut {
+				t.Errorf("Run(yes) = truncated %v, timedOut %v; want true, false", out.Truncated, out.TimedOut)
+			}
+			if out.StdoutBytes <= s.MaxOutput+proc.DrainLimit {
+				t.Errorf("Run(yes) StdoutBytes = %d; want > MaxOutput+DrainLimit = %d", out.StdoutBytes, s.MaxOutput+proc.DrainLimit)
+			}
+			if out.Signal != "SIGPIPE" {
+				t.Errorf("Run(yes) signal = %q; want SIGPIPE (stopped by the drain limit)", out.Signal)
+			}
+			if out.Duration > 5*time.Second {
+				t.Errorf("Run(yes) took %v; want quick", out.Duration)
+			}
+		})
+	}
+}
+
+func TestRunEnvNotInherited(t *testing.T) {
+	t.Setenv("TOOLAGENT_TEST_SECRET", "s3cret")
+	dir := t.TempDir()
+	out := mustRun(t, t.Context(), proc.Spec{Argv: []string{"env"}, Dir: dir, Timeout: 10 * time.Second})
+	got := strings.Split(strings.TrimSpace(string(out.Stdout)), "\n")
+	slices.Sort(got)
+	want := proc.MinimalEnv(dir)
+	slices.Sort(want)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Run(env, Env nil) environment mismatch (-want +got):\n%s", diff)
+	}
+	if bytes.Contains(out.Stdout, []byte("s3cret")) {
+		t.Errorf("Run(env) leaked the daemon's environment: %q", out.Stdout)
+	}
+
+	// An explicit Env is the whole environment too.
+	s := helperSpec(t, "env")
+	out = mustRun(t, t.Context(), s)
+	if bytes.Contains(out.Stdout, []byte("s3cret")) {
+		t.Errorf("Run(env, explicit Env) leaked the daemon's environment: %q", out.Stdout)
+	}
+}
+
+func TestMinimalEnv(t *testing.T) {
+	tests := []struct {
+		home string
+		want []string
+	}{
+		{"", []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "HOME=/"}},
+		{"/srv/x", []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "HOME=/srv/x"}},
+	}
+	for _, tt := range tests {
+		if diff := cmp.Diff(tt.want, proc.MinimalEnv(tt.home)); diff != "" {
+			t.Errorf("MinimalEnv(%q) mismatch (-want +got):\n%s", tt.home, diff)
+		}
+	}
+}
+
+func TestRunStdin(t *testing.T) {
+	t.Parallel()
+	out := mustRun(t, t.Context(), proc.Spec{Argv: []string{"cat"}, Stdin: strings.NewReader("in\n"), Timeout: 10 * time.Second})
+	if string(out.Stdout) != "in\n" {
+		t.Errorf("Run(cat) with Stdin = %q; want %q", out.Stdout, "in\n")
+	}
+}
+
+func TestRunStartErrors(t *testing.T) {
+	cancelled, cancel := context.WithCancel(t.Context())
+	cancel()
+	tests := []struct {
+		name    string
+		ctx     context.Context
+		spec    proc.Spec
+		wantIs  error
+		wantMsg string
+	}{
+		{"not in PATH", t.Context(), proc.Spec{Argv: []string{"toolagent-no-such-program"}}, exec.ErrNotFound, `start "toolagent-no-such-program": executable file not found in $PATH (PATH=/usr/local/bin:/usr/bin:/bin)`},
+		{"no such path", t.Context(), proc.Spec{Argv: []string{"/no/such/program"}}, os.ErrNotExist, `start "/no/such/program"`},
+		{"bad dir", t.Context(), proc.Spec{Argv: []string{"true"}, Dir: "/no/such/dir"}, os.ErrNotExist, "/no/such/dir"},
+		{"empty argv", t.Context(), proc.Spec{}, nil, "empty argv"},
+		{"ctx done", cancelled, proc.Spec{Argv: []string{"true"}}, context.Canceled, `start "true"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := proc.Run(tt.ctx, tt.spec)
+			if err == nil {
+				t.Fatalf("Run(%q) error = nil; want one", tt.spec.Argv)
+			}
+			if tt.wantIs != nil && !errors.Is(err, tt.wantIs) {
+				t.Errorf("Run(%q) error = %v; want errors.Is %v", tt.spec.Argv, err, tt.wantIs)
+			}
+			if !strings.Contains(err.Error(), tt.wantMsg) {
+				t.Errorf("Run(%q) error = %q; want it to contain %q", tt.spec.Argv, err, tt.wantMsg)
+			}
+		})
+	}
+}
+
+func BenchmarkRunTrue(b *testing.B) {
+	b.ReportAllocs()
+	s := proc.Spec{Argv: []string{"true"}, Timeout: 10 * time.Second}
+	for b.Loop() {
+		out, err := proc.Run(b.Context(), s)
+		if err != nil || out.ExitCode != 0 {
+			b.Fatalf("Run(true) = exit %d, %v", out.ExitCode, err)
+		}
+	}
+}
+
+func BenchmarkExecTrue(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := exec.Command("true").Run(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

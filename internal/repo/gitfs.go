@@ -1,0 +1,432 @@
+package repo
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-git/go-billy/v5/osfs"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/storage/filesystem"
+)
+
+// errNoPath reports that the configured sub-path is not a directory in the
+// commit. It is a content problem, not a broken clone, so it never causes a
+// re-clone.
+var errNoPath = errors.New("sub-path is not a directory in the commit")
+
+// objects reads git objects of one clone directory. Each Tree gets its own
+// go-git storage instance, so its reads share no memory with a Sync that
+// fetches into the same directory (fetches only add pack files; the ones a
+// Tree indexed stay in place). The mutex serializes the storage, which is
+// not safe for concurrent use.
+type objects struct {
+	mu   sync.Mutex
+	s    *filesystem.Storage
+	dirs map[plumbing.Hash]*gitDir // decoded trees; guarded by mu
+
+	// blobReads counts blob contents read, so tests can check that listing
+	// and hashing read none.
+	blobReads atomic.Int64
+}
+
+// gitDir is a decoded tree object, its entries sorted by name as fs.ReadDir
+// requires. It is immutable once built.
+type gitDir struct {
+	entries []object.TreeEntry
+	index   map[string]int
+}
+
+func openObjects(clonePath string) *objects {
+	// The object cache only needs to hold tree objects between decoding
+	// steps; decoded trees are kept in dirs. Pack files stay open once
+	// read: opening one per object made a 1,000-tool walk 40x slower. They
+	// are closed when the objects value becomes unreachable, as os.File
+	// closes its descriptor; an open pack also stays readable if a later
+	// re-clone deletes its directory.
+	s := filesystem.NewStorageWithOptions(osfs.New(clonePath), cache.NewObjectLRU(256*cache.KiByte),
+		filesystem.Options{KeepDescriptors: true})
+	o := &objects{s: s, dirs: make(map[plumbing.Hash]*gitDir)}
+	runtime.AddCleanup(o, func(s *filesystem.Storage) { s.Close() }, s)
+	return o
+}
+
+// dir returns the decoded tree object h.
+func (o *objects) dir(h plumbing.Hash) (*gitDir, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if d, ok := o.dirs[h]; ok {
+		return d, nil
+	}
+	t, err := object.GetTree(o.s, h)
+	if err != nil {
+		return nil, fmt.Errorf("read tree %s: %w", h, err)
+	}
+	d := &gitDir{entries: append([]object.TreeEntry(nil), t.Entries...), index: make(map[string]int, len(t.Entries))}
+	sort.Slice(d.entries, func(i, j int) bool { return d.entries[i].Name < d.entries[j].Name })
+	for i, e := range d.entries {
+		d.index[e.Name] = i
+	}
+	o.dirs[h] = d
+	return d, nil
+}
+
+// blob returns the content of blob h.
+func (o *objects) blob(h plumbing.Hash) ([]byte, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.blobReads.Add(1)
+	obj, err := o.s.EncodedObject(plumbing.BlobObject, h)
+	if err != nil {
+		return nil, fmt.Errorf("read blob %s: %w", h, err)
+	}
+	r, err := obj.Reader()
+	if err != nil {
+		return nil, fmt.Errorf("read blob %s: %w", h, err)
+	}
+	defer r.Close()
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("read blob %s: %w", h, err)
+	}
+	return data, nil
+}
+
+// blobSize returns the size of blob h from the object header.
+func (o *objects) blobSize(h plumbing.Hash) (int64, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	obj, err := o.s.EncodedObject(plumbing.BlobObject, h)
+	if err != nil {
+		return 0, fmt.Errorf("read blob %s: %w", h, err)
+	}
+	return obj.Size(), nil
+}
+
+// newGitTree returns the Tree of sub (a slash-separated path, "" for the
+// whole tree) in commit, reading objects from the bare clone at clonePath.
+func newGitTree(clonePath string, commit plumbing.Hash, sub string) (*Tree, error) {
+	o := openObjects(clonePath)
+	o.mu.Lock()
+	c, err := object.GetCommit(o.s, commit)
+	o.mu.Unlock()
+	if err != nil {
+		return nil, fmt.Errorf("read commit %s: %w", commit, err)
+	}
+	root := c.TreeHash
+	if sub != "" {
+		for _, part := range strings.Split(sub, "/") {
+			d, err := o.dir(root)
+			if err != nil {
+				return nil, err
+			}
+			i, ok := d.index[part]
+			if !ok || d.entries[i].Mode != filemode.Dir {
+				return nil, fmt.Errorf("%q at %s: %w", sub, commit, errNoPath)
+			}
+			root = d.entries[i].Hash
+		}
+	}
+	// Read the sub-tree's own object now, so a clone missing it is found
+	// during Sync rather than by a reader later.
+	if _, err := o.dir(root); err != nil {
+		return nil, err
+	}
+	fsys := &gitFS{o: o, root: root}
+	return &Tree{fsys: fsys, rev: commit.String(), hash: fsys.blobHash}, nil
+}
+
+// gitFS is an fs.FS over a tree object. Directories are decoded when opened
+// or listed; file contents are read on the first Read, ReadFile or Size.
+// Symbolic links are listed but never followed, and submodules are listed
+// as irregular files that cannot be opened.
+type gitFS struct {
+	o    *objects
+	root plumbing.Hash
+}
+
+var (
+	_ fs.FS         = (*gitFS)(nil)
+	_ fs.ReadDirFS  = (*gitFS)(nil)
+	_ fs.ReadFileFS = (*gitFS)(nil)
+	_ fs.StatFS     = (*gitFS)(nil)
+)
+
+// lookup returns the tree entry for name, which must be a valid fs path.
+func (f *gitFS) lookup(op, name string) (object.TreeEntry, error) {
+	if !fs.ValidPath(name) {
+		return object.TreeEntry{}, &fs.PathError{Op: op, Path: name, Err: fs.ErrInvalid}
+	}
+	if name == "." {
+		return object.TreeEntry{Name: ".", Mode: filemode.Dir, Hash: f.root}, nil
+	}
+	cur := f.root
+	parts := strings.Split(name, "/")
+	for i, part := range parts {
+		d, err := f.o.dir(cur)
+		if err != nil {
+			return object.TreeEntry{}, &fs.PathError{Op: op, Path: name, Err: err}
+		}
+		j, ok := d.index[part]
+		if !ok {
+			return object.TreeEntry{}, &fs.PathError{Op: op, Path: name, Err: fs.ErrNotExist}
+		}
+		e := d.entries[j]
+		if i == len(parts)-1 {
+			return e, nil
+		}
+		switch e.Mode {
+		case filemode.Dir:
+			cur = e.Hash
+		case filemode.Symlink:
+			return object.TreeEntry{}, &fs.PathError{Op: op, Path: name, Err: errSymlink}
+		default:
+			return object.TreeEntry{}, &fs.PathError{Op: op, Path: name, Err: fs.ErrNotExist}
+		}
+	}
+	panic("unreachable")
+}
+
+func (f *gitFS) blobHash(name string) (string, error) {
+	e, err := f.lookup("blobhash", name)
+	if err != nil {
+		return "", err
+	}
+	if !isFile(e.Mode) {
+		return "", &fs.PathError{Op: "blobhash", Path: name, Err: notFileErr(e.Mode)}
+	}
+	return e.Hash.String(), nil
+}
+
+// Open opens name. Directories and regular files open; symbolic links and
+// submodules do not.
+func (f *gitFS) Open(name string) (fs.File, error) {
+	e, err := f.lookup("open", name)
+	if err != nil {
+		return nil, err
+	}
+	fi := f.info(baseName(name), e)
+	switch {
+	case e.Mode == filemode.Dir:
+		return &gitDirFile{fs: f, fi: fi}, nil
+	case isFile(e.Mode):
+		return &gitFile{o: f.o, fi: fi}, nil
+	default:
+		return nil, &fs.PathError{Op: "open", Path: name, Err: notFileErr(e.Mode)}
+	}
+}
+
+// ReadDir lists the directory name sorted by file name, without reading any
+// file contents.
+func (f *gitFS) ReadDir(name string) ([]fs.DirEntry, error) {
+	e, err := f.lookup("readdir", name)
+	if err != nil {
+		return nil, err
+	}
+	if e.Mode != filemode.Dir {
+		return nil, &fs.PathError{Op: "readdir", Path: name, Err: errors.New("not a directory")}
+	}
+	return f.entries(name, e.Hash)
+}
+
+func (f *gitFS) entries(name string, h plumbing.Hash) ([]fs.DirEntry, error) {
+	d, err := f.o.dir(h)
+	if err != nil {
+		return nil, &fs.PathError{Op: "readdir", Path: name, Err: err}
+	}
+	list := make([]fs.DirEntry, len(d.entries))
+	for i, e := range d.entries {
+		list[i] = fs.FileInfoToDirEntry(f.info(e.Name, e))
+	}
+	return list, nil
+}
+
+// ReadFile returns the content of the regular file name.
+func (f *gitFS) ReadFile(name string) ([]byte, error) {
+	e, err := f.lookup("readfile", name)
+	if err != nil {
+		return nil, err
+	}
+	if !isFile(e.Mode) {
+		return nil, &fs.PathError{Op: "readfile", Path: name, Err: notFileErr(e.Mode)}
+	}
+	data, err := f.o.blob(e.Hash)
+	if err != nil {
+		return nil, &fs.PathError{Op: "readfile", Path: name, Err: err}
+	}
+	return data, nil
+}
+
+// Stat describes name without reading its content; a file's size is read
+// from the object header when Size is first called.
+func (f *gitFS) Stat(name string) (fs.FileInfo, error) {
+	e, err := f.lookup("stat", name)
+	if err != nil {
+		return nil, err
+	}
+	return f.info(baseName(name), e), nil
+}
+
+func (f *gitFS) info(base string, e object.TreeEntry) *gitInfo {
+	return &gitInfo{o: f.o, name: base, entry: e}
+}
+
+// baseName returns the last element of a valid fs path.
+func baseName(name string) string {
+	if i := strings.LastIndexByte(name, '/'); i >= 0 {
+		return name[i+1:]
+	}
+	return name
+}
+
+func isFile(m filemode.FileMode) bool {
+	return m == filemode.Regular || m == filemode.Executable || m == filemode.Deprecated
+}
+
+func notFileErr(m filemode.FileMode) error {
+	switch m {
+	case filemode.Dir:
+		return errors.New("is a directory")
+	case filemode.Symlink:
+		return errSymlink
+	default:
+		return fs.ErrInvalid
+	}
+}
+
+// gitInfo is the fs.FileInfo of a tree entry.
+type gitInfo struct {
+	o     *objects
+	name  string
+	entry object.TreeEntry
+
+	sizeOnce sync.Once
+	size     int64
+}
+
+func (i *gitInfo) Name() string       { return i.name }
+func (i *gitInfo) ModTime() time.Time { return time.Time{} }
+func (i *gitInfo) IsDir() bool        { return i.entry.Mode == filemode.Dir }
+func (i *gitInfo) Sys() any           { return nil }
+
+// Size returns the blob size for files (0 if it cannot be read) and 0
+// otherwise.
+func (i *gitInfo) Size() int64 {
+	if !isFile(i.entry.Mode) {
+		return 0
+	}
+	i.sizeOnce.Do(func() {
+		i.size, _ = i.o.blobSize(i.entry.Hash)
+	})
+	return i.size
+}
+
+func (i *gitInfo) Mode() fs.FileMode {
+	switch i.entry.Mode {
+	case filemode.Dir:
+		return fs.ModeDir | 0o555
+	case filemode.Executable:
+		return 0o555
+	case filemode.Regular, filemode.Deprecated:
+		return 0o444
+	case filemode.Symlink:
+		return fs.ModeSymlink | 0o777
+	default:
+		return fs.ModeIrregular
+	}
+}
+
+// gitFile is an open regular file; its content is read on the first Read.
+type gitFile struct {
+	o  *objects
+	fi *gitInfo
+
+	r      *bytes.Reader
+	closed bool
+}
+
+func (f *gitFile) Stat() (fs.FileInfo, error) { return f.fi, nil }
+
+func (f *gitFile) Read(p []byte) (int, error) {
+	if f.closed {
+		return 0, &fs.PathError{Op: "read", Path: f.fi.name, Err: fs.ErrClosed}
+	}
+	if f.r == nil {
+		data, err := f.o.blob(f.fi.entry.Hash)
+		if err != nil {
+			return 0, &fs.PathError{Op: "read", Path: f.fi.name, Err: err}
+		}
+		f.r = bytes.NewReader(data)
+	}
+	return f.r.Read(p)
+}
+
+func (f *gitFile) Close() error {
+	if f.closed {
+		return &fs.PathError{Op: "close", Path: f.fi.name, Err: fs.ErrClosed}
+	}
+	f.closed = true
+	f.r = nil
+	return nil
+}
+
+// gitDirFile is an open directory.
+type gitDirFile struct {
+	fs *gitFS
+	fi *gitInfo
+
+	list   []fs.DirEntry // nil until the first ReadDir
+	off    int
+	closed bool
+}
+
+func (d *gitDirFile) Stat() (fs.FileInfo, error) { return d.fi, nil }
+
+func (d *gitDirFile) Read([]byte) (int, error) {
+	return 0, &fs.PathError{Op: "read", Path: d.fi.name, Err: errors.New("is a directory")}
+}
+
+func (d *gitDirFile) Close() error {
+	if d.closed {
+		return &fs.PathError{Op: "close", Path: d.fi.name, Err: fs.ErrClosed}
+	}
+	d.closed = true
+	return nil
+}
+
+// ReadDir follows fs.ReadDirFile: with n > 0 it returns at most n entries
+// and io.EOF at the end; with n <= 0 it returns the rest and a nil error.
+func (d *gitDirFile) ReadDir(n int) ([]fs.DirEntry, error) {
+	if d.closed {
+		return nil, &fs.PathError{Op: "readdir", Path: d.fi.name, Err: fs.ErrClosed}
+	}
+	if d.list == nil {
+		list, err := d.fs.entries(d.fi.name, d.fi.entry.Hash)
+		if err != nil {
+			return nil, err
+		}
+		d.list = list
+	}
+	rest := d.list[d.off:]
+	if n <= 0 {
+		d.off = len(d.list)
+		return rest, nil
+	}
+	if len(rest) == 0 {
+		return nil, io.EOF
+	}
+	n = min(n, len(rest))
+	d.off += n
+	return rest[:n], nil
+}

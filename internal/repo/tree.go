@@ -1,0 +1,36 @@
+package repo
+
+import "io/fs"
+
+// Tree is a read-only view of a source's sub-tree at one revision.
+// It is immutable, safe for concurrent use, and stays readable after later
+// Syncs of the source that produced it.
+type Tree struct {
+	fsys fs.FS
+	rev  string
+	hash func(name string) (string, error)
+}
+
+// FS returns the files of the sub-tree. Paths are relative to the sub-tree
+// root and slash-separated, as fs.FS requires (e.g. "shell-exec/TOOL.hdlp").
+// Git trees read a file's content only when it is read, not when it is
+// listed or its hash is asked for.
+func (t *Tree) FS() fs.FS { return t.fsys }
+
+// Rev returns the revision the tree was taken at: the commit hash for git
+// sources, and "local:" followed by a short hash of the sorted (path, blob
+// hash) pairs for local directories, so an unchanged directory keeps its
+// revision.
+func (t *Tree) Rev() string { return t.rev }
+
+// BlobHash returns the git blob hash (hex SHA-1 of "blob <len>\x00" + content)
+// of the regular file at name, a path relative to the sub-tree like those of
+// FS. Git trees take it from the tree entry without reading the blob; local
+// trees hash the file's current content. A missing file gives an error that
+// matches fs.ErrNotExist.
+func (t *Tree) BlobHash(name string) (string, error) {
+	if !fs.ValidPath(name) || name == "." {
+		return "", &fs.PathError{Op: "blobhash", Path: name, Err: fs.ErrInvalid}
+	}
+	return t.hash(name)
+}

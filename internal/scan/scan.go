@@ -1,0 +1,360 @@
+// Package scan turns a tree of tool folders at one revision into a new
+// catalog.Snapshot: it walks <tree>/<name>/TOOL.hdlp, parses what changed
+// (through the cache, keyed by git blob hash), carries the last good
+// definition of a broken file over from the previous snapshot (stale), and
+// reports every problem without letting one file stop the others.
+//
+// Functions here are safe for concurrent use when given distinct inputs;
+// a cache may be shared. Imports: hldp, cache, catalog. Imported by reload
+// and cmd/toolagent.
+package scan
+
+import (
+	"crypto/sha1"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/toolagent/toolagent/internal/cache"
+	"github.com/toolagent/toolagent/internal/catalog"
+	"github.com/toolagent/toolagent/internal/hldp"
+)
+
+// Tree is a tools tree at one revision. Sources (internal/repo) satisfy it
+// without importing scan; it is built from standard types only.
+type Tree interface {
+	// FS is a read-only view of the tools tree: "<name>/TOOL.hdlp".
+	FS() fs.FS
+	// Rev names the revision (a commit hash, or a content hash).
+	Rev() string
+	// BlobHash is the git blob hash of the file at path in FS.
+	BlobHash(path string) (string, error)
+}
+
+// Checker tells whether the executor of a parsed tool can run it here. It
+// returns catalog.Enabled, or another status with the reason.
+type Checker func(t *hldp.Tool) (catalog.Status, string)
+
+// Options configure Build.
+type Options struct {
+	// Prefix is put before paths in messages, e.g. "tools/" (the default).
+	Prefix string
+	// Check narrows parsed tools by executor availability (nil: all enabled).
+	Check Checker
+	// Catalog is passed to catalog.New.
+	Catalog catalog.Options
+}
+
+// Report says what a Build did.
+type Report struct {
+	Parsed   int     // files parsed (cache misses)
+	Reused   int     // files whose outcome came from the previous snapshot or the cache
+	Problems []error // one per problem, each naming its file
+}
+
+// ErrSymlinkEscape marks a path that is a symlink leaving the tools tree.
+var ErrSymlinkEscape = errors.New("symlink leaves the tools tree")
+
+// Build scans t into a new snapshot. prev (may be nil) supplies the last
+// good definitions of files that no longer parse, and parse results for
+// unchanged blobs; c (may be nil) memoises parse outcomes across builds.
+// The error is for a tree that cannot be read at all; then no snapshot is
+// returned and the caller keeps serving the one it has.
+func Build(prev *catalog.Snapshot, t Tree, c *cache.Cache, opts Options) (*catalog.Snapshot, Report, error) {
+	if opts.Prefix == "" {
+		opts.Prefix = "tools/"
+	}
+	var rep Report
+	fsys := t.FS()
+	dirents, err := fs.ReadDir(fsys, ".")
+	if err != nil {
+		return nil, rep, fmt.Errorf("scan: read tools tree at %s: %w", t.Rev(), err)
+	}
+	rev := t.Rev()
+	seen := make(map[cache.Key]bool)
+	var entries []catalog.Entry
+	declared := map[string][]string{} // declared tool name -> folders
+	for _, d := range dirents {
+		name := d.Name()
+		if strings.HasPrefix(name, ".") {
+			continue
+		}
+		isDir := d.IsDir()
+		if d.Type()&fs.ModeSymlink != 0 {
+			fi, err := fs.Stat(fsys, name)
+			if err != nil {
+				err = fmt.Errorf("%s%s: %w (refused: %v)", opts.Prefix, name, ErrSymlinkEscape, unwrapPathErr(err))
+				rep.Problems = append(rep.Problems, err)
+				entries = append(entries, catalog.Entry{Name: name, File: name + "/" + hldp.FileName, Status: catalog.Failed, Reason: err.Error(), LoadErr: err})
+				continue
+			}
+			isDir = fi.IsDir()
+		}
+		if !isDir {
+			continue // README.md and other files beside the tool folders
+		}
+		e, key, declName, problem := scanOne(prev, t, c, opts, name, rev, &rep)
+		if problem != nil {
+			rep.Problems = append(rep.Problems, problem)
+		}
+		if key != (cache.Key{}) {
+			seen[key] = true
+		}
+		if declName != "" {
+			declared[declName] = append(declared[declName], name)
+		}
+		if e.Name != "" {
+			entries = append(entries, e)
+		}
+	}
+	// Two folders declaring one name: report every file involved.
+	for decl, folders := range declared {
+		if len(folders) < 2 {
+			continue
+		}
+		slices.Sort(folders)
+		var files []string
+		for _, f := range folders {
+			files = append(files, opts.Prefix+f+"/"+hldp.FileName)
+		}
+		for _, f := range files {
+			rep.Problems = append(rep.Problems, fmt.Errorf("%s: duplicate tool name %q (declared by %s); tool names must be unique", f, decl, strings.Join(files, ", ")))
+		}
+	}
+	if opts.Check != nil {
+		for i := range entries {
+			e := &entries[i]
+			if e.Tool == nil || !e.Status.Callable() {
+				continue
+			}
+			st, reason := opts.Check(e.Tool)
+			if st != catalog.Enabled {
+				e.Status, e.Reason = st, reason
+			}
+		}
+	}
+	if c != nil {
+		c.Retain(seen)
+	}
+	return catalog.New(rev, entries, opts.Catalog), rep, nil
+}
+
+// scanOne scans the folder name. It returns the entry (Name empty for none),
+// the cache key used, the tool name the file declares, and a problem.
+func scanOne(prev *catalog.Snapshot, t Tree, c *cache.Cache, opts Options, name, rev string, rep *Report) (catalog.Entry, cache.Key, string, error) {
+	fsys := t.FS()
+	rel := name + "/" + hldp.FileName
+	display := opts.Prefix + rel
+	e := catalog.Entry{Name: name, File: rel}
+	blob, err := t.BlobHash(rel)
+	if errors.Is(err, fs.ErrNotExist) {
+		return catalog.Entry{}, cache.Key{}, "", missingFile(fsys, name, display)
+	}
+	if err != nil {
+		err = fmt.Errorf("%s: %w", display, escapeErr(fsys, rel, err))
+		return failOrStale(prev, e, err), cache.Key{}, "", err
+	}
+	key := cache.Key{Path: rel, Blob: blob}
+	e.Blob = blob
+
+	// Unchanged since the previous snapshot: keep its definition and the
+	// revision it came from.
+	if p, ok := lookupPrev(prev, name); ok && p.Blob == blob && p.LoadErr == nil && p.Tool != nil {
+		rep.Reused++
+		e.Tool, e.Rev, e.Status = p.Tool, p.Rev, catalog.Enabled
+		return e, key, p.Tool.Name, nil
+	}
+	var out cache.Outcome
+	var cached bool
+	if c != nil {
+		out, cached = c.Get(key)
+	}
+	var declName string
+	if cached {
+		rep.Reused++
+	} else {
+		data, err := readLimited(fsys, rel)
+		if err != nil {
+			err = fmt.Errorf("%s: %w", display, escapeErr(fsys, rel, err))
+			return failOrStale(prev, e, err), cache.Key{}, "", err
+		}
+		rep.Parsed++
+		tool, perr := hldp.Parse(display, data)
+		out = cache.Outcome{Tool: tool, Err: perr}
+		if perr != nil {
+			declName = declaredName(data)
+		}
+		if c != nil {
+			c.Put(key, out)
+		}
+	}
+	if out.Err != nil {
+		return failOrStale(prev, e, out.Err), key, declName, out.Err
+	}
+	e.Tool, e.Rev, e.Status = out.Tool, rev, catalog.Enabled
+	return e, key, out.Tool.Name, nil
+}
+
+func lookupPrev(prev *catalog.Snapshot, name string) (catalog.Entry, bool) {
+	if prev == nil {
+		return catalog.Entry{}, false
+	}
+	return prev.Lookup(name)
+}
+
+// failOrStale marks e as not loading because of err: Stale with the last
+// good definition when prev has one, Failed otherwise.
+func failOrStale(prev *catalog.Snapshot, e catalog.Entry, err error) catalog.Entry {
+	e.LoadErr = err
+	if p, ok := lookupPrev(prev, e.Name); ok && p.Tool != nil {
+		e.Tool, e.Rev, e.Blob = p.Tool, p.Rev, p.Blob
+		e.Status = catalog.Stale
+		e.Reason = fmt.Sprintf("the current %s does not load; serving the last good definition from revision %s", hldp.FileName, p.Rev)
+		return e
+	}
+	e.Status = catalog.Failed
+	e.Reason = firstLine(err.Error())
+	return e
+}
+
+func missingFile(fsys fs.FS, name, display string) error {
+	ents, _ := fs.ReadDir(fsys, name)
+	for _, d := range ents {
+		if strings.EqualFold(d.Name(), hldp.FileName) || strings.EqualFold(path.Ext(d.Name()), path.Ext(hldp.FileName)) {
+			return fmt.Errorf("%s: no %s in folder %s (found %q: the file name is exactly %s)", display, hldp.FileName, name, d.Name(), hldp.FileName)
+		}
+	}
+	return fmt.Errorf("%s: folder %s has no %s; it is not a tool", display, name, hldp.FileName)
+}
+
+// readLimited reads at most hldp.MaxFileSize+1 bytes, so a huge file is
+// reported by Parse without being loaded whole.
+func readLimited(fsys fs.FS, name string) ([]byte, error) {
+	f, err := fsys.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, hldp.MaxFileSize+1))
+}
+
+// escapeErr turns an open error caused by a symlink out of the tree into
+// ErrSymlinkEscape, so the message says what happened.
+func escapeErr(fsys fs.FS, rel string, err error) error {
+	if errors.Is(err, ErrSymlinkEscape) {
+		return err
+	}
+	if fi, lerr := fs.Lstat(fsys, rel); lerr == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		return fmt.Errorf("%w (refused: %v)", ErrSymlinkEscape, unwrapPathErr(err))
+	}
+	if strings.Contains(err.Error(), "path escapes from parent") {
+		return fmt.Errorf("%w (refused: %v)", ErrSymlinkEscape, unwrapPathErr(err))
+	}
+	return err
+}
+
+func unwrapPathErr(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// declaredName peeks at the name a file declares, for duplicate reports,
+// without validating anything else.
+func declaredName(data []byte) string {
+	var v struct {
+		Name string `yaml:"name"`
+	}
+	if yaml.Unmarshal(data, &v) != nil {
+		return ""
+	}
+	return v.Name
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i] + " (and more)"
+	}
+	return s
+}
+
+// BlobHash returns the git blob hash of data: hex sha1 of
+// "blob <len>\x00" + data, as `git hash-object` prints it. Local trees use
+// it so that git and local sources share one cache key.
+func BlobHash(data []byte) string {
+	h := sha1.New()
+	h.Write([]byte("blob " + strconv.Itoa(len(data)) + "\x00"))
+	h.Write(data)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// FromFS returns a Tree over fsys. Blob hashes are computed from content.
+// When rev is empty, the revision is "local:" plus a hash of every
+// definition's path and blob hash, so an unchanged tree keeps its rev.
+func FromFS(fsys fs.FS, rev string) Tree {
+	return &fsTree{fsys: fsys, rev: rev}
+}
+
+type fsTree struct {
+	fsys    fs.FS
+	rev     string
+	revOnce sync.Once
+	mu      sync.Mutex
+	hashes  map[string]string
+}
+
+func (t *fsTree) FS() fs.FS { return t.fsys }
+
+func (t *fsTree) BlobHash(name string) (string, error) {
+	t.mu.Lock()
+	h, ok := t.hashes[name]
+	t.mu.Unlock()
+	if ok {
+		return h, nil
+	}
+	data, err := readLimited(t.fsys, name)
+	if err != nil {
+		return "", err
+	}
+	// A file over the limit hashes its first MaxFileSize+1 bytes; it fails
+	// to parse whatever its tail holds, so the key stays correct.
+	h = BlobHash(data)
+	t.mu.Lock()
+	if t.hashes == nil {
+		t.hashes = make(map[string]string)
+	}
+	t.hashes[name] = h
+	t.mu.Unlock()
+	return h, nil
+}
+
+func (t *fsTree) Rev() string {
+	t.revOnce.Do(func() {
+		if t.rev != "" {
+			return
+		}
+		h := sha1.New()
+		ents, _ := fs.ReadDir(t.fsys, ".")
+		for _, d := range ents {
+			rel := d.Name() + "/" + hldp.FileName
+			b, err := t.BlobHash(rel)
+			if err != nil {
+				continue
+			}
+			fmt.Fprintf(h, "%s %s\n", rel, b)
+		}
+		t.rev = "local:" + hex.EncodeToString(h.Sum(nil))[:12]
+	})
+	return t.rev
+}

@@ -1,0 +1,306 @@
+package scan
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"github.com/toolagent/toolagent/internal/cache"
+	"github.com/toolagent/toolagent/internal/catalog"
+	"github.com/toolagent/toolagent/internal/hldp"
+)
+
+// def returns a valid TOOL.hdlp for name with the given intent.
+func def(name, intent string) string {
+	return `name: ` + name + `
+display: ` + name + `
+intent: ` + intent + `
+method: exec
+executor: shell
+params_schema:
+  cmd: { type: string, required: true, description: "command" }
+author: test
+created: 2026-11-30
+why: for tests
+`
+}
+
+func mapFS(files map[string]string) fstest.MapFS {
+	m := fstest.MapFS{}
+	for p, c := range files {
+		m[p] = &fstest.MapFile{Data: []byte(c)}
+	}
+	return m
+}
+
+func build(t *testing.T, prev *catalog.Snapshot, files map[string]string, rev string, c *cache.Cache, opts Options) (*catalog.Snapshot, Report) {
+	t.Helper()
+	opts.Catalog.LazyIndex = true
+	s, rep, err := Build(prev, FromFS(mapFS(files), rev), c, opts)
+	if err != nil {
+		t.Fatalf("Build: %v", err)
+	}
+	return s, rep
+}
+
+func names(es []catalog.Entry) []string {
+	var out []string
+	for _, e := range es {
+		out = append(out, e.Name+":"+e.Status.String())
+	}
+	return out
+}
+
+func TestBuildCases(t *testing.T) {
+	tests := []struct {
+		name     string
+		files    map[string]string
+		want     []string // name:status of every entry
+		problems []string // substrings, one per expected problem, in any order
+	}{
+		{
+			name:  "good tools",
+			files: map[string]string{"a/TOOL.hdlp": def("a", "x"), "b/TOOL.hdlp": def("b", "y"), "README.md": "not a tool"},
+			want:  []string{"a:enabled", "b:enabled"},
+		},
+		{
+			name:     "folder without definition",
+			files:    map[string]string{"a/TOOL.hdlp": def("a", "x"), "empty/notes.txt": "x"},
+			want:     []string{"a:enabled"},
+			problems: []string{"tools/empty/TOOL.hdlp: folder empty has no TOOL.hdlp"},
+		},
+		{
+			name:     "misspelt file name",
+			files:    map[string]string{"a/tool.hdlp": def("a", "x")},
+			want:     nil,
+			problems: []string{`found "tool.hdlp"`},
+		},
+		{
+			name:     "broken file beside good ones",
+			files:    map[string]string{"a/TOOL.hdlp": def("a", "x"), "b/TOOL.hdlp": "name: b\nintent: [unclosed\n"},
+			want:     []string{"a:enabled", "b:failed"},
+			problems: []string{"tools/b/TOOL.hdlp:"},
+		},
+		{
+			name:  "duplicate name in another folder",
+			files: map[string]string{"a/TOOL.hdlp": def("a", "x"), "b/TOOL.hdlp": def("a", "y")},
+			want:  []string{"a:enabled", "b:failed"},
+			problems: []string{
+				"tools/b/TOOL.hdlp:", // name does not match folder
+				`tools/a/TOOL.hdlp: duplicate tool name "a" (declared by tools/a/TOOL.hdlp, tools/b/TOOL.hdlp)`,
+				`tools/b/TOOL.hdlp: duplicate tool name "a" (declared by tools/a/TOOL.hdlp, tools/b/TOOL.hdlp)`,
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, rep := build(t, nil, tt.files, "r1", nil, Options{})
+			if got := names(s.All()); !slices.Equal(got, tt.want) {
+				t.Errorf("entries = %v, want %v", got, tt.want)
+			}
+			if len(rep.Problems) != len(tt.problems) {
+				t.Errorf("got %d problems, want %d:\n%v", len(rep.Problems), len(tt.problems), rep.Problems)
+			}
+			for _, want := range tt.problems {
+				if !slices.ContainsFunc(rep.Problems, func(e error) bool { return strings.Contains(e.Error(), want) }) {
+					t.Errorf("no problem contains %q; problems:\n%v", want, rep.Problems)
+				}
+			}
+		})
+	}
+}
+
+// TestStaleCarryOver walks one tool through good -> broken -> fixed ->
+// deleted, checking the last good definition keeps serving while broken.
+func TestStaleCarryOver(t *testing.T) {
+	s1, _ := build(t, nil, map[string]string{"a/TOOL.hdlp": def("a", "first")}, "r1", nil, Options{})
+	s2, rep := build(t, s1, map[string]string{"a/TOOL.hdlp": "name: a\nexecutor: [\n"}, "r2", nil, Options{})
+	e, ok := s2.Lookup("a")
+	if !ok || e.Status != catalog.Stale || e.Tool == nil || e.Tool.Intent != "first" || e.Rev != "r1" || e.LoadErr == nil {
+		t.Fatalf("broken: entry = %+v, want stale serving intent first from r1 with a load error", e)
+	}
+	if !strings.Contains(e.Reason, "r1") || len(rep.Problems) != 1 {
+		t.Errorf("broken: reason %q, problems %v", e.Reason, rep.Problems)
+	}
+	if got := names(s2.Enabled()); !slices.Equal(got, []string{"a:stale"}) {
+		t.Errorf("broken: Enabled() = %v; a stale tool keeps serving", got)
+	}
+	// Still broken at the next revision: still the r1 definition.
+	s3, _ := build(t, s2, map[string]string{"a/TOOL.hdlp": "name: a\nexecutor: [\n"}, "r3", nil, Options{})
+	if e, _ := s3.Lookup("a"); e.Status != catalog.Stale || e.Rev != "r1" {
+		t.Errorf("still broken: entry = %v rev %s, want stale r1", e.Status, e.Rev)
+	}
+	s4, _ := build(t, s3, map[string]string{"a/TOOL.hdlp": def("a", "second")}, "r4", nil, Options{})
+	if e, _ := s4.Lookup("a"); e.Status != catalog.Enabled || e.Tool.Intent != "second" || e.Rev != "r4" || e.LoadErr != nil {
+		t.Errorf("fixed: entry = %+v, want enabled intent second from r4", e)
+	}
+	s5, _ := build(t, s4, map[string]string{"b/TOOL.hdlp": def("b", "other")}, "r5", nil, Options{})
+	if _, ok := s5.Lookup("a"); ok {
+		t.Error("deleted: a is still in the snapshot")
+	}
+}
+
+// TestProvenanceAndReuse: an unchanged file keeps the revision it came
+// from and is not parsed again; the cache serves a restart.
+func TestProvenanceAndReuse(t *testing.T) {
+	c := cache.New()
+	files := map[string]string{"a/TOOL.hdlp": def("a", "x"), "b/TOOL.hdlp": def("b", "y")}
+	s1, rep := build(t, nil, files, "r1", c, Options{})
+	if rep.Parsed != 2 || rep.Reused != 0 {
+		t.Errorf("first build parsed %d reused %d, want 2 and 0", rep.Parsed, rep.Reused)
+	}
+	files["b/TOOL.hdlp"] = def("b", "changed")
+	s2, rep := build(t, s1, files, "r2", c, Options{})
+	if rep.Parsed != 1 || rep.Reused != 1 {
+		t.Errorf("second build parsed %d reused %d, want 1 and 1", rep.Parsed, rep.Reused)
+	}
+	if a, _ := s2.Lookup("a"); a.Rev != "r1" {
+		t.Errorf("unchanged a has rev %s, want r1 (the revision its definition came from)", a.Rev)
+	}
+	if b, _ := s2.Lookup("b"); b.Rev != "r2" {
+		t.Errorf("changed b has rev %s, want r2", b.Rev)
+	}
+	// A restart (no previous snapshot) with the same cache parses nothing.
+	_, rep = build(t, nil, files, "r2", c, Options{})
+	if rep.Parsed != 0 || rep.Reused != 2 {
+		t.Errorf("restart parsed %d reused %d, want 0 and 2", rep.Parsed, rep.Reused)
+	}
+	if c.Len() != 2 {
+		t.Errorf("cache holds %d outcomes, want 2 (old ones dropped)", c.Len())
+	}
+}
+
+func TestCheckNarrows(t *testing.T) {
+	check := func(tl *hldp.Tool) (catalog.Status, string) {
+		if tl.Name == "b" {
+			return catalog.Disabled, "executor gatekeeper is not configured"
+		}
+		return catalog.Enabled, ""
+	}
+	s, _ := build(t, nil, map[string]string{"a/TOOL.hdlp": def("a", "x"), "b/TOOL.hdlp": def("b", "y")}, "r1", nil, Options{Check: check})
+	if got := names(s.All()); !slices.Equal(got, []string{"a:enabled", "b:disabled"}) {
+		t.Errorf("entries = %v", got)
+	}
+	if b, _ := s.Lookup("b"); b.Reason != "executor gatekeeper is not configured" {
+		t.Errorf("b reason = %q", b.Reason)
+	}
+}
+
+// TestSymlinkEscape uses a real directory opened with os.OpenRoot: a tool
+// folder or a TOOL.hdlp that is a symlink out of the tree is refused, one
+// inside the tree works.
+func TestSymlinkEscape(t *testing.T) {
+	outside := t.TempDir()
+	if err := os.WriteFile(filepath.Join(outside, "TOOL.hdlp"), []byte(def("evil", "x")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	mustWrite(t, filepath.Join(dir, "good", "TOOL.hdlp"), def("good", "x"))
+	mustWrite(t, filepath.Join(dir, "inner", "TOOL.hdlp"), def("inner", "x"))
+	if err := os.Mkdir(filepath.Join(dir, "filelink"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []struct{ target, link string }{
+		{outside, filepath.Join(dir, "evil")},                                              // folder out of the tree
+		{filepath.Join(outside, "TOOL.hdlp"), filepath.Join(dir, "filelink", "TOOL.hdlp")}, // file out of the tree
+		{filepath.Join(dir, "inner"), filepath.Join(dir, "alias")},                         // inside: fine, but name != folder
+	} {
+		if err := os.Symlink(l.target, l.link); err != nil {
+			t.Fatal(err)
+		}
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	s, rep, err := Build(nil, FromFS(root.FS(), ""), nil, Options{Catalog: catalog.Options{LazyIndex: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"evil", "filelink"} {
+		e, ok := s.Lookup(name)
+		if !ok || e.Status != catalog.Failed || !errors.Is(e.LoadErr, ErrSymlinkEscape) {
+			t.Errorf("%s: entry %+v, want failed with ErrSymlinkEscape", name, e)
+		}
+	}
+	for _, name := range []string{"good", "inner"} {
+		if e, _ := s.Lookup(name); e.Status != catalog.Enabled {
+			t.Errorf("%s: status %v, want enabled", name, e.Status)
+		}
+	}
+	if !strings.HasPrefix(s.Rev(), "local:") {
+		t.Errorf("Rev() = %q, want local:<hash>", s.Rev())
+	}
+	if len(rep.Problems) != 3 { // evil, filelink, alias (name/folder mismatch)
+		t.Errorf("problems = %v, want 3", rep.Problems)
+	}
+}
+
+func mustWrite(t *testing.T, name, data string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(name, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestBrokenCorpus loads hldp's corpus of broken definitions next to the
+// five shipped tools: every broken one fails with its own error, and every
+// valid one still loads.
+func TestBrokenCorpus(t *testing.T) {
+	m := fstest.MapFS{}
+	copyTree(t, m, "../hldp/testdata/bad/tools")
+	copyTree(t, m, "../../native-repo/tools")
+	s, rep, err := Build(nil, FromFS(m, "r1"), nil, Options{Catalog: catalog.Options{LazyIndex: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var failed, enabled int
+	for _, e := range s.All() {
+		switch e.Status {
+		case catalog.Failed:
+			failed++
+			if e.LoadErr == nil || !strings.Contains(e.LoadErr.Error(), "tools/"+e.Name+"/") {
+				t.Errorf("%s: load error %v does not name its file", e.Name, e.LoadErr)
+			}
+		case catalog.Enabled:
+			enabled++
+		}
+	}
+	if enabled != 5 {
+		t.Errorf("%d tools enabled, want the 5 shipped ones: %v", enabled, names(s.Enabled()))
+	}
+	if failed < 30 {
+		t.Errorf("%d broken tools failed, want at least 30", failed)
+	}
+	if len(rep.Problems) < failed {
+		t.Errorf("%d problems for %d failed tools", len(rep.Problems), failed)
+	}
+}
+
+func copyTree(t *testing.T, m fstest.MapFS, dir string) {
+	t.Helper()
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		m[filepath.ToSlash(rel)] = &fstest.MapFile{Data: data}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("copy %s: %v", dir, err)
+	}
+}
