@@ -39,8 +39,8 @@ import (
 	"github.com/toolagent/toolagent/internal/proc"
 )
 
-// Shell is the shell every exec call runs under.
-const Shell = "/bin/sh"
+// Interpreter is the shell every exec call runs under.
+const Interpreter = "/bin/sh"
 
 // The methods of the shell executor, as written in TOOL.hdlp.
 const (
@@ -50,8 +50,8 @@ const (
 	MethodWrite = "write"
 )
 
-// Methods lists the shell executor's methods in a stable order.
-var Methods = []string{MethodExec, MethodRun, MethodRead, MethodWrite}
+// methods lists the shell executor's methods in a stable order, for messages.
+var methods = []string{MethodExec, MethodRun, MethodRead, MethodWrite}
 
 // Options configure an Executor. The zero value is usable: exec and run
 // work, read and write are disabled.
@@ -152,7 +152,7 @@ func (e *Executor) Check(t *hldp.Tool) error {
 }
 
 func unknownMethod(t *hldp.Tool) error {
-	return fmt.Errorf("the shell executor has no method %q (methods: %s)", t.Method, strings.Join(Methods, ", "))
+	return fmt.Errorf("the shell executor has no method %q (methods: %s)", t.Method, strings.Join(methods, ", "))
 }
 
 func wantParam(t *hldp.Tool, name string, typ hldp.ParamType) error {
@@ -226,7 +226,7 @@ func (e *Executor) prepareTool(t *hldp.Tool, params map[string]any) (call, error
 			if err != nil {
 				return call{}, err
 			}
-			c.plan.Argv = []string{Shell, "-c", cmd}
+			c.plan.Argv = []string{Interpreter, "-c", cmd}
 		} else {
 			argv, err := t.RenderArgv(params)
 			if err != nil {
@@ -454,12 +454,12 @@ func fileFailure(rel string, err error, start time.Time) (executors.Outcome, err
 
 // Health reports whether /bin/sh exists and is executable.
 func (e *Executor) Health(ctx context.Context) error {
-	fi, err := os.Stat(Shell)
+	fi, err := os.Stat(Interpreter)
 	if err != nil {
 		return fmt.Errorf("shell executor: %w", err)
 	}
 	if !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0 {
-		return fmt.Errorf("shell executor: %s is not an executable file (mode %s)", Shell, fi.Mode())
+		return fmt.Errorf("shell executor: %s is not an executable file (mode %s)", Interpreter, fi.Mode())
 	}
 	return nil
 }

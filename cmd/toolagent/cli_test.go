@@ -1,0 +1,363 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// cli runs the toolagent command in-process, with the environment given as
+// k=v pairs (nothing is inherited), and returns stdout, stderr and the exit
+// code main would use.
+func cli(t *testing.T, envKV []string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	envm := map[string]string{}
+	for _, kv := range envKV {
+		k, v, _ := strings.Cut(kv, "=")
+		envm[k] = v
+	}
+	var out, errb bytes.Buffer
+	err := run(context.Background(), args, func(k string) string { return envm[k] }, strings.NewReader(""), &out, &errb)
+	code = exitCode(err, &errb)
+	return out.String(), errb.String(), code
+}
+
+// nativeTools is the checkout's native-repo/tools.
+func nativeTools(t *testing.T) string {
+	t.Helper()
+	p, err := filepath.Abs("../../native-repo/tools")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// toolsCopy copies native-repo/tools into a temp dir the test may change.
+func toolsCopy(t *testing.T) string {
+	t.Helper()
+	dst := filepath.Join(t.TempDir(), "tools")
+	if err := os.CopyFS(dst, os.DirFS(nativeTools(t))); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+type result struct {
+	OK         bool   `json:"ok"`
+	Status     string `json:"status"`
+	Tool       string `json:"tool"`
+	Revision   string `json:"revision"`
+	Output     string `json:"output"`
+	Stderr     string `json:"stderr"`
+	ExitCode   int    `json:"exit_code"`
+	Truncated  bool   `json:"truncated"`
+	Error      string `json:"error"`
+	DurationMS int64  `json:"duration_ms"`
+	OutputB    int64  `json:"output_bytes"`
+	Found      *bool  `json:"found"`
+	Suggestion string `json:"suggestion"`
+	Plan       *struct {
+		Argv      []string `json:"argv"`
+		TimeoutMS int64    `json:"timeout_ms"`
+	} `json:"plan"`
+}
+
+func callTool(t *testing.T, tools string, args ...string) (result, int) {
+	t.Helper()
+	state := t.TempDir()
+	out, errOut, code := cli(t, nil, append([]string{"call", "--tools", tools, "--state", state}, args...)...)
+	var r result
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("call %v: stdout is not a result (%v):\n%s\nstderr: %s", args, err, out, errOut)
+	}
+	return r, code
+}
+
+// TestSeedAcceptance is the seed's own check list on the shipped tools.
+func TestSeedAcceptance(t *testing.T) {
+	tools := nativeTools(t)
+	t.Run("shell-exec echo hello", func(t *testing.T) {
+		r, code := callTool(t, tools, "shell-exec", "cmd=echo hello")
+		if r.Status != "success" || r.Output != "hello\n" || r.ExitCode != 0 || !r.OK || code != 0 {
+			t.Errorf("got %+v (exit %d), want success hello", r, code)
+		}
+		if !strings.HasPrefix(r.Revision, "local:") {
+			t.Errorf("revision %q, want local:<hash>", r.Revision)
+		}
+	})
+	t.Run("tool not in the repository", func(t *testing.T) {
+		r, code := callTool(t, tools, "deploy-app")
+		if r.Status != "not_found" || r.Found == nil || *r.Found || !strings.Contains(r.Suggestion, "has to be written") || code != exitNotFound {
+			t.Errorf("got %+v (exit %d), want not_found with the suggestion", r, code)
+		}
+	})
+	t.Run("failing command keeps stderr and exit code", func(t *testing.T) {
+		r, code := callTool(t, tools, "shell-exec", "cmd=ls /nonexistent")
+		if r.Status != "error" || r.ExitCode != 2 || !strings.Contains(r.Stderr, "/nonexistent") || r.Output != "" || code != exitFailed {
+			t.Errorf("got %+v (exit %d), want error, exit_code 2, real stderr", r, code)
+		}
+	})
+	t.Run("invalid params", func(t *testing.T) {
+		r, code := callTool(t, tools, "git-ops", "op=push", "max_count=zero")
+		if r.Status != "invalid_params" || code != exitUsage || !strings.Contains(r.Error, "op") || !strings.Contains(r.Error, "max_count") {
+			t.Errorf("got %+v (exit %d), want invalid_params naming op and max_count", r, code)
+		}
+	})
+	t.Run("run template blocks injection", func(t *testing.T) {
+		r, _ := callTool(t, tools, "git-ops", "op=log", "ref=HEAD; rm -rf /")
+		if r.Status != "invalid_params" {
+			t.Errorf("ref with a shell payload: %s %q, want invalid_params (pattern)", r.Status, r.Error)
+		}
+	})
+	t.Run("dry run shows argv and runs nothing", func(t *testing.T) {
+		marker := filepath.Join(t.TempDir(), "marker")
+		r, code := callTool(t, tools, "--dry-run", "shell-exec", "cmd=touch "+marker)
+		if r.Status != "dry_run" || code != 0 || r.Plan == nil || strings.Join(r.Plan.Argv, " ") != "/bin/sh -c touch "+marker || r.Plan.TimeoutMS != 30000 {
+			t.Errorf("got %+v, want dry_run with the argv", r)
+		}
+		if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("dry run created %s", marker)
+		}
+	})
+}
+
+// TestNewToolRegistersOnNextScan: a TOOL.hdlp added to the tree is found by
+// the next command, with no configuration.
+func TestNewToolRegistersOnNextScan(t *testing.T) {
+	tools := toolsCopy(t)
+	if r, _ := callTool(t, tools, "hello-world", "message=hi"); r.Status != "not_found" {
+		t.Fatalf("before new: %s", r.Status)
+	}
+	out, errOut, code := cli(t, []string{"USER=tester"}, "new", "--tools", tools, "hello-world")
+	if code != 0 || !strings.Contains(out, "created") {
+		t.Fatalf("new: exit %d\n%s%s", code, out, errOut)
+	}
+	r, code := callTool(t, tools, "hello-world", "message=hi there")
+	if r.Status != "success" || r.Output != "hi there\n" || code != 0 {
+		t.Errorf("scaffolded tool: %+v", r)
+	}
+	data, _ := os.ReadFile(filepath.Join(tools, "hello-world", "TOOL.hdlp"))
+	for _, field := range []string{"name:", "display:", "intent:", "method:", "executor:", "params_schema:", "constraints:", "author: tester", "created:", "why:"} {
+		if !bytes.Contains(data, []byte(field)) {
+			t.Errorf("scaffold lacks %q", field)
+		}
+	}
+	if _, _, code := cli(t, nil, "new", "--tools", tools, "hello-world"); code != exitFailed {
+		t.Errorf("new over an existing tool: exit %d, want %d", code, exitFailed)
+	}
+	if _, _, code := cli(t, nil, "new", "--tools", tools, "Bad Name"); code != exitUsage {
+		t.Errorf("new with a bad name: exit %d, want %d", code, exitUsage)
+	}
+}
+
+func writeTool(t *testing.T, tools, name, body string) {
+	t.Helper()
+	dir := filepath.Join(tools, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	src := "name: " + name + "\ndisplay: " + name + "\nintent: test tool\nauthor: t\ncreated: 2026-11-30\nwhy: tests\n" + body
+	if err := os.WriteFile(filepath.Join(dir, "TOOL.hdlp"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestTimeoutKillsTheGroup: a tool with timeout_ms 200 running `sleep 5`
+// (in a background child) returns timeout long before 5 s, and the child
+// is gone afterwards.
+func TestTimeoutKillsTheGroup(t *testing.T) {
+	tools := toolsCopy(t)
+	writeTool(t, tools, "slow", `method: exec
+executor: shell
+params_schema:
+  cmd: { type: string, required: true }
+constraints: { timeout_ms: 200 }
+`)
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	start := time.Now()
+	r, code := callTool(t, tools, "slow", "cmd=echo started; sleep 5 & echo $! > "+pidFile+"; wait")
+	took := time.Since(start)
+	if r.Status != "timeout" || code != exitTimeout || r.Output != "started\n" {
+		t.Fatalf("got %+v (exit %d), want timeout with the partial output", r, code)
+	}
+	if took > 4*time.Second {
+		t.Errorf("timeout took %v; the 5 s sleep was waited for", took)
+	}
+	t.Logf("timeout_ms 200 returned after %v (duration_ms %d)", took, r.DurationMS)
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	waitFor(t, 5*time.Second, "the background sleep to be gone", func() bool {
+		return gone(pid)
+	})
+}
+
+// gone reports whether pid no longer runs. A zombie counts as gone: where
+// PID 1 does not reap orphans, a killed grandchild stays a zombie.
+func gone(pid int) bool {
+	if syscall.Kill(pid, 0) == syscall.ESRCH {
+		return true
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	// The state follows the parenthesised command name.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i >= 0 && i+2 < len(s) && s[i+2] == 'Z'
+}
+
+// TestOutputCap: `yes` with max_output_bytes 1024 returns exactly 1024
+// bytes, truncated, and does not run to the timeout.
+func TestOutputCap(t *testing.T) {
+	tools := toolsCopy(t)
+	writeTool(t, tools, "yes", `method: run
+executor: shell
+argv: [yes]
+params_schema: {}
+constraints: { max_output_bytes: 1024, timeout_ms: 20000 }
+`)
+	start := time.Now()
+	r, _ := callTool(t, tools, "yes")
+	if len(r.Output) != 1024 || !r.Truncated || r.OutputB <= 1024 {
+		t.Errorf("got %d bytes truncated=%v output_bytes=%d, want 1024, true, more than 1024", len(r.Output), r.Truncated, r.OutputB)
+	}
+	if time.Since(start) > 15*time.Second {
+		t.Errorf("yes ran %v: it was not stopped after the cap", time.Since(start))
+	}
+}
+
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestFileToolsConfined(t *testing.T) {
+	tools := nativeTools(t)
+	state := t.TempDir()
+	call := func(args ...string) result {
+		out, _, _ := cli(t, nil, append([]string{"call", "--tools", tools, "--state", state}, args...)...)
+		var r result
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+		return r
+	}
+	if r := call("file-write", "path=notes/a.txt", "content=hello file\n"); r.Status != "success" {
+		t.Fatalf("write: %+v", r)
+	}
+	if r := call("file-read", "path=notes/a.txt"); r.Status != "success" || r.Output != "hello file\n" {
+		t.Errorf("read back: %+v", r)
+	}
+	if _, err := os.Stat(filepath.Join(state, "files", "notes", "a.txt")); err != nil {
+		t.Errorf("file not under STATE/files: %v", err)
+	}
+	for _, p := range []string{"../outside.txt", "/etc/passwd", "notes/../../x"} {
+		if r := call("file-read", "path="+p); r.Status == "success" {
+			t.Errorf("read %s succeeded: %q", p, r.Output)
+		}
+	}
+}
+
+func TestHTTPRequestTool(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("curl is not installed (apt-get install curl); .ci/run installs it")
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/missing" {
+			http.Error(w, "no such page", http.StatusNotFound)
+			return
+		}
+		body := new(bytes.Buffer)
+		body.ReadFrom(r.Body)
+		w.Write([]byte(r.Method + " " + r.Header.Get("X-Test") + " " + body.String()))
+	}))
+	defer srv.Close()
+	tools := nativeTools(t)
+	r, _ := callTool(t, tools, "http-request", "url="+srv.URL+"/x", "method=POST", "header=X-Test: yes", "body=@/etc/passwd")
+	if r.Status != "success" || r.Output != "POST yes @/etc/passwd" {
+		t.Errorf("POST: %+v (body must be sent raw, never read from a file)", r)
+	}
+	r, _ = callTool(t, tools, "http-request", "url="+srv.URL+"/missing")
+	if r.Status != "error" || r.ExitCode != 22 || !strings.Contains(r.Output, "no such page") || !strings.Contains(r.Stderr, "404") {
+		t.Errorf("404: %+v, want error with exit 22, the body and curl's stderr", r)
+	}
+	r, _ = callTool(t, tools, "http-request", "url=file:///etc/passwd")
+	if r.Status != "invalid_params" {
+		t.Errorf("file:// URL: %s, want invalid_params", r.Status)
+	}
+}
+
+func TestListShowValidate(t *testing.T) {
+	tools := nativeTools(t)
+	state := t.TempDir()
+	out, _, code := cli(t, nil, "list", "--tools", tools, "--state", state)
+	var l struct {
+		Tools []struct{ Name, Status string } `json:"tools"`
+	}
+	if err := json.Unmarshal([]byte(out), &l); err != nil || code != 0 {
+		t.Fatalf("list: %v %d\n%s", err, code, out)
+	}
+	var names []string
+	for _, tl := range l.Tools {
+		names = append(names, tl.Name+":"+tl.Status)
+	}
+	if got := strings.Join(names, " "); got != "file-read:enabled file-write:enabled git-ops:enabled http-request:enabled shell-exec:enabled" {
+		t.Errorf("list = %s", got)
+	}
+	out, _, code = cli(t, nil, "show", "--tools", tools, "--state", state, "shell-exec")
+	if code != 0 || !strings.Contains(out, `"params_schema": {`) || !strings.Contains(out, `"additionalProperties": false`) || !strings.Contains(out, `"timeout_ms": 30000`) {
+		t.Errorf("show: exit %d\n%s", code, out)
+	}
+	if _, _, code := cli(t, nil, "show", "--tools", tools, "--state", state, "nope"); code != exitNotFound {
+		t.Errorf("show nope: exit %d", code)
+	}
+	out, _, code = cli(t, nil, "validate", "--state", state, tools)
+	if code != 0 || !strings.Contains(out, "5 tool folders, 5 callable, 0 problems") {
+		t.Errorf("validate native: exit %d\n%s", code, out)
+	}
+	out, _, code = cli(t, nil, "validate", "--state", state, "../../internal/hldp/testdata/bad/tools")
+	if code != exitFailed || !strings.Contains(out, "require_confrim") || !strings.Contains(out, "TOOL.hdlp:") {
+		t.Errorf("validate bad corpus: exit %d\n%s", code, out)
+	}
+	if _, _, code := cli(t, nil, "frobnicate"); code != exitUsage {
+		t.Errorf("unknown subcommand: exit %d", code)
+	}
+}
+
+func TestMatchCommand(t *testing.T) {
+	tools := nativeTools(t)
+	out, _, code := cli(t, nil, "match", "--tools", tools, "--state", t.TempDir(), "查看最近的提交记录")
+	var resp struct {
+		Found      bool `json:"found"`
+		Candidates []struct {
+			Name string `json:"name"`
+		} `json:"candidates"`
+	}
+	if err := json.Unmarshal([]byte(out), &resp); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if code != 0 || !resp.Found || len(resp.Candidates) == 0 || resp.Candidates[0].Name != "git-ops" {
+		t.Errorf("match 查看最近的提交记录: exit %d %s", code, out)
+	}
+}
