@@ -361,3 +361,55 @@ func TestMatchCommand(t *testing.T) {
 		t.Errorf("match 查看最近的提交记录: exit %d %s", code, out)
 	}
 }
+
+// TestBrokenCorpusBesideValidTools puts hldp's corpus of broken
+// definitions, a huge file and a symlink out of the tree next to the five
+// shipped tools: validate names every broken file, and the valid tools
+// still load and run.
+func TestBrokenCorpusBesideValidTools(t *testing.T) {
+	tools := toolsCopy(t)
+	if err := os.CopyFS(tools, os.DirFS("../../internal/hldp/testdata/bad/tools")); err != nil {
+		t.Fatal(err)
+	}
+	huge := "name: huge\n" + strings.Repeat("# padding\n", 40000)
+	if err := os.MkdirAll(filepath.Join(tools, "huge"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tools, "huge", "TOOL.hdlp"), []byte(huge), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	outside := t.TempDir()
+	writeTool(t, outside, "escape", "method: exec\nexecutor: shell\nparams_schema: {}\n")
+	if err := os.Symlink(filepath.Join(outside, "escape"), filepath.Join(tools, "escape")); err != nil {
+		t.Fatal(err)
+	}
+	out, _, code := cli(t, nil, "validate", "--state", t.TempDir(), tools)
+	if code != exitFailed {
+		t.Fatalf("validate: exit %d, want %d", code, exitFailed)
+	}
+	for _, want := range []string{"tools/huge/TOOL.hdlp", "file too large", "tools/escape: symlink leaves the tools tree", "require_confrim", "did you mean"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("validate output lacks %q", want)
+		}
+	}
+	r, _ := callTool(t, tools, "shell-exec", "cmd=echo still here")
+	if r.Status != "success" || r.Output != "still here\n" {
+		t.Errorf("shell-exec beside the broken corpus: %+v", r)
+	}
+	out, _, _ = cli(t, nil, "list", "--tools", tools, "--state", t.TempDir(), "--all")
+	var l struct {
+		Tools []struct{ Name, Status string } `json:"tools"`
+	}
+	if err := json.Unmarshal([]byte(out), &l); err != nil {
+		t.Fatal(err)
+	}
+	failed := 0
+	for _, tl := range l.Tools {
+		if tl.Status == "failed" {
+			failed++
+		}
+	}
+	if failed < 32 {
+		t.Errorf("%d failed tools listed, want every broken file (>= 32)", failed)
+	}
+}
