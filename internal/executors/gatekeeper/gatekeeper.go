@@ -1,0 +1,525 @@
+// Package gatekeeper is the client executor of the gatekeeper protocol: it
+// runs the tools whose executor is "gatekeeper" by sending POST /exec to a
+// gatekeeper server (internal/gatekeeper, PROTOCOL.md) on a named target
+// host, authenticated with that target's bearer token.
+//
+// Methods (Tool.Method):
+//
+//   - exec: the tool's "cmd" param runs under the server's /bin/sh -c;
+//     optional "cwd" param (absolute path on the server).
+//   - run: the tool's argv template, filled by hldp.(*Tool).RenderArgv,
+//     sent as argv (no shell on the server either); optional "cwd" param.
+//
+// A tool picks its target with `target:` in TOOL.hdlp (Tool.Target), or
+// runs on Options.Default. The server enforces timeout, process-group kill
+// and output caps; this client enforces the output cap again on what it
+// receives and reads at most a bounded response.
+//
+// Errors are classified so a caller never has to guess: ErrUnreachable
+// (network), ErrUnauthorized (token refused, 401/403), executors.ErrRefused
+// (the server's allowlist or policy refused the command), *RemoteError for
+// every other protocol error. A command that ran and failed or timed out
+// is an Outcome, not an error (TimedOut set from the server's timed_out).
+// Tokens never appear in errors, plans or logs.
+//
+// An Executor is safe for concurrent use. Imports: executors, hldp.
+// Imported only by cmd/toolagent.
+package gatekeeper
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/toolagent/toolagent/internal/executors"
+	"github.com/toolagent/toolagent/internal/hldp"
+)
+
+// The methods of the gatekeeper executor, as written in TOOL.hdlp.
+const (
+	MethodExec = "exec"
+	MethodRun  = "run"
+)
+
+// Methods lists the gatekeeper executor's methods in a stable order.
+var Methods = []string{MethodExec, MethodRun}
+
+// RemoteShell is the shell a gatekeeper server runs cmd under, shown in
+// plans (the server's own setting decides).
+const RemoteShell = "/bin/sh"
+
+// ErrUnreachable marks a call or health check that got no HTTP answer from
+// the target: connection refused, DNS failure, TLS failure, reset.
+var ErrUnreachable = errors.New("gatekeeper unreachable")
+
+// ErrUnauthorized marks an answer 401, or 403 "forbidden": the target did
+// not accept this client's token.
+var ErrUnauthorized = errors.New("gatekeeper refused the token")
+
+// RemoteError is a gatekeeper error answer (any status but 200). It
+// unwraps to ErrUnauthorized for 401 and 403 "forbidden", and to
+// executors.ErrRefused for 403 "refused" (allowlist or policy).
+type RemoteError struct {
+	Target  string // target name
+	Status  int    // HTTP status
+	Code    string // protocol error code ("" when the body was not a protocol error)
+	Message string // the server's message, or the start of a non-protocol body
+}
+
+func (e *RemoteError) Error() string {
+	code := e.Code
+	if code == "" {
+		code = http.StatusText(e.Status)
+	}
+	return fmt.Sprintf("gatekeeper target %s: HTTP %d %s: %s", e.Target, e.Status, code, e.Message)
+}
+
+// Unwrap returns the sentinel the answer stands for, or nil.
+func (e *RemoteError) Unwrap() error {
+	switch {
+	case e.Status == http.StatusUnauthorized, e.Status == http.StatusForbidden && e.Code == "forbidden":
+		return ErrUnauthorized
+	case e.Status == http.StatusForbidden && e.Code == "refused":
+		return executors.ErrRefused
+	}
+	return nil
+}
+
+// Target is one gatekeeper server.
+type Target struct {
+	// URL is the server's base URL, e.g. http://10.0.0.5:8766; /exec and
+	// /healthz are appended.
+	URL string
+	// Token is the bearer token (read from a file or the environment by
+	// cmd/toolagent; never from the repository). "" sends none.
+	Token string
+}
+
+// Options configure an Executor.
+type Options struct {
+	// Targets are the configured servers by name.
+	Targets map[string]Target
+	// Default names the target of tools without `target:`; "" means the
+	// only target when there is exactly one.
+	Default string
+	// Client is the HTTP client; nil means a client with no overall
+	// timeout (each call is bounded by its context and the tool timeout).
+	Client *http.Client
+	// Logger receives one debug line per call; nil discards. Never tokens.
+	Logger *slog.Logger
+}
+
+// Executor runs gatekeeper tools. Build it with New.
+type Executor struct {
+	targets map[string]target
+	def     string
+	client  *http.Client
+	log     *slog.Logger
+}
+
+type target struct {
+	name  string
+	base  *url.URL // nil when URL did not parse (urlErr says why)
+	raw   string   // URL as configured, redacted, for messages
+	token string
+	err   error
+}
+
+var _ executors.Executor = (*Executor)(nil)
+
+// New returns an Executor configured by a copy of opts. Target URLs that
+// do not parse are reported by Health and by calls, not here.
+func New(opts Options) *Executor {
+	e := &Executor{
+		targets: make(map[string]target, len(opts.Targets)),
+		def:     opts.Default,
+		client:  opts.Client,
+		log:     opts.Logger,
+	}
+	if e.client == nil {
+		e.client = &http.Client{}
+	}
+	if e.log == nil {
+		e.log = slog.New(slog.DiscardHandler)
+	}
+	for name, t := range opts.Targets {
+		tg := target{name: name, token: t.Token, raw: t.URL}
+		u, err := url.Parse(t.URL)
+		switch {
+		case err != nil:
+			tg.err = fmt.Errorf("gatekeeper target %s: invalid URL: %w", name, err)
+		case u.Scheme != "http" && u.Scheme != "https" || u.Host == "":
+			tg.err = fmt.Errorf("gatekeeper target %s: URL %q must be http:// or https:// with a host", name, u.Redacted())
+		default:
+			tg.raw = u.Redacted()
+			tg.base = u
+		}
+		e.targets[name] = tg
+	}
+	if e.def == "" && len(e.targets) == 1 {
+		for name := range e.targets {
+			e.def = name
+		}
+	}
+	return e
+}
+
+// TargetNames returns the configured target names, sorted.
+func (e *Executor) TargetNames() []string {
+	return slices.Sorted(maps.Keys(e.targets))
+}
+
+// target resolves a tool's target name ("" = default).
+func (e *Executor) target(name string) (target, error) {
+	if len(e.targets) == 0 {
+		return target{}, fmt.Errorf("gatekeeper: no targets %w", executors.ErrNotConfigured)
+	}
+	if name == "" {
+		if e.def == "" {
+			return target{}, fmt.Errorf("gatekeeper: no default target (configured: %s); set a default or `target:` in the tool: %w",
+				strings.Join(e.TargetNames(), ", "), executors.ErrNotConfigured)
+		}
+		name = e.def
+	}
+	t, ok := e.targets[name]
+	if !ok {
+		return target{}, fmt.Errorf("gatekeeper target %q is %w here (configured: %s)", name, executors.ErrNotConfigured, strings.Join(e.TargetNames(), ", "))
+	}
+	if t.err != nil {
+		return target{}, t.err
+	}
+	return t, nil
+}
+
+// Check reports whether this executor can run t: the executor is
+// gatekeeper, the method is exec (with a string "cmd" param) or run (with
+// an argv template), "cwd" is a string if declared, and the tool's target
+// (or the default) is configured. An unknown target wraps
+// executors.ErrNotConfigured and names the configured targets.
+func (e *Executor) Check(t *hldp.Tool) error {
+	if t == nil {
+		return errors.New("no tool")
+	}
+	if t.Executor != hldp.Gatekeeper {
+		return fmt.Errorf("executor is %q, not %q", t.Executor, hldp.Gatekeeper)
+	}
+	switch t.Method {
+	case MethodExec:
+		p, ok := t.Param("cmd")
+		if !ok || p.Type != hldp.TypeString {
+			return errors.New(`method exec needs a string param "cmd" in params_schema`)
+		}
+	case MethodRun:
+		if len(t.Argv) == 0 {
+			return errors.New("method run needs an argv template, and the definition has none")
+		}
+	default:
+		return fmt.Errorf("the gatekeeper executor has no method %q (methods: %s)", t.Method, strings.Join(Methods, ", "))
+	}
+	if p, ok := t.Param("cwd"); ok && p.Type != hldp.TypeString {
+		return fmt.Errorf(`param "cwd" must be of type string, not %s`, p.Type)
+	}
+	_, err := e.target(t.Target)
+	return err
+}
+
+// wireRequest is the body of POST /exec (PROTOCOL.md).
+type wireRequest struct {
+	Cmd            string   `json:"cmd,omitempty"`
+	Argv           []string `json:"argv,omitempty"`
+	Cwd            string   `json:"cwd,omitempty"`
+	TimeoutMS      int64    `json:"timeout_ms"`
+	MaxOutputBytes int64    `json:"max_output_bytes"`
+	Tool           string   `json:"tool,omitempty"`
+	Revision       string   `json:"revision,omitempty"`
+}
+
+// wireResponse is the 200 answer of POST /exec.
+type wireResponse struct {
+	Stdout         string `json:"stdout"`
+	Stderr         string `json:"stderr"`
+	StdoutEncoding string `json:"stdout_encoding"`
+	StderrEncoding string `json:"stderr_encoding"`
+	ExitCode       int    `json:"exit_code"`
+	Signal         string `json:"signal"`
+	Truncated      bool   `json:"truncated"`
+	TimedOut       bool   `json:"timed_out"`
+	DurationMS     int64  `json:"duration_ms"`
+	StdoutBytes    int64  `json:"stdout_bytes"`
+	StderrBytes    int64  `json:"stderr_bytes"`
+}
+
+type wireError struct {
+	Error string `json:"error"`
+	Code  string `json:"code"`
+}
+
+// call is one prepared call.
+type call struct {
+	target  target
+	body    wireRequest
+	timeout time.Duration
+	maxOut  int64
+	plan    executors.Plan
+}
+
+func (e *Executor) prepare(req executors.Request) (call, error) {
+	t := req.Tool
+	if t == nil {
+		return call{}, errors.New("gatekeeper executor: request without a tool")
+	}
+	if err := e.Check(t); err != nil {
+		return call{}, fmt.Errorf("tool %s: %w: %w", t.Name, executors.ErrRefused, err)
+	}
+	tg, _ := e.target(t.Target) // checked above
+	timeout, maxOut := t.Constraints.Timeout, t.Constraints.MaxOutputBytes
+	if timeout <= 0 {
+		timeout = hldp.DefaultTimeout
+	}
+	if maxOut <= 0 {
+		maxOut = hldp.DefaultMaxOutputBytes
+	}
+	cwd, err := stringParam(req.Params, "cwd", false)
+	if err != nil {
+		return call{}, fmt.Errorf("tool %s: %w", t.Name, err)
+	}
+	c := call{target: tg, timeout: timeout, maxOut: maxOut, body: wireRequest{
+		Cwd: cwd, TimeoutMS: timeout.Milliseconds(), MaxOutputBytes: maxOut, Tool: t.Name, Revision: req.Rev,
+	}}
+	switch t.Method {
+	case MethodExec:
+		cmd, err := stringParam(req.Params, "cmd", true)
+		if err != nil {
+			return call{}, fmt.Errorf("tool %s: %w", t.Name, err)
+		}
+		c.body.Cmd = cmd
+		c.plan.Argv = []string{RemoteShell, "-c", cmd}
+	case MethodRun:
+		argv, err := t.RenderArgv(req.Params)
+		if err != nil {
+			return call{}, fmt.Errorf("tool %s: %w", t.Name, err)
+		}
+		if len(argv) == 0 {
+			return call{}, fmt.Errorf("tool %s: argv template rendered to nothing", t.Name)
+		}
+		c.body.Argv = argv
+		c.plan.Argv = argv
+	}
+	c.plan.Dir = cwd
+	c.plan.Timeout = timeout
+	c.plan.TimeoutMS = timeout.Milliseconds()
+	c.plan.MaxOutputBytes = maxOut
+	c.plan.Extra = map[string]string{"target": tg.name, "url": tg.raw + "/exec", "http": "POST"}
+	return c, nil
+}
+
+// Plan returns what Execute would send: the argv the server would run
+// (cmd under the remote shell), cwd, limits, and in Extra the target name
+// and URL. No token appears in a plan.
+func (e *Executor) Plan(req executors.Request) (executors.Plan, error) {
+	c, err := e.prepare(req)
+	return c.plan, err
+}
+
+// responseSlack is what a response may hold beyond its two capped
+// streams: the JSON envelope.
+const responseSlack = 64 << 10
+
+// Execute sends req to its target and returns the command's outcome. A
+// command that ran — whatever its exit status, also when the server killed
+// it at the timeout (TimedOut) — is an Outcome. The error is for calls
+// that did not run: ErrUnreachable, ErrUnauthorized, executors.ErrRefused
+// (bad tool, or refused by the server's guards), other *RemoteError, or
+// the context's error when the caller's deadline passed first.
+func (e *Executor) Execute(ctx context.Context, req executors.Request) (executors.Outcome, error) {
+	c, err := e.prepare(req)
+	if err != nil {
+		return executors.Outcome{}, err
+	}
+	// The server answers by the tool timeout plus its kill grace; this
+	// bound only matters for a caller without a deadline.
+	ctx, cancel := context.WithTimeout(ctx, c.timeout+30*time.Second)
+	defer cancel()
+	body, _ := json.Marshal(c.body) // plain strings and numbers: cannot fail
+	start := time.Now()
+	var wr wireResponse
+	err = e.do(ctx, c.target, http.MethodPost, "/exec", body, 2*6*c.maxOut+responseSlack, &wr)
+	if err != nil {
+		return executors.Outcome{}, fmt.Errorf("tool %s: %w", req.Tool.Name, err)
+	}
+	stdout, err := decode(wr.Stdout, wr.StdoutEncoding)
+	if err != nil {
+		return executors.Outcome{}, fmt.Errorf("tool %s: gatekeeper target %s: stdout: %w", req.Tool.Name, c.target.name, err)
+	}
+	stderr, err := decode(wr.Stderr, wr.StderrEncoding)
+	if err != nil {
+		return executors.Outcome{}, fmt.Errorf("tool %s: gatekeeper target %s: stderr: %w", req.Tool.Name, c.target.name, err)
+	}
+	out := executors.Outcome{
+		ExitCode:    wr.ExitCode,
+		Truncated:   wr.Truncated,
+		OutputBytes: max(wr.StdoutBytes, int64(len(stdout))),
+		TimedOut:    wr.TimedOut,
+		Duration:    time.Duration(wr.DurationMS) * time.Millisecond,
+	}
+	// The server capped already; cap again in case it allows more than
+	// this tool does.
+	out.Output, out.Stderr = stdout, stderr
+	if int64(len(out.Output)) > c.maxOut {
+		out.Output, out.Truncated = out.Output[:c.maxOut], true
+	}
+	if int64(len(out.Stderr)) > c.maxOut {
+		out.Stderr, out.Truncated = out.Stderr[:c.maxOut], true
+	}
+	if out.Duration == 0 {
+		out.Duration = time.Since(start)
+	}
+	e.log.DebugContext(ctx, "gatekeeper call", "tool", req.Tool.Name, "target", c.target.name, "rev", req.Rev,
+		"exit_code", out.ExitCode, "signal", wr.Signal, "timed_out", out.TimedOut, "truncated", out.Truncated,
+		"duration", time.Since(start))
+	return out, nil
+}
+
+// do sends one request to t and decodes a 200 JSON answer into v, reading
+// at most limit bytes. Every failure names the target, never the token.
+func (e *Executor) do(ctx context.Context, t target, method, path string, body []byte, limit int64, v any) error {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	u := t.base.JoinPath(path)
+	hreq, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
+	if err != nil {
+		return fmt.Errorf("gatekeeper target %s: %w", t.name, err)
+	}
+	if body != nil {
+		hreq.Header.Set("Content-Type", "application/json")
+	}
+	hreq.Header.Set("Accept", "application/json")
+	if t.token != "" {
+		hreq.Header.Set("Authorization", "Bearer "+t.token)
+	}
+	resp, err := e.client.Do(hreq)
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			// The caller's deadline or cancellation, not the network.
+			return fmt.Errorf("gatekeeper target %s (%s): no answer: %w", t.name, t.raw, ctxErr)
+		}
+		return fmt.Errorf("gatekeeper target %s (%s): %w: %v", t.name, t.raw, ErrUnreachable, unwrapURLError(err))
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return fmt.Errorf("gatekeeper target %s (%s): reading the answer: %w", t.name, t.raw, ctxErr)
+		}
+		return fmt.Errorf("gatekeeper target %s (%s): %w: reading the answer: %v", t.name, t.raw, ErrUnreachable, err)
+	}
+	if int64(len(data)) > limit {
+		return &RemoteError{Target: t.name, Status: resp.StatusCode, Code: "", Message: fmt.Sprintf("answer larger than %d bytes; refusing to read it", limit)}
+	}
+	if resp.StatusCode != http.StatusOK {
+		re := &RemoteError{Target: t.name, Status: resp.StatusCode}
+		var we wireError
+		if json.Unmarshal(data, &we) == nil && we.Error != "" {
+			re.Code, re.Message = we.Code, we.Error
+		} else {
+			re.Message = snippet(data)
+		}
+		return re
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return &RemoteError{Target: t.name, Status: resp.StatusCode, Message: "answer is not gatekeeper JSON: " + snippet(data)}
+	}
+	return nil
+}
+
+// Health checks GET /healthz (with the token, so a wrong token fails) on
+// every target and reports every one that failed, by name. No targets:
+// executors.ErrNotConfigured.
+func (e *Executor) Health(ctx context.Context) error {
+	if len(e.targets) == 0 {
+		return fmt.Errorf("gatekeeper: no targets %w", executors.ErrNotConfigured)
+	}
+	var errs []error
+	if e.def != "" {
+		if _, ok := e.targets[e.def]; !ok {
+			errs = append(errs, fmt.Errorf("gatekeeper: default target %q is not configured (configured: %s)", e.def, strings.Join(e.TargetNames(), ", ")))
+		}
+	}
+	for _, name := range e.TargetNames() {
+		t := e.targets[name]
+		if t.err != nil {
+			errs = append(errs, t.err)
+			continue
+		}
+		var ok struct {
+			Status string `json:"status"`
+		}
+		if err := e.do(ctx, t, http.MethodGet, "/healthz", nil, responseSlack, &ok); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// unwrapURLError drops *url.Error's "Post \"<url>\":" prefix, which the
+// message already carries as the target.
+func unwrapURLError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+func snippet(b []byte) string {
+	const n = 512
+	s := strings.TrimSpace(string(b))
+	if len(s) > n {
+		s = s[:n] + "…"
+	}
+	if s == "" {
+		return "(empty body)"
+	}
+	return strconv.Quote(s)
+}
+
+func decode(s, encoding string) ([]byte, error) {
+	switch encoding {
+	case "":
+		return []byte(s), nil
+	case "base64":
+		return base64.StdEncoding.DecodeString(s)
+	default:
+		return nil, fmt.Errorf("unknown encoding %q", encoding)
+	}
+}
+
+// stringParam returns the string param name; an absent optional param is "".
+func stringParam(params map[string]any, name string, required bool) (string, error) {
+	v, ok := params[name]
+	if !ok || v == nil {
+		if required {
+			return "", fmt.Errorf("param %q is missing", name)
+		}
+		return "", nil
+	}
+	s, ok := v.(string)
+	if !ok {
+		return "", fmt.Errorf("param %q must be a string, got %T", name, v)
+	}
+	return s, nil
+}

@@ -1,0 +1,426 @@
+package gatekeeper_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/toolagent/toolagent/internal/executors"
+	"github.com/toolagent/toolagent/internal/executors/gatekeeper"
+	server "github.com/toolagent/toolagent/internal/gatekeeper"
+	"github.com/toolagent/toolagent/internal/hldp"
+)
+
+const token = "s3cret-token-value"
+
+// seedTool parses the seed's shell-exec example exactly as shipped in
+// examples/gatekeeper, so the test runs the definition users copy.
+func seedTool(t *testing.T) *hldp.Tool {
+	t.Helper()
+	file := filepath.Join("..", "..", "..", "examples", "gatekeeper", "tools", "shell-exec", hldp.FileName)
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tool, err := hldp.Parse(file, data)
+	if err != nil {
+		t.Fatalf("Parse(%s) = %v", file, err)
+	}
+	return tool
+}
+
+// withLimits returns a copy of tool with other constraints.
+func withLimits(tool *hldp.Tool, timeout time.Duration, maxOut int64) *hldp.Tool {
+	c := *tool
+	if timeout > 0 {
+		c.Constraints.Timeout = timeout
+	}
+	if maxOut > 0 {
+		c.Constraints.MaxOutputBytes = maxOut
+	}
+	return &c
+}
+
+// startServer runs the real gatekeeper handler on a loopback httptest
+// server; the audit log goes to the returned buffer.
+func startServer(t *testing.T, opts server.Options) (*httptest.Server, *syncBuffer) {
+	t.Helper()
+	if opts.Tokens == nil && opts.TokenSHA256 == nil {
+		opts.Tokens = []string{token}
+	}
+	if opts.Grace == 0 {
+		opts.Grace = 200 * time.Millisecond
+	}
+	logs := new(syncBuffer)
+	srv := httptest.NewServer(server.NewHandler(opts, slog.New(slog.NewJSONHandler(logs, nil))))
+	t.Cleanup(srv.Close)
+	return srv, logs
+}
+
+func call(t *testing.T, ex *gatekeeper.Executor, tool *hldp.Tool, params map[string]any) (executors.Outcome, error) {
+	t.Helper()
+	p, err := tool.CheckParams(params)
+	if err != nil {
+		t.Fatalf("CheckParams(%v) = %v", params, err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), tool.Constraints.Timeout+5*time.Second)
+	defer cancel()
+	return ex.Execute(ctx, executors.Request{Tool: tool, Params: p, Rev: "test-rev"})
+}
+
+func TestSeedShellExecEndToEnd(t *testing.T) {
+	srv, logs := startServer(t, server.Options{})
+	ex := gatekeeper.New(gatekeeper.Options{Targets: map[string]gatekeeper.Target{"main": {URL: srv.URL, Token: token}}})
+	tool := seedTool(t)
+	if err := ex.Check(tool); err != nil {
+		t.Fatalf("Check(seed shell-exec) = %v", err)
+	}
+	if err := ex.Health(t.Context()); err != nil {
+		t.Fatalf("Health() = %v", err)
+	}
+
+	tests := []struct {
+		name         string
+		cmd          string
+		wantOut      string
+		wantStderr   string // substring
+		wantExitCode int
+	}{
+		{name: "echo", cmd: "echo hello", wantOut: "hello\n"},
+		{name: "missing file", cmd: "ls /nonexistent", wantStderr: "/nonexistent", wantExitCode: 2},
+		{name: "exit code and both streams", cmd: "echo out; echo err >&2; exit 7", wantOut: "out\n", wantStderr: "err", wantExitCode: 7},
+		{name: "minimal environment", cmd: "echo \"$PATH\"", wantOut: "/usr/local/bin:/usr/bin:/bin\n"},
+		{name: "non-UTF-8 output survives", cmd: `printf '\377\376'`, wantOut: "\xff\xfe"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := call(t, ex, tool, map[string]any{"cmd": tt.cmd})
+			if err != nil {
+				t.Fatalf("Execute(%q) error = %v", tt.cmd, err)
+			}
+			if string(out.Output) != tt.wantOut || out.ExitCode != tt.wantExitCode || !strings.Contains(string(out.Stderr), tt.wantStderr) {
+				t.Errorf("Execute(%q) = output %q, exit %d, stderr %q; want %q, %d, stderr containing %q",
+					tt.cmd, out.Output, out.ExitCode, out.Stderr, tt.wantOut, tt.wantExitCode, tt.wantStderr)
+			}
+			if out.TimedOut || out.Truncated {
+				t.Errorf("Execute(%q) TimedOut=%v Truncated=%v, want false", tt.cmd, out.TimedOut, out.Truncated)
+			}
+		})
+	}
+
+	t.Run("cwd", func(t *testing.T) {
+		dir := t.TempDir()
+		out, err := call(t, ex, tool, map[string]any{"cmd": "pwd", "cwd": dir})
+		if err != nil || strings.TrimSpace(string(out.Output)) != dir {
+			t.Errorf("Execute(pwd, cwd=%s) = %q, %v", dir, out.Output, err)
+		}
+	})
+
+	t.Run("audit line has a hash, not the command or the token", func(t *testing.T) {
+		const secretCmd = "echo do-not-log-me"
+		if _, err := call(t, ex, tool, map[string]any{"cmd": secretCmd}); err != nil {
+			t.Fatal(err)
+		}
+		log := logs.String()
+		if strings.Contains(log, "do-not-log-me") || strings.Contains(log, token) {
+			t.Errorf("audit log holds the command text or the token:\n%s", log)
+		}
+		if !strings.Contains(log, `"cmd_sha256"`) || !strings.Contains(log, `"tool":"shell-exec"`) || !strings.Contains(log, `"rev":"test-rev"`) {
+			t.Errorf("audit log lacks cmd_sha256/tool/rev:\n%s", log)
+		}
+	})
+}
+
+func TestTimeout(t *testing.T) {
+	srv, _ := startServer(t, server.Options{})
+	ex := gatekeeper.New(gatekeeper.Options{Targets: map[string]gatekeeper.Target{"main": {URL: srv.URL, Token: token}}})
+	tool := withLimits(seedTool(t), 300*time.Millisecond, 0)
+	start := time.Now()
+	out, err := call(t, ex, tool, map[string]any{"cmd": "echo started; sleep 30"})
+	if err != nil {
+		t.Fatalf("Execute(sleep 30) error = %v, want an outcome", err)
+	}
+	if !out.TimedOut || string(out.Output) != "started\n" || out.ExitCode == 0 {
+		t.Errorf("Execute(sleep 30) = TimedOut %v, output %q, exit %d; want true, %q, non-zero", out.TimedOut, out.Output, out.ExitCode, "started\n")
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("Execute(sleep 30) took %s; the server did not kill it at the timeout", d)
+	}
+}
+
+func TestServerClampsTimeout(t *testing.T) {
+	srv, _ := startServer(t, server.Options{MaxTimeout: 300 * time.Millisecond})
+	ex := gatekeeper.New(gatekeeper.Options{Targets: map[string]gatekeeper.Target{"main": {URL: srv.URL, Token: token}}})
+	out, err := call(t, ex, seedTool(t), map[string]any{"cmd": "sleep 30"}) // tool asks for 30 s
+	if err != nil || !out.TimedOut {
+		t.Errorf("Execute(sleep 30) with server MaxTimeout 300ms = TimedOut %v, %v; want true, nil", out.TimedOut, err)
+	}
+}
+
+func TestOutputCap(t *testing.T) {
+	tests := []struct {
+		name      string
+		serverMax int64
+		toolMax   int64
+		wantLen   int
+	}{
+		{name: "tool cap", toolMax: 100, wantLen: 100},
+		{name: "server cap below tool cap", serverMax: 50, toolMax: 100, wantLen: 50},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv, _ := startServer(t, server.Options{MaxOutput: tt.serverMax})
+			ex := gatekeeper.New(gatekeeper.Options{Targets: map[string]gatekeeper.Target{"main": {URL: srv.URL, Token: token}}})
+			tool := withLimits(seedTool(t), 0, tt.toolMax)
+			out, err := call(t, ex, tool, map[string]any{"cmd": "head -c 5000 /dev/zero | tr '\\0' x"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(out.Output) != tt.wantLen || !out.Truncated || out.OutputBytes != 5000 {
+				t.Errorf("Execute(5000 bytes) = %d bytes, Truncated %v, OutputBytes %d; want %d, true, 5000", len(out.Output), out.Truncated, out.OutputBytes, tt.wantLen)
+			}
+		})
+	}
+}
+
+func TestErrors(t *testing.T) {
+	srv, _ := startServer(t, server.Options{})
+	tool := seedTool(t)
+
+	t.Run("wrong token", func(t *testing.T) {
+		ex := gatekeeper.New(gatekeeper.Options{Targets: map[string]gatekeeper.Target{"main": {URL: srv.URL, Token: "wrong"}}})
+		_, err := call(t, ex, tool, map[string]any{"cmd": "echo hello"})
+		if !errors.Is(err, gatekeeper.ErrUnauthorized) {
+			t.Errorf("Execute with a wrong token = %v, want ErrUnauthorized", err)
+		}
+		if err != nil && strings.Contains(err.Error(), "wrong") {
+			t.Errorf("error %q holds the token", err)
+		}
+		if err := ex.Health(t.Context()); !errors.Is(err, gatekeeper.ErrUnauthorized) {
+			t.Errorf("Health with a wrong token = %v, want ErrUnauthorized", err)
+		}
+	})
+	t.Run("no token", func(t *testing.T) {
+		ex := gatekeeper.New(gatekeeper.Options{Targets: map[string]gatekeeper.Target{"main": {URL: srv.URL}}})
+		if _, err := call(t, ex, tool, map[string]any{"cmd": "echo hello"}); !errors.Is(err, gatekeeper.ErrUnauthorized) {
+			t.Errorf("Execute without a token = %v, want ErrUnauthorized", err)
+		}
+	})
+	t.Run("server closed", func(t *testing.T) {
+		gone := httptest.NewServer(http.NotFoundHandler())
+		url := gone.URL
+		gone.Close()
+		ex := gatekeeper.New(gatekeeper.Options{Targets: map[string]gatekeeper.Target{"main": {URL: url, Token: token}}})
+		_, err := call(t, ex, tool, map[string]any{"cmd": "echo hello"})
+		if !errors.Is(err, gatekeeper.ErrUnreachable) {
+			t.Errorf("Execute against a closed server = %v, want ErrUnreachable", err)
+		}
+		if err := ex.Health(t.Context()); !errors.Is(err, gatekeeper.ErrUnreachable) || !strings.Contains(err.Error(), "main") {
+			t.Errorf("Health against a closed server = %v, want ErrUnreachable naming target main", err)
+		}
+	})
+	t.Run("program cannot start", func(t *testing.T) {
+		ex := gatekeeper.New(gatekeeper.Options{Targets: map[string]gatekeeper.Target{"main": {URL: srv.URL, Token: token}}})
+		_, err := call(t, ex, tool, map[string]any{"cmd": "true", "cwd": "/nonexistent-dir"})
+		var re *gatekeeper.RemoteError
+		if !errors.As(err, &re) || re.Status != http.StatusUnprocessableEntity || !strings.Contains(re.Message, "nonexistent-dir") {
+			t.Errorf("Execute with a missing cwd = %v, want RemoteError 422 naming the directory", err)
+		}
+	})
+	t.Run("not a gatekeeper", func(t *testing.T) {
+		other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, "<html>bad gateway</html>", http.StatusBadGateway)
+		}))
+		defer other.Close()
+		ex := gatekeeper.New(gatekeeper.Options{Targets: map[string]gatekeeper.Target{"main": {URL: other.URL, Token: token}}})
+		_, err := call(t, ex, tool, map[string]any{"cmd": "echo hello"})
+		var re *gatekeeper.RemoteError
+		if !errors.As(err, &re) || re.Status != http.StatusBadGateway || !strings.Contains(re.Message, "bad gateway") {
+			t.Errorf("Execute against a proxy error = %v, want RemoteError 502 with the body", err)
+		}
+	})
+}
+
+func TestTargets(t *testing.T) {
+	srvA, _ := startServer(t, server.Options{Env: []string{"WHO=alpha"}})
+	srvB, _ := startServer(t, server.Options{Tokens: []string{"token-b"}, Env: []string{"WHO=beta"}})
+	ex := gatekeeper.New(gatekeeper.Options{
+		Targets: map[string]gatekeeper.Target{
+			"alpha": {URL: srvA.URL, Token: token},
+			"beta":  {URL: srvB.URL, Token: "token-b"},
+		},
+		Default: "alpha",
+	})
+	seed := seedTool(t)
+	tests := []struct {
+		target string
+		want   string
+	}{
+		{target: "", want: "alpha\n"},
+		{target: "alpha", want: "alpha\n"},
+		{target: "beta", want: "beta\n"},
+	}
+	for _, tt := range tests {
+		tool := *seed
+		tool.Target = tt.target
+		out, err := call(t, ex, &tool, map[string]any{"cmd": "echo $WHO"})
+		if err != nil || string(out.Output) != tt.want {
+			t.Errorf("Execute(target %q) = %q, %v; want %q", tt.target, out.Output, err, tt.want)
+		}
+	}
+
+	unknown := *seed
+	unknown.Target = "gamma"
+	err := ex.Check(&unknown)
+	if !errors.Is(err, executors.ErrNotConfigured) || !strings.Contains(err.Error(), "alpha, beta") || !strings.Contains(err.Error(), "gamma") {
+		t.Errorf("Check(target gamma) = %v, want ErrNotConfigured naming gamma and alpha, beta", err)
+	}
+	if _, err := call(t, ex, &unknown, map[string]any{"cmd": "true"}); !errors.Is(err, executors.ErrRefused) {
+		t.Errorf("Execute(target gamma) = %v, want ErrRefused", err)
+	}
+
+	srvB.Close()
+	err = ex.Health(t.Context())
+	if !errors.Is(err, gatekeeper.ErrUnreachable) || !strings.Contains(err.Error(), "beta") || strings.Contains(err.Error(), "target alpha") {
+		t.Errorf("Health with beta down = %v, want ErrUnreachable naming beta only", err)
+	}
+}
+
+func TestNotConfigured(t *testing.T) {
+	ex := gatekeeper.New(gatekeeper.Options{})
+	if err := ex.Health(t.Context()); !errors.Is(err, executors.ErrNotConfigured) {
+		t.Errorf("Health() with no targets = %v, want ErrNotConfigured", err)
+	}
+	if err := ex.Check(seedTool(t)); !errors.Is(err, executors.ErrNotConfigured) {
+		t.Errorf("Check() with no targets = %v, want ErrNotConfigured", err)
+	}
+	bad := gatekeeper.New(gatekeeper.Options{Targets: map[string]gatekeeper.Target{"x": {URL: "ftp://host"}}})
+	if err := bad.Health(t.Context()); err == nil || !strings.Contains(err.Error(), "http://") {
+		t.Errorf("Health() with an ftp URL = %v, want an error about the scheme", err)
+	}
+}
+
+func TestRunMethod(t *testing.T) {
+	srv, logs := startServer(t, server.Options{})
+	ex := gatekeeper.New(gatekeeper.Options{Targets: map[string]gatekeeper.Target{"main": {URL: srv.URL, Token: token}}})
+	tool := parseExample(t, "gatekeeper", "disk-usage")
+	if err := ex.Check(tool); err != nil {
+		t.Fatalf("Check(disk-usage) = %v", err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "f"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A value that would inject in a shell stays one argument.
+	out, err := call(t, ex, tool, map[string]any{"path": dir + "; echo injected"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(out.Output), "injected") || out.ExitCode == 0 {
+		t.Errorf("run with an injection attempt = %q, exit %d; want du's error, no injection", out.Output, out.ExitCode)
+	}
+	out, err = call(t, ex, tool, map[string]any{"path": dir})
+	if err != nil || out.ExitCode != 0 || !strings.Contains(string(out.Output), dir) {
+		t.Errorf("run du %s = %q, exit %d, %v", dir, out.Output, out.ExitCode, err)
+	}
+	if !strings.Contains(logs.String(), `"mode":"argv"`) || !strings.Contains(logs.String(), `"program":"du"`) {
+		t.Errorf("audit log lacks mode argv / program du:\n%s", logs)
+	}
+	plan, err := ex.Plan(executors.Request{Tool: tool, Params: map[string]any{"path": dir}})
+	if err != nil || plan.Argv[0] != "du" || plan.Extra["target"] != "main" || strings.Contains(plan.Extra["url"], token) {
+		t.Errorf("Plan() = %+v, %v", plan, err)
+	}
+}
+
+func TestServerGuards(t *testing.T) {
+	tool := seedTool(t)
+	t.Run("allowlist", func(t *testing.T) {
+		srv, logs := startServer(t, server.Options{Allow: []string{"echo", "/bin/ls"}})
+		ex := gatekeeper.New(gatekeeper.Options{Targets: map[string]gatekeeper.Target{"main": {URL: srv.URL, Token: token}}})
+		tests := []struct {
+			cmd     string
+			allowed bool
+		}{
+			{cmd: "echo ok", allowed: true},
+			{cmd: "ls /", allowed: true},
+			{cmd: "rm -rf /tmp/x"},
+			{cmd: "echo ok; rm -rf /tmp/x"},
+			{cmd: "echo $(id)"},
+		}
+		for _, tt := range tests {
+			_, err := call(t, ex, tool, map[string]any{"cmd": tt.cmd})
+			if tt.allowed && err != nil {
+				t.Errorf("Execute(%q) = %v, want allowed", tt.cmd, err)
+			}
+			if !tt.allowed && !errors.Is(err, executors.ErrRefused) {
+				t.Errorf("Execute(%q) = %v, want ErrRefused", tt.cmd, err)
+			}
+		}
+		if !strings.Contains(logs.String(), "gatekeeper exec refused") {
+			t.Errorf("no refusal in the audit log:\n%s", logs)
+		}
+	})
+	t.Run("check hook", func(t *testing.T) {
+		var gotCmd string
+		srv, _ := startServer(t, server.Options{Check: func(cmd string, argv []string) error {
+			gotCmd = cmd
+			if strings.Contains(cmd, "reboot") {
+				return errors.New("reboot is not allowed by policy")
+			}
+			return nil
+		}})
+		ex := gatekeeper.New(gatekeeper.Options{Targets: map[string]gatekeeper.Target{"main": {URL: srv.URL, Token: token}}})
+		_, err := call(t, ex, tool, map[string]any{"cmd": "echo x && reboot"})
+		if !errors.Is(err, executors.ErrRefused) || !strings.Contains(err.Error(), "reboot is not allowed by policy") {
+			t.Errorf("Execute(reboot) = %v, want ErrRefused with the policy's message", err)
+		}
+		if gotCmd != "echo x && reboot" {
+			t.Errorf("Check hook saw cmd %q", gotCmd)
+		}
+		if out, err := call(t, ex, tool, map[string]any{"cmd": "echo fine"}); err != nil || string(out.Output) != "fine\n" {
+			t.Errorf("Execute(echo fine) = %q, %v", out.Output, err)
+		}
+	})
+}
+
+// parseExample parses examples/<executor>/tools/<name>/TOOL.hdlp.
+func parseExample(t *testing.T, executor, name string) *hldp.Tool {
+	t.Helper()
+	file := filepath.Join("..", "..", "..", "examples", executor, "tools", name, hldp.FileName)
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tool, err := hldp.Parse(file, data)
+	if err != nil {
+		t.Fatalf("Parse(%s) = %v", file, err)
+	}
+	return tool
+}
+
+// syncBuffer is a bytes.Buffer safe for the handler's concurrent writes.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

@@ -1,0 +1,497 @@
+// Package gatekeeper is the server side of the gatekeeper protocol: the
+// HTTP endpoint a host runs (`toolagent gatekeeper`) so that toolagent's
+// gatekeeper executor can run commands on it. PROTOCOL.md beside this file
+// is the wire contract; the client is internal/executors/gatekeeper.
+//
+// NewHandler serves POST /exec and GET /healthz. Every command runs through
+// proc.Run, so it gets exactly the limits of the shell executor: its own
+// process group killed at the timeout (SIGTERM, then SIGKILL after a
+// grace), stdout and stderr each capped, and a minimal environment instead
+// of the server's own. The client's requested timeout and output cap are
+// clamped to the server's maxima; a bearer token is compared in constant
+// time; an optional allowlist and an optional Check hook refuse commands
+// right before they would start; every exec writes one audit line.
+//
+// A handler is safe for concurrent use; it bounds the number of commands
+// running at once and answers "busy" beyond that. The package imports proc
+// (and, later, policy) and is imported only by cmd/toolagent.
+package gatekeeper
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/toolagent/toolagent/internal/proc"
+)
+
+// Defaults of Options fields left zero.
+const (
+	DefaultTimeout       = 30 * time.Second
+	DefaultMaxTimeout    = 10 * time.Minute
+	DefaultMaxOutput     = 64 << 10
+	DefaultMaxOutputCap  = 16 << 20
+	DefaultMaxBodyBytes  = 1 << 20
+	DefaultMaxConcurrent = 8
+	DefaultShell         = "/bin/sh"
+)
+
+// Error codes of the protocol (the "code" field of an error response).
+const (
+	CodeBadRequest       = "bad_request"
+	CodeUnauthorized     = "unauthorized"
+	CodeForbidden        = "forbidden"
+	CodeRefused          = "refused"
+	CodeNotFound         = "not_found"
+	CodeMethodNotAllowed = "method_not_allowed"
+	CodeTooLarge         = "too_large"
+	CodeStartFailed      = "start_failed"
+	CodeBusy             = "busy"
+	CodeInternal         = "internal"
+)
+
+// Options configure a handler. The zero value is a loopback-only handler
+// with no token: it accepts requests only from loopback addresses.
+type Options struct {
+	// Tokens are the accepted bearer tokens. Secrets: never logged.
+	Tokens []string
+	// TokenSHA256 are accepted tokens given as hex SHA-256 digests, so the
+	// server's configuration need not hold the token itself
+	// (`printf %s "$TOKEN" | sha256sum`).
+	TokenSHA256 []string
+	// Allow, when non-empty, is the list of programs that may run: the
+	// base name of argv[0] for argv requests, the base name of the first
+	// word for cmd requests. With an allowlist, a cmd that contains shell
+	// control syntax (; & | < > ` $ ( ) newline) is refused, since it could
+	// start programs the first word does not name.
+	Allow []string
+	// Check, when set, is called right before a process would start, with
+	// the cmd of a cmd request (argv nil) or the argv of an argv request
+	// (cmd ""). A non-nil error refuses the request with 403 "refused" and
+	// the error's text. It is the hook for the per-argument shell policy;
+	// it must be safe for concurrent use.
+	Check func(cmd string, argv []string) error
+	// Shell runs cmd requests as Shell -c cmd; "" means DefaultShell.
+	Shell string
+	// Env holds extra KEY=VALUE entries added after proc.MinimalEnv for
+	// every command. Do not put secrets here.
+	Env []string
+	// DefaultTimeout applies when a request gives no timeout_ms;
+	// MaxTimeout caps any request's timeout.
+	DefaultTimeout, MaxTimeout time.Duration
+	// DefaultMaxOutput applies when a request gives no max_output_bytes;
+	// MaxOutput caps any request's cap. Both are per stream.
+	DefaultMaxOutput, MaxOutput int64
+	// Grace is the time between SIGTERM and SIGKILL; 0 means proc.DefaultGrace.
+	Grace time.Duration
+	// MaxBodyBytes limits a request body; 0 means DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// MaxConcurrent bounds the commands running at once; beyond it a
+	// request gets 503 "busy". 0 means DefaultMaxConcurrent.
+	MaxConcurrent int
+}
+
+// Validate reports configuration mistakes NewHandler would panic on:
+// a TokenSHA256 entry that is not 64 hex digits, an empty token, a
+// negative limit.
+func (o Options) Validate() error {
+	var errs []error
+	for i, t := range o.Tokens {
+		if t == "" {
+			errs = append(errs, fmt.Errorf("gatekeeper: token %d is empty", i))
+		}
+	}
+	for i, h := range o.TokenSHA256 {
+		if b, err := hex.DecodeString(h); err != nil || len(b) != sha256.Size {
+			errs = append(errs, fmt.Errorf("gatekeeper: token hash %d is not a hex SHA-256 digest (64 hex digits)", i))
+		}
+	}
+	if o.DefaultTimeout < 0 || o.MaxTimeout < 0 || o.DefaultMaxOutput < 0 || o.MaxOutput < 0 || o.MaxBodyBytes < 0 || o.MaxConcurrent < 0 || o.Grace < 0 {
+		errs = append(errs, errors.New("gatekeeper: limits must not be negative"))
+	}
+	return errors.Join(errs...)
+}
+
+// ListenCheck refuses to serve on addr (host:port) when the host is not a
+// loopback address and no token is configured. An empty host (":8080")
+// means every interface and is not loopback; "localhost" is.
+func ListenCheck(addr string, hasToken bool) error {
+	if hasToken {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("gatekeeper listen address %q: %w", addr, err)
+	}
+	if isLoopbackHost(host) {
+		return nil
+	}
+	return fmt.Errorf("gatekeeper: refusing to listen on %q without a token: configure a token, or listen on a loopback address such as 127.0.0.1", addr)
+}
+
+func isLoopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
+}
+
+// ExecRequest is the body of POST /exec; see PROTOCOL.md.
+type ExecRequest struct {
+	Cmd            string   `json:"cmd,omitempty"`
+	Argv           []string `json:"argv,omitempty"`
+	Cwd            string   `json:"cwd,omitempty"`
+	TimeoutMS      int64    `json:"timeout_ms,omitempty"`
+	MaxOutputBytes int64    `json:"max_output_bytes,omitempty"`
+	Tool           string   `json:"tool,omitempty"`
+	Revision       string   `json:"revision,omitempty"`
+}
+
+// ExecResponse is the 200 answer of POST /exec, sent for every command
+// that started, whatever its exit status; see PROTOCOL.md.
+type ExecResponse struct {
+	Stdout         string `json:"stdout"`
+	Stderr         string `json:"stderr"`
+	StdoutEncoding string `json:"stdout_encoding,omitempty"` // "base64" when stdout is not UTF-8
+	StderrEncoding string `json:"stderr_encoding,omitempty"`
+	ExitCode       int    `json:"exit_code"`
+	Signal         string `json:"signal,omitempty"`
+	Truncated      bool   `json:"truncated"`
+	TimedOut       bool   `json:"timed_out"`
+	DurationMS     int64  `json:"duration_ms"`
+	StdoutBytes    int64  `json:"stdout_bytes"`
+	StderrBytes    int64  `json:"stderr_bytes"`
+	TimeoutMS      int64  `json:"timeout_ms"`       // the timeout applied after clamping
+	MaxOutputBytes int64  `json:"max_output_bytes"` // the cap applied after clamping
+}
+
+// ErrorResponse is the body of every non-200 answer.
+type ErrorResponse struct {
+	Error string `json:"error"`
+	Code  string `json:"code"`
+}
+
+type handler struct {
+	opts    Options
+	hashes  [][sha256.Size]byte
+	allow   map[string]bool
+	sem     chan struct{}
+	log     *slog.Logger
+	shell   string
+	noToken bool
+}
+
+// NewHandler returns the gatekeeper HTTP handler configured by a copy of
+// opts. It panics when opts.Validate fails (call Validate first to report
+// configuration errors nicely). A nil logger discards the audit log.
+func NewHandler(opts Options, logger *slog.Logger) http.Handler {
+	if err := opts.Validate(); err != nil {
+		panic(err)
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	h := &handler{opts: opts, log: logger, shell: opts.Shell}
+	if h.shell == "" {
+		h.shell = DefaultShell
+	}
+	o := &h.opts
+	o.Tokens = nil // only the digests are kept
+	o.DefaultTimeout = orDefault(o.DefaultTimeout, DefaultTimeout)
+	o.MaxTimeout = orDefault(o.MaxTimeout, DefaultMaxTimeout)
+	o.DefaultMaxOutput = orDefault(o.DefaultMaxOutput, DefaultMaxOutput)
+	o.MaxOutput = orDefault(o.MaxOutput, DefaultMaxOutputCap)
+	o.MaxBodyBytes = orDefault(o.MaxBodyBytes, DefaultMaxBodyBytes)
+	o.MaxConcurrent = orDefault(o.MaxConcurrent, DefaultMaxConcurrent)
+	o.DefaultTimeout = min(o.DefaultTimeout, o.MaxTimeout)
+	o.DefaultMaxOutput = min(o.DefaultMaxOutput, o.MaxOutput)
+	o.Env = append([]string(nil), opts.Env...)
+	for _, t := range opts.Tokens {
+		h.hashes = append(h.hashes, sha256.Sum256([]byte(t)))
+	}
+	for _, s := range opts.TokenSHA256 {
+		var d [sha256.Size]byte
+		hex.Decode(d[:], []byte(s)) // checked by Validate
+		h.hashes = append(h.hashes, d)
+	}
+	h.noToken = len(h.hashes) == 0
+	if len(opts.Allow) > 0 {
+		h.allow = make(map[string]bool, len(opts.Allow))
+		for _, a := range opts.Allow {
+			h.allow[filepath.Base(a)] = true
+		}
+	}
+	h.sem = make(chan struct{}, o.MaxConcurrent)
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /exec", h.exec)
+	mux.HandleFunc("GET /healthz", h.healthz)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/exec" || r.URL.Path == "/healthz" {
+			allow := "GET, HEAD"
+			if r.URL.Path == "/exec" {
+				allow = "POST"
+			}
+			w.Header().Set("Allow", allow)
+			writeError(w, http.StatusMethodNotAllowed, CodeMethodNotAllowed, fmt.Sprintf("method %s not allowed on %s", r.Method, r.URL.Path))
+			return
+		}
+		writeError(w, http.StatusNotFound, CodeNotFound, "no such endpoint "+r.URL.Path+" (the gatekeeper serves POST /exec and GET /healthz)")
+	})
+	return mux
+}
+
+func orDefault[T int | int64 | time.Duration](v, def T) T {
+	if v <= 0 {
+		return def
+	}
+	return v
+}
+
+// authorize checks the bearer token. It returns the token's id (a short
+// digest prefix, safe to log) or writes the error answer and returns ok
+// false. Without configured tokens only loopback peers are accepted.
+func (h *handler) authorize(w http.ResponseWriter, r *http.Request) (id string, ok bool) {
+	if h.noToken {
+		host, _, _ := net.SplitHostPort(r.RemoteAddr)
+		if !isLoopbackHost(host) {
+			writeError(w, http.StatusForbidden, CodeForbidden, "this gatekeeper has no token configured and only accepts loopback clients")
+			return "", false
+		}
+		return "none", true
+	}
+	auth := r.Header.Get("Authorization")
+	scheme, tok, found := strings.Cut(auth, " ")
+	if !found || !strings.EqualFold(scheme, "Bearer") || tok == "" {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="gatekeeper"`)
+		writeError(w, http.StatusUnauthorized, CodeUnauthorized, "missing bearer token (send Authorization: Bearer <token>)")
+		return "", false
+	}
+	d := sha256.Sum256([]byte(tok))
+	match := 0
+	for _, want := range h.hashes { // no early exit: the time does not depend on which token matched
+		match |= subtle.ConstantTimeCompare(d[:], want[:])
+	}
+	if match != 1 {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="gatekeeper", error="invalid_token"`)
+		writeError(w, http.StatusUnauthorized, CodeUnauthorized, "invalid bearer token")
+		return "", false
+	}
+	return hex.EncodeToString(d[:4]), true
+}
+
+// healthz answers liveness without a token. A request that carries an
+// Authorization header has it checked, so a client can verify its token.
+func (h *handler) healthz(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("Authorization") != "" || h.noToken {
+		if _, ok := h.authorize(w, r); !ok {
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (h *handler) exec(w http.ResponseWriter, r *http.Request) {
+	tokenID, ok := h.authorize(w, r)
+	if !ok {
+		h.log.WarnContext(r.Context(), "gatekeeper request refused", "remote", r.RemoteAddr, "reason", "unauthorized")
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes)
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	var req ExecRequest
+	if err := dec.Decode(&req); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeError(w, http.StatusRequestEntityTooLarge, CodeTooLarge, fmt.Sprintf("request body larger than %d bytes", mbe.Limit))
+			return
+		}
+		writeError(w, http.StatusBadRequest, CodeBadRequest, "request body is not a valid exec request: "+err.Error())
+		return
+	}
+	if dec.More() {
+		writeError(w, http.StatusBadRequest, CodeBadRequest, "request body holds more than one JSON value")
+		return
+	}
+	spec, err := h.spec(req)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, CodeBadRequest, err.Error())
+		return
+	}
+	audit := h.auditAttrs(r, req, tokenID, spec)
+	if err := h.guard(req); err != nil {
+		h.log.WarnContext(r.Context(), "gatekeeper exec refused", append(audit, "reason", err.Error())...)
+		writeError(w, http.StatusForbidden, CodeRefused, err.Error())
+		return
+	}
+	select {
+	case h.sem <- struct{}{}:
+		defer func() { <-h.sem }()
+	default:
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, CodeBusy, fmt.Sprintf("busy: %d commands are already running; retry later", cap(h.sem)))
+		return
+	}
+	// The request context ends when the client goes away: proc then kills
+	// the process group, so an abandoned call leaves nothing running.
+	out, err := proc.Run(r.Context(), spec)
+	if err != nil {
+		h.log.WarnContext(r.Context(), "gatekeeper exec could not start", append(audit, "err", err.Error())...)
+		writeError(w, http.StatusUnprocessableEntity, CodeStartFailed, err.Error())
+		return
+	}
+	h.log.InfoContext(r.Context(), "gatekeeper exec", append(audit,
+		"exit_code", out.ExitCode, "signal", out.Signal, "timed_out", out.TimedOut,
+		"truncated", out.Truncated, "stdout_bytes", out.StdoutBytes, "stderr_bytes", out.StderrBytes,
+		"duration_ms", out.Duration.Milliseconds())...)
+	resp := ExecResponse{
+		ExitCode:       out.ExitCode,
+		Signal:         out.Signal,
+		Truncated:      out.Truncated,
+		TimedOut:       out.TimedOut,
+		DurationMS:     out.Duration.Milliseconds(),
+		StdoutBytes:    out.StdoutBytes,
+		StderrBytes:    out.StderrBytes,
+		TimeoutMS:      spec.Timeout.Milliseconds(),
+		MaxOutputBytes: spec.MaxOutput,
+	}
+	resp.Stdout, resp.StdoutEncoding = encode(out.Stdout)
+	resp.Stderr, resp.StderrEncoding = encode(out.Stderr)
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// spec turns a request into a proc.Spec with the server's limits applied.
+func (h *handler) spec(req ExecRequest) (proc.Spec, error) {
+	switch {
+	case req.Cmd != "" && len(req.Argv) > 0:
+		return proc.Spec{}, errors.New(`give either "cmd" or "argv", not both`)
+	case req.Cmd == "" && len(req.Argv) == 0:
+		return proc.Spec{}, errors.New(`give "cmd" (a shell command) or "argv" (a program and its arguments)`)
+	case len(req.Argv) > 0 && req.Argv[0] == "":
+		return proc.Spec{}, errors.New(`argv[0] (the program) is empty`)
+	case req.TimeoutMS < 0 || req.MaxOutputBytes < 0:
+		return proc.Spec{}, errors.New(`timeout_ms and max_output_bytes must not be negative`)
+	case req.Cwd != "" && !filepath.IsAbs(req.Cwd):
+		return proc.Spec{}, fmt.Errorf("cwd %q must be an absolute path", req.Cwd)
+	}
+	timeout := h.opts.DefaultTimeout
+	if req.TimeoutMS > 0 {
+		timeout = min(time.Duration(req.TimeoutMS)*time.Millisecond, h.opts.MaxTimeout)
+	}
+	maxOut := h.opts.DefaultMaxOutput
+	if req.MaxOutputBytes > 0 {
+		maxOut = min(req.MaxOutputBytes, h.opts.MaxOutput)
+	}
+	argv := req.Argv
+	if req.Cmd != "" {
+		argv = []string{h.shell, "-c", req.Cmd}
+	}
+	return proc.Spec{
+		Argv:      argv,
+		Dir:       req.Cwd,
+		Env:       append(proc.MinimalEnv(req.Cwd), h.opts.Env...),
+		Timeout:   timeout,
+		Grace:     h.opts.Grace,
+		MaxOutput: maxOut,
+	}, nil
+}
+
+// shellSyntax are the bytes that let one cmd start more than the program
+// its first word names; refused when an allowlist is configured.
+const shellSyntax = ";&|<>`$()\n\r"
+
+// guard applies the allowlist and the Check hook, in that order, right
+// before the process would start.
+func (h *handler) guard(req ExecRequest) error {
+	if h.allow != nil {
+		prog := program(req)
+		if !h.allow[prog] {
+			return fmt.Errorf("program %q is not in this gatekeeper's allowlist", prog)
+		}
+		if req.Cmd != "" {
+			if i := strings.IndexAny(req.Cmd, shellSyntax); i >= 0 {
+				return fmt.Errorf("cmd contains shell syntax %q, which an allowlist cannot vouch for; send argv instead", req.Cmd[i:i+1])
+			}
+		}
+	}
+	if h.opts.Check != nil {
+		var err error
+		if req.Cmd != "" {
+			err = h.opts.Check(req.Cmd, nil)
+		} else {
+			err = h.opts.Check("", append([]string(nil), req.Argv...))
+		}
+		if err != nil {
+			return fmt.Errorf("policy: %w", err)
+		}
+	}
+	return nil
+}
+
+// program is the base name of the program a request names: argv[0], or
+// the first word of cmd.
+func program(req ExecRequest) string {
+	if req.Cmd == "" {
+		return filepath.Base(req.Argv[0])
+	}
+	f := strings.Fields(req.Cmd)
+	if len(f) == 0 {
+		return ""
+	}
+	return filepath.Base(f[0])
+}
+
+// auditAttrs are the attributes of the audit line of one exec. The
+// command itself is what a gatekeeper audits, but a cmd can carry secrets
+// (a password on a command line), so the line holds the program name and
+// a SHA-256 of the full command, never its text: an operator who has the
+// command can prove it ran; the log alone does not leak it.
+func (h *handler) auditAttrs(r *http.Request, req ExecRequest, tokenID string, spec proc.Spec) []any {
+	mode := "argv"
+	full := strings.Join(req.Argv, "\x00")
+	if req.Cmd != "" {
+		mode, full = "cmd", req.Cmd
+	}
+	sum := sha256.Sum256([]byte(full))
+	return []any{
+		"remote", r.RemoteAddr, "token_id", tokenID, "tool", req.Tool, "rev", req.Revision,
+		"mode", mode, "program", program(req), "cmd_sha256", hex.EncodeToString(sum[:]),
+		"cmd_bytes", len(full), "cwd", req.Cwd,
+		"timeout_ms", spec.Timeout.Milliseconds(), "max_output_bytes", spec.MaxOutput,
+	}
+}
+
+// encode returns b as a JSON string, or as base64 with encoding "base64"
+// when b is not valid UTF-8, so no byte is lost.
+func encode(b []byte) (string, string) {
+	if utf8.Valid(b) {
+		return string(b), ""
+	}
+	return base64.StdEncoding.EncodeToString(b), "base64"
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v) // the client is gone if this fails; nothing to do
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, ErrorResponse{Error: msg, Code: code})
+}
