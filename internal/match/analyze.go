@@ -32,6 +32,7 @@ type token struct {
 	surface string  // the text as written, for explanations
 	kind    tokKind //
 	weight  float64 // kindWeight times the concept's own weight
+	class   Class   // the concept's class; Other for other kinds
 }
 
 // analyzer turns text into tokens using a vocabulary. It holds no mutable
@@ -122,8 +123,8 @@ func (a analyzer) analyze(dst []token, text string, query bool) []token {
 				j += s2
 			}
 			chunk := text[i:j]
-			trimmed := strings.TrimRight(chunk, ",.;:!?)]}'\"`")
-			words = chunkWords(words, strings.TrimLeft(trimmed, "([{'\"`<"))
+			trimmed := strings.TrimRightFunc(chunk, isClosingPunct)
+			words = chunkWords(words, strings.TrimLeftFunc(trimmed, isOpeningPunct))
 			if len(trimmed) < len(chunk) && strings.ContainsAny(chunk[len(trimmed):], ",.;!?") {
 				flush() // a sentence or clause ends here: no phrase spans it
 			}
@@ -161,8 +162,11 @@ func (a analyzer) english(dst []token, words []string) []token {
 				dst = a.concept(dst, c, surface)
 			}
 			if n == 1 && weak[i] {
+				// A part of an identifier names a thing; it asks for no
+				// action ("feature/export-csv" is a branch, not an export).
 				for j := k; j < len(dst); j++ {
 					dst[j].weight *= identWeight
+					dst[j].class = Other
 				}
 			}
 			i += n
@@ -186,7 +190,7 @@ func (a analyzer) concept(dst []token, c int32, surface string) []token {
 	if w == 0 {
 		return dst
 	}
-	return append(dst, token{key: a.v.concepts[c].key, surface: surface, kind: kindConcept, weight: w * kindWeight[kindConcept]})
+	return append(dst, token{key: a.v.concepts[c].key, surface: surface, kind: kindConcept, weight: w * kindWeight[kindConcept], class: a.v.concepts[c].class})
 }
 
 // han segments a run of CJK characters: vocabulary terms by leftmost-longest
@@ -460,6 +464,26 @@ func isDomain(s string) bool {
 		}
 	}
 	return true
+}
+
+// isClosingPunct reports whether r is punctuation that may end a word
+// ("nginx," "(TERM)"); isOpeningPunct whether it may start one. Functions
+// rather than cutsets: strings.Trim with a cutset rebuilds its set per call,
+// which showed in profiles of building a 10k-tool index.
+func isClosingPunct(r rune) bool {
+	switch r {
+	case ',', '.', ';', ':', '!', '?', ')', ']', '}', '\'', '"', '`':
+		return true
+	}
+	return false
+}
+
+func isOpeningPunct(r rune) bool {
+	switch r {
+	case '(', '[', '{', '\'', '"', '`', '<':
+		return true
+	}
+	return false
 }
 
 // isHan reports whether r is a CJK ideograph.

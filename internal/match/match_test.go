@@ -90,12 +90,38 @@ func TestParseVocabErrors(t *testing.T) {
 		{"ok, fine\nlog日志", "vocab line 2: term \"log日志\" mixes"},
 		{"restart ; -1", "vocab line 1: weight"},
 		{"---", "vocab line 1: term \"---\" has no letters"},
+		{"restart ; 1 verb", "vocab line 1: class \"verb\""},
+		{"restart ; 1 action more", "vocab line 1: \"1 action more\" after ';'"},
 	}
 	for _, tt := range tests {
 		_, err := ParseVocab(strings.NewReader(tt.in))
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("ParseVocab(%q) error = %v, want containing %q", tt.in, err, tt.want)
 		}
+	}
+}
+
+func TestParseVocabClass(t *testing.T) {
+	v, err := ParseVocab(strings.NewReader("restart, 重启 ; 1 action\nservice ; 0.8 object\nnightly ; 0.5\nsoon ; 0.4 other\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Class{Action, Object, Other, Other}
+	for i, c := range v.concepts {
+		if c.class != want[i] {
+			t.Errorf("ParseVocab concept %q class = %v, want %v", c.label, c.class, want[i])
+		}
+	}
+}
+
+// TestAbsentAction checks that a request for an action no tool offers
+// scores below the same request without it.
+func TestAbsentAction(t *testing.T) {
+	ix := New([]Doc{{ID: "alerts", Fields: []Field{{Name: "intent", Text: "List the alerts firing now", Weight: 2}}}}, nil)
+	with := ix.Match("silence the disk alerts", 1)
+	without := ix.Match("the disk alerts", 1)
+	if len(with.Candidates) == 0 || len(without.Candidates) == 0 || with.Candidates[0].Score >= without.Candidates[0].Score*absentActionFactor {
+		t.Errorf("Match(silence ...) = %+v, Match(without) = %+v; want the first below %v of the second", with, without, absentActionFactor)
 	}
 }
 

@@ -37,6 +37,44 @@ type concept struct {
 	key    string  // index key, "@<id>"
 	label  string  // first term of the line, for explanations
 	weight float64 // 0 for stop words
+	class  Class
+}
+
+// Class says what role a concept plays in a request. Requests to an
+// operations agent are mostly "do ACTION to OBJECT": a tool fits only if it
+// offers the action the request asks for on the object it names, so the
+// matcher weighs actions and objects apart from other words.
+type Class uint8
+
+// The concept classes, as written after the weight in a vocabulary line.
+const (
+	// Other is any concept that is neither an action nor an object: a
+	// qualifier (time, state, severity), a product name, a generic word.
+	Other Class = iota
+	// Action is something a tool does: restart, list, delete, renew.
+	Action
+	// Object is something a tool acts on: service, file, certificate.
+	Object
+)
+
+var classNames = [...]string{Other: "other", Action: "action", Object: "object"}
+
+// String returns the class's word in a vocabulary file.
+func (c Class) String() string {
+	if int(c) < len(classNames) {
+		return classNames[c]
+	}
+	return "Class(" + strconv.Itoa(int(c)) + ")"
+}
+
+// parseClass parses the class word of a vocabulary line.
+func parseClass(s string) (Class, bool) {
+	for c, n := range classNames {
+		if n == s {
+			return Class(c), true
+		}
+	}
+	return Other, false
 }
 
 var defaultVocab = sync.OnceValue(func() *Vocab {
@@ -68,6 +106,8 @@ func LoadVocab(r io.Reader) (*Vocab, error) {
 //	restart, bounce, 重启, 重新启动
 //	today, 今天, 今日 ; 0.3
 //	the, a, 的, 一下 ; 0
+//	restart, bounce, 重启 ; 1 action
+//	certificate, cert, 证书 ; 1 object
 //
 // One concept per line: terms separated by commas, the first one naming the
 // concept in explanations. A term is either English (one or more words,
@@ -75,7 +115,10 @@ func LoadVocab(r io.Reader) (*Vocab, error) {
 // Chinese (matched as a word by leftmost-longest segmentation); a term may
 // not mix the two scripts. An optional "; W" sets the concept's weight (the
 // default is 1): lower for words that say little about which tool fits, 0
-// for stop words, which are dropped. A term may appear in several concepts;
+// for stop words, which are dropped. After the weight, an optional class,
+// "action" or "object" (see Class), says that the concept names something
+// a tool does or something it acts on; the matcher requires a fitting tool
+// to offer the actions a request asks for. A term may appear in several concepts;
 // it then stands for all of them. Errors name the line.
 func ParseVocab(r io.Reader) (*Vocab, error) {
 	b := newVocabBuilder()
@@ -86,13 +129,22 @@ func ParseVocab(r io.Reader) (*Vocab, error) {
 		if line == "" || line[0] == '#' {
 			continue
 		}
-		weight := 1.0
-		if list, w, ok := strings.Cut(line, ";"); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(w), 64)
-			if err != nil || f < 0 {
-				return nil, fmt.Errorf("vocab line %d: weight %q: want a number >= 0", n, strings.TrimSpace(w))
+		weight, class := 1.0, Other
+		if list, attrs, ok := strings.Cut(line, ";"); ok {
+			f := strings.Fields(attrs)
+			if len(f) == 0 || len(f) > 2 {
+				return nil, fmt.Errorf("vocab line %d: %q after ';': want a weight and an optional class", n, strings.TrimSpace(attrs))
 			}
-			line, weight = list, f
+			w, err := strconv.ParseFloat(f[0], 64)
+			if err != nil || w < 0 {
+				return nil, fmt.Errorf("vocab line %d: weight %q: want a number >= 0", n, f[0])
+			}
+			if len(f) == 2 {
+				if class, ok = parseClass(f[1]); !ok {
+					return nil, fmt.Errorf("vocab line %d: class %q: want action, object or other", n, f[1])
+				}
+			}
+			line, weight = list, w
 		}
 		var terms []string
 		for t := range strings.SplitSeq(line, ",") {
@@ -103,7 +155,7 @@ func ParseVocab(r io.Reader) (*Vocab, error) {
 		if len(terms) == 0 {
 			return nil, fmt.Errorf("vocab line %d: no terms", n)
 		}
-		if err := b.add(terms, weight); err != nil {
+		if err := b.add(terms, weight, class); err != nil {
 			return nil, fmt.Errorf("vocab line %d: %w", n, err)
 		}
 	}
@@ -122,7 +174,7 @@ func MergeVocab(vs ...*Vocab) *Vocab {
 			continue
 		}
 		for _, c := range v.concepts {
-			b.newConcept(c.label, c.weight)
+			b.newConcept(c.label, c.weight, c.class)
 		}
 		base := int32(len(b.v.concepts) - len(v.concepts))
 		for k, cs := range v.en {
@@ -158,14 +210,14 @@ func newVocabBuilder() vocabBuilder {
 	}}
 }
 
-func (b vocabBuilder) newConcept(label string, weight float64) int32 {
+func (b vocabBuilder) newConcept(label string, weight float64, class Class) int32 {
 	id := int32(len(b.v.concepts))
-	b.v.concepts = append(b.v.concepts, concept{key: "@" + strconv.Itoa(int(id)), label: label, weight: weight})
+	b.v.concepts = append(b.v.concepts, concept{key: "@" + strconv.Itoa(int(id)), label: label, weight: weight, class: class})
 	return id
 }
 
-func (b vocabBuilder) add(terms []string, weight float64) error {
-	id := b.newConcept(terms[0], weight)
+func (b vocabBuilder) add(terms []string, weight float64, class Class) error {
+	id := b.newConcept(terms[0], weight, class)
 	for _, t := range terms {
 		t = fold(t)
 		han, other := false, false

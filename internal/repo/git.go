@@ -38,6 +38,9 @@ var ErrNoClone = errors.New("repo: no clone in state dir")
 // never leaves Dir without a whole clone.
 const (
 	currentLink = "current"
+	// maxPacks is how many pack files a clone may gather (about one per
+	// fetch that brought changes) before Sync re-clones to compact it.
+	maxPacks    = 50
 	clonePrefix = "clone-"
 	remoteName  = "origin"
 )
@@ -53,7 +56,9 @@ const (
 // credentials or the context, Sync clones afresh into a new directory and
 // swaps it in; the old clone stays in use until the new one is complete.
 // When the server cannot be reached, Sync returns an error and leaves the
-// clone as it was, so Offline still serves the last synced head.
+// clone as it was, so Offline still serves the last synced head. go-git
+// never repacks, so once fetches have left more than 50 pack files Sync
+// also re-clones, to keep opening a Tree cheap.
 //
 // Sync and Offline serialize on a mutex, because go-git repositories are not
 // safe for concurrent use; a slow fetch therefore delays Offline. A Git must
@@ -85,6 +90,8 @@ type Git struct {
 	prev    string // the clone replaced by the last re-clone, kept for old Trees
 	last    *Tree  // the tree returned last, handed out again while unchanged
 	lastKey treeKey
+
+	maxPacks int // tests lower the compaction threshold; 0 means maxPacks
 }
 
 // treeKey identifies the content of a Tree of a Git.
@@ -100,10 +107,17 @@ type clone struct {
 	repo *git.Repository
 }
 
+// String describes the source for logs and status pages: the URL with any
+// embedded password hidden, and the branch and path.
+func (g *Git) String() string {
+	return fmt.Sprintf("git %s branch %s path %s", redactURL(g.URL), cmp.Or(g.Branch, DefaultBranch), cmp.Or(g.Path, DefaultPath))
+}
+
 // gitSettings is a Git's configuration with defaults filled in.
 type gitSettings struct {
 	url, branch, path, dir string
 	log                    *slog.Logger
+	secrets                []string // never to appear in errors or logs
 }
 
 func (g *Git) settings() (gitSettings, error) {
@@ -134,8 +148,10 @@ func (g *Git) settings() (gitSettings, error) {
 }
 
 // Sync brings the clone up to date with the branch on the server and
-// returns the tree of Path at its head. On error the clone and every Tree
-// returned before are left as they were.
+// returns the tree of Path at its head; when nothing changed since the last
+// call it returns the same *Tree. On error the clone and every Tree
+// returned before are left as they were, and the error holds no secret.
+// The context bounds the network work (clone and fetch) only.
 func (g *Git) Sync(ctx context.Context) (_ *Tree, err error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -145,8 +161,8 @@ func (g *Git) Sync(ctx context.Context) (_ *Tree, err error) {
 		return nil, err
 	}
 	auth, secrets, err := g.Auth.method()
-	secrets = append(secrets, urlSecret(s.url))
-	defer func() { err = redact(err, secrets...) }()
+	s.secrets = append(secrets, urlSecret(s.url))
+	defer func() { err = redact(err, s.secrets...) }()
 	if err != nil {
 		return nil, err
 	}
@@ -155,7 +171,7 @@ func (g *Git) Sync(ctx context.Context) (_ *Tree, err error) {
 		g.cur, err = g.openLocked(s)
 		if err != nil {
 			s.log.Warn("git clone in state dir unusable, cloning again",
-				"dir", s.dir, "err", redact(err, secrets...))
+				"dir", s.dir, "err", redact(err, s.secrets...))
 			g.cur = nil
 		}
 	}
@@ -164,11 +180,14 @@ func (g *Git) Sync(ctx context.Context) (_ *Tree, err error) {
 	}
 
 	t, err := g.fetchLocked(ctx, s, auth)
-	if err == nil || !needsReclone(ctx, err) {
-		return t, err
+	if err == nil {
+		return g.compactLocked(ctx, s, auth, t), nil
+	}
+	if !needsReclone(ctx, err) {
+		return nil, err
 	}
 	s.log.Warn("git fetch could not update clone, cloning again",
-		"url", redactURL(s.url), "branch", s.branch, "err", redact(err, secrets...))
+		"url", redactURL(s.url), "branch", s.branch, "err", redact(err, s.secrets...))
 	t, rerr := g.recloneLocked(ctx, s, auth)
 	if rerr != nil {
 		return nil, fmt.Errorf("%w; then %w", err, rerr)
@@ -212,7 +231,7 @@ func (g *Git) treeLocked(c *clone, head plumbing.Hash, path string) (*Tree, erro
 	if g.last != nil && g.lastKey == key {
 		return g.last, nil
 	}
-	t, err := newGitTree(c.path, head, path)
+	t, err := newGitTree(c.path, head, path, g.last)
 	if err != nil {
 		return nil, err
 	}
@@ -291,6 +310,25 @@ func (g *Git) fetchLocked(ctx context.Context, s gitSettings, auth transport.Aut
 	}
 	s.log.Debug("git fetch", "url", redactURL(s.url), "branch", s.branch, "rev", t.Rev())
 	return t, nil
+}
+
+// compactLocked re-clones when fetches have left more than maxPacks pack
+// files: go-git never repacks, and every new Tree loads each pack's index.
+// It returns the new clone's tree, or t if re-cloning fails (the fetched
+// clone is still good).
+func (g *Git) compactLocked(ctx context.Context, s gitSettings, auth transport.AuthMethod, t *Tree) *Tree {
+	limit := cmp.Or(g.maxPacks, maxPacks)
+	packs, _ := filepath.Glob(filepath.Join(g.cur.path, "objects", "pack", "*.pack"))
+	if len(packs) <= limit {
+		return t
+	}
+	s.log.Info("git clone has many packs, cloning again to compact", "packs", len(packs), "limit", limit)
+	nt, err := g.recloneLocked(ctx, s, auth)
+	if err != nil {
+		s.log.Warn("compacting git clone", "err", redact(err, s.secrets...))
+		return t
+	}
+	return nt
 }
 
 // recloneLocked clones the branch into a new directory, checks it, and

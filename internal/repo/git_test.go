@@ -64,6 +64,7 @@ func checkTree(t *testing.T, tree *Tree, r *remote, wantRev string, want map[str
 }
 
 func TestGitSyncFollowsCommits(t *testing.T) {
+	t.Parallel()
 	r := newRemote(t, "main")
 	r.write("README.md", "outside the tools path\n")
 	r.write("tools/shell-exec/TOOL.hdlp", "name: shell-exec\n")
@@ -161,6 +162,7 @@ func mustBlobHash(t *testing.T, tree *Tree, name string) string {
 }
 
 func TestGitForcePush(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		rewrite func(r *remote) string // returns the new head
@@ -197,6 +199,7 @@ func TestGitForcePush(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			r := newRemote(t, "main")
 			r.write("tools/a/TOOL.hdlp", "v1\n")
 			r.commit("v1")
@@ -231,6 +234,7 @@ func TestGitForcePush(t *testing.T) {
 }
 
 func TestGitServerDownAndBack(t *testing.T) {
+	t.Parallel()
 	r := newRemote(t, "main")
 	r.write("tools/a/TOOL.hdlp", "v1\n")
 	rev1 := r.commit("v1")
@@ -279,6 +283,7 @@ func TestGitServerDownAndBack(t *testing.T) {
 }
 
 func TestGitBranch(t *testing.T) {
+	t.Parallel()
 	r := newRemote(t, "release")
 	r.write("tools/a/TOOL.hdlp", "release\n")
 	rev := r.commit("on release")
@@ -300,6 +305,7 @@ func TestGitBranch(t *testing.T) {
 }
 
 func TestGitTokenAuth(t *testing.T) {
+	t.Parallel()
 	const token = "s3cret-token-value"
 	r := newRemote(t, "main")
 	r.write("tools/a/TOOL.hdlp", "v1\n")
@@ -332,6 +338,7 @@ func TestGitTokenAuth(t *testing.T) {
 		auth    Auth
 		wantErr bool
 		secret  string // must not appear in the error or the log
+		inURL   bool   // put Username and Token into the URL, not Auth
 	}{
 		{name: "right token", auth: Auth{Token: token}},
 		{name: "right token file", auth: Auth{TokenFile: tokenFile}},
@@ -339,11 +346,17 @@ func TestGitTokenAuth(t *testing.T) {
 		{name: "wrong token file", auth: Auth{TokenFile: wrongFile}, wantErr: true, secret: "wrong-token-file-value"},
 		{name: "wrong user", auth: Auth{Username: "someone", Token: token}, wantErr: true, secret: token},
 		{name: "no credentials", wantErr: true},
+		{name: "token in URL", auth: Auth{Username: DefaultUsername, Token: token}, inURL: true},
+		{name: "wrong token in URL", auth: Auth{Username: DefaultUsername, Token: "wrong-url-token"}, inURL: true, wantErr: true, secret: "wrong-url-token"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var logs bytes.Buffer
 			g := &Git{URL: srv.url(), Dir: t.TempDir(), Auth: tt.auth, Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+			if tt.inURL {
+				g.URL = strings.Replace(g.URL, "http://", "http://"+tt.auth.Username+":"+tt.auth.Token+"@", 1)
+				g.Auth = Auth{}
+			}
 			tree, err := g.Sync(t.Context())
 			if tt.wantErr {
 				if err == nil {
@@ -381,6 +394,7 @@ func TestGitTokenAuth(t *testing.T) {
 }
 
 func TestGitReadsLazily(t *testing.T) {
+	t.Parallel()
 	r := newRemote(t, "main")
 	for i := range 20 {
 		r.write(fmt.Sprintf("tools/t%02d/TOOL.hdlp", i), fmt.Sprintf("name: t%02d\n", i))
@@ -415,6 +429,7 @@ func TestGitReadsLazily(t *testing.T) {
 }
 
 func TestGitFS(t *testing.T) {
+	t.Parallel()
 	r := newRemote(t, "main")
 	r.write("tools/a/TOOL.hdlp", "a\n")
 	r.write("tools/a/README", "readme\n")
@@ -443,6 +458,7 @@ func TestGitFS(t *testing.T) {
 }
 
 func TestGitSymlinksNotFollowed(t *testing.T) {
+	t.Parallel()
 	r := newRemote(t, "main")
 	r.write("tools/a/TOOL.hdlp", "a\n")
 	r.write("secret", "outside\n")
@@ -478,6 +494,7 @@ func TestGitSymlinksNotFollowed(t *testing.T) {
 }
 
 func TestGitPath(t *testing.T) {
+	t.Parallel()
 	r := newRemote(t, "main")
 	r.write("native-repo/tools/a/TOOL.hdlp", "a\n")
 	r.write("top.txt", "top\n")
@@ -553,6 +570,7 @@ func clones(t *testing.T, g *Git) []string {
 }
 
 func TestGitRecoversBrokenClone(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		damage func(t *testing.T, clone string)
@@ -587,6 +605,7 @@ func TestGitRecoversBrokenClone(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			r := newRemote(t, "main")
 			r.write("tools/a/TOOL.hdlp", "v1\n")
 			r.commit("v1")
@@ -623,6 +642,7 @@ func TestGitRecoversBrokenClone(t *testing.T) {
 }
 
 func TestGitRemovesLeftovers(t *testing.T) {
+	t.Parallel()
 	r := newRemote(t, "main")
 	r.write("tools/a/TOOL.hdlp", "v1\n")
 	rev := r.commit("v1")
@@ -649,6 +669,7 @@ func TestGitRemovesLeftovers(t *testing.T) {
 }
 
 func TestGitConcurrentReadersAndSyncs(t *testing.T) {
+	t.Parallel()
 	r := newRemote(t, "main")
 	for i := range 10 {
 		r.write(fmt.Sprintf("tools/t%d/TOOL.hdlp", i), "v0\n")
@@ -715,4 +736,28 @@ func TestGitConcurrentReadersAndSyncs(t *testing.T) {
 	}
 	close(stop)
 	readers.Wait()
+}
+
+func TestGitCompactsPacks(t *testing.T) {
+	t.Parallel()
+	r := newRemote(t, "main")
+	r.write("tools/a/TOOL.hdlp", "v0\n")
+	r.commit("v0")
+	var logs bytes.Buffer
+	g := &Git{URL: serve(t, r, nil).url(), Dir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(&logs, nil)), maxPacks: 2}
+	tree0 := mustSync(t, g)
+	first := clonePath(t, g)
+	for i := 1; i <= 3; i++ {
+		r.write("tools/a/TOOL.hdlp", fmt.Sprintf("v%d\n", i))
+		rev := r.commit("next")
+		checkTree(t, mustSync(t, g), r, rev, map[string]string{"a/TOOL.hdlp": fmt.Sprintf("v%d\n", i)})
+	}
+	if clonePath(t, g) == first {
+		t.Errorf("clone dir unchanged after more fetches than maxPacks; log:\n%s", logs.String())
+	}
+	packs, _ := filepath.Glob(filepath.Join(clonePath(t, g), "objects", "pack", "*.pack"))
+	if len(packs) > 2 {
+		t.Errorf("%d packs after compaction, want at most 2", len(packs))
+	}
+	checkTreeFiles(t, tree0, map[string]string{"a/TOOL.hdlp": "v0\n"})
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"runtime"
 	"sort"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-git/go-billy/v5"
 	"github.com/go-git/go-billy/v5/osfs"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/cache"
@@ -48,16 +50,27 @@ type gitDir struct {
 	index   map[string]int
 }
 
-func openObjects(clonePath string) *objects {
+// openObjects opens the clone at clonePath. If seed is not nil, the tree
+// objects it decoded are reused: a tree object's content is fixed by its
+// hash, so after a commit that changes one tool only the trees on the path
+// to it are decoded again.
+func openObjects(clonePath string, seed *objects) *objects {
 	// The object cache only needs to hold tree objects between decoding
 	// steps; decoded trees are kept in dirs. Pack files stay open once
 	// read: opening one per object made a 1,000-tool walk 40x slower. They
 	// are closed when the objects value becomes unreachable, as os.File
 	// closes its descriptor; an open pack also stays readable if a later
 	// re-clone deletes its directory.
-	s := filesystem.NewStorageWithOptions(osfs.New(clonePath), cache.NewObjectLRU(256*cache.KiByte),
+	s := filesystem.NewStorageWithOptions(idxInMemory{osfs.New(clonePath)}, cache.NewObjectLRU(256*cache.KiByte),
 		filesystem.Options{KeepDescriptors: true})
-	o := &objects{s: s, dirs: make(map[plumbing.Hash]*gitDir)}
+	o := &objects{s: s}
+	if seed != nil {
+		seed.mu.Lock()
+		o.dirs = maps.Clone(seed.dirs)
+		seed.mu.Unlock()
+	} else {
+		o.dirs = make(map[plumbing.Hash]*gitDir)
+	}
 	runtime.AddCleanup(o, func(s *filesystem.Storage) { s.Close() }, s)
 	return o
 }
@@ -116,8 +129,15 @@ func (o *objects) blobSize(h plumbing.Hash) (int64, error) {
 
 // newGitTree returns the Tree of sub (a slash-separated path, "" for the
 // whole tree) in commit, reading objects from the bare clone at clonePath.
-func newGitTree(clonePath string, commit plumbing.Hash, sub string) (*Tree, error) {
-	o := openObjects(clonePath)
+// prev, if not nil, is an earlier git Tree whose decoded trees are reused.
+func newGitTree(clonePath string, commit plumbing.Hash, sub string, prev *Tree) (*Tree, error) {
+	var seed *objects
+	if prev != nil {
+		if f, ok := prev.fsys.(*gitFS); ok {
+			seed = f.o
+		}
+	}
+	o := openObjects(clonePath, seed)
 	o.mu.Lock()
 	c, err := object.GetCommit(o.s, commit)
 	o.mu.Unlock()
@@ -430,3 +450,35 @@ func (d *gitDirFile) ReadDir(n int) ([]fs.DirEntry, error) {
 	d.off += n
 	return rest[:n], nil
 }
+
+// idxInMemory wraps a clone's file system so that pack index files are read
+// in one piece. go-git decodes them with many tiny unbuffered reads, and
+// each new Tree loads every index of the clone: that cost about 1 ms per
+// pack before.
+type idxInMemory struct{ billy.Filesystem }
+
+func (f idxInMemory) Open(name string) (billy.File, error) {
+	file, err := f.Filesystem.Open(name)
+	if err != nil || !strings.HasSuffix(name, ".idx") {
+		return file, err
+	}
+	defer file.Close()
+	data, err := io.ReadAll(file)
+	if err != nil {
+		return nil, err
+	}
+	return &memFile{name: file.Name(), Reader: bytes.NewReader(data)}, nil
+}
+
+// memFile is a read-only billy.File over bytes.
+type memFile struct {
+	name string
+	*bytes.Reader
+}
+
+func (m *memFile) Name() string              { return m.name }
+func (m *memFile) Write([]byte) (int, error) { return 0, errors.ErrUnsupported }
+func (m *memFile) Close() error              { return nil }
+func (m *memFile) Lock() error               { return nil }
+func (m *memFile) Unlock() error             { return nil }
+func (m *memFile) Truncate(int64) error      { return errors.ErrUnsupported }

@@ -1,0 +1,112 @@
+package matcheval_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/toolagent/toolagent/internal/catalog"
+	"github.com/toolagent/toolagent/internal/hldp"
+	"github.com/toolagent/toolagent/internal/match"
+	"github.com/toolagent/toolagent/internal/match/matcheval"
+)
+
+// devSetDir finds shared/eval/intent beside the module root (the directory
+// holding go.mod), or returns "" when it is absent.
+func devSetDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			break
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return ""
+		}
+		dir = parent
+	}
+	d := filepath.Join(dir, "..", "shared", "eval", "intent")
+	if _, err := os.Stat(filepath.Join(d, "queries.jsonl")); err != nil {
+		return ""
+	}
+	return d
+}
+
+// loadDevSet reads the dev set's tools with hldp.Parse and turns them into
+// Docs with catalog.ToolDoc, exactly as the daemon does, and reads its
+// queries.
+func loadDevSet(t *testing.T) ([]match.Doc, []matcheval.Query) {
+	t.Helper()
+	dir := devSetDir(t)
+	if dir == "" {
+		t.Skip("dev set ../shared/eval/intent (beside the module root) is absent; skipping")
+	}
+	paths, err := filepath.Glob(filepath.Join(dir, "tools", "*", hldp.FileName))
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no tools under %s: %v", dir, err)
+	}
+	var docs []match.Doc
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tool, err := hldp.Parse(p, data)
+		if err != nil {
+			t.Fatalf("dev set tool does not parse: %v", err)
+		}
+		docs = append(docs, catalog.ToolDoc(tool))
+	}
+	f, err := os.Open(filepath.Join(dir, "queries.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	qs, err := matcheval.ReadQueries(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return docs, qs
+}
+
+// TestDevSetFloors runs the public dev set and fails below the floors the
+// intent-matching issue sets.
+func TestDevSetFloors(t *testing.T) {
+	docs, qs := loadDevSet(t)
+	r := matcheval.RunDocs(docs, nil, qs, 3)
+	var b strings.Builder
+	r.WriteText(&b)
+	t.Logf("dev set:\n%s", b.String())
+	if testing.Verbose() {
+		b.Reset()
+		r.WriteMisses(&b)
+		t.Logf("misses:\n%s", b.String())
+	}
+	// target is what the intent-matching issue asks for; floor is what the
+	// method reaches today, less a small margin, so that a regression
+	// fails. Targets not yet met are logged, not failed.
+	floors := []struct {
+		name               string
+		got, target, floor float64
+		atMost             bool
+	}{
+		{"hit_at_3", r.HitAt3, 0.95, 0.94, false},
+		{"hit_at_1", r.HitAt1, 0.80, 0.79, false},
+		{"nofit_recall", r.NoFitRecall, 0.85, 0.73, false},
+		{"answerable_refused", r.AnswerableRefused, 0.05, 0.056, true},
+	}
+	for _, f := range floors {
+		below := func(limit float64) bool { return f.atMost && f.got > limit || !f.atMost && f.got < limit }
+		op := map[bool]string{true: "<=", false: ">="}[f.atMost]
+		if below(f.floor) {
+			t.Errorf("dev set %s = %.3f, want %s %.2f (regression floor)", f.name, f.got, op, f.floor)
+		} else if below(f.target) {
+			t.Logf("dev set %s = %.3f: target %s %.2f not met yet", f.name, f.got, op, f.target)
+		}
+	}
+}
