@@ -29,13 +29,15 @@ type Outcome struct {
 
 // Cache maps keys to parse outcomes. The zero value is not usable; call New.
 type Cache struct {
-	mu sync.RWMutex
-	m  map[Key]Outcome
+	mu    sync.RWMutex
+	m     map[Key]Outcome
+	dirty bool   // changed since opened or saved
+	path  string // file of Open; "" for a memory-only cache
 
 	hits, misses atomic.Int64
 }
 
-// New returns an empty cache.
+// New returns an empty, memory-only cache.
 func New() *Cache { return &Cache{m: make(map[Key]Outcome)} }
 
 // Get returns the outcome stored for k.
@@ -55,6 +57,7 @@ func (c *Cache) Get(k Key) (Outcome, bool) {
 func (c *Cache) Put(k Key, o Outcome) {
 	c.mu.Lock()
 	c.m[k] = o
+	c.dirty = true
 	c.mu.Unlock()
 }
 
@@ -65,6 +68,7 @@ func (c *Cache) Retain(keep map[Key]bool) {
 	for k := range c.m {
 		if !keep[k] {
 			delete(c.m, k)
+			c.dirty = true
 		}
 	}
 	c.mu.Unlock()

@@ -21,6 +21,11 @@ import (
 // The spelling ("hdlp") is the seed's; keep it in this one constant.
 const FileName = "TOOL.hdlp"
 
+// FormatVersion changes whenever Parse may give a different result for the
+// same bytes (new keys, new rules). Persisted parse memos (internal/cache)
+// are discarded when it differs, so an upgrade never serves stale outcomes.
+const FormatVersion = 1
+
 // ExecutorKind names an executor; the value is the wire word used in
 // TOOL.hdlp and in results.
 type ExecutorKind string

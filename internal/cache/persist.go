@@ -1,0 +1,149 @@
+package cache
+
+import (
+	"bytes"
+	"encoding/gob"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/toolagent/toolagent/internal/hldp"
+)
+
+// fileFormat names the on-disk layout; with hldp.FormatVersion it decides
+// whether a persisted memo may be used.
+const fileFormat = "toolagent-parse-cache-1"
+
+type fileHeader struct {
+	Format        string
+	FormatVersion int
+}
+
+type fileEntry struct {
+	Key   Key
+	Tool  *hldp.Tool
+	Diags []*hldp.Diagnostic // the parse error, when it is made of diagnostics
+	Err   string             // the parse error's text otherwise
+}
+
+var registerOnce sync.Once
+
+// registerValueTypes tells gob the dynamic types that hldp stores in
+// Param.Default and Param.Enum (string, int64, float64 and bool are
+// built in).
+func registerValueTypes() {
+	registerOnce.Do(func() {
+		gob.Register([]any{})
+		gob.Register(map[string]any{})
+	})
+}
+
+// Open returns a cache backed by the file at path, loading what it holds.
+// A missing file gives an empty cache. A file that cannot be decoded, or
+// was written for another format version, is ignored: the cache starts
+// empty and the error says why (the caller logs it; the memo only saves
+// work). Save writes the cache back.
+func Open(path string) (*Cache, error) {
+	c := New()
+	c.path = path
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return c, nil
+	}
+	if err != nil {
+		return c, fmt.Errorf("cache: read %s: %w", path, err)
+	}
+	registerValueTypes()
+	dec := gob.NewDecoder(bytes.NewReader(data))
+	var h fileHeader
+	if err := dec.Decode(&h); err != nil {
+		return c, fmt.Errorf("cache: %s is not a parse cache (ignored): %w", path, err)
+	}
+	if h.Format != fileFormat || h.FormatVersion != hldp.FormatVersion {
+		return c, fmt.Errorf("cache: %s was written for format %s/%d, want %s/%d (ignored; it will be rebuilt)", path, h.Format, h.FormatVersion, fileFormat, hldp.FormatVersion)
+	}
+	var entries []fileEntry
+	if err := dec.Decode(&entries); err != nil {
+		return c, fmt.Errorf("cache: %s is corrupt (ignored): %w", path, err)
+	}
+	for _, e := range entries {
+		o := Outcome{Tool: e.Tool}
+		switch {
+		case len(e.Diags) > 0:
+			errs := make([]error, len(e.Diags))
+			for i, d := range e.Diags {
+				errs[i] = d
+			}
+			o.Err = errors.Join(errs...)
+		case e.Err != "":
+			o.Err = errors.New(e.Err)
+		}
+		if o.Tool == nil && o.Err == nil {
+			continue
+		}
+		c.m[e.Key] = o
+	}
+	return c, nil
+}
+
+// Save writes the cache to the file it was opened from, atomically (a
+// temporary file renamed over the old one), when it changed since it was
+// opened or last saved. A cache made with New has no file; Save is then a
+// no-op.
+func (c *Cache) Save() error {
+	if c.path == "" {
+		return nil
+	}
+	c.mu.RLock()
+	if !c.dirty {
+		c.mu.RUnlock()
+		return nil
+	}
+	entries := make([]fileEntry, 0, len(c.m))
+	for k, o := range c.m {
+		e := fileEntry{Key: k, Tool: o.Tool}
+		if o.Err != nil {
+			if ds := hldp.Diagnostics(o.Err); len(ds) > 0 {
+				e.Diags = ds
+			} else {
+				e.Err = o.Err.Error()
+			}
+		}
+		entries = append(entries, e)
+	}
+	c.mu.RUnlock()
+
+	registerValueTypes()
+	var buf bytes.Buffer
+	enc := gob.NewEncoder(&buf)
+	if err := enc.Encode(fileHeader{Format: fileFormat, FormatVersion: hldp.FormatVersion}); err != nil {
+		return fmt.Errorf("cache: encode: %w", err)
+	}
+	if err := enc.Encode(entries); err != nil {
+		return fmt.Errorf("cache: encode: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(c.path), 0o750); err != nil {
+		return fmt.Errorf("cache: %w", err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(c.path), ".parse-cache-*")
+	if err != nil {
+		return fmt.Errorf("cache: %w", err)
+	}
+	_, werr := tmp.Write(buf.Bytes())
+	serr := tmp.Sync()
+	cerr := tmp.Close()
+	if err := errors.Join(werr, serr, cerr); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("cache: write %s: %w", tmp.Name(), err)
+	}
+	if err := os.Rename(tmp.Name(), c.path); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("cache: %w", err)
+	}
+	c.mu.Lock()
+	c.dirty = false
+	c.mu.Unlock()
+	return nil
+}
