@@ -1,0 +1,300 @@
+// Package mcpserver is the MCP view of the live catalog: it serves the
+// enabled tools of a catalog.Store to any MCP client through the official Go
+// SDK (github.com/modelcontextprotocol/go-sdk), and runs every tools/call
+// through the same dispatch path as the HTTP API's /v1/call, so params
+// validation, limits, approval and the audit line are identical.
+//
+// What it owns:
+//
+//   - tools/list: one MCP tool per callable catalog entry, its inputSchema
+//     the tool's params_schema as JSON Schema (hldp.(*Tool).InputSchema) and
+//     its description the intent, display name and why;
+//   - the mapping of a dispatch.Result to an MCP CallToolResult (isError,
+//     labelled stderr/error text, the whole Result as structured content),
+//     which exists here and nowhere else;
+//   - the meta-tools find_tool (intent search, 1-3 candidates) and, with
+//     Options.MetaOnly, call_tool (call any catalog tool by name), for
+//     catalogs too large to list;
+//   - liveness: Run watches Store.Changed, diffs what clients see, and
+//     adds/removes SDK tools, so connected clients get
+//     notifications/tools/list_changed after a reload.
+//
+// It does not own transports, listeners or authentication: cmd/toolagent
+// runs MCP() over stdio, and mounts HTTPHandler behind the API's auth.
+//
+// Concurrency: a Server is safe for concurrent use. Its one background
+// loop, Run, is started and stopped by the caller (it returns when its
+// context is done); without Run the tool list is the one of the snapshot at
+// New (or at the last Sync).
+//
+// Imports: catalog, dispatch, hldp (STYLE.md 4.3). Imported only by
+// cmd/toolagent.
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolagent/toolagent/internal/catalog"
+	"github.com/toolagent/toolagent/internal/dispatch"
+	"github.com/toolagent/toolagent/internal/hldp"
+)
+
+// Invoker runs one call; *dispatch.Dispatcher satisfies it. It is the one
+// seam between MCP and the invoke path: every tools/call ends here.
+type Invoker interface {
+	Invoke(ctx context.Context, c dispatch.Call) dispatch.Result
+}
+
+var _ Invoker = (*dispatch.Dispatcher)(nil) // interface guard
+
+// The server's identity when Options leave it empty.
+const (
+	DefaultName    = "toolagent"
+	DefaultVersion = "dev"
+)
+
+// Options configure a Server. The zero value serves every enabled tool
+// plus find_tool.
+type Options struct {
+	// Logger receives the server's own lines (tool list changes) and the
+	// SDK's; nil discards them.
+	Logger *slog.Logger
+	// MetaOnly exposes only find_tool and call_tool (plus the Pinned
+	// tools), for catalogs with hundreds of tools: a client searches by
+	// intent, then calls by name through call_tool.
+	MetaOnly bool
+	// Pinned names catalog tools that are listed directly even when
+	// MetaOnly is set (agents tend to ignore a search tool for the few
+	// tools they need every time). Names not enabled in the catalog are
+	// ignored. Without MetaOnly every enabled tool is listed anyway.
+	Pinned []string
+	// Caller says who makes a call, for the dispatch audit line. It is
+	// given the handler's context and the request: in the streamable HTTP
+	// transport req.Extra.TokenInfo holds what RequireToken (the SDK's auth
+	// middleware) put in the request context, and req.Extra.Header the
+	// request's headers. The handler's context is the session's, not the
+	// HTTP request's, so per-request identity must come from req.Extra.
+	// Nil: DefaultCaller.
+	Caller func(ctx context.Context, req *mcp.CallToolRequest) string
+	// Name and Version identify the server to clients (defaults
+	// DefaultName, DefaultVersion).
+	Name, Version string
+}
+
+// Server serves one catalog.Store over MCP. Build it with New.
+type Server struct {
+	store  *catalog.Store
+	inv    Invoker
+	opts   Options
+	log    *slog.Logger
+	mcp    *mcp.Server
+	pinned map[string]bool
+	find   *hldp.Tool // the meta-tools' definitions (meta.go)
+	call   *hldp.Tool
+
+	mu        sync.Mutex        // serialises sync; guards published
+	published map[string]string // catalog tool name -> fingerprint of what clients see
+}
+
+// New returns a Server over store whose tool calls go to inv, with the
+// tools of the store's current snapshot already registered. It panics on a
+// nil store or invoker (a wiring bug).
+func New(store *catalog.Store, inv Invoker, opts Options) *Server {
+	if store == nil || inv == nil {
+		panic("mcpserver: nil store or invoker")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Caller == nil {
+		opts.Caller = DefaultCaller
+	}
+	if opts.Name == "" {
+		opts.Name = DefaultName
+	}
+	if opts.Version == "" {
+		opts.Version = DefaultVersion
+	}
+	opts.Pinned = slices.Clone(opts.Pinned)
+	s := &Server{
+		store:     store,
+		inv:       inv,
+		opts:      opts,
+		log:       opts.Logger,
+		pinned:    make(map[string]bool, len(opts.Pinned)),
+		published: map[string]string{},
+	}
+	for _, n := range opts.Pinned {
+		s.pinned[n] = true
+	}
+	s.mcp = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Title: "toolagent tool catalog", Version: opts.Version}, &mcp.ServerOptions{
+		Instructions: instructions(opts.MetaOnly),
+		Logger:       opts.Logger,
+		// Tools with listChanged, always: clients subscribe to list changes
+		// at connect time, and the catalog may be empty then. No logging
+		// capability: the server sends no log messages.
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+	})
+	s.addMetaTools()
+	s.Sync()
+	return s
+}
+
+// MCP returns the SDK server, for mcp.Server.Run over a transport (stdio)
+// or mcp.NewStreamableHTTPHandler. Its tool list must only be changed
+// through this package.
+func (s *Server) MCP() *mcp.Server { return s.mcp }
+
+// Run keeps the tool list in step with the store until ctx is done, then
+// returns nil. Each Store.Swap wakes it once; swaps that arrive while it
+// syncs are coalesced into the next sync, which reads the latest snapshot.
+// The SDK debounces the resulting notifications/tools/list_changed (one per
+// burst of changes, 10 ms after the last). Call Run once per Server.
+func (s *Server) Run(ctx context.Context) error {
+	for {
+		ch := s.store.Changed() // before Sync's Load: never miss a swap
+		s.Sync()
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ch:
+		}
+	}
+}
+
+// Sync makes the listed tools those of the store's current snapshot now:
+// tools that appeared are added, tools whose client-visible definition
+// (description, title, input schema) changed are replaced, and tools that
+// are no longer callable are removed. A new revision that changes nothing a
+// client sees changes nothing, so it sends no notification.
+func (s *Server) Sync() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	snap := s.store.Load()
+	want := map[string]*mcp.Tool{}
+	if snap != nil {
+		for _, e := range snap.Enabled() {
+			if s.opts.MetaOnly && !s.pinned[e.Name] {
+				continue
+			}
+			if isMetaName(e.Name) {
+				s.log.Warn("catalog tool hidden by meta-tool of the same name", "tool", e.Name, "file", e.File)
+				continue
+			}
+			want[e.Name] = mcpTool(e.Tool)
+		}
+	}
+	var added, updated, removed []string
+	for _, name := range slices.Sorted(maps.Keys(s.published)) {
+		if _, ok := want[name]; !ok {
+			removed = append(removed, name)
+			delete(s.published, name)
+		}
+	}
+	if len(removed) > 0 {
+		s.mcp.RemoveTools(removed...)
+	}
+	for _, name := range slices.Sorted(maps.Keys(want)) {
+		t := want[name]
+		fp := fingerprint(t)
+		old, ok := s.published[name]
+		if ok && old == fp {
+			continue
+		}
+		if ok {
+			updated = append(updated, name)
+		} else {
+			added = append(added, name)
+		}
+		s.mcp.AddTool(t, s.catalogHandler(name))
+		s.published[name] = fp
+	}
+	if len(added)+len(updated)+len(removed) > 0 {
+		rev := ""
+		if snap != nil {
+			rev = snap.Rev()
+		}
+		s.log.Info("mcp tool list changed", "revision", rev,
+			"added", added, "updated", updated, "removed", removed, "listed", len(s.published))
+	}
+}
+
+// catalogHandler calls the catalog tool name through the dispatcher. The
+// tool is looked up by the dispatcher in the snapshot current at call
+// time, so a call never runs a definition older than the catalog's.
+func (s *Server) catalogHandler(name string) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		r := s.inv.Invoke(ctx, dispatch.Call{Tool: name, Params: req.Params.Arguments, Caller: s.opts.Caller(ctx, req)})
+		return callResult(r), nil
+	}
+}
+
+// DefaultCaller names the caller for the audit line: "mcp:<user>" when the
+// HTTP auth middleware recorded a user (auth.TokenInfo.UserID), else "mcp".
+// The client's self-declared name is not an identity and is not used.
+func DefaultCaller(_ context.Context, req *mcp.CallToolRequest) string {
+	if req != nil && req.Extra != nil && req.Extra.TokenInfo != nil && req.Extra.TokenInfo.UserID != "" {
+		return "mcp:" + req.Extra.TokenInfo.UserID
+	}
+	return "mcp"
+}
+
+// mcpTool is what clients see of t in tools/list.
+func mcpTool(t *hldp.Tool) *mcp.Tool {
+	return &mcp.Tool{
+		Name:        t.Name,
+		Title:       t.Display,
+		Description: description(t),
+		// Always {"type":"object",...} (hldp guarantees it, STYLE.md 7
+		// "MCP schema guard"); AddTool panics otherwise.
+		InputSchema: t.InputSchema(),
+	}
+}
+
+// description is the tool's intent, then its display name and why it
+// exists, and whether calls need an approval, so a model can choose
+// between tools from the list alone.
+func description(t *hldp.Tool) string {
+	var b strings.Builder
+	b.WriteString(t.Intent)
+	if t.Display != "" && t.Display != t.Intent {
+		b.WriteString("\n\nDisplay name: ")
+		b.WriteString(t.Display)
+	}
+	if t.Why != "" {
+		b.WriteString("\nWhy it exists: ")
+		b.WriteString(t.Why)
+	}
+	if t.Constraints.RequireConfirm {
+		b.WriteString("\nNeeds approval: every call must be approved before it runs (require_confirm).")
+	}
+	return b.String()
+}
+
+// fingerprint is the JSON of what a client sees of a tool.
+func fingerprint(t *mcp.Tool) string {
+	b, err := json.Marshal(t)
+	if err != nil { // cannot happen: every field marshals
+		return ""
+	}
+	return string(b)
+}
+
+func instructions(metaOnly bool) string {
+	if metaOnly {
+		return "toolagent serves tools registered in a git repository. The catalog is large, so only meta-tools are listed: " +
+			"call find_tool with what you want to do (English or Chinese) to get 1-3 candidate tools with their input schemas, " +
+			"then call_tool with the tool's name and params. Results are raw: output, the real stderr and exit code."
+	}
+	return "toolagent serves tools registered in a git repository; the list changes when the repository does. " +
+		"If no listed tool fits, find_tool searches the catalog by intent (English or Chinese). " +
+		"Results are raw: output, the real stderr and exit code."
+}
