@@ -1,0 +1,643 @@
+// Package approval keeps the server-side queue of calls that wait for an
+// approver: a call whose policy verdict is Confirm becomes a pending
+// Request; a principal with the approve role approves (optionally with
+// edited params) or denies it; dispatch then claims it exactly once, bound
+// to the tool, the definition revision and the params hash that were
+// approved, runs it and stores the result for the caller to fetch.
+//
+// The state lives here, on the server, never in what a caller sends back:
+// a caller holds only the unguessable id. Every request is one JSON file
+// under the state directory, written atomically (temp file, fsync,
+// rename), so pending approvals survive a restart.
+//
+// A Store is safe for concurrent use; one mutex orders all changes, so of
+// two concurrent Claims of one id exactly one wins. Only one process may
+// open a directory at a time.
+//
+// Imports: hldp is allowed but not needed; the package uses the standard
+// library only. Imported by dispatch (and cmd/toolagent, which opens the
+// Store under the state directory).
+package approval
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// DefaultTTL is how long a request waits for a decision, and how long an
+// approval waits to be claimed, unless Options.TTL says otherwise.
+const DefaultTTL = 15 * time.Minute
+
+// DefaultRetention is how long a finished request (denied, expired,
+// executed, invalid) is kept for GET before it is removed at Open.
+const DefaultRetention = 7 * 24 * time.Hour
+
+// Status is where a request stands; the value is the wire word.
+type Status string
+
+// The statuses of a request. Pending moves to approved, denied or expired;
+// approved moves to running (Claim), expired, or invalid (the binding no
+// longer matches); running moves to executed (Complete).
+const (
+	Pending  Status = "pending"
+	Approved Status = "approved"
+	Denied   Status = "denied"
+	Expired  Status = "expired"
+	Running  Status = "running"
+	Executed Status = "executed"
+	// Invalid: a Claim found the tool, revision or params changed since
+	// the approval; the approval is void and a new one is needed.
+	Invalid Status = "invalid"
+)
+
+// Final reports whether no further transition is possible.
+func (s Status) Final() bool {
+	return s == Denied || s == Expired || s == Executed || s == Invalid
+}
+
+// Errors of the Store; test with errors.Is. Messages wrapping them add the
+// id and what was found.
+var (
+	ErrNotFound        = errors.New("approval: no such request")
+	ErrExpired         = errors.New("approval: request expired")
+	ErrAlreadyDecided  = errors.New("approval: request already decided")
+	ErrSelfApproval    = errors.New("approval: a caller cannot approve its own call")
+	ErrNoIdentity      = errors.New("approval: the decider has no identity")
+	ErrNotApproved     = errors.New("approval: request is not approved")
+	ErrAlreadyUsed     = errors.New("approval: approval already used")
+	ErrBindingMismatch = errors.New("approval: call does not match what was approved")
+	ErrNotRunning      = errors.New("approval: request is not running")
+	ErrInvalidEdit     = errors.New("approval: edited params rejected")
+)
+
+// Request is one call waiting for, or past, a decision. The Params that
+// run are EditedParams when the approver amended them, else Params; the
+// ParamsHash is always the hash of the params that will run.
+type Request struct {
+	ID         string         `json:"id"`
+	Tool       string         `json:"tool"`
+	Revision   string         `json:"revision"`
+	Params     map[string]any `json:"params"`
+	ParamsHash string         `json:"params_hash"`
+	// Why is the policy rule and reason that required the approval.
+	Why       string    `json:"why,omitempty"`
+	Caller    string    `json:"caller"`
+	CreatedAt time.Time `json:"created_at"`
+	// ExpiresAt is when a pending request expires; once approved, when the
+	// approval expires unless claimed.
+	ExpiresAt    time.Time       `json:"expires_at"`
+	Status       Status          `json:"status"`
+	Decider      string          `json:"decider,omitempty"`
+	DecidedAt    time.Time       `json:"decided_at,omitzero"`
+	EditedParams map[string]any  `json:"edited_params,omitempty"`
+	ClaimedAt    time.Time       `json:"claimed_at,omitzero"`
+	CompletedAt  time.Time       `json:"completed_at,omitzero"`
+	Result       json.RawMessage `json:"result,omitempty"`
+	// Note says why a request became invalid or expired.
+	Note string `json:"note,omitempty"`
+}
+
+// RunParams returns the params the approved call runs with: the edited
+// ones when the approver amended them, else the original ones.
+func (r Request) RunParams() map[string]any {
+	if r.EditedParams != nil {
+		return r.EditedParams
+	}
+	return r.Params
+}
+
+// Options configure a Store.
+type Options struct {
+	// Dir is the directory the requests are kept in (created 0700); e.g.
+	// STATE/approvals. Required.
+	Dir string
+	// TTL is the life of a pending request and of an unclaimed approval
+	// (0: DefaultTTL).
+	TTL time.Duration
+	// Retention is how long finished requests are kept (0: DefaultRetention).
+	Retention time.Duration
+	// AllowSelfApproval lets the caller of a call approve it.
+	AllowSelfApproval bool
+	// Now returns the time (nil: time.Now). Tests inject a fake clock.
+	Now func() time.Time
+	// Logger receives a line per file that could not be loaded (nil: discard).
+	Logger *slog.Logger
+}
+
+// Store is the persistent set of requests.
+type Store struct {
+	opts Options
+	mu   sync.Mutex
+	reqs map[string]*Request
+}
+
+// Open loads every request under opts.Dir (creating it) and returns the
+// store. A file that cannot be read or decoded is skipped and logged, never
+// fatal: such a request cannot be claimed, so it fails closed. Finished
+// requests older than the retention are removed.
+func Open(opts Options) (*Store, error) {
+	if opts.Dir == "" {
+		return nil, errors.New("approval: Options.Dir is required")
+	}
+	if opts.TTL <= 0 {
+		opts.TTL = DefaultTTL
+	}
+	if opts.Retention <= 0 {
+		opts.Retention = DefaultRetention
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("approval: %w", err)
+	}
+	s := &Store{opts: opts, reqs: map[string]*Request{}}
+	entries, err := os.ReadDir(opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("approval: %w", err)
+	}
+	now := opts.Now()
+	for _, e := range entries {
+		name := e.Name()
+		id, ok := strings.CutSuffix(name, ".json")
+		if !ok || !e.Type().IsRegular() {
+			if strings.HasPrefix(name, ".tmp-") {
+				os.Remove(filepath.Join(opts.Dir, name)) // a write cut short by a crash
+			}
+			continue
+		}
+		file := filepath.Join(opts.Dir, name)
+		data, err := os.ReadFile(file)
+		if err != nil {
+			opts.Logger.Warn("skip approval file", "file", file, "err", err)
+			continue
+		}
+		r, err := decode(data)
+		if err == nil && r.ID != id {
+			err = fmt.Errorf("holds id %q", r.ID)
+		}
+		if err != nil {
+			opts.Logger.Warn("skip approval file", "file", file, "err", err)
+			continue
+		}
+		if r.Status.Final() && now.Sub(r.lastChange()) > opts.Retention {
+			os.Remove(file)
+			continue
+		}
+		s.reqs[id] = r
+	}
+	return s, nil
+}
+
+func decode(data []byte) (*Request, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber() // numbers keep their spelling, so hashes stay stable
+	var r Request
+	if err := dec.Decode(&r); err != nil {
+		return nil, err
+	}
+	if !validID(r.ID) {
+		return nil, fmt.Errorf("invalid id %q", r.ID)
+	}
+	return &r, nil
+}
+
+func (r *Request) lastChange() time.Time {
+	t := r.CreatedAt
+	for _, u := range []time.Time{r.DecidedAt, r.ClaimedAt, r.CompletedAt, r.ExpiresAt} {
+		if u.After(t) {
+			t = u
+		}
+	}
+	return t
+}
+
+// validID reports whether id has the form of an id this package makes:
+// 32 lowercase hex digits (128 random bits).
+func validID(id string) bool {
+	if len(id) != 32 {
+		return false
+	}
+	for _, c := range id {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+func newID() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("approval: random id: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+// Create records a pending request for a call of tool at definition
+// revision rev with validated params, asked by caller; why is the policy
+// rule that requires the approval. The request expires after the TTL.
+func (s *Store) Create(tool, rev string, params map[string]any, caller, why string) (Request, error) {
+	id, err := newID()
+	if err != nil {
+		return Request{}, err
+	}
+	hash, err := hashParams(params)
+	if err != nil {
+		return Request{}, fmt.Errorf("approval: %w", err)
+	}
+	params, err = clone(params)
+	if err != nil {
+		return Request{}, fmt.Errorf("approval: %w", err)
+	}
+	now := s.opts.Now()
+	r := &Request{ID: id, Tool: tool, Revision: rev, Params: params, ParamsHash: hash, Why: why, Caller: caller,
+		CreatedAt: now, ExpiresAt: now.Add(s.opts.TTL), Status: Pending}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.save(r); err != nil {
+		return Request{}, err
+	}
+	s.reqs[id] = r
+	return r.copy(), nil
+}
+
+// Get returns the request with id, expiring it first if its time is up.
+func (s *Store) Get(id string) (Request, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, err := s.lookup(id)
+	if err != nil {
+		return Request{}, err
+	}
+	return r.copy(), nil
+}
+
+// List returns the requests, oldest first; with pendingOnly only those
+// still waiting for a decision.
+func (s *Store) List(pendingOnly bool) []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Request, 0, len(s.reqs))
+	for id := range s.reqs {
+		r, err := s.lookup(id)
+		if err != nil || pendingOnly && r.Status != Pending {
+			continue
+		}
+		out = append(out, r.copy())
+	}
+	sort.Slice(out, func(i, k int) bool {
+		if !out[i].CreatedAt.Equal(out[k].CreatedAt) {
+			return out[i].CreatedAt.Before(out[k].CreatedAt)
+		}
+		return out[i].ID < out[k].ID
+	})
+	return out
+}
+
+// Decide records decider's decision on a pending request. approve false
+// denies it. When approving with editedParams (approve-with-edits), the
+// edit is passed through validate, which must check it against the
+// tool's schema and the policy again and return the normalized params (or
+// an error, which refuses the edit and leaves the request pending); the
+// approval then binds to the hash of the normalized params. validate may
+// be nil only when editedParams is nil.
+//
+// Errors: ErrNotFound, ErrExpired, ErrAlreadyDecided, ErrNoIdentity,
+// ErrSelfApproval (decider == caller approving, unless
+// Options.AllowSelfApproval; a caller may always deny, i.e. withdraw, its
+// own call), ErrInvalidEdit.
+func (s *Store) Decide(id, decider string, approve bool, editedParams map[string]any, validate func(map[string]any) (map[string]any, error)) (Request, error) {
+	if strings.TrimSpace(decider) == "" {
+		return Request{}, ErrNoIdentity
+	}
+	// Validate outside the lock: it may be slow (schema, policy).
+	var edited map[string]any
+	var editedHash string
+	if approve && editedParams != nil {
+		if validate == nil {
+			return Request{}, fmt.Errorf("%w: no validator for edited params", ErrInvalidEdit)
+		}
+		norm, err := validate(editedParams)
+		if err != nil {
+			return Request{}, fmt.Errorf("%w: %w", ErrInvalidEdit, err)
+		}
+		if edited, err = clone(norm); err != nil {
+			return Request{}, fmt.Errorf("%w: %w", ErrInvalidEdit, err)
+		}
+		if editedHash, err = hashParams(edited); err != nil {
+			return Request{}, fmt.Errorf("%w: %w", ErrInvalidEdit, err)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, err := s.lookup(id)
+	if err != nil {
+		return Request{}, err
+	}
+	switch {
+	case r.Status == Expired:
+		return Request{}, fmt.Errorf("%w: %s expired at %s", ErrExpired, id, r.ExpiresAt.Format(time.RFC3339))
+	case r.Status != Pending:
+		return Request{}, fmt.Errorf("%w: %s is %s (by %s)", ErrAlreadyDecided, id, r.Status, r.Decider)
+	case approve && decider == r.Caller && !s.opts.AllowSelfApproval:
+		return Request{}, fmt.Errorf("%w: %s asked for %s and cannot approve it", ErrSelfApproval, decider, id)
+	}
+	next := *r
+	now := s.opts.Now()
+	next.Decider, next.DecidedAt = decider, now
+	if approve {
+		next.Status = Approved
+		next.ExpiresAt = now.Add(s.opts.TTL)
+		if edited != nil {
+			next.EditedParams, next.ParamsHash = edited, editedHash
+		}
+	} else {
+		next.Status = Denied
+	}
+	if err := s.save(&next); err != nil {
+		return Request{}, err
+	}
+	*r = next
+	return r.copy(), nil
+}
+
+// Claim marks an approved request as running, exactly once, after
+// checking that the call about to run is the one approved: the same tool,
+// the same definition revision and the hash of the same params
+// (HashParams of Request.RunParams()). A mismatch voids the approval
+// (status invalid) and returns ErrBindingMismatch naming what changed.
+//
+// Errors: ErrNotFound, ErrExpired, ErrNotApproved (pending or denied),
+// ErrAlreadyUsed (claimed before), ErrBindingMismatch.
+func (s *Store) Claim(id, tool, rev, paramsHash string) (Request, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, err := s.lookup(id)
+	if err != nil {
+		return Request{}, err
+	}
+	switch r.Status {
+	case Approved:
+	case Expired:
+		return Request{}, fmt.Errorf("%w: %s expired at %s", ErrExpired, id, r.ExpiresAt.Format(time.RFC3339))
+	case Running, Executed:
+		return Request{}, fmt.Errorf("%w: %s was claimed at %s", ErrAlreadyUsed, id, r.ClaimedAt.Format(time.RFC3339))
+	case Invalid:
+		return Request{}, fmt.Errorf("%w: %s is void: %s", ErrBindingMismatch, id, r.Note)
+	default:
+		return Request{}, fmt.Errorf("%w: %s is %s", ErrNotApproved, id, r.Status)
+	}
+	var changed []string
+	if tool != r.Tool {
+		changed = append(changed, fmt.Sprintf("tool %q, approved %q", tool, r.Tool))
+	}
+	if rev != r.Revision {
+		changed = append(changed, fmt.Sprintf("definition revision %q, approved %q (the tool changed since)", rev, r.Revision))
+	}
+	if paramsHash != r.ParamsHash {
+		changed = append(changed, fmt.Sprintf("params hash %s, approved %s (the params changed)", short(paramsHash), short(r.ParamsHash)))
+	}
+	next := *r
+	if len(changed) > 0 {
+		next.Status, next.Note = Invalid, "call does not match the approval: "+strings.Join(changed, "; ")
+		if err := s.save(&next); err != nil {
+			return Request{}, err
+		}
+		*r = next
+		return Request{}, fmt.Errorf("%w: %s: %s; a new approval is needed", ErrBindingMismatch, id, strings.Join(changed, "; "))
+	}
+	next.Status, next.ClaimedAt = Running, s.opts.Now()
+	if err := s.save(&next); err != nil {
+		return Request{}, err
+	}
+	*r = next
+	return r.copy(), nil
+}
+
+// Complete stores the outcome of a claimed request (the call's result
+// JSON) and marks it executed, for the caller to fetch with Get.
+func (s *Store) Complete(id string, result json.RawMessage) (Request, error) {
+	if result != nil && !json.Valid(result) {
+		return Request{}, fmt.Errorf("approval: result of %s is not valid JSON", id)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.reqs[id]
+	if !ok {
+		return Request{}, fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	if r.Status != Running {
+		return Request{}, fmt.Errorf("%w: %s is %s", ErrNotRunning, id, r.Status)
+	}
+	next := *r
+	next.Status, next.CompletedAt, next.Result = Executed, s.opts.Now(), slices.Clone(result)
+	if err := s.save(&next); err != nil {
+		return Request{}, err
+	}
+	*r = next
+	return r.copy(), nil
+}
+
+// lookup returns the request, expiring it (and saving that) when its time
+// is up. s.mu must be held.
+func (s *Store) lookup(id string) (*Request, error) {
+	r, ok := s.reqs[id]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrNotFound, id)
+	}
+	if (r.Status == Pending || r.Status == Approved) && !s.opts.Now().Before(r.ExpiresAt) {
+		next := *r
+		next.Status = Expired
+		if r.Status == Pending {
+			next.Note = "no decision before it expired"
+		} else {
+			next.Note = "approved but not claimed before it expired"
+		}
+		if err := s.save(&next); err != nil {
+			// Expire in memory anyway: an expired approval must never run.
+			s.opts.Logger.Warn("save expired approval", "id", id, "err", err)
+		}
+		*r = next
+	}
+	return r, nil
+}
+
+// save writes r to its file atomically: a temp file in the same
+// directory, fsync, rename. s.mu must be held.
+func (s *Store) save(r *Request) error {
+	data, err := json.Marshal(r) // not indented: Result stays byte for byte
+	if err != nil {
+		return fmt.Errorf("approval: encode %s: %w", r.ID, err)
+	}
+	f, err := os.CreateTemp(s.opts.Dir, ".tmp-"+r.ID+"-")
+	if err != nil {
+		return fmt.Errorf("approval: save %s: %w", r.ID, err)
+	}
+	tmp := f.Name()
+	_, err = f.Write(append(data, '\n'))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(s.opts.Dir, r.ID+".json"))
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("approval: save %s: %w", r.ID, err)
+	}
+	return nil
+}
+
+func (r *Request) copy() Request {
+	c := *r
+	c.Params, _ = clone(r.Params)
+	c.EditedParams, _ = clone(r.EditedParams)
+	c.Result = slices.Clone(r.Result)
+	return c
+}
+
+// clone deep-copies params through JSON (numbers kept as json.Number).
+func clone(m map[string]any) (map[string]any, error) {
+	if m == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("params are not JSON: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var out map[string]any
+	if err := dec.Decode(&out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func short(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
+}
+
+// HashParams is the SHA-256 (hex) of the canonical JSON of params: object
+// keys sorted, no insignificant space, numbers in one spelling (an integral
+// value as an integer: 1, 1.0 and json.Number("1") hash alike), and an
+// empty or nil map as {}. Approvals bind to it; dispatch and audit lines
+// should use it too. Values that are not JSON hash as "unhashable:" plus
+// the error, which matches no approval.
+func HashParams(params map[string]any) string {
+	h, err := hashParams(params)
+	if err != nil {
+		return "unhashable: " + err.Error()
+	}
+	return h
+}
+
+func hashParams(params map[string]any) (string, error) {
+	if params == nil {
+		params = map[string]any{}
+	}
+	b, err := json.Marshal(params)
+	if err != nil {
+		return "", fmt.Errorf("params are not JSON: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return "", err
+	}
+	var buf bytes.Buffer
+	if err := canonical(&buf, v); err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(buf.Bytes())
+	return hex.EncodeToString(sum[:]), nil
+}
+
+func canonical(buf *bytes.Buffer, v any) error {
+	switch v := v.(type) {
+	case nil:
+		buf.WriteString("null")
+	case bool:
+		buf.WriteString(strconv.FormatBool(v))
+	case json.Number:
+		buf.WriteString(canonicalNumber(v))
+	case string:
+		b, _ := json.Marshal(v)
+		buf.Write(b)
+	case []any:
+		buf.WriteByte('[')
+		for i, e := range v {
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			if err := canonical(buf, e); err != nil {
+				return err
+			}
+		}
+		buf.WriteByte(']')
+	case map[string]any:
+		keys := make([]string, 0, len(v))
+		for k := range v {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		buf.WriteByte('{')
+		for i, k := range keys {
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			b, _ := json.Marshal(k)
+			buf.Write(b)
+			buf.WriteByte(':')
+			if err := canonical(buf, v[k]); err != nil {
+				return err
+			}
+		}
+		buf.WriteByte('}')
+	default:
+		return fmt.Errorf("unexpected %T in params", v)
+	}
+	return nil
+}
+
+// canonicalNumber spells a JSON number one way: integers (including 1.0
+// and 1e3) as integers, others in Go's shortest float form.
+func canonicalNumber(n json.Number) string {
+	if i, err := strconv.ParseInt(string(n), 10, 64); err == nil {
+		return strconv.FormatInt(i, 10)
+	}
+	f, err := strconv.ParseFloat(string(n), 64)
+	if err != nil {
+		return string(n)
+	}
+	if f == math.Trunc(f) && math.Abs(f) < 1<<53 {
+		return strconv.FormatInt(int64(f), 10)
+	}
+	return strconv.FormatFloat(f, 'g', -1, 64)
+}
