@@ -12,6 +12,8 @@ require (
 	golang.org/x/sys v0.49.0
 )
 
+require github.com/mozillazg/go-pinyin v0.21.0
+
 require (
 	dario.cat/mergo v1.0.0 // indirect
 	github.com/42wim/httpsig v1.2.4 // indirect

@@ -27,21 +27,21 @@ const (
 // ID is the tool's name.
 func ToolDoc(t *hldp.Tool) match.Doc {
 	d := match.Doc{ID: t.Name}
-	add := func(name, text string, w float64) {
+	add := func(name, text string, w float64, context bool) {
 		if strings.TrimSpace(text) != "" {
-			d.Fields = append(d.Fields, match.Field{Name: name, Text: text, Weight: w})
+			d.Fields = append(d.Fields, match.Field{Name: name, Text: text, Weight: w, Context: context})
 		}
 	}
-	add("name", splitName(t.Name), weightName)
-	add("display", t.Display, weightDisplay)
-	add("intent", t.Intent, weightIntent)
-	add("keywords", strings.Join(t.Keywords, ", "), weightKeywords)
-	add("why", t.Why, weightWhy)
+	add("name", splitName(t.Name), weightName, false)
+	add("display", t.Display, weightDisplay, false)
+	add("intent", t.Intent, weightIntent, false)
+	add("keywords", strings.Join(t.Keywords, ", "), weightKeywords, false)
+	add("why", t.Why, weightWhy, true)
 	var params []string
 	for _, p := range t.Params {
 		params = append(params, splitName(p.Name)+": "+p.Description+".")
 	}
-	add("params", strings.Join(params, " "), weightParams)
+	add("params", strings.Join(params, " "), weightParams, true)
 	return d
 }
 

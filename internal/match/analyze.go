@@ -33,6 +33,7 @@ type token struct {
 	kind    tokKind //
 	weight  float64 // kindWeight times the concept's own weight
 	class   Class   // the concept's class; Other for other kinds
+	fix     string  // the word a misspelling was read as, if any
 }
 
 // analyzer turns text into tokens using a vocabulary. It holds no mutable
@@ -161,13 +162,19 @@ func (a analyzer) english(dst []token, words []string) []token {
 			for _, c := range cs {
 				dst = a.concept(dst, c, surface)
 			}
-			if n == 1 && weak[i] {
+			switch {
+			case n == 1 && weak[i]:
 				// A part of an identifier names a thing; it asks for no
 				// action ("feature/export-csv" is a branch, not an export).
 				for j := k; j < len(dst); j++ {
 					dst[j].weight *= identWeight
 					dst[j].class = Other
 				}
+			case pastForm(words[i+n-1]):
+				// A request asks in the base form ("restart it"); a past
+				// form describes what happened ("who committed", "it
+				// crashed", "the merged PRs"), so it is no requested action.
+				demote(dst[k:])
 			}
 			i += n
 			continue
@@ -218,17 +225,51 @@ func (a analyzer) han(dst []token, run string, query bool) []token {
 		}
 		surface := sub(i, i+m)
 		isStop := true
+		k := len(dst)
 		for _, c := range cs {
 			if a.v.concepts[c].weight != 0 {
 				isStop = false
 			}
 			dst = a.concept(dst, c, surface)
 		}
+		if i+m < n && descriptive(sub(i+m, i+m+1)) {
+			// 写的是什么, 我提的 PR, 有人记过: the verb describes a thing
+			// or a past event; it is not what the request asks to do.
+			demote(dst[k:])
+		}
 		for j := i; j < i+m; j++ {
 			covered[j] = true
 			stop[j] = isStop
 		}
 		i += m
+	}
+	if query {
+		// A two-character word the vocabulary lacks, standing alone
+		// between known words, may be a homophone misspelling of one it
+		// has (服务重起一下: 重起 -> 重启). A negation is a phrase, not a
+		// misspelt word (不通, 没含).
+		for i := 0; i+1 < n; i++ {
+			if covered[i] || covered[i+1] || i > 0 && !covered[i-1] || i+2 < n && !covered[i+2] {
+				continue
+			}
+			w := sub(i, i+2)
+			if strings.ContainsAny(w, "不没未别无非") {
+				continue
+			}
+			term, ok := a.v.sounds().lookup(w)
+			if !ok {
+				continue
+			}
+			k := len(dst)
+			for _, c := range a.v.han[term] {
+				dst = a.concept(dst, c, w)
+			}
+			for j := k; j < len(dst); j++ {
+				dst[j].fix = term
+			}
+			covered[i], covered[i+1] = true, true
+			i++
+		}
 	}
 	// Leftover spans: bigrams, or the character itself when alone.
 	for i := 0; i < n; {
@@ -258,6 +299,30 @@ func (a analyzer) han(dst []token, run string, query bool) []token {
 		dst = append(dst, token{key: a.unigramKey(s), surface: s, kind: kindUnigram, weight: kindWeight[kindUnigram]})
 	}
 	return dst
+}
+
+// demote turns requested actions among toks into plain words: they still
+// match, but ask nothing of a fitting document.
+func demote(toks []token) {
+	for j := range toks {
+		if toks[j].class == Action {
+			toks[j].class = Other
+		}
+	}
+}
+
+// pastForm reports whether an English word is a regular past tense or past
+// participle ("restarted", "deployed").
+func pastForm(w string) bool {
+	return len(w) > 4 && strings.HasSuffix(w, "ed")
+}
+
+// descriptive reports whether a Chinese character after a verb makes the
+// verb describe rather than request: 的 turns it into a modifier or a noun
+// phrase (谁写的, 写的是什么, 我提的 PR), 过 into a past experience (记过,
+// 改过).
+func descriptive(c string) bool {
+	return c == "的" || c == "过"
 }
 
 // fileExts are name suffixes that mark a word as a file name.

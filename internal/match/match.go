@@ -9,8 +9,10 @@
 // character unigrams as a weak fallback; URLs, paths, hosts, versions and
 // hashes count as their class ("url", "path", ...). Every vocabulary term
 // becomes a language-neutral concept token, so "restart" finds a tool
-// described as "重启". Unknown English words within one or two edits of a
-// known word are corrected ("restar" -> "restart").
+// described as "重启". Unknown English words one edit from a known word are
+// corrected ("restar" -> "restart"; under six letters only a doubled
+// letter, "isues", since without a dictionary "lunch" cannot be told from a
+// misspelt "launch").
 //
 // Scores are BM25F term weights normalised by the query's own maximum, so a
 // score is the idf-weighted share of the query that the document covers, in
@@ -20,15 +22,23 @@
 // action or object that no document mentions weighs double, and every
 // requested action no document offers lowers the score by a fixed factor,
 // because "do X" where no tool does X is the usual way a near-domain
-// request fails to fit.
+// request fails to fit. Two more checks go beyond coverage: a document
+// whose core fields (Field.Context unset) hold none of the objects a
+// request names ranks lower, and when the best document matches nothing but
+// the request's verbs ("write me a poem"), every score is lowered. Verbs
+// that describe rather than request (English past forms, "who committed";
+// a Chinese verb before 的 or 过, 写的是什么) count as words, not actions.
+// Chinese two-character words the vocabulary lacks are read as homophone
+// misspellings of a vocabulary word when they share one character and
+// sound the same (重起 -> 重启; pinyin from github.com/mozillazg/go-pinyin).
 //
 // An Index is immutable after New and safe for concurrent use by any number
 // of goroutines calling Match. A Vocab is immutable too.
 //
-// match is a leaf package: it imports only the standard library and knows
-// nothing of the TOOL.hdlp format. internal/catalog turns tools into Docs
-// (catalog.ToolDoc) and holds one Index per snapshot; internal/match/matcheval
-// evaluates it.
+// match is a leaf package: it imports the standard library and one library
+// (go-pinyin) and knows nothing of the TOOL.hdlp format. internal/catalog
+// turns tools into Docs (catalog.ToolDoc) and holds one Index per snapshot;
+// internal/match/matcheval evaluates it.
 package match
 
 import (
@@ -87,6 +97,21 @@ const (
 	absentActionMinWeight = 0.5
 )
 
+// offCoreFactor multiplies a document's coverage, for ranking and score,
+// when the request names objects (vocabulary concepts of class Object) that
+// the catalog knows but the document's core fields (those not marked
+// Context) hold none of them: a tool is about what its name, title and
+// summary say, and a request's object found only in why it exists or in a
+// parameter's description ("root" in a scheduling tool's "run as user")
+// is weak evidence that it fits.
+const offCoreFactor = 0.8
+
+// onlyActionFactor multiplies every candidate's score when the best one
+// matches nothing but actions: "write me a poem" hits a file-writing tool
+// through "write" alone, and a tool that offers the verb but nothing the
+// request is about is weak evidence of fit. It lowers scores, not ranks.
+const onlyActionFactor = 0.6
+
 // Doc is one document to index: a tool, for toolagent.
 type Doc struct {
 	// ID names the document in results; IDs should be unique.
@@ -104,6 +129,12 @@ type Field struct {
 	Text string
 	// Weight multiplies the field's term frequencies (BM25F); 0 means 1.
 	Weight float64
+	// Context marks a field that only gives background, such as why a tool
+	// exists or what its parameters mean, as opposed to the core fields
+	// that say what the document is (a name, a title, a summary). A
+	// requested object that a document mentions only in context fields is
+	// weak evidence that the document fits (see offCoreFactor).
+	Context bool
 }
 
 // Result is the answer to a query.
@@ -133,6 +164,7 @@ type Candidate struct {
 type posting struct {
 	doc   int32
 	field uint8   // index of the field that contributed most
+	core  bool    // the term occurs in a field that is not Context
 	sat   float32 // saturated BM25F term frequency, in [0, 1)
 	surf  int32   // document-side text of the term (index into Index.surfs)
 }
@@ -246,6 +278,7 @@ func New(docs []Doc, vocab *Vocab) *Index {
 		tf    float64
 		best  float64
 		field uint8
+		core  bool
 		surf  int32
 	}
 	pos := make([]int32, len(ix.postings)) // term -> index in accs, -1 when absent
@@ -281,6 +314,7 @@ func New(docs []Doc, vocab *Vocab) *Index {
 					fieldTF = append(fieldTF, 0)
 				}
 				a := &accs[k]
+				a.core = a.core || !fl.Context
 				a.tf += c
 				fieldTF[k] += c
 				if fieldTF[k] > a.best {
@@ -292,7 +326,7 @@ func New(docs []Doc, vocab *Vocab) *Index {
 		for _, a := range accs {
 			pos[a.term] = -1
 			ix.postings[a.term] = append(ix.postings[a.term], posting{
-				doc: int32(d), field: a.field, surf: a.surf,
+				doc: int32(d), field: a.field, core: a.core, surf: a.surf,
 				sat: float32(a.tf / (k1 + a.tf)),
 			})
 		}
@@ -308,7 +342,8 @@ func New(docs []Doc, vocab *Vocab) *Index {
 		words[w] = true
 	}
 	ix.typos = newTypoIndex(words)
-	ix.scratch = &sync.Pool{New: func() any { return &scratch{scores: make([]float32, len(docs))} }}
+	vocab.sounds() // built once per vocabulary; keep it off the request path
+	ix.scratch = &sync.Pool{New: func() any { return &scratch{scores: make([]float32, len(docs)), roles: make([]role, len(docs))} }}
 	return ix
 }
 
@@ -332,11 +367,23 @@ type unit struct {
 	surface string
 	qw      float64 // the unit's share of the query's maximum score
 	fuzzy   string  // the known word a typo was corrected to
+	class   Class
 	gain    float64 // share of qw a hit earns: 1, less for a corrected typo
+	role    role    // what the unit asks a fitting document to offer
 }
+
+// role says what a query unit is, as bits, for the checks of fit beyond
+// coverage (see offCoreFactor and onlyActionFactor).
+type role uint8
+
+const (
+	roleObject role = 1 << iota // an object, matched in a core field
+	roleThing                   // anything but an action, matched in any field
+)
 
 type scratch struct {
 	scores  []float32
+	roles   []role // per document, the roles of the units it matched
 	touched []int32
 	toks    []token
 }
@@ -354,21 +401,30 @@ func (ix *Index) Match(q string, k int) Result {
 		return Result{}
 	}
 	s.touched = s.touched[:0]
+	var asked role // the roles of the query's units that some document holds
 	for _, u := range units {
 		if u.term < 0 {
 			continue
 		}
+		asked |= u.role
 		w := float32(u.qw * u.gain / total)
 		for _, p := range ix.postings[u.term] {
 			if s.scores[p.doc] == 0 {
 				s.touched = append(s.touched, p.doc)
 			}
 			s.scores[p.doc] += w * p.sat
+			if p.core {
+				s.roles[p.doc] |= u.role & roleObject
+			}
+			if u.class != Action {
+				s.roles[p.doc] |= roleThing
+			}
 		}
 	}
 	type hit struct {
 		doc   int32
 		score float64
+		roles role
 	}
 	// before orders hits: higher score first, then ID.
 	before := func(a, b hit) bool {
@@ -379,8 +435,11 @@ func (ix *Index) Match(q string, k int) Result {
 	}
 	top := make([]hit, 0, k+1)
 	for _, d := range s.touched {
-		h := hit{doc: d, score: float64(s.scores[d])}
-		s.scores[d] = 0
+		h := hit{doc: d, score: float64(s.scores[d]), roles: s.roles[d]}
+		if asked&roleObject != 0 && h.roles&roleObject == 0 {
+			h.score *= offCoreFactor
+		}
+		s.scores[d], s.roles[d] = 0, 0
 		if len(top) == k && !before(h, top[k-1]) {
 			continue
 		}
@@ -394,8 +453,12 @@ func (ix *Index) Match(q string, k int) Result {
 		}
 	}
 	res := Result{Candidates: make([]Candidate, len(top))}
+	qf := math.Pow(absentActionFactor, float64(absent))
+	if len(top) > 0 && top[0].roles&roleThing == 0 {
+		qf *= onlyActionFactor
+	}
 	for i, h := range top {
-		sc := confidence(h.score, total) * math.Pow(absentActionFactor, float64(absent))
+		sc := confidence(h.score, total) * qf
 		res.Candidates[i] = Candidate{ID: ix.ids[h.doc], Score: sc, Matched: ix.explain(units, h.doc)}
 	}
 	res.Found = len(top) > 0 && res.Candidates[0].Score >= ix.threshold
@@ -437,9 +500,12 @@ func (ix *Index) units(s *scratch, q string) ([]unit, float64, int) {
 			}
 			return
 		}
-		u := unit{term: -1, surface: surface, fuzzy: fuzzy, gain: 1}
+		u := unit{term: -1, surface: surface, fuzzy: fuzzy, gain: 1, class: class}
 		if fuzzy != "" {
 			u.gain = fuzzyGain
+		}
+		if class == Object {
+			u.role = roleObject
 		}
 		if id, ok := ix.terms[key]; ok {
 			u.term = id
@@ -468,7 +534,7 @@ func (ix *Index) units(s *scratch, q string) ([]unit, float64, int) {
 				continue
 			}
 		}
-		add(t.key, t.surface, "", t.weight, t.kind == kindConcept, t.class)
+		add(t.key, t.surface, t.fix, t.weight, t.kind == kindConcept, t.class)
 	}
 	return units, total, absent
 }

@@ -37,6 +37,7 @@ restart, bounce, 重启
 error, errors, 报错, 错误
 last lines, 最后几行
 host, server, 主机
+different, 不同
 url, 网址
 path, 路径
 `))
@@ -66,6 +67,10 @@ path, 路径
 		{"patterns become their class", "curl https://x.example.com/a then web-02 and /var/log/x", true, []string{"curl", "C:url", "then", "C:host", "and", "C:path", "var", "C:log"}},
 		{"compound identifiers", "api-gateway", true, []string{"api", "gatewai"}},
 		{"full-width folding", "ＬＯＧ", true, []string{"C:log"}},
+		{"homophone misspelling", "重起", true, []string{"C:restart"}},
+		{"homophone only in queries", "重起", false, []string{"重起", "~重", "~起"}},
+		{"homophone needs a word on its own", "重起来", true, []string{"重起", "起来", "~重", "~起", "~来"}},
+		{"a negation is no misspelling", "不通", true, []string{"不通", "~不", "~通"}},
 	}
 	for _, tt := range tests {
 		var got []string
@@ -80,6 +85,92 @@ path, 路径
 	toks := an.analyze(nil, "api-gateway", true)
 	if toks[0].weight >= kindWeight[kindWord] {
 		t.Errorf("analyze(api-gateway) weight = %v, want < %v", toks[0].weight, kindWeight[kindWord])
+	}
+}
+
+// TestAnalyzeDescriptive checks that verbs which describe rather than
+// request keep matching but are no longer actions.
+func TestAnalyzeDescriptive(t *testing.T) {
+	v, err := ParseVocab(strings.NewReader("write, 写 ; 1 action\nrestart, 重启 ; 1 action\nfile, 文件 ; 1 object\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	an := analyzer{v: v}
+	tests := []struct {
+		in   string
+		want Class // class of the first token
+	}{
+		{"写一下文件", Action},
+		{"文件里写的是什么", Object}, // first token is 文件; checked below
+		{"restart it", Action},
+		{"who restarted it", Other},
+		{"重启过吗", Other},
+		{"谁写的", Other},
+	}
+	for _, tt := range tests {
+		toks := an.analyze(nil, tt.in, true)
+		if len(toks) == 0 {
+			t.Errorf("analyze(%q) = no tokens", tt.in)
+			continue
+		}
+		if got := toks[0].class; got != tt.want {
+			t.Errorf("analyze(%q)[0].class = %v, want %v", tt.in, got, tt.want)
+		}
+	}
+	if toks := an.analyze(nil, "文件里写的是什么", true); len(toks) < 2 || toks[1].class != Other {
+		t.Errorf("analyze(文件里写的是什么) = %+v, want 写 as Other", toks)
+	}
+}
+
+func TestTypoCorrect(t *testing.T) {
+	known := map[string]bool{}
+	for _, w := range []string{"launch", "issues", "memory", "restart", "certificate", "move", "table"} {
+		known[w] = true
+	}
+	ti := newTypoIndex(known)
+	tests := []struct {
+		in, want string
+		ok       bool
+	}{
+		{"restar", "restart", true},
+		{"memmory", "memory", true},
+		{"cerificate", "certificate", true},
+		{"isues", "issues", true},    // five letters, a dropped doubled letter
+		{"lunch", "", false},         // five letters, one edit, but a real word
+		{"movie", "", false},         // likewise
+		{"tabel", "", false},         // short transposition: no guess
+		{"restart", "restart", true}, // known words come back as they are
+	}
+	for _, tt := range tests {
+		got, ok := ti.correct(tt.in)
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("correct(%q) = %q, %v, want %q, %v", tt.in, got, ok, tt.want, tt.ok)
+		}
+	}
+}
+
+// TestContextField checks that an object found only in a document's
+// context fields counts for less than the same object in a core field.
+func TestContextField(t *testing.T) {
+	mk := func(id string, context bool) Doc {
+		return Doc{ID: id, Fields: []Field{
+			{Name: "intent", Text: "schedule a recurring job", Weight: 2},
+			{Name: "params", Text: "user: run the job as this user", Weight: 0.5, Context: context},
+		}}
+	}
+	res := New([]Doc{mk("a-context", true), mk("b-core", false)}, nil).Match("a job for the deploy user", 2)
+	if len(res.Candidates) != 2 || res.Candidates[0].ID != "b-core" || res.Candidates[1].Score >= res.Candidates[0].Score {
+		t.Errorf("Match = %+v, want b-core first and a-context lower", res.Candidates)
+	}
+}
+
+// TestOnlyAction checks that a request matched through its verb alone
+// scores below one that also names what the document is about.
+func TestOnlyAction(t *testing.T) {
+	ix := New([]Doc{{ID: "file-write", Fields: []Field{{Name: "intent", Text: "Write text to a file on a server", Weight: 2}}}}, nil)
+	poem, file := ix.Match("write me a poem", 1), ix.Match("write the config file", 1)
+	if len(poem.Candidates) == 0 || len(file.Candidates) == 0 || poem.Found || poem.Candidates[0].Score >= file.Candidates[0].Score {
+		t.Errorf("Match(write me a poem) = %+v, Match(write the config file) = %+v; want the first lower and not found", poem, file)
 	}
 }
 

@@ -15,6 +15,15 @@ type typoIndex struct {
 // many neighbours to guess from.
 const minTypoLen = 5
 
+// minFreeTypoLen is the shortest word corrected by any one edit. A shorter
+// word (of minTypoLen letters or more) is corrected only for a doubled or
+// undoubled letter ("isues", "memmory"): without a dictionary the matcher
+// cannot tell a misspelling from another real word, and short real words
+// are often one edit from a catalog word ("lunch"/"launch",
+// "movie"/"move"), while a slip of a repeated letter rarely makes a real
+// word.
+const minFreeTypoLen = 6
+
 func newTypoIndex(words map[string]bool) *typoIndex {
 	t := &typoIndex{dels: map[string][]int32{}}
 	for w := range words {
@@ -45,7 +54,7 @@ func (t *typoIndex) correct(w string) (string, bool) {
 	consider := func(ids []int32) {
 		for _, id := range ids {
 			c := t.list[id]
-			if c == best || editDistance(w, c) > 1 {
+			if c == best || editDistance(w, c) > 1 || len(w) < minFreeTypoLen && !doubledSlip(w, c) {
 				continue
 			}
 			// Prefer the candidate sharing the first letter.
@@ -64,6 +73,25 @@ func (t *typoIndex) correct(w string) (string, bool) {
 		consider(t.dels[w[:j]+w[j+1:]])
 	}
 	return best, n == 1
+}
+
+// doubledSlip reports whether a and b differ by one letter that repeats its
+// neighbour in the longer of the two ("isues"/"issues").
+func doubledSlip(a, b string) bool {
+	if len(a) > len(b) {
+		a, b = b, a
+	}
+	if len(b) != len(a)+1 {
+		return false
+	}
+	i := 0
+	for i < len(a) && a[i] == b[i] {
+		i++
+	}
+	if a[i:] != b[i+1:] {
+		return false
+	}
+	return i > 0 && b[i-1] == b[i] || i+1 < len(b) && b[i+1] == b[i]
 }
 
 // editDistance is the optimal-string-alignment distance of a and b (ASCII).

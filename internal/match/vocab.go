@@ -30,6 +30,7 @@ type Vocab struct {
 	han      map[string][]int32 // CJK term -> concepts
 	hanFirst map[rune]int       // first character -> longest term, in characters
 	words    []string           // single English words, unstemmed (typo correction)
+	sounds   func() soundIndex  // homophones of two-character terms, built on first use
 }
 
 // concept is one line of a vocabulary file.
@@ -204,10 +205,12 @@ func (v *Vocab) Len() int { return len(v.concepts) }
 type vocabBuilder struct{ v *Vocab }
 
 func newVocabBuilder() vocabBuilder {
-	return vocabBuilder{v: &Vocab{
+	v := &Vocab{
 		en: map[string][]int32{}, enFirst: map[string]int{},
 		han: map[string][]int32{}, hanFirst: map[rune]int{},
-	}}
+	}
+	v.sounds = sync.OnceValue(func() soundIndex { return newSoundIndex(v.han) })
+	return vocabBuilder{v: v}
 }
 
 func (b vocabBuilder) newConcept(label string, weight float64, class Class) int32 {

@@ -87,18 +87,19 @@ func TestDevSetFloors(t *testing.T) {
 		r.WriteMisses(&b)
 		t.Logf("misses:\n%s", b.String())
 	}
-	// target is what the intent-matching issue asks for; floor is what the
-	// method reaches today, less a small margin, so that a regression
-	// fails. Targets not yet met are logged, not failed.
+	// target is what the intent-matching issue asks for; floor is the
+	// target where the method meets it, else what it reaches today less a
+	// small margin, so that a regression fails. Targets not yet met are
+	// logged, not failed. Hit@3 is 0.944 (10 misses of 180): floor 0.94.
 	floors := []struct {
 		name               string
 		got, target, floor float64
 		atMost             bool
 	}{
 		{"hit_at_3", r.HitAt3, 0.95, 0.94, false},
-		{"hit_at_1", r.HitAt1, 0.80, 0.79, false},
-		{"nofit_recall", r.NoFitRecall, 0.85, 0.73, false},
-		{"answerable_refused", r.AnswerableRefused, 0.05, 0.056, true},
+		{"hit_at_1", r.HitAt1, 0.80, 0.80, false},
+		{"nofit_recall", r.NoFitRecall, 0.85, 0.85, false},
+		{"answerable_refused", r.AnswerableRefused, 0.05, 0.05, true},
 	}
 	for _, f := range floors {
 		below := func(limit float64) bool { return f.atMost && f.got > limit || !f.atMost && f.got < limit }
