@@ -1,0 +1,128 @@
+package main
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func testEnv(vars map[string]string) env {
+	return env{getenv: func(k string) string { return vars[k] }, stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard}
+}
+
+func writeConfig(t *testing.T, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "toolagent.yaml")
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestConfigPrecedence: flag > environment > config file > default.
+func TestConfigPrecedence(t *testing.T) {
+	file := writeConfig(t, "listen: 127.0.0.1:1111\nshutdown_grace: 3s\nmax_concurrent: 7\nlog_format: json\n")
+	tests := []struct {
+		name      string
+		env       map[string]string
+		args      []string
+		wantAddr  string
+		wantGrace time.Duration
+		wantMax   int
+	}{
+		{"defaults", nil, nil, "127.0.0.1:8765", 10 * time.Second, 64},
+		{"file", nil, []string{"--config", file}, "127.0.0.1:1111", 3 * time.Second, 7},
+		{"file from env", map[string]string{"TOOLAGENT_CONFIG": file}, nil, "127.0.0.1:1111", 3 * time.Second, 7},
+		{"env over file", map[string]string{"TOOLAGENT_LISTEN": "127.0.0.1:2222", "TOOLAGENT_SHUTDOWN_GRACE": "250ms"}, []string{"--config", file}, "127.0.0.1:2222", 250 * time.Millisecond, 7},
+		{"flag over env", map[string]string{"TOOLAGENT_LISTEN": "127.0.0.1:2222"}, []string{"--config", file, "--listen", "127.0.0.1:3333", "--max-concurrent=9"}, "127.0.0.1:3333", 3 * time.Second, 9},
+	}
+	for _, tc := range tests {
+		cfg, err := loadConfig(testEnv(tc.env), tc.args)
+		if err != nil {
+			t.Errorf("%s: loadConfig(%q) error: %v", tc.name, tc.args, err)
+			continue
+		}
+		if cfg.Listen != tc.wantAddr || cfg.ShutdownGrace != tc.wantGrace || cfg.MaxConcurrent != tc.wantMax {
+			t.Errorf("%s: loadConfig(%q) = listen %s, grace %v, max %d; want %s, %v, %d",
+				tc.name, tc.args, cfg.Listen, cfg.ShutdownGrace, cfg.MaxConcurrent, tc.wantAddr, tc.wantGrace, tc.wantMax)
+		}
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		file string
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{"unknown key names the line", "listen: 127.0.0.1:1\n\nlisen: x\n", nil, nil, `toolagent.yaml:3:1: unknown key "lisen" (did you mean "listen"?)`},
+		{"tokens never in a file", "tokens: a:call:0123456789abcdef\n", nil, nil, "never from a config file"},
+		{"bad duration names the line", "log_level: info\nshutdown_grace: soon\n", nil, nil, `toolagent.yaml:2: shutdown_grace: "soon" is not a duration`},
+		{"list for a scalar", "listen: [a, b]\n", nil, nil, "toolagent.yaml:1: listen: want a single value, not a list"},
+		{"set twice", "listen: a:1\nlisten: b:2\n", nil, nil, `toolagent.yaml:2:1: key "listen" is set twice (first on line 1)`},
+		{"not a mapping", "- listen\n", nil, nil, "want a mapping of settings"},
+		{"bad env", "", map[string]string{"TOOLAGENT_MAX_CONCURRENT": "many"}, nil, `env TOOLAGENT_MAX_CONCURRENT: "many" is not a whole number`},
+		{"bad flag", "", nil, []string{"--shutdown-grace", "1 minute"}, `flag --shutdown-grace: "1 minute" is not a duration`},
+		{"bad log format", "log_format: xml\n", nil, nil, `log_format "xml": want text or json`},
+		{"arguments", "", nil, []string{"extra"}, "serve takes no arguments"},
+	}
+	for _, tc := range tests {
+		args := tc.args
+		if tc.file != "" {
+			args = append([]string{"--config", writeConfig(t, tc.file)}, args...)
+		}
+		_, err := loadConfig(testEnv(tc.env), args)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: loadConfig() error = %v; want one containing %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// TestConfigDocumented checks that README's configuration table has one
+// row per Config field with its key, variable, flag and default.
+func TestConfigDocumented(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]string{}
+	for _, line := range strings.Split(string(readme), "\n") {
+		if strings.HasPrefix(line, "| `TOOLAGENT_") {
+			env := strings.Trim(strings.Split(line, "|")[1], " `")
+			rows[env] = line
+		}
+	}
+	for _, s := range settings() {
+		row, ok := rows[s.env]
+		if !ok {
+			t.Errorf("README has no configuration row for %s", s.env)
+			continue
+		}
+		cells := strings.Split(row, "|")
+		if len(cells) < 6 {
+			t.Errorf("README row for %s has %d cells; want | env | key | flag | default | meaning |", s.env, len(cells))
+			continue
+		}
+		want := []string{s.key, "--" + s.flag, s.def}
+		if s.key == "-" {
+			want[0] = "—"
+		}
+		if s.flag == "" || s.flag == "-" {
+			want[1] = "—"
+		}
+		for i, w := range want {
+			got := strings.Trim(cells[i+2], " `")
+			if w == "" {
+				continue // a default that depends on the machine: the row says which
+			}
+			if got != w {
+				t.Errorf("README row for %s: column %d = %q; want %q", s.env, i+2, got, w)
+			}
+		}
+	}
+}

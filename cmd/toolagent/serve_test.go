@@ -1,0 +1,531 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/toolagent/toolagent/internal/catalog"
+	"github.com/toolagent/toolagent/internal/dispatch"
+)
+
+// syncBuffer is a goroutine-safe log sink the test reads while the daemon
+// writes.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// daemon is a `toolagent serve` running in-process (wtf MustRunMain).
+type daemon struct {
+	url    string
+	logs   *syncBuffer
+	cancel context.CancelFunc
+	done   chan error
+	client *http.Client
+	token  string
+}
+
+// pollUntil polls cond until it holds, failing the test after 15s. It never
+// sleeps in place of a condition.
+func pollUntil(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// startDaemon runs serve on 127.0.0.1:0 with the given extra flags and
+// environment, reads the bound address from the "listening" log line, and
+// waits for /readyz. The daemon is stopped at cleanup.
+func startDaemon(t *testing.T, env map[string]string, args ...string) *daemon {
+	t.Helper()
+	d := &daemon{logs: &syncBuffer{}, done: make(chan error, 1),
+		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 600}}}
+	ctx, cancel := context.WithCancel(context.Background())
+	d.cancel = cancel
+	getenv := func(k string) string { return env[k] }
+	full := append([]string{"serve", "--listen", "127.0.0.1:0", "--log-format", "json", "--state", t.TempDir()}, args...)
+	go func() { d.done <- run(ctx, full, getenv, strings.NewReader(""), io.Discard, d.logs) }()
+	t.Cleanup(func() {
+		d.stop(t)
+		d.client.CloseIdleConnections()
+	})
+	pollUntil(t, "the listening log line", func() bool {
+		select {
+		case err := <-d.done:
+			d.done <- err
+			t.Fatalf("serve exited early: %v\n%s", err, d.logs)
+		default:
+		}
+		sc := bufio.NewScanner(strings.NewReader(d.logs.String()))
+		for sc.Scan() {
+			var line struct{ Msg, Addr string }
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "listening" {
+				d.url = "http://" + line.Addr
+				return true
+			}
+		}
+		return false
+	})
+	pollUntil(t, "/readyz", func() bool {
+		resp, err := d.client.Get(d.url + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+	return d
+}
+
+// stop cancels the daemon's context and returns what run returned.
+func (d *daemon) stop(t testing.TB) error {
+	t.Helper()
+	d.cancel()
+	select {
+	case err := <-d.done:
+		d.done <- err
+		return err
+	case <-time.After(30 * time.Second):
+		t.Fatalf("serve did not return 30s after cancel\n%s", d.logs)
+		return nil
+	}
+}
+
+func (d *daemon) request(t testing.TB, method, path, body string) (int, []byte) {
+	t.Helper()
+	var r io.Reader
+	if body != "" {
+		r = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, d.url+path, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.token != "" {
+		req.Header.Set("Authorization", "Bearer "+d.token)
+	}
+	resp, err := d.client.Do(req)
+	if err != nil {
+		t.Errorf("%s %s: %v", method, path, err)
+		return 0, nil
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Errorf("%s %s: read body: %v", method, path, err)
+	}
+	return resp.StatusCode, b
+}
+
+func (d *daemon) call(t testing.TB, tool string, params any) (int, dispatch.Result) {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"tool": tool, "params": params})
+	code, b := d.request(t, "POST", "/v1/call", string(body))
+	var res dispatch.Result
+	if code != 0 {
+		if err := json.Unmarshal(b, &res); err != nil {
+			t.Errorf("POST /v1/call %s: %d %q is not a result: %v", body, code, b, err)
+		}
+	}
+	return code, res
+}
+
+func testTool(name, body string) string {
+	return "name: " + name + "\ndisplay: " + name + "\nauthor: test\ncreated: 2026-05-31\nwhy: a test tool\n" + body
+}
+
+// shellExec is the seed's generic shell tool, as native-repo ships it.
+func shellExec(t testing.TB) string {
+	b, err := os.ReadFile("../../native-repo/tools/shell-exec/TOOL.hdlp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func putTool(t testing.TB, dir, name, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Join(dir, name), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Write beside and rename over, as editors and git do.
+	tmp := filepath.Join(dir, name, ".TOOL.hdlp.tmp")
+	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, name, "TOOL.hdlp")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestServeCall(t *testing.T) {
+	tools := t.TempDir()
+	putTool(t, tools, "shell-exec", shellExec(t))
+	d := startDaemon(t, nil, "--tools", tools)
+	code, res := d.call(t, "shell-exec", map[string]any{"cmd": "echo hello"})
+	if code != 200 || res.Status != dispatch.Success || res.Output != "hello\n" {
+		t.Errorf("call shell-exec echo hello = %d %s %q; want 200 success %q", code, res.Status, res.Output, "hello\n")
+	}
+	if err := d.stop(t); err != nil {
+		t.Errorf("run() = %v after cancel; want nil", err)
+	}
+	if !strings.Contains(d.logs.String(), `"msg":"call","log":"audit","caller":"anonymous","tool":"shell-exec"`) {
+		t.Errorf("no audit line with caller anonymous in the logs:\n%s", d.logs)
+	}
+}
+
+// TestServeHotReload edits the tools tree under a running daemon: add,
+// break, fix, delete, and checks each is seen without a restart.
+func TestServeHotReload(t *testing.T) {
+	tools := t.TempDir()
+	putTool(t, tools, "shell-exec", shellExec(t))
+	d := startDaemon(t, nil, "--tools", tools, "--reload-debounce", "20ms", "--reload-max-wait", "200ms")
+	greet := func(word string) string {
+		return testTool("greet", `intent: say a word
+method: run
+executor: shell
+argv: [echo, "`+word+`", "{name}"]
+params_schema:
+  name: { type: string, required: true, description: "who" }
+`)
+	}
+	greetOutput := func() (dispatch.ResultStatus, string) {
+		_, res := d.call(t, "greet", map[string]any{"name": "bob"})
+		return res.Status, res.Output
+	}
+
+	start := time.Now()
+	putTool(t, tools, "greet", greet("hello"))
+	pollUntil(t, "the added tool to answer", func() bool { s, _ := greetOutput(); return s == dispatch.Success })
+	t.Logf("add -> callable latency: %v (debounce 20ms)", time.Since(start))
+	if _, out := greetOutput(); out != "hello bob\n" {
+		t.Errorf("greet = %q; want %q", out, "hello bob\n")
+	}
+
+	putTool(t, tools, "greet", "name: greet\nintent: [unclosed\n")
+	var view catalog.ToolView
+	pollUntil(t, "the broken file's error in /v1/tools/greet", func() bool {
+		_, b := d.request(t, "GET", "/v1/tools/greet", "")
+		view = catalog.ToolView{}
+		json.Unmarshal(b, &view)
+		return view.LoadError != ""
+	})
+	if view.Status != catalog.Stale || !strings.Contains(view.LoadError, "greet/TOOL.hdlp") {
+		t.Errorf("GET /v1/tools/greet = status %s, load error %q; want stale with the file named", view.Status, view.LoadError)
+	}
+	if s, out := greetOutput(); s != dispatch.Success || out != "hello bob\n" {
+		t.Errorf("greet while broken = %s %q; want the last good definition: success %q", s, out, "hello bob\n")
+	}
+
+	putTool(t, tools, "greet", greet("howdy"))
+	pollUntil(t, "the fixed definition to answer", func() bool { _, out := greetOutput(); return out == "howdy bob\n" })
+
+	if err := os.RemoveAll(filepath.Join(tools, "greet")); err != nil {
+		t.Fatal(err)
+	}
+	pollUntil(t, "the deleted tool to be not_found", func() bool { s, _ := greetOutput(); return s == dispatch.NotFound })
+	if code, _ := d.call(t, "greet", map[string]any{"name": "bob"}); code != 404 {
+		t.Errorf("call of a deleted tool = HTTP %d; want 404", code)
+	}
+}
+
+// descendants returns the pids of every process below ours.
+func descendants(t testing.TB) []int {
+	t.Helper()
+	parent := map[int]int{}
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so cut at ')'.
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(f) > 1 {
+			parent[pid], _ = strconv.Atoi(f[1])
+		}
+	}
+	var out []int
+	mine := map[int]bool{os.Getpid(): true}
+	for changed := true; changed; {
+		changed = false
+		for pid, pp := range parent {
+			if mine[pp] && !mine[pid] {
+				mine[pid] = true
+				out = append(out, pid)
+				changed = true
+			}
+		}
+	}
+	return out
+}
+
+// withMarker returns the pids whose command line holds marker, wherever
+// they were reparented.
+func withMarker(marker string) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err == nil && bytes.Contains(b, []byte(marker)) {
+			pid, _ := strconv.Atoi(e.Name())
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// TestServe500Calls fires 500 concurrent calls, a mix of fast, failing and
+// timing-out tools, at a live daemon: every call gets its correct result
+// (busy counts as correct over the cap), and afterwards no process and no
+// goroutine is left.
+func TestServe500Calls(t *testing.T) {
+	if testing.Short() {
+		t.Skip("500 processes")
+	}
+	const marker = "7.31337" // sleep's argument: finds the slow tool's processes anywhere
+	tools := t.TempDir()
+	putTool(t, tools, "fast", testTool("fast", "intent: echo\nmethod: run\nexecutor: shell\nargv: [echo, \"{n}\"]\nparams_schema:\n  n: { type: integer, required: true, description: n }\n"))
+	putTool(t, tools, "failing", testTool("failing", "intent: fail\nmethod: run\nexecutor: shell\nargv: [sh, -c, \"echo no >&2; exit 7\"]\nparams_schema: {}\n"))
+	putTool(t, tools, "slow", testTool("slow", "intent: hang\nmethod: run\nexecutor: shell\nargv: [sleep, \""+marker+"\"]\nparams_schema: {}\nconstraints:\n  timeout_ms: 300\n"))
+
+	goroutinesBefore := runtime.NumGoroutine()
+	d := startDaemon(t, nil, "--tools", tools, "--max-concurrent", "400")
+
+	const n = 500
+	type outcome struct {
+		i    int
+		code int
+		res  dispatch.Result
+	}
+	results := make(chan outcome, n)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var code int
+			var res dispatch.Result
+			switch i % 3 {
+			case 0:
+				code, res = d.call(t, "fast", map[string]any{"n": i})
+			case 1:
+				code, res = d.call(t, "failing", nil)
+			case 2:
+				code, res = d.call(t, "slow", nil)
+			}
+			results <- outcome{i, code, res}
+		}()
+	}
+	wg.Wait()
+	close(results)
+	took := time.Since(start)
+	counts := map[dispatch.ResultStatus]int{}
+	for o := range results {
+		counts[o.res.Status]++
+		if o.res.Status == dispatch.Busy {
+			if o.code != 429 {
+				t.Errorf("call %d: busy with HTTP %d; want 429", o.i, o.code)
+			}
+			continue
+		}
+		var ok bool
+		switch o.i % 3 {
+		case 0:
+			ok = o.code == 200 && o.res.Status == dispatch.Success && o.res.Output == fmt.Sprintf("%d\n", o.i)
+		case 1:
+			ok = o.code == 200 && o.res.Status == dispatch.Error && o.res.ExitCode == 7 && o.res.Stderr == "no\n"
+		case 2:
+			// Under this load a 300ms timeout can fire before the process
+			// is even started; proc reports that as a start error, which
+			// dispatch passes on as status error (see the report).
+			ok = o.code == 200 && (o.res.Status == dispatch.Timeout ||
+				o.res.Status == dispatch.Error && strings.Contains(o.res.Error, "deadline exceeded"))
+		}
+		if !ok {
+			t.Errorf("call %d (tool %s) = HTTP %d %+v; wrong result", o.i, o.res.Tool, o.code, o.res)
+		}
+	}
+	t.Logf("500 concurrent calls in %v: %v", took, counts)
+	if counts[dispatch.Busy] > n/4 {
+		t.Errorf("%d of %d calls were busy; want most to run", counts[dispatch.Busy], n)
+	}
+
+	if err := d.stop(t); err != nil {
+		t.Errorf("run() = %v; want nil", err)
+	}
+	d.client.CloseIdleConnections()
+	pollUntil(t, "no child processes", func() bool { return len(descendants(t)) == 0 && len(withMarker(marker)) == 0 })
+	pollUntil(t, fmt.Sprintf("goroutines back to %d", goroutinesBefore), func() bool { return runtime.NumGoroutine() <= goroutinesBefore })
+}
+
+const (
+	testReadToken = "reader-0123456789abcdef"
+	testCallToken = "caller-0123456789abcdef"
+)
+
+func TestServeAuth(t *testing.T) {
+	tools := t.TempDir()
+	putTool(t, tools, "shell-exec", shellExec(t))
+	tokensFile := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(tokensFile, []byte("# test tokens\nreader:read:"+testReadToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"TOOLAGENT_TOKENS": "ci-bot:call:" + testCallToken}
+	d := startDaemon(t, env, "--tools", tools, "--tokens-file", tokensFile)
+	hello := map[string]any{"cmd": "echo hello"}
+	for _, tc := range []struct {
+		token string
+		want  int
+	}{{"", 401}, {"nope-0123456789abcdef", 401}, {testReadToken, 403}, {testCallToken, 200}} {
+		d.token = tc.token
+		code, _ := d.call(t, "shell-exec", hello)
+		if code != tc.want {
+			t.Errorf("call with token %.6q = %d; want %d", tc.token, code, tc.want)
+		}
+	}
+	d.token = ""
+	code, body := d.request(t, "GET", "/v1/tools/shell-exec", "")
+	if code != 401 || strings.Contains(string(body), "shell") || strings.Contains(string(body), "reader") {
+		t.Errorf("GET /v1/tools/shell-exec without a token = %d %s; want 401 naming nothing", code, body)
+	}
+	d.stop(t)
+	logs := d.logs.String()
+	for _, secret := range []string{testReadToken, testCallToken} {
+		if strings.Contains(logs, secret) {
+			t.Errorf("a token secret appears in the logs")
+		}
+	}
+	if !strings.Contains(logs, `"caller":"ci-bot"`) {
+		t.Errorf("the audit line does not name the token ci-bot as caller:\n%s", logs)
+	}
+}
+
+func TestServeRefusesOpenNonLoopback(t *testing.T) {
+	tests := []struct {
+		listen string
+		env    map[string]string
+		want   string // "" = starts
+	}{
+		{"0.0.0.0:0", nil, "refusing to listen on 0.0.0.0:0 without API tokens"},
+		{":0", nil, "refusing to listen on :0 without API tokens"},
+		{"example.com:0", nil, "without API tokens"},
+		{"[::1]:0", nil, ""},
+		{"localhost:0", nil, ""},
+	}
+	for _, tc := range tests {
+		ctx, cancel := context.WithCancel(context.Background())
+		var logs syncBuffer
+		done := make(chan error, 1)
+		args := []string{"serve", "--listen", tc.listen, "--tools", embeddedTools, "--state", t.TempDir()}
+		go func() { done <- run(ctx, args, func(k string) string { return tc.env[k] }, nil, io.Discard, &logs) }()
+		if tc.want != "" {
+			err := <-done
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("serve --listen %s = %v; want an error containing %q", tc.listen, err, tc.want)
+			}
+			cancel()
+			continue
+		}
+		pollUntil(t, "serve on "+tc.listen+" to listen", func() bool {
+			select {
+			case err := <-done:
+				done <- err
+				return true
+			default:
+			}
+			return strings.Contains(logs.String(), "listening")
+		})
+		cancel()
+		if err := <-done; err != nil && !strings.Contains(err.Error(), "cannot assign") && !strings.Contains(err.Error(), "address family") {
+			t.Errorf("serve --listen %s = %v; want it to start", tc.listen, err)
+		}
+	}
+}
+
+// TestServeShutdown: a call running at SIGTERM finishes within the grace
+// period; past a short grace, a long call is killed and run returns
+// promptly.
+func TestServeShutdown(t *testing.T) {
+	tests := []struct {
+		name       string
+		grace      string
+		cmd        string
+		wantStatus dispatch.ResultStatus
+		wantOutput string
+		maxWait    time.Duration // from cancel to run returning
+	}{
+		{"finishes within grace", "10s", "sleep 2; echo done", dispatch.Success, "done\n", 9 * time.Second},
+		{"killed after grace", "100ms", "sleep 30; echo never", dispatch.Error, "", 4 * time.Second},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tools := t.TempDir()
+			putTool(t, tools, "shell-exec", shellExec(t))
+			d := startDaemon(t, nil, "--tools", tools, "--shutdown-grace", tc.grace)
+			type answer struct {
+				code int
+				res  dispatch.Result
+			}
+			got := make(chan answer, 1)
+			go func() {
+				code, res := d.call(t, "shell-exec", map[string]any{"cmd": tc.cmd})
+				got <- answer{code, res}
+			}()
+			pollUntil(t, "the call to be running", func() bool {
+				_, b := d.request(t, "GET", "/metrics", "")
+				return bytes.Contains(b, []byte("toolagent_calls_in_flight 1"))
+			})
+			start := time.Now()
+			if err := d.stop(t); err != nil {
+				t.Errorf("run() = %v; want nil", err)
+			}
+			if took := time.Since(start); took > tc.maxWait {
+				t.Errorf("run() returned %v after cancel; want under %v", took, tc.maxWait)
+			}
+			a := <-got
+			if a.res.Status != tc.wantStatus || a.res.Output != tc.wantOutput {
+				t.Errorf("the running call = HTTP %d %s %q; want %s %q", a.code, a.res.Status, a.res.Output, tc.wantStatus, tc.wantOutput)
+			}
+			pollUntil(t, "no child processes", func() bool { return len(descendants(t)) == 0 })
+		})
+	}
+}

@@ -1,0 +1,323 @@
+// Package api is toolagent's HTTP JSON API: calling tools, listing and
+// showing them, intent matching, reload status, health, readiness and
+// Prometheus metrics, behind bearer-token authentication with roles.
+//
+// The package owns the HTTP edge only: decoding requests (size-limited,
+// strict JSON), authentication and roles, the one mapping from a call's
+// dispatch.ResultStatus to an HTTP status, and metrics. What a call does is
+// dispatch's (reached through Invoker); what the catalog holds is the
+// catalog.Store's; when to reload is reload's (reached through Syncer).
+// Every route is listed once, in routes.go, and documented in
+// api/openapi.yaml.
+//
+// The handler New returns is safe for concurrent use. It keeps no mutable
+// state of its own beyond Prometheus counters. Each request loads the
+// current snapshot once and answers from it.
+//
+// Imports: catalog, dispatch, reload (its Status type), hldp. Imported by
+// cmd/toolagent only.
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/toolagent/toolagent/internal/catalog"
+	"github.com/toolagent/toolagent/internal/dispatch"
+	"github.com/toolagent/toolagent/internal/hldp"
+	"github.com/toolagent/toolagent/internal/reload"
+)
+
+// Invoker runs one tool call; *dispatch.Dispatcher is one.
+type Invoker interface {
+	Invoke(ctx context.Context, c dispatch.Call) dispatch.Result
+}
+
+// Syncer reports on and nudges the reload loop. A struct embedding
+// *reload.Loop and *reload.Trigger is one.
+type Syncer interface {
+	// Status is the reload loop's current status.
+	Status() reload.Status
+	// Poke asks for a reload without waiting for it.
+	Poke()
+}
+
+// DefaultMaxBodyBytes is the default limit on a request body (1 MiB).
+const DefaultMaxBodyBytes = 1 << 20
+
+// RevisionHeader is the response header holding the revision of the
+// snapshot a tools or match answer came from.
+const RevisionHeader = "X-Toolagent-Revision"
+
+// Options configure the API handler.
+type Options struct {
+	// Tokens are the accepted API tokens; nil or empty leaves every route
+	// open (the daemon only allows that on loopback).
+	Tokens *Tokens
+	// MaxBodyBytes limits request bodies (0: DefaultMaxBodyBytes).
+	MaxBodyBytes int64
+	// Registry receives the API's metrics and is what GET /metrics serves
+	// (nil: a registry of the handler's own).
+	Registry *prometheus.Registry
+	// Now returns the time (nil: time.Now).
+	Now func() time.Time
+}
+
+type server struct {
+	opts    Options
+	store   *catalog.Store
+	inv     Invoker
+	sync    Syncer
+	log     *slog.Logger
+	metrics *metrics
+	prom    http.Handler
+}
+
+// New returns the API handler over store. inv runs calls; sync (may be
+// nil: no reload loop) feeds /v1/status and /v1/sync; log (nil: discard)
+// gets refusals and internal errors. Metrics are registered on
+// opts.Registry; New panics if they are already registered there.
+func New(opts Options, store *catalog.Store, inv Invoker, sync Syncer, log *slog.Logger) http.Handler {
+	if store == nil || inv == nil {
+		panic("api: New needs a store and an invoker")
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.Registry == nil {
+		opts.Registry = prometheus.NewRegistry()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &server{opts: opts, store: store, inv: inv, sync: sync, log: log}
+	s.metrics = newMetrics(opts.Registry, store, sync, opts.Now)
+	s.prom = promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{Registry: opts.Registry})
+	mux := http.NewServeMux()
+	for _, rt := range s.routes() {
+		mux.Handle(rt.method+" "+rt.path, s.authorize(rt.role, rt.handler))
+	}
+	return mux
+}
+
+// snapshot returns the current snapshot, or writes 503 before the first.
+func (s *server) snapshot(w http.ResponseWriter) (*catalog.Snapshot, bool) {
+	snap := s.store.Load()
+	if snap == nil {
+		writeError(w, s.log, errNotReady)
+		return nil, false
+	}
+	w.Header().Set(RevisionHeader, snap.Rev())
+	return snap, true
+}
+
+var errNotReady = &apiError{status: http.StatusServiceUnavailable, msg: "not ready: the tool catalog is not loaded yet"}
+
+type statusBody struct {
+	Status string `json:"status"`
+}
+
+func (s *server) handleHealthz(w http.ResponseWriter, r *http.Request) {
+	encode(w, s.log, http.StatusOK, statusBody{Status: "ok"})
+}
+
+func (s *server) handleReadyz(w http.ResponseWriter, r *http.Request) {
+	if s.store.Load() == nil {
+		encode(w, s.log, http.StatusServiceUnavailable, statusBody{Status: "not ready"})
+		return
+	}
+	encode(w, s.log, http.StatusOK, statusBody{Status: "ready"})
+}
+
+func (s *server) handleMetrics(w http.ResponseWriter, r *http.Request) {
+	s.prom.ServeHTTP(w, r)
+}
+
+func (s *server) handleStatus(w http.ResponseWriter, r *http.Request) {
+	var st reload.Status
+	if s.sync != nil {
+		st = s.sync.Status()
+	} else if snap := s.store.Load(); snap != nil {
+		st.Rev, st.Gen = snap.Rev(), snap.Gen()
+	}
+	encode(w, s.log, http.StatusOK, st)
+}
+
+func (s *server) handleSync(w http.ResponseWriter, r *http.Request) {
+	if s.sync == nil {
+		writeError(w, s.log, errorf(http.StatusNotImplemented, "this daemon has no reload loop"))
+		return
+	}
+	s.sync.Poke()
+	encode(w, s.log, http.StatusAccepted, statusBody{Status: "queued"})
+}
+
+// toolList is the answer of GET /v1/tools.
+type toolList struct {
+	Revision string             `json:"revision"`
+	Tools    []catalog.ToolView `json:"tools"`
+}
+
+// openAIList is the answer of GET /v1/tools?format=openai: Tools is the
+// "tools" array of an OpenAI chat request.
+type openAIList struct {
+	Revision string                `json:"revision"`
+	Tools    []hldp.OpenAIFunction `json:"tools"`
+}
+
+func (s *server) handleTools(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	all, err := boolQuery(q.Get("all"))
+	if err != nil {
+		writeError(w, s.log, errorf(http.StatusBadRequest, "query all: %v", err))
+		return
+	}
+	format := q.Get("format")
+	if format != "" && format != "openai" {
+		writeError(w, s.log, errorf(http.StatusBadRequest, "query format: %q is not a format; want openai, or none", format))
+		return
+	}
+	if format == "openai" && all {
+		writeError(w, s.log, errorf(http.StatusBadRequest, "query all: format=openai lists the callable tools only"))
+		return
+	}
+	snap, ok := s.snapshot(w)
+	if !ok {
+		return
+	}
+	entries := snap.Enabled()
+	if all {
+		entries = snap.All()
+	}
+	if format == "openai" {
+		out := openAIList{Revision: snap.Rev(), Tools: make([]hldp.OpenAIFunction, 0, len(entries))}
+		for _, e := range entries {
+			out.Tools = append(out.Tools, e.Tool.OpenAIFunction())
+		}
+		encode(w, s.log, http.StatusOK, out)
+		return
+	}
+	out := toolList{Revision: snap.Rev(), Tools: make([]catalog.ToolView, 0, len(entries))}
+	for _, e := range entries {
+		out.Tools = append(out.Tools, e.View(false))
+	}
+	encode(w, s.log, http.StatusOK, out)
+}
+
+func boolQuery(v string) (bool, error) {
+	if v == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, errorf(http.StatusBadRequest, "%q is not a boolean; want 1 or 0", v)
+	}
+	return b, nil
+}
+
+func (s *server) handleTool(w http.ResponseWriter, r *http.Request) {
+	snap, ok := s.snapshot(w)
+	if !ok {
+		return
+	}
+	name := r.PathValue("name")
+	e, ok := snap.Lookup(name)
+	if !ok {
+		writeError(w, s.log, errorf(http.StatusNotFound, "no tool named %q is registered in the repository", name))
+		return
+	}
+	encode(w, s.log, http.StatusOK, e.View(true))
+}
+
+// matchRequest is the body of POST /v1/match.
+type matchRequest struct {
+	Intent string `json:"intent"`
+	Limit  int    `json:"limit"`
+}
+
+func (s *server) handleMatch(w http.ResponseWriter, r *http.Request) {
+	var req matchRequest
+	if err := decode(w, r, s.opts.MaxBodyBytes, &req); err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	if req.Intent == "" {
+		writeError(w, s.log, errorf(http.StatusBadRequest, "request body: intent is required: describe in words what you want done"))
+		return
+	}
+	if req.Limit < 0 || req.Limit > catalog.MaxCandidates {
+		writeError(w, s.log, errorf(http.StatusBadRequest, "request body: limit %d is out of range; want 1 to %d (0 or absent: %d)", req.Limit, catalog.MaxCandidates, catalog.MaxCandidates))
+		return
+	}
+	snap, ok := s.snapshot(w)
+	if !ok {
+		return
+	}
+	encode(w, s.log, http.StatusOK, snap.MatchIntent(req.Intent, req.Limit))
+}
+
+// callRequest is the body of POST /v1/call.
+type callRequest struct {
+	Tool   string          `json:"tool"`
+	Params json.RawMessage `json:"params"`
+	DryRun bool            `json:"dry_run"`
+}
+
+func (s *server) handleCall(w http.ResponseWriter, r *http.Request) {
+	var req callRequest
+	if err := decode(w, r, s.opts.MaxBodyBytes, &req); err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	if req.Tool == "" {
+		writeError(w, s.log, errorf(http.StatusBadRequest, "request body: tool is required: the exact name of a registered tool"))
+		return
+	}
+	if s.store.Load() == nil {
+		writeError(w, s.log, errNotReady)
+		return
+	}
+	s.metrics.inFlight.Inc()
+	start := s.opts.Now()
+	res := s.inv.Invoke(r.Context(), dispatch.Call{Tool: req.Tool, Params: req.Params, Caller: callerFrom(r.Context()), DryRun: req.DryRun})
+	s.metrics.inFlight.Dec()
+	s.metrics.observe(res, s.opts.Now().Sub(start))
+	code := resultHTTPStatus(res.Status)
+	if code == http.StatusTooManyRequests {
+		w.Header().Set("Retry-After", "1")
+	}
+	encode(w, s.log, code, res)
+}
+
+// resultHTTPStatus is the one mapping from what happened to a call to the
+// HTTP status of its answer. The body is the Result in every case.
+//
+//   - 200: the tool ran, whatever its exit code (success, no_data, error,
+//     timeout), or a dry run was planned; status says which.
+//   - 400 invalid_params, 404 not_found, 429 busy.
+//   - 409 disabled and approval_required: the tool exists, but its state
+//     here does not let it run now. (403 is kept for auth refusals.)
+func resultHTTPStatus(s dispatch.ResultStatus) int {
+	switch s {
+	case dispatch.InvalidParams:
+		return http.StatusBadRequest
+	case dispatch.NotFound:
+		return http.StatusNotFound
+	case dispatch.Busy:
+		return http.StatusTooManyRequests
+	case dispatch.Disabled, dispatch.ApprovalRequired:
+		return http.StatusConflict
+	default:
+		return http.StatusOK
+	}
+}

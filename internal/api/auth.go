@@ -1,0 +1,219 @@
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strings"
+)
+
+// Role is what an API token may do. Roles are ordered: each includes the
+// ones before it, so a call token may also read and an admin token may do
+// everything.
+type Role uint8
+
+// The roles of an API token.
+const (
+	// rolePublic marks routes that need no token (/healthz, /readyz); it is
+	// never a token's role.
+	rolePublic Role = iota
+	// RoleRead lists and shows tools, matches intents, reads status and
+	// metrics.
+	RoleRead
+	// RoleCall also calls tools.
+	RoleCall
+	// RoleAdmin also triggers reloads (POST /v1/sync).
+	RoleAdmin
+)
+
+var roleWords = [...]string{rolePublic: "public", RoleRead: "read", RoleCall: "call", RoleAdmin: "admin"}
+
+// String returns the wire word of r.
+func (r Role) String() string {
+	if int(r) < len(roleWords) {
+		return roleWords[r]
+	}
+	return fmt.Sprintf("Role(%d)", uint8(r))
+}
+
+// MarshalText encodes r as its wire word.
+func (r Role) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
+
+// ParseRole returns the role named word (read, call or admin).
+func ParseRole(word string) (Role, error) {
+	for i, w := range roleWords {
+		if Role(i) != rolePublic && w == word {
+			return Role(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown role %q (want read, call or admin)", word)
+}
+
+// MinTokenLen is the shortest secret a token may have.
+const MinTokenLen = 16
+
+// Anonymous is the caller name of requests on an open daemon (no tokens,
+// loopback only).
+const Anonymous = "anonymous"
+
+var tokenName = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// Tokens is the set of API tokens a daemon accepts. Only a SHA-256 hash of
+// each secret is kept; a presented secret is hashed and compared with every
+// hash in constant time, so neither its length nor which token it is close
+// to leaks through timing. The zero value holds no tokens. Parse before
+// serving; a Tokens is then safe for concurrent reads.
+type Tokens struct {
+	list []token
+}
+
+type token struct {
+	name string
+	role Role
+	hash [sha256.Size]byte
+}
+
+// Parse adds the tokens in text. src names where text came from (a file
+// name, or the environment variable) for error messages; a secret never
+// appears in an error.
+//
+// The format: entries separated by newlines or commas, each
+// "name:role:secret"; blank entries and lines starting with # are ignored.
+// name is 1-64 of [A-Za-z0-9._-] and is what the audit log shows as the
+// caller; role is read, call or admin; secret is at least MinTokenLen
+// characters without spaces or commas (it may contain colons). Names and
+// secrets must be unique across every Parse.
+func (t *Tokens) Parse(src, text string) error {
+	for i, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		for j, entry := range strings.Split(line, ",") {
+			entry = strings.TrimSpace(entry)
+			if entry == "" {
+				continue
+			}
+			where := fmt.Sprintf("%s:%d", src, i+1)
+			if strings.Contains(line, ",") {
+				where += fmt.Sprintf(" (entry %d)", j+1)
+			}
+			if err := t.add(entry); err != nil {
+				return fmt.Errorf("tokens %s: %w", where, err)
+			}
+		}
+	}
+	return nil
+}
+
+func (t *Tokens) add(entry string) error {
+	name, rest, ok1 := strings.Cut(entry, ":")
+	roleWord, secret, ok2 := strings.Cut(rest, ":")
+	if !ok1 || !ok2 {
+		return fmt.Errorf("want name:role:secret")
+	}
+	if !tokenName.MatchString(name) {
+		return fmt.Errorf("token name %q: want 1-64 of A-Z a-z 0-9 . _ -", name)
+	}
+	role, err := ParseRole(roleWord)
+	if err != nil {
+		return fmt.Errorf("token %s: %w", name, err)
+	}
+	if len(secret) < MinTokenLen {
+		return fmt.Errorf("token %s: the secret is shorter than %d characters", name, MinTokenLen)
+	}
+	if strings.ContainsAny(secret, " \t\r") {
+		return fmt.Errorf("token %s: the secret contains white space", name)
+	}
+	h := sha256.Sum256([]byte(secret))
+	for _, o := range t.list {
+		if o.name == name {
+			return fmt.Errorf("token %s: the name is used twice", name)
+		}
+		if o.hash == h {
+			return fmt.Errorf("token %s: the same secret as token %s", name, o.name)
+		}
+	}
+	t.list = append(t.list, token{name: name, role: role, hash: h})
+	return nil
+}
+
+// Len is the number of tokens; 0 means the API is open (loopback only).
+func (t *Tokens) Len() int {
+	if t == nil {
+		return 0
+	}
+	return len(t.list)
+}
+
+// lookup returns the token whose secret is secret. Every token is compared,
+// whatever matches, in constant time over equal-length hashes.
+func (t *Tokens) lookup(secret string) (name string, role Role, ok bool) {
+	h := sha256.Sum256([]byte(secret))
+	for _, tok := range t.list {
+		if subtle.ConstantTimeCompare(h[:], tok.hash[:]) == 1 {
+			name, role, ok = tok.name, tok.role, true
+		}
+	}
+	return name, role, ok
+}
+
+type callerKey struct{}
+
+// callerFrom returns the name of the token that authenticated the request,
+// or Anonymous.
+func callerFrom(ctx context.Context) string {
+	if c, ok := ctx.Value(callerKey{}).(string); ok {
+		return c
+	}
+	return Anonymous
+}
+
+// The refusals say what to do and nothing else: not which tokens exist,
+// not whether a tool does.
+var (
+	errUnauthorized = &apiError{status: http.StatusUnauthorized, msg: "unauthorized: send a valid API token as Authorization: Bearer <token>"}
+	errForbidden    = &apiError{status: http.StatusForbidden, msg: "forbidden: this token's role does not allow this request"}
+)
+
+// authorize wraps h so that it runs only for a token of at least role need
+// (any request when need is rolePublic or no tokens are configured), with
+// the caller's name in the request context.
+func (s *server) authorize(need Role, h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if need == rolePublic || s.opts.Tokens.Len() == 0 {
+			h(w, r)
+			return
+		}
+		secret, ok := bearer(r)
+		name, role, found := "", rolePublic, false
+		if ok {
+			name, role, found = s.opts.Tokens.lookup(secret)
+		}
+		if !found {
+			s.log.InfoContext(r.Context(), "request refused", "status", http.StatusUnauthorized, "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
+			w.Header().Set("WWW-Authenticate", `Bearer realm="toolagent"`)
+			writeError(w, s.log, errUnauthorized)
+			return
+		}
+		if role < need {
+			s.log.InfoContext(r.Context(), "request refused", "status", http.StatusForbidden, "caller", name, "role", role, "need", need, "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
+			writeError(w, s.log, errForbidden)
+			return
+		}
+		h(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, name)))
+	})
+}
+
+// bearer returns the token of an "Authorization: Bearer <token>" header.
+func bearer(r *http.Request) (string, bool) {
+	scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	tok = strings.TrimSpace(tok)
+	return tok, tok != ""
+}

@@ -1,0 +1,27 @@
+package api
+
+import "net/http"
+
+// route is one endpoint of the API. Every route the daemon serves is in
+// routes, and api/openapi.yaml documents exactly these (a test checks
+// both ways, including each route's role as x-toolagent-role).
+type route struct {
+	method  string
+	path    string // a net/http ServeMux pattern path
+	role    Role   // the least role a token needs; rolePublic: none
+	handler http.HandlerFunc
+}
+
+func (s *server) routes() []route {
+	return []route{
+		{"GET", "/healthz", rolePublic, s.handleHealthz},
+		{"GET", "/readyz", rolePublic, s.handleReadyz},
+		{"GET", "/metrics", RoleRead, s.handleMetrics},
+		{"GET", "/v1/status", RoleRead, s.handleStatus},
+		{"POST", "/v1/sync", RoleAdmin, s.handleSync},
+		{"GET", "/v1/tools", RoleRead, s.handleTools},
+		{"GET", "/v1/tools/{name}", RoleRead, s.handleTool},
+		{"POST", "/v1/match", RoleRead, s.handleMatch},
+		{"POST", "/v1/call", RoleCall, s.handleCall},
+	}
+}

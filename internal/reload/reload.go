@@ -1,0 +1,344 @@
+// Package reload keeps a catalog.Store current: it turns triggers (fsnotify
+// events, and later cron, webhooks and POST /v1/sync) into syncs of a
+// source, builds each new snapshot off to the side with scan, and publishes
+// it with one atomic Store.Swap. When a sync or a build fails, the last good
+// snapshot keeps serving and the loop retries with exponential backoff.
+//
+// The package owns when to reload (coalescing, debouncing, backoff) and the
+// report of how reloading goes (Status); it does not own where trees come
+// from (internal/repo, reached through the Source interface) or how a tree
+// becomes a snapshot (internal/scan, reached through Loop.Build).
+//
+// Concurrency: a Loop's Status method is safe to call from any goroutine
+// while Run is running; Once serialises with itself and with Run, so at
+// most one build is in flight. A Trigger is safe for concurrent use by any
+// number of senders. Watch runs in its own goroutine and only sends.
+//
+// Imports: catalog, scan (sources enter through Source). Imported by api
+// (for Status only) and cmd/toolagent.
+package reload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/toolagent/toolagent/internal/catalog"
+	"github.com/toolagent/toolagent/internal/scan"
+)
+
+// Source produces the current tools tree. internal/repo's LocalDir and Git
+// satisfy it through a small adapter in cmd/toolagent (their Sync returns
+// the concrete *repo.Tree). Sync must be safe to call repeatedly; it is
+// called from one goroutine at a time.
+type Source interface {
+	Sync(ctx context.Context) (scan.Tree, error)
+}
+
+// BuildFunc turns a tree into a new snapshot, given the previous one (nil
+// at first) for last-good carry-over. It is scan.Build with its cache and
+// options bound; cmd/toolagent closes over them so that reload needs no
+// import of the cache package.
+type BuildFunc func(prev *catalog.Snapshot, t scan.Tree) (*catalog.Snapshot, scan.Report, error)
+
+// Defaults for the zero fields of Debounce and Backoff.
+const (
+	DefaultDebounceMin = 100 * time.Millisecond
+	DefaultDebounceMax = time.Second
+	DefaultBackoffMin  = time.Second
+	DefaultBackoffMax  = time.Minute
+)
+
+// Debounce is how Run coalesces a burst of triggers: it reloads once no
+// trigger has arrived for Min, and at the latest Max after the first
+// trigger of the burst, so a steady stream of events cannot starve it.
+type Debounce struct {
+	Min, Max time.Duration
+}
+
+// Backoff spaces the retries after failed reloads: Min after the first
+// failure, doubling with each further failure up to Max.
+type Backoff struct {
+	Min, Max time.Duration
+}
+
+// Delay is the wait before retry number n (1 for the first retry).
+func (b Backoff) Delay(n int) time.Duration {
+	b = b.withDefaults()
+	d := b.Min
+	for i := 1; i < n && d < b.Max; i++ {
+		d *= 2
+	}
+	return min(d, b.Max)
+}
+
+func (b Backoff) withDefaults() Backoff {
+	if b.Min <= 0 {
+		b.Min = DefaultBackoffMin
+	}
+	if b.Max < b.Min {
+		b.Max = max(DefaultBackoffMax, b.Min)
+	}
+	return b
+}
+
+func (d Debounce) withDefaults() Debounce {
+	if d.Min <= 0 {
+		d.Min = DefaultDebounceMin
+	}
+	if d.Max < d.Min {
+		d.Max = max(DefaultDebounceMax, d.Min)
+	}
+	return d
+}
+
+// Status reports how reloading goes. It is a copy; reading it never blocks
+// a reload for long.
+type Status struct {
+	// Rev is the revision of the snapshot in the store after the last
+	// successful reload ("" before the first).
+	Rev string `json:"revision"`
+	// Gen is that snapshot's generation.
+	Gen uint64 `json:"generation"`
+	// LastOK is when a sync and build last succeeded (zero: never).
+	LastOK time.Time `json:"last_ok,omitzero"`
+	// LastErr is the error of the last attempt when it failed, "" when the
+	// last attempt succeeded. The last good snapshot keeps serving.
+	LastErr string `json:"last_error,omitempty"`
+	// LastErrAt is when LastErr happened.
+	LastErrAt time.Time `json:"last_error_at,omitzero"`
+	// Next is when the next retry is scheduled after a failure (zero: none
+	// scheduled; the next trigger reloads).
+	Next time.Time `json:"next_retry,omitzero"`
+	// Failures counts consecutive failed attempts (0 after a success).
+	Failures int `json:"consecutive_failures"`
+	// Reloads counts snapshots published since start.
+	Reloads uint64 `json:"reloads"`
+	// ReloadFailures counts failed attempts since start.
+	ReloadFailures uint64 `json:"reload_failures"`
+	// Problems is the number of files that did not load in the last build.
+	Problems int `json:"problems"`
+}
+
+// Loop syncs Source into Store. Set the fields, then call Run (or Once);
+// do not change them afterwards, and do not copy a Loop after first use.
+type Loop struct {
+	// Source produces trees. Required.
+	Source Source
+	// Build turns a tree into a snapshot (nil: scan.Build without a cache
+	// and with default options).
+	Build BuildFunc
+	// Store receives every new snapshot. Required.
+	Store *catalog.Store
+	// Logger gets one line per reload, problem and failure (nil: discard).
+	Logger *slog.Logger
+	// Backoff spaces retries after failures (zero: 1s doubling to 1m).
+	Backoff Backoff
+	// Debounce coalesces bursts of triggers (zero: 100ms quiet, 1s at most).
+	Debounce Debounce
+	// Now returns the time (nil: time.Now). Tests set it.
+	Now func() time.Time
+
+	onceMu sync.Mutex // held by Once: one build at a time
+
+	mu     sync.Mutex
+	status Status
+}
+
+// Status returns a copy of the loop's current status. Safe for concurrent
+// use.
+func (l *Loop) Status() Status {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.status
+}
+
+func (l *Loop) now() time.Time {
+	if l.Now != nil {
+		return l.Now()
+	}
+	return time.Now()
+}
+
+func (l *Loop) logger() *slog.Logger {
+	if l.Logger != nil {
+		return l.Logger
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// Once syncs the source, and when the tree's revision differs from the
+// snapshot in the store, builds a new snapshot and swaps it in. changed
+// reports a swap. On error nothing is published, the previous snapshot
+// keeps serving, and the status records the failure (the caller decides
+// when to retry; Run backs off).
+func (l *Loop) Once(ctx context.Context) (changed bool, err error) {
+	if l.Source == nil || l.Store == nil {
+		panic("reload: Loop needs a Source and a Store")
+	}
+	l.onceMu.Lock()
+	defer l.onceMu.Unlock()
+	log := l.logger()
+	start := l.now()
+
+	t, err := l.Source.Sync(ctx)
+	if err != nil {
+		return false, l.fail(fmt.Errorf("sync: %w", err))
+	}
+	prev := l.Store.Load()
+	rev := t.Rev()
+	if prev != nil && prev.Rev() == rev {
+		l.succeed(prev, false, 0)
+		return false, nil
+	}
+	build := l.Build
+	if build == nil {
+		build = func(prev *catalog.Snapshot, t scan.Tree) (*catalog.Snapshot, scan.Report, error) {
+			return scan.Build(prev, t, nil, scan.Options{})
+		}
+	}
+	next, rep, err := build(prev, t)
+	if err != nil {
+		return false, l.fail(fmt.Errorf("build %s: %w", rev, err))
+	}
+	if next == nil {
+		return false, l.fail(fmt.Errorf("build %s: %w", rev, errors.New("no snapshot")))
+	}
+	l.Store.Swap(next)
+	for _, p := range rep.Problems {
+		log.Warn("tool does not load", "revision", rev, "err", p)
+	}
+	counts := next.Counts()
+	log.Info("reloaded", "revision", rev, "generation", next.Gen(),
+		"tools", next.Len(), "enabled", counts[catalog.Enabled], "stale", counts[catalog.Stale],
+		"failed", counts[catalog.Failed], "disabled", counts[catalog.Disabled],
+		"parsed", rep.Parsed, "reused", rep.Reused, "took", l.now().Sub(start))
+	l.succeed(next, true, len(rep.Problems))
+	return true, nil
+}
+
+// succeed records a successful attempt. swapped says a new snapshot was
+// published, with problems files that did not load.
+func (l *Loop) succeed(snap *catalog.Snapshot, swapped bool, problems int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := &l.status
+	if swapped {
+		s.Reloads++
+		s.Problems = problems
+	}
+	s.Rev, s.Gen = snap.Rev(), snap.Gen()
+	s.LastOK = l.now()
+	s.LastErr, s.LastErrAt, s.Next = "", time.Time{}, time.Time{}
+	s.Failures = 0
+}
+
+// fail records a failed attempt and returns err wrapped for the caller.
+func (l *Loop) fail(err error) error {
+	err = fmt.Errorf("reload: %w", err)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := &l.status
+	s.LastErr, s.LastErrAt = err.Error(), l.now()
+	s.Failures++
+	s.ReloadFailures++
+	return err
+}
+
+// Run reloads once at start, then once per burst of triggers (debounced),
+// and retries with backoff after a failure, until ctx is done; then it
+// returns nil. Errors of single attempts are logged and kept in Status,
+// never returned: the last good snapshot keeps serving.
+func (l *Loop) Run(ctx context.Context, trigger <-chan struct{}) error {
+	deb := l.Debounce.withDefaults()
+	log := l.logger()
+	var retry *time.Timer
+	stopRetry := func() {
+		if retry != nil {
+			retry.Stop()
+			retry = nil
+		}
+	}
+	defer stopRetry()
+	attempt := func() {
+		stopRetry()
+		if _, err := l.Once(ctx); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			st := l.Status()
+			wait := l.Backoff.Delay(st.Failures)
+			l.mu.Lock()
+			l.status.Next = l.now().Add(wait)
+			l.mu.Unlock()
+			log.Error("reload failed; the last good snapshot keeps serving", "err", err, "failures", st.Failures, "retry_in", wait)
+			retry = time.NewTimer(wait)
+		}
+	}
+	attempt()
+	for {
+		var retryC <-chan time.Time
+		if retry != nil {
+			retryC = retry.C
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-retryC:
+			retry = nil
+			attempt()
+		case <-trigger:
+			if !quiesce(ctx, trigger, deb) {
+				return nil
+			}
+			attempt()
+		}
+	}
+}
+
+// quiesce waits until no trigger has arrived for d.Min, or d.Max has passed
+// since it was called. It returns false when ctx ended first.
+func quiesce(ctx context.Context, trigger <-chan struct{}, d Debounce) bool {
+	deadline := time.NewTimer(d.Max)
+	defer deadline.Stop()
+	quiet := time.NewTimer(d.Min)
+	defer quiet.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-deadline.C:
+			return true
+		case <-quiet.C:
+			return true
+		case <-trigger:
+			quiet.Reset(d.Min)
+		}
+	}
+}
+
+// Trigger is the one capacity-1 channel every reload trigger shares
+// (fsnotify, POST /v1/sync, and later cron and webhooks). A send never
+// blocks: when a reload is already pending, another signal adds nothing,
+// because the reload reads the latest state anyway. Safe for concurrent
+// use; the zero value is not usable, call NewTrigger.
+type Trigger struct {
+	ch chan struct{}
+}
+
+// NewTrigger returns a Trigger with an empty channel.
+func NewTrigger() *Trigger { return &Trigger{ch: make(chan struct{}, 1)} }
+
+// Poke asks for a reload without blocking.
+func (t *Trigger) Poke() {
+	select {
+	case t.ch <- struct{}{}:
+	default:
+	}
+}
+
+// C is the channel Run receives from.
+func (t *Trigger) C() <-chan struct{} { return t.ch }

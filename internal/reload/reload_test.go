@@ -1,0 +1,372 @@
+package reload
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/fstest"
+	"testing/synctest"
+	"time"
+
+	"github.com/toolagent/toolagent/internal/catalog"
+	"github.com/toolagent/toolagent/internal/scan"
+)
+
+func toolFile(name, intent string) string {
+	return "name: " + name + `
+display: ` + name + `
+intent: ` + intent + `
+method: exec
+executor: shell
+params_schema:
+  cmd: { type: string, required: true, description: "command" }
+author: test
+created: 2026-05-31
+why: a test tool
+`
+}
+
+// fakeSource serves a copy of a MapFS, or fails while err is set.
+type fakeSource struct {
+	mu    sync.Mutex
+	fsys  fstest.MapFS
+	err   error
+	syncs atomic.Int64
+}
+
+func (s *fakeSource) set(name, content string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fsys == nil {
+		s.fsys = fstest.MapFS{}
+	}
+	s.fsys[name] = &fstest.MapFile{Data: []byte(content)}
+}
+
+func (s *fakeSource) remove(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.fsys, name)
+}
+
+func (s *fakeSource) fail(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.err = err
+}
+
+func (s *fakeSource) Sync(ctx context.Context) (scan.Tree, error) {
+	s.syncs.Add(1)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return nil, s.err
+	}
+	cp := make(fstest.MapFS, len(s.fsys))
+	for k, v := range s.fsys {
+		cp[k] = &fstest.MapFile{Data: v.Data}
+	}
+	return scan.FromFS(cp, ""), nil
+}
+
+func newLoop(src Source) (*Loop, *catalog.Store) {
+	st := new(catalog.Store)
+	return &Loop{Source: src, Store: st}, st
+}
+
+// TestOnce walks one loop through the life of a tool, one step at a time.
+func TestOnce(t *testing.T) {
+	ctx := context.Background()
+	src := &fakeSource{}
+	src.set("echo/TOOL.hdlp", toolFile("echo", "print words"))
+	l, st := newLoop(src)
+
+	type want struct {
+		changed bool
+		err     bool
+		status  catalog.Status // of "echo"; 255 = absent
+		intent  string
+		loadErr bool
+	}
+	const absent = catalog.Status(255)
+	steps := []struct {
+		name   string
+		change func()
+		want   want
+	}{
+		{"first load", func() {}, want{changed: true, status: catalog.Enabled, intent: "print words"}},
+		{"unchanged tree", func() {}, want{changed: false, status: catalog.Enabled, intent: "print words"}},
+		{"edit", func() { src.set("echo/TOOL.hdlp", toolFile("echo", "print more words")) }, want{changed: true, status: catalog.Enabled, intent: "print more words"}},
+		{"break: last good keeps serving", func() { src.set("echo/TOOL.hdlp", "name: echo\nbogus: [\n") }, want{changed: true, status: catalog.Stale, intent: "print more words", loadErr: true}},
+		{"source down: snapshot kept", func() { src.fail(errors.New("network unreachable")) }, want{err: true, status: catalog.Stale, intent: "print more words", loadErr: true}},
+		{"source back, fixed", func() { src.fail(nil); src.set("echo/TOOL.hdlp", toolFile("echo", "fixed")) }, want{changed: true, status: catalog.Enabled, intent: "fixed"}},
+		{"folder deleted", func() { src.remove("echo/TOOL.hdlp") }, want{changed: true, status: absent}},
+	}
+	for _, s := range steps {
+		s.change()
+		changed, err := l.Once(ctx)
+		if changed != s.want.changed || (err != nil) != s.want.err {
+			t.Fatalf("%s: Once() = %v, %v; want changed %v, error %v", s.name, changed, err, s.want.changed, s.want.err)
+		}
+		snap := st.Load()
+		e, ok := snap.Lookup("echo")
+		if s.want.status == absent {
+			if ok {
+				t.Fatalf("%s: echo still in the snapshot: %+v", s.name, e)
+			}
+			continue
+		}
+		if !ok {
+			t.Fatalf("%s: echo missing from the snapshot", s.name)
+		}
+		if e.Status != s.want.status || e.Tool.Intent != s.want.intent || (e.LoadErr != nil) != s.want.loadErr {
+			t.Errorf("%s: echo = status %v, intent %q, load error %v; want %v, %q, error %v",
+				s.name, e.Status, e.Tool.Intent, e.LoadErr, s.want.status, s.want.intent, s.want.loadErr)
+		}
+		stat := l.Status()
+		if s.want.err {
+			if stat.LastErr == "" || stat.Failures != 1 {
+				t.Errorf("%s: Status() = %+v; want LastErr set and 1 failure", s.name, stat)
+			}
+		} else if stat.LastErr != "" || stat.Rev != snap.Rev() || stat.Gen != snap.Gen() {
+			t.Errorf("%s: Status() = %+v; want no error, revision %s gen %d", s.name, stat, snap.Rev(), snap.Gen())
+		}
+	}
+	if got := l.Status(); got.Reloads != 5 || got.ReloadFailures != 1 {
+		t.Errorf("Status() = %d reloads, %d failures; want 5, 1", got.Reloads, got.ReloadFailures)
+	}
+}
+
+// TestOnceFirstSyncFails: with nothing loaded, a failure publishes nothing.
+func TestOnceFirstSyncFails(t *testing.T) {
+	src := &fakeSource{}
+	src.fail(fs.ErrPermission)
+	l, st := newLoop(src)
+	if _, err := l.Once(context.Background()); !errors.Is(err, fs.ErrPermission) {
+		t.Fatalf("Once() error = %v; want it to wrap %v", err, fs.ErrPermission)
+	}
+	if st.Load() != nil {
+		t.Errorf("Store.Load() = a snapshot after a failed first sync; want nil")
+	}
+}
+
+func TestBackoffDelay(t *testing.T) {
+	b := Backoff{Min: time.Second, Max: 10 * time.Second}
+	for n, want := range []time.Duration{1: time.Second, 2: 2 * time.Second, 3: 4 * time.Second, 4: 8 * time.Second, 5: 10 * time.Second, 50: 10 * time.Second} {
+		if want == 0 {
+			continue
+		}
+		if got := b.Delay(n); got != want {
+			t.Errorf("Backoff%+v.Delay(%d) = %v; want %v", b, n, got, want)
+		}
+	}
+	if got := (Backoff{}).Delay(1); got != DefaultBackoffMin {
+		t.Errorf("Backoff{}.Delay(1) = %v; want %v", got, DefaultBackoffMin)
+	}
+}
+
+// TestRunDebounce checks, on a fake clock, that a burst of triggers gives
+// one reload after the quiet period, and a never-ending stream gives one
+// at the maximum wait.
+func TestRunDebounce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		src := &fakeSource{}
+		src.set("echo/TOOL.hdlp", toolFile("echo", "one"))
+		l, _ := newLoop(src)
+		l.Debounce = Debounce{Min: 100 * time.Millisecond, Max: time.Second}
+		trig := NewTrigger()
+		done := make(chan error)
+		go func() { done <- l.Run(ctx, trig.C()) }()
+		synctest.Wait()
+		if got := src.syncs.Load(); got != 1 {
+			t.Fatalf("syncs after start = %d; want 1", got)
+		}
+
+		// A burst of ten pokes 10ms apart: one sync, 100ms after the last.
+		for range 10 {
+			trig.Poke()
+			time.Sleep(10 * time.Millisecond)
+		}
+		synctest.Wait()
+		if got := src.syncs.Load(); got != 1 {
+			t.Fatalf("syncs during a burst = %d; want still 1", got)
+		}
+		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
+		if got := src.syncs.Load(); got != 2 {
+			t.Fatalf("syncs after the burst went quiet = %d; want 2", got)
+		}
+
+		// A stream every 50ms never goes quiet: the max wait forces a sync.
+		start := time.Now()
+		for src.syncs.Load() == 2 {
+			trig.Poke()
+			time.Sleep(50 * time.Millisecond)
+			synctest.Wait()
+		}
+		if took := time.Since(start); took < time.Second || took > time.Second+100*time.Millisecond {
+			t.Errorf("a steady stream synced after %v; want about the max wait of 1s", took)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run() = %v after cancel; want nil", err)
+		}
+	})
+}
+
+// TestRunBackoff checks that failed syncs are retried with doubling
+// delays, that Status.Next says when, and that a success resets it.
+func TestRunBackoff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		src := &fakeSource{}
+		src.set("echo/TOOL.hdlp", toolFile("echo", "one"))
+		src.fail(errors.New("connection refused"))
+		l, st := newLoop(src)
+		l.Backoff = Backoff{Min: time.Second, Max: 4 * time.Second}
+		go l.Run(ctx, NewTrigger().C())
+
+		start := time.Now()
+		var at []time.Duration
+		for len(at) < 5 {
+			n := src.syncs.Load()
+			synctest.Wait()
+			if next := l.Status().Next; !next.IsZero() {
+				time.Sleep(time.Until(next))
+			}
+			synctest.Wait()
+			if src.syncs.Load() > n {
+				at = append(at, time.Since(start))
+			}
+		}
+		want := []time.Duration{1 * time.Second, 3 * time.Second, 7 * time.Second, 11 * time.Second, 15 * time.Second}
+		for i := range want {
+			if at[i] != want[i] {
+				t.Fatalf("retries at %v; want %v", at, want)
+			}
+		}
+		if st.Load() != nil {
+			t.Fatalf("a snapshot was published while the source failed")
+		}
+		src.fail(nil)
+		time.Sleep(time.Until(l.Status().Next))
+		synctest.Wait()
+		if s := l.Status(); s.Failures != 0 || !s.Next.IsZero() || s.LastErr != "" || st.Load() == nil {
+			t.Errorf("after recovery Status() = %+v; want no failures, no retry scheduled, a snapshot", s)
+		}
+	})
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// dirSource serves a real directory.
+type dirSource string
+
+func (d dirSource) Sync(ctx context.Context) (scan.Tree, error) {
+	if _, err := os.Stat(string(d)); err != nil {
+		return nil, err
+	}
+	return scan.FromFS(os.DirFS(string(d)), ""), nil
+}
+
+// TestWatch drives Watch and Run with real files, the way editors and git
+// change them: write in place, write a temp file and rename it over, add a
+// folder, rename a folder, delete a folder.
+func TestWatch(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("a/TOOL.hdlp", toolFile("a", "first"))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	l, st := newLoop(dirSource(dir))
+	l.Debounce = Debounce{Min: 10 * time.Millisecond, Max: 100 * time.Millisecond}
+	trig := NewTrigger()
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); l.Run(ctx, trig.C()) }()
+	go func() {
+		defer wg.Done()
+		if err := Watch(ctx, dir, trig, nil); err != nil {
+			t.Error(err)
+		}
+	}()
+	t.Cleanup(func() { cancel(); wg.Wait() })
+
+	intent := func(name string) string {
+		snap := st.Load()
+		if snap == nil {
+			return "<no snapshot>"
+		}
+		e, ok := snap.Lookup(name)
+		if !ok {
+			return "<absent>"
+		}
+		if e.Tool == nil {
+			return "<failed>"
+		}
+		if e.LoadErr != nil {
+			return "<stale> " + e.Tool.Intent
+		}
+		return e.Tool.Intent
+	}
+	steps := []struct {
+		name   string
+		change func()
+		tool   string
+		want   string
+	}{
+		{"initial", func() {}, "a", "first"},
+		{"write in place", func() { write("a/TOOL.hdlp", toolFile("a", "second")) }, "a", "second"},
+		{"temp file renamed over", func() {
+			write("a/.TOOL.hdlp.swp", toolFile("a", "third"))
+			if err := os.Rename(filepath.Join(dir, "a/.TOOL.hdlp.swp"), filepath.Join(dir, "a/TOOL.hdlp")); err != nil {
+				t.Fatal(err)
+			}
+		}, "a", "third"},
+		{"new folder", func() { write("b/TOOL.hdlp", toolFile("b", "bee")) }, "b", "bee"},
+		{"edit in the new folder", func() { write("b/TOOL.hdlp", toolFile("b", "bee two")) }, "b", "bee two"},
+		{"broken file", func() { write("b/TOOL.hdlp", "name: b\n  bad indent: [") }, "b", "<stale> bee two"},
+		{"folder renamed: old gone", func() {
+			if err := os.Rename(filepath.Join(dir, "a"), filepath.Join(dir, "c")); err != nil {
+				t.Fatal(err)
+			}
+		}, "a", "<absent>"},
+		{"folder renamed: new folder, name mismatch", func() {}, "c", "<failed>"},
+		{"renamed folder's file fixed", func() { write("c/TOOL.hdlp", toolFile("c", "sea")) }, "c", "sea"},
+		{"folder deleted", func() {
+			if err := os.RemoveAll(filepath.Join(dir, "c")); err != nil {
+				t.Fatal(err)
+			}
+		}, "c", "<absent>"},
+	}
+	for _, s := range steps {
+		s.change()
+		waitFor(t, s.name+": "+s.tool+" = "+s.want, func() bool { return intent(s.tool) == s.want })
+	}
+}

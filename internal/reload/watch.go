@@ -1,0 +1,106 @@
+package reload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// Watch watches the tools directory dir and every folder in it with
+// fsnotify, and pokes trigger on every change below them: a file written,
+// created, removed or renamed, a folder added or removed. Editors that save
+// through a temporary file and a rename are covered because the folder, not
+// the file, is watched. A folder created later is watched as soon as its
+// creation is seen; what was written into it before that is read by the
+// reload the creation itself triggers.
+//
+// Watch returns nil when ctx is done, and an error when the watcher cannot
+// be set up. Errors the watcher reports later (a queue overflow) are logged
+// and answered with a reload, since events may have been lost.
+func Watch(ctx context.Context, dir string, trigger *Trigger, log *slog.Logger) error {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	dir = filepath.Clean(dir)
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("reload: watch %s: %w", dir, err)
+	}
+	defer w.Close()
+	if err := w.Add(dir); err != nil {
+		return fmt.Errorf("reload: watch %s: %w", dir, err)
+	}
+	if err := watchFolders(w, dir, log); err != nil {
+		return fmt.Errorf("reload: watch %s: %w", dir, err)
+	}
+	// A change between the first load and the watches being in place would
+	// otherwise go unseen until the next event.
+	trigger.Poke()
+	log.Debug("watching tools directory", "dir", dir, "folders", len(w.WatchList())-1)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-w.Events:
+			if !ok {
+				return nil
+			}
+			if ev.Op == fsnotify.Chmod {
+				continue // touch or chmod: no content change
+			}
+			if filepath.Dir(ev.Name) == dir && !ev.Has(fsnotify.Write) {
+				// A folder appeared, moved or went. A moved folder keeps its
+				// inotify watch under the old name until fsnotify drops it
+				// (the Rename of the old name arrives after the Create of
+				// the new one), so re-add what is missing on every such
+				// event rather than only on Create.
+				if err := watchFolders(w, dir, log); err != nil {
+					log.Warn("cannot list tools directory", "dir", dir, "err", err)
+				}
+			}
+			log.Debug("tools directory changed", "path", ev.Name, "op", ev.Op.String())
+			trigger.Poke()
+		case err, ok := <-w.Errors:
+			if !ok {
+				return nil
+			}
+			log.Warn("tools directory watcher error; reloading in case events were lost", "dir", dir, "err", err)
+			trigger.Poke()
+		}
+	}
+}
+
+// watchFolders adds a watch for every tool folder of dir not watched yet.
+// A folder removed again before its watch is added is not an error.
+func watchFolders(w *fsnotify.Watcher, dir string, log *slog.Logger) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	watched := make(map[string]bool)
+	for _, p := range w.WatchList() {
+		watched[p] = true
+	}
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		if watched[p] {
+			continue
+		}
+		if fi, err := os.Stat(p); err != nil || !fi.IsDir() {
+			continue
+		}
+		if err := w.Add(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			log.Warn("cannot watch tool folder; its edits are seen at the next reload", "path", p, "err", err)
+		}
+	}
+	return nil
+}
