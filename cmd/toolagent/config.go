@@ -81,10 +81,12 @@ func (f rawFlag) String() string {
 func (f rawFlag) Set(s string) error { *f.val = s; return nil }
 func (f rawFlag) IsBoolFlag() bool   { return f.isBool }
 
-// loadConfig builds the serve configuration from defaults, the config file
-// (--config, or env TOOLAGENT_CONFIG), the environment and the flags in
-// args, in rising precedence. It rejects positional arguments.
-func loadConfig(e env, args []string) (Config, error) {
+// loadConfig builds the configuration of the long-running command name
+// (serve, mcp) from defaults, the config file (--config, or env
+// TOOLAGENT_CONFIG), the environment and the flags in args, in rising
+// precedence. extra, when not nil, registers the command's own flags. It
+// rejects positional arguments.
+func loadConfig(e env, name string, args []string, extra func(*flag.FlagSet)) (Config, error) {
 	var cfg Config
 	v := reflect.ValueOf(&cfg).Elem()
 	sets := settings()
@@ -94,7 +96,10 @@ func loadConfig(e env, args []string) (Config, error) {
 		}
 	}
 
-	fs := newFlagSet("serve", e)
+	fs := newFlagSet(name, e)
+	if extra != nil {
+		extra(fs)
+	}
 	configFile := fs.String("config", "", "YAML config `FILE` (env TOOLAGENT_CONFIG); flags and environment override it")
 	flagText := map[string]*string{}
 	for _, s := range sets {
@@ -114,7 +119,7 @@ func loadConfig(e env, args []string) (Config, error) {
 		return cfg, err
 	}
 	if len(pos) > 0 {
-		return cfg, usageError{fmt.Errorf("serve takes no arguments; got %q", pos)}
+		return cfg, usageError{fmt.Errorf("%s takes no arguments; got %q", name, pos)}
 	}
 
 	path := *configFile

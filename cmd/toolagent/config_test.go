@@ -40,7 +40,7 @@ func TestConfigPrecedence(t *testing.T) {
 		{"flag over env", map[string]string{"TOOLAGENT_LISTEN": "127.0.0.1:2222"}, []string{"--config", file, "--listen", "127.0.0.1:3333", "--max-concurrent=9"}, "127.0.0.1:3333", 3 * time.Second, 9},
 	}
 	for _, tc := range tests {
-		cfg, err := loadConfig(testEnv(tc.env), tc.args)
+		cfg, err := loadConfig(testEnv(tc.env), "serve", tc.args, nil)
 		if err != nil {
 			t.Errorf("%s: loadConfig(%q) error: %v", tc.name, tc.args, err)
 			continue
@@ -76,7 +76,7 @@ func TestConfigErrors(t *testing.T) {
 		if tc.file != "" {
 			args = append([]string{"--config", writeConfig(t, tc.file)}, args...)
 		}
-		_, err := loadConfig(testEnv(tc.env), args)
+		_, err := loadConfig(testEnv(tc.env), "serve", args, nil)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: loadConfig() error = %v; want one containing %q", tc.name, err, tc.want)
 		}

@@ -41,6 +41,7 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"serve", "run the daemon: HTTP API, hot reload, auth, metrics", runServe},
+		{"mcp", "serve MCP over stdin/stdout (--meta-only for very large catalogs)", runMCP},
 		{"list", "list the callable tools (--all adds disabled, failed and stale ones)", runList},
 		{"show", "show one tool's definition, status and JSON Schema", runShow},
 		{"call", "call a tool: call NAME k=v ... | --params JSON [--dry-run]", runCall},

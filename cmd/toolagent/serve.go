@@ -5,26 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
 
-	nativerepo "github.com/toolagent/toolagent/native-repo"
-
 	"github.com/toolagent/toolagent/internal/api"
-	"github.com/toolagent/toolagent/internal/cache"
-	"github.com/toolagent/toolagent/internal/catalog"
-	"github.com/toolagent/toolagent/internal/dispatch"
+	"github.com/toolagent/toolagent/internal/mcpserver"
 	"github.com/toolagent/toolagent/internal/reload"
-	"github.com/toolagent/toolagent/internal/repo"
-	"github.com/toolagent/toolagent/internal/scan"
 )
 
 // HTTP server limits. There is no WriteTimeout: a call's answer is written
@@ -45,7 +36,7 @@ const (
 // then their contexts are cancelled (killing their process groups), and
 // runServe returns once every goroutine it started has ended.
 func runServe(ctx context.Context, e env, args []string) error {
-	cfg, err := loadConfig(e, args)
+	cfg, err := loadConfig(e, "serve", args, nil)
 	if err != nil {
 		return err
 	}
@@ -60,41 +51,21 @@ func runServe(ctx context.Context, e env, args []string) error {
 			"configure tokens (--tokens-file or TOOLAGENT_TOKENS), or listen on a loopback address such as 127.0.0.1:8765", cfg.Listen)
 	}
 
-	c := common{tools: cfg.Tools, state: cfg.State, filesRoot: cfg.FilesRoot}
-	if err := c.resolve(e); err != nil {
-		return err
-	}
-	src, watchDir, err := toolsSource(c.tools)
+	cr, err := newCore(e, cfg, log)
 	if err != nil {
 		return err
 	}
-	execs, err := c.executors()
-	if err != nil {
-		return err
-	}
-
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	store := new(catalog.Store)
-	disp := dispatch.New(store, execs, dispatch.Options{
-		MaxConcurrent: cfg.MaxConcurrent,
-		Audit:         log.With(slog.String("log", "audit")),
-	})
-	parseCache := cache.New()
-	scanOpts := scan.Options{Check: checker(execs)}
-	loop := &reload.Loop{
-		Source: src,
-		Build: func(prev *catalog.Snapshot, t scan.Tree) (*catalog.Snapshot, scan.Report, error) {
-			return scan.Build(prev, t, parseCache, scanOpts)
-		},
-		Store:    store,
-		Logger:   log.With(slog.String("log", "reload")),
-		Backoff:  reload.Backoff{Min: cfg.RetryMin, Max: cfg.RetryMax},
-		Debounce: reload.Debounce{Min: cfg.ReloadDebounce, Max: cfg.ReloadMaxWait},
-	}
-	trigger := reload.NewTrigger()
-	handler := api.New(api.Options{Tokens: tokens, MaxBodyBytes: cfg.MaxBodyBytes, Registry: reg},
+	store, disp, loop, trigger := cr.store, cr.disp, cr.loop, cr.trigger
+	apiHandler := api.New(api.Options{Tokens: tokens, MaxBodyBytes: cfg.MaxBodyBytes, Registry: cr.reg},
 		store, disp, syncer{loop, trigger}, log.With(slog.String("log", "api")))
+	// MCP over streamable HTTP beside the API (api may not import
+	// mcpserver: both sit on one layer). No write timeout applies: its
+	// long-lived stream carries list_changed.
+	mcpSrv := mcpserver.New(store, disp, mcpserver.Options{Logger: log.With(slog.String("log", "mcp"))})
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", mcpHandler(mcpSrv, tokens, cfg.MaxBodyBytes))
+	mux.Handle("/", apiHandler)
+	handler := mux
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -104,7 +75,7 @@ func runServe(ctx context.Context, e env, args []string) error {
 	if tokens.Len() == 0 {
 		auth = "open (loopback, no tokens)"
 	}
-	log.Info("listening", "addr", ln.Addr().String(), "tools", c.tools, "auth", auth, "max_concurrent", cfg.MaxConcurrent)
+	log.Info("listening", "addr", ln.Addr().String(), "tools", cr.common.tools, "auth", auth, "max_concurrent", cfg.MaxConcurrent)
 
 	// Calls run on callsCtx, not on ctx: a signal stops new work at once,
 	// but running calls get the grace period before this is cancelled.
@@ -121,10 +92,8 @@ func runServe(ctx context.Context, e env, args []string) error {
 	}
 
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return loop.Run(gctx, trigger.C()) })
-	if watchDir != "" {
-		g.Go(func() error { return reload.Watch(gctx, watchDir, trigger, log.With(slog.String("log", "reload"))) })
-	}
+	cr.start(gctx, g)
+	g.Go(func() error { return mcpSrv.Run(gctx) })
 	g.Go(func() error {
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("serve: %w", err)
@@ -163,43 +132,6 @@ type syncer struct {
 	*reload.Loop
 	*reload.Trigger
 }
-
-// toolsSource returns the reload source for the tools tree dir, and the
-// directory to watch ("" for the embedded tree, which never changes).
-func toolsSource(dir string) (reload.Source, string, error) {
-	if dir == embeddedTools {
-		sub, err := fs.Sub(nativerepo.Tools, "tools")
-		if err != nil {
-			return nil, "", err
-		}
-		return staticSource{scan.FromFS(sub, "embedded")}, "", nil
-	}
-	fi, err := os.Stat(dir)
-	if err != nil {
-		return nil, "", fmt.Errorf("tools tree: %w", err)
-	}
-	if !fi.IsDir() {
-		return nil, "", fmt.Errorf("tools tree %s: not a directory", dir)
-	}
-	return localSource{repo.LocalDir{Path: dir}}, dir, nil
-}
-
-// localSource adapts repo.LocalDir, whose Sync returns the concrete
-// *repo.Tree, to reload.Source.
-type localSource struct{ dir repo.LocalDir }
-
-func (s localSource) Sync(ctx context.Context) (scan.Tree, error) {
-	t, err := s.dir.Sync(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return t, nil
-}
-
-// staticSource serves one tree forever (the embedded tools).
-type staticSource struct{ tree scan.Tree }
-
-func (s staticSource) Sync(context.Context) (scan.Tree, error) { return s.tree, nil }
 
 // loadTokens reads the API tokens from cfg.TokensFile and cfg.Tokens (the
 // environment). Token values are never logged.

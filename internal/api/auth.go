@@ -149,9 +149,9 @@ func (t *Tokens) Len() int {
 	return len(t.list)
 }
 
-// lookup returns the token whose secret is secret. Every token is compared,
+// Lookup returns the token whose secret is secret. Every token is compared,
 // whatever matches, in constant time over equal-length hashes.
-func (t *Tokens) lookup(secret string) (name string, role Role, ok bool) {
+func (t *Tokens) Lookup(secret string) (name string, role Role, ok bool) {
 	h := sha256.Sum256([]byte(secret))
 	for _, tok := range t.list {
 		if subtle.ConstantTimeCompare(h[:], tok.hash[:]) == 1 {
@@ -191,7 +191,7 @@ func (s *server) authorize(need Role, h http.HandlerFunc) http.Handler {
 		secret, ok := bearer(r)
 		name, role, found := "", rolePublic, false
 		if ok {
-			name, role, found = s.opts.Tokens.lookup(secret)
+			name, role, found = s.opts.Tokens.Lookup(secret)
 		}
 		if !found {
 			s.log.InfoContext(r.Context(), "request refused", "status", http.StatusUnauthorized, "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)

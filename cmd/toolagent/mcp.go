@@ -1,0 +1,78 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"io"
+	"log/slog"
+	"net/http"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/toolagent/toolagent/internal/api"
+	"github.com/toolagent/toolagent/internal/mcpserver"
+)
+
+// runMCP serves the catalog over MCP on stdin/stdout, for clients that
+// spawn a process. It takes the same source and limit settings as serve;
+// the catalog reloads live and clients get notifications/tools/list_changed.
+// Logs go to stderr: stdout is the protocol.
+func runMCP(ctx context.Context, e env, args []string) error {
+	var metaOnly bool
+	cfg, err := loadConfig(e, "mcp", args, func(fs *flag.FlagSet) {
+		fs.BoolVar(&metaOnly, "meta-only", false, "list only the find_tool and call_tool meta-tools (for catalogs of hundreds of tools)")
+	})
+	if err != nil {
+		return err
+	}
+	log := newLogger(cfg, e.stderr)
+	cr, err := newCore(e, cfg, log)
+	if err != nil {
+		return err
+	}
+	// The first snapshot is loaded before the client connects, so its
+	// first tools/list is complete.
+	if _, err := cr.loop.Once(ctx); err != nil {
+		return err
+	}
+	srv := mcpserver.New(cr.store, cr.disp, mcpserver.Options{Logger: log.With(slog.String("log", "mcp")), MetaOnly: metaOnly})
+
+	g, gctx := errgroup.WithContext(ctx)
+	runCtx, stop := context.WithCancel(gctx)
+	defer stop()
+	cr.start(runCtx, g)
+	g.Go(func() error { return srv.Run(runCtx) })
+	g.Go(func() error {
+		defer stop() // the client closed stdin: stop the loops too
+		t := &mcp.IOTransport{Reader: io.NopCloser(e.stdin), Writer: nopWriteCloser{e.stdout}}
+		if err := srv.MCP().Run(runCtx, t); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) {
+			return err
+		}
+		return nil
+	})
+	return g.Wait()
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
+
+// mcpHandler is the streamable HTTP MCP endpoint of the daemon (/mcp),
+// behind the same tokens as the API: tools/call needs the call role, so
+// the endpoint as a whole does. With no tokens (loopback only) it is open.
+func mcpHandler(srv *mcpserver.Server, tokens *api.Tokens, maxBody int64) http.Handler {
+	h := srv.HTTPHandler(&mcp.StreamableHTTPOptions{MaxRequestBodyBytes: maxBody})
+	if tokens.Len() == 0 {
+		return h
+	}
+	return mcpserver.RequireToken(func(secret string) (string, []string, bool) {
+		name, role, ok := tokens.Lookup(secret)
+		var roles []string
+		for r := api.RoleRead; ok && r <= role; r++ {
+			roles = append(roles, r.String())
+		}
+		return name, roles, ok
+	}, api.RoleCall.String(), h)
+}

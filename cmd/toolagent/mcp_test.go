@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+func mcpClient(listChanged chan struct{}) *mcp.Client {
+	return mcp.NewClient(&mcp.Implementation{Name: "cmd-test", Version: "v0"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			select {
+			case listChanged <- struct{}{}:
+			default:
+			}
+		},
+	})
+}
+
+func listNames(t *testing.T, cs *mcp.ClientSession) []string {
+	t.Helper()
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatalf("tools/list: %v", err)
+	}
+	var names []string
+	for _, tl := range res.Tools {
+		names = append(names, tl.Name)
+	}
+	return names
+}
+
+func callText(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) (string, bool) {
+	t.Helper()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("tools/call %s: %v", name, err)
+	}
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String(), res.IsError
+}
+
+// checkMCPSession runs the acceptance cases on a connected client: list,
+// call success, call failure with the real stderr, invalid params, and a
+// tool added to the tree arriving with list_changed.
+func checkMCPSession(t *testing.T, cs *mcp.ClientSession, listChanged chan struct{}, tools string) {
+	t.Helper()
+	if names := listNames(t, cs); !slices.Contains(names, "shell-exec") || !slices.Contains(names, "find_tool") {
+		t.Errorf("tools/list = %v, want shell-exec and find_tool", names)
+	}
+	if text, isErr := callText(t, cs, "shell-exec", map[string]any{"cmd": "echo hello"}); isErr || text != "hello\n" {
+		t.Errorf("shell-exec echo hello = %q isError=%v", text, isErr)
+	}
+	if text, isErr := callText(t, cs, "shell-exec", map[string]any{"cmd": "ls /nonexistent"}); !isErr || !strings.Contains(text, "No such file or directory") {
+		t.Errorf("shell-exec ls /nonexistent = %q isError=%v; want isError with the real stderr", text, isErr)
+	}
+	if text, isErr := callText(t, cs, "shell-exec", map[string]any{"cwd": 5}); !isErr || !strings.Contains(text, "cmd") {
+		t.Errorf("invalid params = %q isError=%v; want isError naming cmd", text, isErr)
+	}
+	putTool(t, tools, "say-hi", testTool("say-hi", `intent: say hi to someone
+method: run
+executor: shell
+argv: [echo, "hi {who}"]
+params_schema:
+  who: { type: string, required: true, description: "who" }
+`))
+	select {
+	case <-listChanged:
+	case <-time.After(15 * time.Second):
+		t.Fatal("no notifications/tools/list_changed within 15s of adding a tool")
+	}
+	pollUntil(t, "say-hi in tools/list", func() bool { return slices.Contains(listNames(t, cs), "say-hi") })
+	if text, isErr := callText(t, cs, "say-hi", map[string]any{"who": "bob"}); isErr || text != "hi bob\n" {
+		t.Errorf("say-hi = %q isError=%v", text, isErr)
+	}
+}
+
+// TestMCPStdio runs `toolagent mcp` in-process on pipes and drives it with
+// the SDK's client, as an MCP client that spawns the process would.
+func TestMCPStdio(t *testing.T) {
+	tools := t.TempDir()
+	putTool(t, tools, "shell-exec", shellExec(t))
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	logs := &syncBuffer{}
+	done := make(chan error, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		done <- run(ctx, []string{"mcp", "--tools", tools, "--state", t.TempDir(), "--reload-debounce", "20ms"},
+			func(string) string { return "" }, inR, outW, logs)
+		outW.Close()
+	}()
+	listChanged := make(chan struct{}, 1)
+	cs, err := mcpClient(listChanged).Connect(ctx, &mcp.IOTransport{Reader: outR, Writer: inW}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v\n%s", err, logs)
+	}
+	checkMCPSession(t, cs, listChanged, tools)
+	cs.Close()
+	inW.Close() // the client went away: stdin ends, mcp returns
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("mcp returned %v after stdin closed", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("mcp did not return after stdin closed\n%s", logs)
+	}
+}
+
+// TestServeMCPHTTP drives /mcp of a running daemon over streamable HTTP,
+// and checks it sits behind the API tokens.
+func TestServeMCPHTTP(t *testing.T) {
+	tools := t.TempDir()
+	putTool(t, tools, "shell-exec", shellExec(t))
+	d := startDaemon(t, nil, "--tools", tools, "--reload-debounce", "20ms")
+	listChanged := make(chan struct{}, 1)
+	cs, err := mcpClient(listChanged).Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: d.url + "/mcp"}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer cs.Close()
+	checkMCPSession(t, cs, listChanged, tools)
+
+	secret := "s3cret-token-0123456789"
+	d2 := startDaemon(t, map[string]string{"TOOLAGENT_TOKENS": "reader:read:" + secret}, "--tools", tools)
+	if _, err := mcpClient(make(chan struct{}, 1)).Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: d2.url + "/mcp"}, nil); err == nil {
+		t.Error("connect to /mcp without a token succeeded; want it refused")
+	}
+}
