@@ -125,7 +125,11 @@ func (a analyzer) analyze(dst []token, text string, query bool) []token {
 			}
 			chunk := text[i:j]
 			trimmed := strings.TrimRightFunc(chunk, isClosingPunct)
-			words = chunkWords(words, strings.TrimLeftFunc(trimmed, isOpeningPunct))
+			if c := strings.TrimLeftFunc(trimmed, isOpeningPunct); a.alternatives(c) {
+				words = append(words, strings.Split(c, "/")...)
+			} else {
+				words = chunkWords(words, c)
+			}
 			if len(trimmed) < len(chunk) && strings.ContainsAny(chunk[len(trimmed):], ",.;!?") {
 				flush() // a sentence or clause ends here: no phrase spans it
 			}
@@ -170,6 +174,10 @@ func (a analyzer) english(dst []token, words []string) []token {
 					dst[j].weight *= identWeight
 					dst[j].class = Other
 				}
+			case i > 0 && stateMarker(words[i-1]) && a.stateReading(dst[k:]):
+				// "is it still open", "are they running": the verb names a
+				// state the request asks about, not an action to take.
+				dst = a.appendState(dst, surface)
 			case pastForm(words[i+n-1]):
 				// A request asks in the base form ("restart it"); a past
 				// form describes what happened ("who committed", "it
@@ -224,6 +232,14 @@ func (a analyzer) han(dst []token, run string, query bool) []token {
 			continue
 		}
 		surface := sub(i, i+m)
+		content := false
+		if contentVerb(surface) && contentQuestion(run[:offs[i]], run[offs[i+m]:]) {
+			// 写的是什么, 怎么写的, 记了什么: the request asks what a text
+			// says, so it asks to read it, not to write it.
+			if read := a.v.en[a.stem(readTerm)]; len(read) > 0 {
+				cs, content = read, true
+			}
+		}
 		isStop := true
 		k := len(dst)
 		for _, c := range cs {
@@ -232,7 +248,13 @@ func (a analyzer) han(dst []token, run string, query bool) []token {
 			}
 			dst = a.concept(dst, c, surface)
 		}
-		if i+m < n && descriptive(sub(i+m, i+m+1)) {
+		if content {
+			// The verb became the reading the request asks for.
+		} else if progressive(run[:offs[i]]) && a.stateReading(dst[k:]) {
+			// 在跑, 一直在反复重启: the verb names what is going on, a state
+			// the request asks about.
+			dst = a.appendState(dst, surface)
+		} else if i+m < n && descriptive(sub(i+m, i+m+1)) {
 			// 写的是什么, 我提的 PR, 有人记过: the verb describes a thing
 			// or a past event; it is not what the request asks to do.
 			demote(dst[k:])
@@ -301,6 +323,26 @@ func (a analyzer) han(dst []token, run string, query bool) []token {
 	return dst
 }
 
+// alternatives reports whether c is a list of known words joined by '/'
+// ("issue/PR", "start/stop", "Feishu/Lark"): it then says "one or the
+// other" in prose, and its parts are words, not the weak parts of an
+// identifier. A part the vocabulary does not know ("src/api",
+// "kv/staging") makes c a path or a name.
+func (a analyzer) alternatives(c string) bool {
+	if strings.IndexByte(c, '/') <= 0 || c[len(c)-1] == '/' {
+		return false
+	}
+	for p := range strings.SplitSeq(c, "/") {
+		if !isLetters(p) {
+			return false
+		}
+		if _, ok := a.v.en[a.stem(p)]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
 // demote turns requested actions among toks into plain words: they still
 // match, but ask nothing of a fitting document.
 func demote(toks []token) {
@@ -309,6 +351,112 @@ func demote(toks []token) {
 			toks[j].class = Other
 		}
 	}
+}
+
+// statusTerm is the vocabulary term whose concepts a state reading of a
+// verb (see stateReading) adds: a question whether something is running or
+// still open asks for its status.
+const statusTerm = "status"
+
+// stateWeight scales the status concept a state reading adds: the request
+// implies it rather than says it.
+const stateWeight = 0.5
+
+// stateReading demotes the actions among toks, the tokens of one verb read
+// as a state, and reports whether there were any.
+func (a analyzer) stateReading(toks []token) bool {
+	found := false
+	for j := range toks {
+		if toks[j].class == Action {
+			toks[j].class = Other
+			found = true
+		}
+	}
+	return found
+}
+
+// appendState appends the tokens of the status concept, implied by a verb
+// read as a state.
+func (a analyzer) appendState(dst []token, surface string) []token {
+	for _, c := range a.v.en[a.stem(statusTerm)] {
+		k := len(dst)
+		dst = a.concept(dst, c, surface)
+		for j := k; j < len(dst); j++ {
+			dst[j].weight *= stateWeight
+			dst[j].class = Other
+		}
+	}
+	return dst
+}
+
+// stateMarker reports whether an English word before a verb makes the verb
+// name a state: a form of "be" ("is open", "are running") or "still".
+func stateMarker(w string) bool {
+	switch w {
+	case "is", "are", "was", "were", "be", "been", "am", "still":
+		return true
+	}
+	return false
+}
+
+// progressive reports whether Chinese text before a verb ends in the
+// progressive aspect, 在 or 正在, optionally followed by an adverb of
+// duration (一直在反复重启, 还在跑): the verb then says what is going on.
+func progressive(before string) bool {
+	for _, adv := range []string{"反复", "不停", "不断", "持续", "一直"} {
+		if b, ok := strings.CutSuffix(before, adv); ok {
+			before = b
+			break
+		}
+	}
+	b, ok := strings.CutSuffix(before, "在")
+	if !ok {
+		return false
+	}
+	// 现在 (now), 存在 (exist), 所在 (where), 实在 (really) end in 在
+	// but are words of their own.
+	for _, w := range []string{"现", "存", "所", "实", "自", "好"} {
+		if strings.HasSuffix(b, w) {
+			return false
+		}
+	}
+	return true
+}
+
+// readTerm is the vocabulary term whose concepts a content question (see
+// contentQuestion) asks for.
+const readTerm = "read"
+
+// contentVerb reports whether a Chinese word is a verb of writing or saying,
+// whose product is a text: 写 (write), 记 (note down), 说 and 讲 (say), 填
+// (fill in), 配 (configure).
+func contentVerb(w string) bool {
+	switch w {
+	case "写", "记", "说", "讲", "填", "配":
+		return true
+	}
+	return false
+}
+
+// contentQuestion reports whether a verb of writing between before and
+// after asks what a text says rather than asking to write one: "V 的是什么"
+// / "V 的啥" / "V 了什么" (what was V-ed), "V 的内容" (the V-ed content) and
+// "怎么 V 的" (how it was V-ed, which, unlike "怎么 V" without 的, asks
+// about a text that exists).
+func contentQuestion(before, after string) bool {
+	for _, s := range []string{"的是什么", "的是啥", "的啥", "的什么", "了什么", "了啥", "了些什么", "的内容", "了哪些"} {
+		if strings.HasPrefix(after, s) {
+			return true
+		}
+	}
+	if strings.HasPrefix(after, "的") {
+		for _, s := range []string{"怎么", "咋", "如何"} {
+			if strings.HasSuffix(before, s) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // pastForm reports whether an English word is a regular past tense or past
@@ -422,7 +570,7 @@ func splitWords(dst []string, s string, isPath bool) []string {
 			}
 		}
 	}
-	if file && !isPath {
+	if file {
 		dst = append(dst, "file")
 	}
 	return dst

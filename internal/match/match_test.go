@@ -2,6 +2,7 @@ package match
 
 import (
 	"bufio"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -119,6 +120,61 @@ func TestAnalyzeDescriptive(t *testing.T) {
 	}
 	if toks := an.analyze(nil, "文件里写的是什么", true); len(toks) < 2 || toks[1].class != Other {
 		t.Errorf("analyze(文件里写的是什么) = %+v, want 写 as Other", toks)
+	}
+}
+
+// TestAnalyzeReadings checks how a verb's surroundings change what it asks
+// for: a question about a text's content asks to read it, a verb read as a
+// state asks for a status, and known words joined by '/' are alternatives.
+func TestAnalyzeReadings(t *testing.T) {
+	v, err := ParseVocab(strings.NewReader(`的, 是, 什么, 在, 不是, 怎么, the, is, it, an ; 0
+write, 写 ; 1 action
+read, 读 ; 1 action
+status, 状态 ; 0.8 object
+restart, 重启 ; 1 action
+open ; 0.8 action
+issue ; 1 object
+pull request, pr ; 1 object
+file, 文件 ; 1 object
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	an := analyzer{v: v}
+	label := func(tk token) string {
+		if tk.kind != kindConcept {
+			return tk.key
+		}
+		for _, c := range v.concepts {
+			if c.key == tk.key {
+				return fmt.Sprintf("%s/%v/%.1f", c.label, tk.class, tk.weight)
+			}
+		}
+		return tk.key
+	}
+	tests := []struct {
+		name, in string
+		want     []string
+	}{
+		{"content question", "文件里写的是什么", []string{"file/object/1.0", "read/action/1.0", "里", "~里"}},
+		{"how it was written", "怎么写的", []string{"read/action/1.0"}},
+		{"how to write is a request", "怎么写", []string{"write/action/1.0"}},
+		{"a request to write", "写文件", []string{"write/action/1.0", "file/object/1.0"}},
+		{"progressive is a state", "是不是一直在重启", []string{"restart/other/1.0", "status/other/0.4", "一直", "~一", "~直"}},
+		{"now is no progressive", "现在重启", []string{"restart/action/1.0", "现", "~现"}},
+		{"still open is a state", "is it still open", []string{"still", "open/other/0.8", "status/other/0.4"}},
+		{"open an issue is a request", "open an issue", []string{"open/action/0.8", "issue/object/1.0"}},
+		{"known words joined by a slash", "issue/PR", []string{"issue/object/1.0", "pull request/object/1.0"}},
+		{"an identifier joined by a slash", "src/issue", []string{"src", "issue/other/0.5"}},
+	}
+	for _, tt := range tests {
+		var got []string
+		for _, tk := range an.analyze(nil, tt.in, true) {
+			got = append(got, label(tk))
+		}
+		if diff := cmp.Diff(tt.want, got); diff != "" {
+			t.Errorf("%s: analyze(%q) mismatch (-want +got):\n%s", tt.name, tt.in, diff)
+		}
 	}
 }
 

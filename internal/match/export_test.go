@@ -1,0 +1,16 @@
+package match
+
+// WithFactors returns an index sharing ix's data that uses offCore and
+// onlyAction in place of offCoreFactor and onlyActionFactor, for checking
+// those constants against an evaluation set.
+func (ix *Index) WithFactors(offCore, onlyAction float64) *Index {
+	c := *ix
+	c.offCore, c.onlyAction = offCore, onlyAction
+	return &c
+}
+
+// The fit factors, for tests in package match_test.
+const (
+	OffCoreFactor    = offCoreFactor
+	OnlyActionFactor = onlyActionFactor
+)
