@@ -72,7 +72,7 @@ func statusExit(s dispatch.ResultStatus) error {
 		return exitError{code: exitNotFound}
 	case dispatch.Timeout:
 		return exitError{code: exitTimeout}
-	case dispatch.Disabled, dispatch.ApprovalRequired, dispatch.Busy:
+	case dispatch.Disabled, dispatch.ApprovalRequired, dispatch.Denied, dispatch.Busy:
 		return exitError{code: exitRefused}
 	default:
 		return exitError{code: exitFailed}

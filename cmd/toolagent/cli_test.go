@@ -175,14 +175,15 @@ func writeTool(t *testing.T, tools, name, body string) {
 
 // TestTimeoutKillsTheGroup: a tool with timeout_ms 200 running `sleep 5`
 // (in a background child) returns timeout long before 5 s, and the child
-// is gone afterwards.
+// is gone afterwards. The tool says shell_policy: none because its command
+// writes the pid to a file, which the default policy holds for approval.
 func TestTimeoutKillsTheGroup(t *testing.T) {
 	tools := toolsCopy(t)
 	writeTool(t, tools, "slow", `method: exec
 executor: shell
 params_schema:
   cmd: { type: string, required: true }
-constraints: { timeout_ms: 200 }
+constraints: { timeout_ms: 200, shell_policy: none }
 `)
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	start := time.Now()

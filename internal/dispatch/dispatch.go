@@ -1,17 +1,24 @@
 // Package dispatch is the one invoke path every caller (CLI, HTTP API, MCP)
-// goes through: lookup, status, params validation, approval, concurrency
-// limits, the executor call, and the audit line. Every outcome is a
-// ResultStatus in a Result, never a Go error.
+// goes through, in this order: lookup, status, params validation, policy
+// (internal/policy: allow, confirm or deny, naming the rule), approval
+// (internal/approval: a confirm verdict becomes a pending request an
+// approver decides), concurrency limits, the executor call, and the audit
+// line. Every outcome of a call is a ResultStatus in a Result, never a Go
+// error.
+//
+// Approved calls run on the server: Decide records an approver's decision
+// and, on approve, claims the approval (bound to the tool, the definition
+// revision and the params hash, used once) and runs the call through the
+// same limits and executor path, storing its Result for the caller to
+// fetch (Approval). See approvals.go.
 //
 // A Dispatcher is safe for concurrent use. Imports: catalog, executors,
-// hldp. Imported by api, mcpserver and cmd/toolagent.
+// hldp, policy, approval. Imported by api, mcpserver and cmd/toolagent.
 package dispatch
 
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,9 +28,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/toolagent/toolagent/internal/approval"
 	"github.com/toolagent/toolagent/internal/catalog"
 	"github.com/toolagent/toolagent/internal/executors"
 	"github.com/toolagent/toolagent/internal/hldp"
+	"github.com/toolagent/toolagent/internal/policy"
 )
 
 // DefaultMaxConcurrent is the global cap on calls running at once.
@@ -43,6 +52,17 @@ type Options struct {
 	Audit *slog.Logger
 	// Now returns the time (nil: time.Now). Tests set it.
 	Now func() time.Time
+	// Approvals is the server-side queue a call whose policy verdict is
+	// confirm is put in (approval_required with an approval id). nil: such
+	// calls answer approval_required saying that this daemon has no
+	// approval queue, and can never run here.
+	Approvals *approval.Store
+	// ShellPolicy replaces the built-in default shell policy
+	// (policy.DefaultShellPolicy) for exec tools whose shell_policy is
+	// absent or "default"; nil keeps the built-in one. Give the shell
+	// executor (shell.Options.ShellPolicy) the same value: its re-check
+	// before a process starts refuses what its policy refuses.
+	ShellPolicy *policy.ShellPolicy
 }
 
 // Dispatcher invokes tools of the current snapshot.
@@ -138,7 +158,11 @@ func (d *Dispatcher) invoke(ctx context.Context, c Call) (Result, map[string]any
 		return r, params
 	}
 	req := executors.Request{Tool: t, Params: params, Rev: e.Rev}
+	v := policy.Evaluate(t, params, policy.ForTool(t, d.opts.ShellPolicy))
 	if c.DryRun {
+		// A dry run never creates an approval; it says what the policy
+		// would decide.
+		r.setVerdict(v)
 		plan, err := ex.Plan(req)
 		if err != nil {
 			r.Status, r.Error = Error, err.Error()
@@ -147,10 +171,14 @@ func (d *Dispatcher) invoke(ctx context.Context, c Call) (Result, map[string]any
 		r.Status, r.Plan = DryRun, &plan
 		return r, params
 	}
-	if t.Constraints.RequireConfirm {
-		r.Status = ApprovalRequired
-		r.Error = fmt.Sprintf("tool %s declares require_confirm: true and did not run", t.Name)
-		r.Suggestion = "an approver must confirm this call; this daemon has no approval queue enabled, so the tool cannot run here (use --dry-run to see what would run)"
+	switch v.Decision {
+	case policy.Deny:
+		r.setVerdict(v)
+		r.Status, r.Error = Denied, fmt.Sprintf("refused by policy: %s: %s", v.Rule, v.Reason)
+		return r, params
+	case policy.Confirm:
+		r.setVerdict(v)
+		d.hold(c, t, e.Rev, params, v, &r)
 		return r, params
 	}
 	release, busy := d.acquire(t)
@@ -159,12 +187,50 @@ func (d *Dispatcher) invoke(ctx context.Context, c Call) (Result, map[string]any
 		return r, params
 	}
 	defer release()
+	d.execute(ctx, ex, req, &r)
+	return r, params
+}
 
+// hold turns a call the policy wants confirmed into approval_required:
+// with an approval queue, a pending request the caller can point an
+// approver to; without one, a plain refusal that says so.
+func (d *Dispatcher) hold(c Call, t *hldp.Tool, rev string, params map[string]any, v policy.Verdict, r *Result) {
+	r.Status = ApprovalRequired
+	r.Error = fmt.Sprintf("did not run: the call needs an approval: %s: %s", v.Rule, v.Reason)
+	if d.opts.Approvals == nil {
+		r.Suggestion = "an approver must confirm this call, but this daemon has no approval queue enabled, so it cannot run here (use --dry-run to see what would run)"
+		return
+	}
+	a, err := d.opts.Approvals.Create(t.Name, rev, params, c.Caller, v.Rule+": "+v.Reason)
+	if err != nil {
+		r.Status, r.Error = Error, fmt.Sprintf("the call needs an approval, and the approval could not be recorded: %v", err)
+		return
+	}
+	r.ApprovalID, r.Params, r.ParamsHash, r.ExpiresAt = a.ID, a.Params, a.ParamsHash, a.ExpiresAt
+	r.Suggestion = fmt.Sprintf("an approver with the approve role: POST /v1/approvals/%[1]s {\"decision\":\"approve\"} (or \"deny\"; \"params\" to approve with edits) or `toolagent approvals approve %[1]s`; it expires at %[2]s. Fetch the result with GET /v1/approvals/%[1]s once it ran", a.ID, a.ExpiresAt.UTC().Format(time.RFC3339))
+}
+
+// setVerdict records the policy's verdict in the result.
+func (r *Result) setVerdict(v policy.Verdict) {
+	r.Decision, r.Rule, r.Reason = v.Decision.String(), v.Rule, v.Reason
+}
+
+// execute runs req on ex under the tool's timeout and fills r from the
+// outcome. The caller holds the concurrency slots.
+func (d *Dispatcher) execute(ctx context.Context, ex executors.Executor, req executors.Request, r *Result) {
+	t := req.Tool
 	xctx, cancel := context.WithTimeout(ctx, t.Constraints.Timeout+backstop)
 	defer cancel()
 	out, err := ex.Execute(xctx, req)
 	r.fill(out)
+	var refused *policy.RefusedError
 	switch {
+	case errors.As(err, &refused):
+		// The executor's own re-check refused what dispatch let through:
+		// a policy mismatch (e.g. a different shell policy override) or a
+		// bug; either way nothing ran, and the rule is named.
+		r.setVerdict(refused.Verdict)
+		r.Status, r.Error = Denied, err.Error()
 	case err != nil && errors.Is(xctx.Err(), context.DeadlineExceeded):
 		r.Status, r.Error = Timeout, fmt.Sprintf("timed out after %s: %v", t.Constraints.Timeout, err)
 	case err != nil:
@@ -180,7 +246,6 @@ func (d *Dispatcher) invoke(ctx context.Context, c Call) (Result, map[string]any
 	default:
 		r.Status = Success
 	}
-	return r, params
 }
 
 func (r *Result) fill(o executors.Outcome) {
@@ -321,13 +386,14 @@ func splitErrors(err error) []string {
 
 // audit writes one structured line per call. Param values never appear:
 // only their names and a hash of the values, which may hold secrets.
-func (d *Dispatcher) audit(ctx context.Context, c Call, r Result, params map[string]any, took time.Duration) {
+// extra carries the approval attributes of an approved run.
+func (d *Dispatcher) audit(ctx context.Context, c Call, r Result, params map[string]any, took time.Duration, extra ...slog.Attr) {
 	names := make([]string, 0, len(params))
 	for k := range params {
 		names = append(names, k)
 	}
 	slices.Sort(names)
-	d.opts.Audit.LogAttrs(ctx, slog.LevelInfo, "call",
+	attrs := []slog.Attr{
 		slog.String("caller", c.Caller),
 		slog.String("tool", c.Tool),
 		slog.String("revision", r.Revision),
@@ -337,19 +403,19 @@ func (d *Dispatcher) audit(ctx context.Context, c Call, r Result, params map[str
 		slog.Any("param_names", names),
 		slog.String("params_sha256", ParamsHash(params)),
 		slog.Bool("dry_run", c.DryRun),
-	)
+	}
+	if r.Rule != "" {
+		attrs = append(attrs, slog.String("decision", r.Decision), slog.String("rule", r.Rule))
+	}
+	if r.ApprovalID != "" {
+		attrs = append(attrs, slog.String("approval_id", r.ApprovalID))
+	}
+	d.opts.Audit.LogAttrs(ctx, slog.LevelInfo, "call", append(attrs, extra...)...)
 }
 
-// ParamsHash is a short, stable hash of validated param values (keys are
-// sorted by encoding/json), for audit lines and approvals.
+// ParamsHash is the stable hash of validated param values that approvals
+// bind to and audit lines carry: approval.HashParams, the SHA-256 of their
+// canonical JSON.
 func ParamsHash(params map[string]any) string {
-	if len(params) == 0 {
-		return ""
-	}
-	b, err := json.Marshal(params)
-	if err != nil {
-		return "unhashable"
-	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:8])
+	return approval.HashParams(params)
 }

@@ -30,8 +30,14 @@ func (f fakeExec) Plan(req executors.Request) (executors.Plan, error) {
 }
 func (f fakeExec) Health(context.Context) error { return nil }
 
-func parse(t *testing.T, name, extra string) *hldp.Tool {
+// parse parses an exec tool whose constraints are shell_policy: none plus
+// the given constraint entries: these tests run a fake executor and are
+// about statuses, not the shell policy (see policy_test.go for that).
+func parse(t *testing.T, name, constraints string) *hldp.Tool {
 	t.Helper()
+	if constraints != "" {
+		constraints = ", " + constraints
+	}
 	src := "name: " + name + `
 display: d
 intent: i
@@ -43,7 +49,8 @@ params_schema:
 author: a
 created: 2026-11-30
 why: w
-` + extra
+constraints: { shell_policy: none` + constraints + ` }
+`
 	tl, err := hldp.Parse("tools/"+name+"/TOOL.hdlp", []byte(src))
 	if err != nil {
 		t.Fatalf("parse %s: %v", name, err)
@@ -78,7 +85,7 @@ func behave(ctx context.Context, req executors.Request) (executors.Outcome, erro
 
 func TestInvokeStatuses(t *testing.T) {
 	ok := parse(t, "ok", "")
-	confirm := parse(t, "confirm", "constraints: { require_confirm: true }\n")
+	confirm := parse(t, "confirm", "require_confirm: true")
 	gk := parse(t, "gk", "")
 	gk.Executor = hldp.Gatekeeper
 	st := newStore(t,
@@ -171,7 +178,7 @@ func TestResultJSONFields(t *testing.T) {
 // TestBusy fills the global cap and a tool's own cap with calls blocked in
 // the executor; the next call gets busy at once instead of queueing.
 func TestBusy(t *testing.T) {
-	serial := parse(t, "serial", "constraints: { max_concurrency: 1 }\n")
+	serial := parse(t, "serial", "max_concurrency: 1")
 	free := parse(t, "free", "")
 	st := newStore(t,
 		catalog.Entry{Name: "serial", Tool: serial, Rev: "r", Status: catalog.Enabled},

@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"encoding/base64"
+	"time"
 	"unicode/utf8"
 
 	"github.com/toolagent/toolagent/internal/executors"
@@ -11,7 +12,8 @@ import (
 // ResultStatus says what happened to one call; the value is the wire word.
 type ResultStatus string
 
-// The statuses of a call result (DESIGN.md "Result"), plus busy and dry_run.
+// The statuses of a call result (DESIGN.md "Result"), plus busy, dry_run
+// and denied.
 const (
 	// Success: ran, exit code 0 (or HTTP 2xx), and produced output.
 	Success ResultStatus = "success"
@@ -23,8 +25,14 @@ const (
 	Timeout ResultStatus = "timeout"
 	// InvalidParams: did not run; every problem with the params is listed.
 	InvalidParams ResultStatus = "invalid_params"
-	// ApprovalRequired: did not run; the tool needs an approval first.
+	// ApprovalRequired: did not run; the policy says an approver must
+	// confirm the call first. ApprovalID names the pending approval (when
+	// the daemon has an approval queue), Rule and Reason say why, and
+	// Suggestion says how to approve and fetch the result.
 	ApprovalRequired ResultStatus = "approval_required"
+	// Denied: did not run; a policy rule refuses the call and no approval
+	// can change that. Rule and Reason name the rule and say why.
+	Denied ResultStatus = "denied"
 	// NotFound: no such tool in the repository; it has to be written.
 	NotFound ResultStatus = "not_found"
 	// Disabled: the tool exists but cannot run here; the error says why.
@@ -67,6 +75,27 @@ type Result struct {
 	Problems []string `json:"problems,omitempty"`
 	// Plan is what would run (dry_run).
 	Plan *executors.Plan `json:"plan,omitempty"`
+
+	// Decision is the policy's verdict, "allow", "confirm" or "deny", on
+	// dry_run, denied and approval_required results (and on results whose
+	// run the executor's own re-check refused).
+	Decision string `json:"decision,omitempty"`
+	// Rule names the policy rule that decided, e.g. "shell: command `rm`
+	// deletes files (default policy: delete)" or "param cmd: deny pattern
+	// `rm\s+-rf`"; set with Decision.
+	Rule string `json:"rule,omitempty"`
+	// Reason explains the rule in a sentence; set with Decision.
+	Reason string `json:"reason,omitempty"`
+	// ApprovalID is the id of the approval this call waits for
+	// (approval_required) or ran under (the result of an approved call).
+	ApprovalID string `json:"approval_id,omitempty"`
+	// Params are the validated params (defaults filled) that will run once
+	// approved (approval_required).
+	Params map[string]any `json:"params,omitempty"`
+	// ParamsHash is the hash the approval binds to (approval.HashParams).
+	ParamsHash string `json:"params_hash,omitempty"`
+	// ExpiresAt is when the pending approval expires (approval_required).
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
 }
 
 func newResult(name string, t *hldp.Tool, rev string) Result {

@@ -35,6 +35,11 @@ type Request struct {
 	Tool   *hldp.Tool
 	Params map[string]any // validated, defaults filled
 	Rev    string         // revision of the definition
+	// Approval is the id of the approval dispatch claimed for exactly this
+	// tool, revision and params; "" when the call needed none. Executors
+	// that re-check the policy before a side effect (shell, the gatekeeper
+	// server) refuse a call whose verdict is confirm when it is empty.
+	Approval string
 }
 
 // Outcome is the raw result of one execution.

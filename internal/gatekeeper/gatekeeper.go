@@ -9,12 +9,22 @@
 // grace), stdout and stderr each capped, and a minimal environment instead
 // of the server's own. The client's requested timeout and output cap are
 // clamped to the server's maxima; a bearer token is compared in constant
-// time; an optional allowlist and an optional Check hook refuse commands
-// right before they would start; every exec writes one audit line.
+// time; an optional allowlist, an optional Check hook and the shell policy
+// (internal/policy, the built-in default unless configured) refuse
+// commands right before they would start; every exec writes one audit
+// line.
+//
+// The shell policy is defence in depth: the daemon judged the call before
+// sending it, and the server judges a cmd again with policy.CheckCommand.
+// A command the policy denies never runs; one it wants confirmed runs only
+// when the request carries the id of the approval the daemon claimed
+// ("approval"). The server cannot verify that id (approvals live in the
+// daemon): the check guards against a daemon that forgot the approval, not
+// against a client that holds a valid token and lies.
 //
 // A handler is safe for concurrent use; it bounds the number of commands
 // running at once and answers "busy" beyond that. The package imports proc
-// (and, later, policy) and is imported only by cmd/toolagent.
+// and policy and is imported only by cmd/toolagent.
 package gatekeeper
 
 import (
@@ -33,6 +43,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/toolagent/toolagent/internal/policy"
 	"github.com/toolagent/toolagent/internal/proc"
 )
 
@@ -82,6 +93,16 @@ type Options struct {
 	// the error's text. It is the hook for the per-argument shell policy;
 	// it must be safe for concurrent use.
 	Check func(cmd string, argv []string) error
+	// Policy judges every cmd request (policy.CheckCommand) right before
+	// it would start, after the allowlist and the Check hook: a deny is
+	// refused, a confirm is refused unless the request names an approval.
+	// nil means policy.DefaultShellPolicy(). argv requests are not judged
+	// by it (no shell parses them; use Allow for those), as the daemon's
+	// policy judges only exec commands.
+	Policy *policy.ShellPolicy
+	// NoPolicy turns the shell policy off: only Allow and Check guard
+	// commands. For a server whose every client judges its own commands.
+	NoPolicy bool
 	// Shell runs cmd requests as Shell -c cmd; "" means DefaultShell.
 	Shell string
 	// Env holds extra KEY=VALUE entries added after proc.MinimalEnv for
@@ -157,7 +178,13 @@ type ExecRequest struct {
 	MaxOutputBytes int64    `json:"max_output_bytes,omitempty"`
 	Tool           string   `json:"tool,omitempty"`
 	Revision       string   `json:"revision,omitempty"`
+	// Approval is the id of the approval the daemon claimed for this call;
+	// the shell policy lets a command it wants confirmed run only with one.
+	Approval string `json:"approval,omitempty"`
 }
+
+// maxApprovalLen bounds the approval field (ids are 32 hex digits).
+const maxApprovalLen = 128
 
 // ExecResponse is the 200 answer of POST /exec, sent for every command
 // that started, whatever its exit status; see PROTOCOL.md.
@@ -185,6 +212,7 @@ type ErrorResponse struct {
 
 type handler struct {
 	opts    Options
+	policy  *policy.ShellPolicy // nil when Options.NoPolicy
 	hashes  [][sha256.Size]byte
 	allow   map[string]bool
 	sem     chan struct{}
@@ -227,6 +255,12 @@ func NewHandler(opts Options, logger *slog.Logger) http.Handler {
 		h.hashes = append(h.hashes, d)
 	}
 	h.noToken = len(h.hashes) == 0
+	if !opts.NoPolicy {
+		h.policy = opts.Policy
+		if h.policy == nil {
+			h.policy = policy.DefaultShellPolicy()
+		}
+	}
 	if len(opts.Allow) > 0 {
 		h.allow = make(map[string]bool, len(opts.Allow))
 		for _, a := range opts.Allow {
@@ -386,6 +420,8 @@ func (h *handler) spec(req ExecRequest) (proc.Spec, error) {
 		return proc.Spec{}, errors.New(`timeout_ms and max_output_bytes must not be negative`)
 	case req.Cwd != "" && !filepath.IsAbs(req.Cwd):
 		return proc.Spec{}, fmt.Errorf("cwd %q must be an absolute path", req.Cwd)
+	case len(req.Approval) > maxApprovalLen:
+		return proc.Spec{}, fmt.Errorf("approval id longer than %d bytes", maxApprovalLen)
 	}
 	timeout := h.opts.DefaultTimeout
 	if req.TimeoutMS > 0 {
@@ -413,8 +449,8 @@ func (h *handler) spec(req ExecRequest) (proc.Spec, error) {
 // its first word names; refused when an allowlist is configured.
 const shellSyntax = ";&|<>`$()\n\r"
 
-// guard applies the allowlist and the Check hook, in that order, right
-// before the process would start.
+// guard applies the allowlist, the Check hook and the shell policy, in
+// that order, right before the process would start.
 func (h *handler) guard(req ExecRequest) error {
 	if h.allow != nil {
 		prog := program(req)
@@ -436,6 +472,13 @@ func (h *handler) guard(req ExecRequest) error {
 		}
 		if err != nil {
 			return fmt.Errorf("policy: %w", err)
+		}
+	}
+	if h.policy != nil && req.Cmd != "" {
+		// The error names the rule: "refused by policy: shell: command
+		// `rm` deletes files (default policy: delete): ...".
+		if err := policy.CheckCommand(req.Cmd, h.policy, req.Approval != ""); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -467,7 +510,7 @@ func (h *handler) auditAttrs(r *http.Request, req ExecRequest, tokenID string, s
 	}
 	sum := sha256.Sum256([]byte(full))
 	return []any{
-		"remote", r.RemoteAddr, "token_id", tokenID, "tool", req.Tool, "rev", req.Revision,
+		"remote", r.RemoteAddr, "token_id", tokenID, "tool", req.Tool, "rev", req.Revision, "approval", req.Approval,
 		"mode", mode, "program", program(req), "cmd_sha256", hex.EncodeToString(sum[:]),
 		"cmd_bytes", len(full), "cwd", req.Cwd,
 		"timeout_ms", spec.Timeout.Milliseconds(), "max_output_bytes", spec.MaxOutput,

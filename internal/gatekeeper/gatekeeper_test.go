@@ -4,11 +4,16 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/toolagent/toolagent/internal/policy"
 )
 
 func TestListenCheck(t *testing.T) {
@@ -157,9 +162,17 @@ func TestBusy(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		resp, err := http.Post(srv.URL+"/exec", "application/json", strings.NewReader(`{"cmd":"echo up; sleep 2","timeout_ms":5000}`))
-		if err == nil {
+		// Retry while busy: a probe below may hold the slot for a moment
+		// when this request arrives.
+		for range 100 {
+			resp, err := http.Post(srv.URL+"/exec", "application/json", strings.NewReader(`{"cmd":"echo up; sleep 2","timeout_ms":5000}`))
+			if err != nil {
+				return
+			}
 			resp.Body.Close()
+			if resp.StatusCode != http.StatusServiceUnavailable {
+				return
+			}
 		}
 	}()
 	// Wait until the first command holds the slot: poll with a deadline.
@@ -184,4 +197,66 @@ func TestBusy(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	<-done
+}
+
+// TestShellPolicy: right before a cmd would start, the server judges it
+// with the shell policy: a command that needs an approval runs only with
+// one, a catastrophic one never, and every refusal is 403 refused naming
+// the rule. argv requests are not parsed as shell.
+func TestShellPolicy(t *testing.T) {
+	victim := filepath.Join(t.TempDir(), "x")
+	mk := func() {
+		if err := os.MkdirAll(filepath.Join(victim, "sub"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mk()
+	body := func(cmd, approval string) string {
+		b, _ := json.Marshal(ExecRequest{Cmd: cmd, Approval: approval})
+		return string(b)
+	}
+	const id = "0123456789abcdef0123456789abcdef"
+	lax := policy.DefaultShellPolicy()
+	lax.Commands["rm"] = policy.Allow
+	def := NewHandler(Options{Tokens: []string{"t"}}, nil)
+	tests := []struct {
+		name    string
+		h       http.Handler
+		body    string
+		status  int
+		want    string // substring of the error
+		removed bool   // the victim is gone afterwards
+	}{
+		{"rm -rf without approval", def, body("rm -rf "+victim, ""), 403, "needs an approval and has none: shell: command `rm` deletes files", false},
+		{"hidden behind a read", def, body("ls / && rm -rf "+victim, ""), 403, "command `rm`", false},
+		{"argv is not parsed as shell", def, `{"argv":["echo","rm -rf /"]}`, 200, "", false},
+		{"catastrophic even with approval", def, body("rm -rf /", id), 403, "refused by policy: shell: command `rm -rf /`", false},
+		{"unparseable", def, body("echo 'x", ""), 403, "shell: cannot parse", false},
+		{"too long approval id", def, body("true", strings.Repeat("a", 200)), 400, "approval id", false},
+		{"approved rm runs", def, body("rm -rf "+victim, id), 200, "", true},
+		{"operator override", NewHandler(Options{Tokens: []string{"t"}, Policy: lax}, nil), body("rm -rf "+victim, ""), 200, "", true},
+		{"policy off", NewHandler(Options{Tokens: []string{"t"}, NoPolicy: true}, nil), body("rm -rf "+victim, ""), 200, "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mk()
+			status, m := do(t, tt.h, "POST", "/exec", "127.0.0.1:1", "Bearer t", tt.body)
+			if status != tt.status {
+				t.Fatalf("exec %s = %d %v, want %d", tt.body, status, m, tt.status)
+			}
+			if tt.want != "" {
+				msg, _ := m["error"].(string)
+				if !strings.Contains(msg, tt.want) {
+					t.Errorf("error %q does not say %q", msg, tt.want)
+				}
+				if status == 403 && m["code"] != CodeRefused {
+					t.Errorf("code %v, want %s", m["code"], CodeRefused)
+				}
+			}
+			_, err := os.Stat(victim)
+			if gone := errors.Is(err, os.ErrNotExist); gone != tt.removed {
+				t.Errorf("victim removed = %v, want %v", gone, tt.removed)
+			}
+		})
+	}
 }

@@ -41,7 +41,8 @@ var (
 var (
 	requiredKeys = []string{"name", "display", "intent", "method", "executor", "params_schema", "author", "created", "why"}
 	topKeys      = []string{"name", "display", "intent", "method", "executor", "params_schema", "constraints", "author", "created", "why", "argv", "target", "keywords"}
-	constraintKs = []string{"timeout_ms", "max_output_bytes", "require_confirm", "max_concurrency"}
+	constraintKs = []string{"timeout_ms", "max_output_bytes", "require_confirm", "max_concurrency", "rules", "shell_policy"}
+	ruleKeys     = []string{"allow", "confirm", "deny"}
 	paramKeys    = []string{"type", "required", "description", "enum", "default", "pattern", "minimum", "maximum", "items"}
 	itemKeys     = []string{"type", "description", "enum", "pattern", "minimum", "maximum", "items"}
 	paramTypes   = []string{"string", "integer", "number", "boolean", "array", "object"}
@@ -100,6 +101,13 @@ func Parse(file string, data []byte) (*Tool, error) {
 type parser struct {
 	file  string
 	diags []*Diagnostic
+	// ruleKeys are the param names under constraints.rules, checked
+	// against params_schema once the whole file is read (the keys may
+	// come before params_schema).
+	ruleKeys []entry
+	// shellPolicy is the constraints.shell_policy entry, checked against
+	// the method once the whole file is read.
+	shellPolicy *entry
 }
 
 // add records a problem at node n (nil: whole file).
@@ -477,6 +485,11 @@ func (p *parser) tool(root *yaml.Node) *Tool {
 	if e, ok := byKey["target"]; ok && execOK && t.Executor != Gatekeeper {
 		p.add(e.k, e.field, "only allowed with executor gatekeeper", "", "executor "+string(t.Executor), "remove target, or use executor gatekeeper")
 	}
+	p.checkRules(t, byKey)
+	if p.shellPolicy != nil && methodOK && t.Method != "exec" {
+		e := p.shellPolicy
+		p.add(e.k, e.field, "only allowed with method exec", "", "method "+t.Method, "the shell policy judges the cmd of an exec tool; use rules to guard the params of other methods")
+	}
 	if argv != nil {
 		if methodOK && t.Method != "run" {
 			p.add(argv.k, argv.field, "only allowed with method run", "", "method "+t.Method, "")
@@ -585,6 +598,95 @@ func (p *parser) constraints(n *yaml.Node, field string, c *Constraints) {
 					c.MaxConcurrency = int(v)
 				}
 			}
+		case "rules":
+			c.Rules = p.rules(e.v, e.field)
+		case "shell_policy":
+			want := "one of " + strings.Join(ShellPolicies, ", ")
+			if s, ok := p.str(e.v, e.field, want, true); ok {
+				if !slices.Contains(ShellPolicies, s) {
+					p.add(e.v, e.field, "unknown shell policy", want, describe(e.v), didYouMean(s, ShellPolicies))
+				} else {
+					c.ShellPolicy = s
+					p.shellPolicy = &e
+				}
+			}
+		}
+	}
+}
+
+// rules parses constraints.rules: a mapping of param name to a mapping
+// with allow, confirm and deny lists of Go regular expressions. Param
+// names are checked against params_schema later (checkRules).
+func (p *parser) rules(n *yaml.Node, field string) map[string]ArgRules {
+	const want = "a mapping of param name to { allow: [...], confirm: [...], deny: [...] }"
+	if n.Kind != yaml.MappingNode {
+		p.add(n, field, "", want, describe(n), "")
+		return nil
+	}
+	out := map[string]ArgRules{}
+	for _, e := range p.mapping(n, field, nil) {
+		p.ruleKeys = append(p.ruleKeys, e)
+		if e.v.Kind != yaml.MappingNode {
+			p.add(e.v, e.field, "", "a mapping with allow, confirm, deny (lists of regular expressions)", describe(e.v), "")
+			continue
+		}
+		var r ArgRules
+		for _, le := range p.mapping(e.v, e.field, ruleKeys) {
+			pats := p.patterns(le.v, le.field)
+			switch le.key {
+			case "allow":
+				r.Allow = pats
+			case "confirm":
+				r.Confirm = pats
+			case "deny":
+				r.Deny = pats
+			}
+		}
+		out[e.key] = r
+	}
+	return out
+}
+
+// patterns parses a list of Go regular expressions, reporting each one
+// that does not compile.
+func (p *parser) patterns(n *yaml.Node, field string) []string {
+	if n.Kind != yaml.SequenceNode {
+		p.add(n, field, "", "a list of regular expressions (Go RE2 syntax)", describe(n), quoteHint(n))
+		return nil
+	}
+	out := make([]string, 0, len(n.Content))
+	for i, c := range n.Content {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		s, ok := p.str(c, f, "a regular expression string (Go RE2 syntax)", true)
+		if !ok {
+			continue
+		}
+		if _, err := regexp.Compile(s); err != nil {
+			p.add(c, f, "invalid regular expression", "Go RE2 syntax", strconv.Quote(s), strings.TrimPrefix(err.Error(), "error parsing regexp: "))
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// checkRules reports the keys of constraints.rules that name no declared
+// param: a rule on a misspelt param would silently guard nothing.
+func (p *parser) checkRules(t *Tool, byKey map[string]entry) {
+	if _, ok := byKey["params_schema"]; !ok {
+		return // the missing params_schema is already reported
+	}
+	names := make([]string, len(t.Params))
+	for i, pr := range t.Params {
+		names[i] = pr.Name
+	}
+	for _, e := range p.ruleKeys {
+		if !slices.Contains(names, e.key) {
+			want := "a param declared in params_schema"
+			if len(names) > 0 {
+				want += " (" + strings.Join(names, ", ") + ")"
+			}
+			p.add(e.k, e.field, "rule for an undeclared param", want, strconv.Quote(e.key), didYouMean(e.key, names))
 		}
 	}
 }

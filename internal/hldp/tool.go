@@ -24,7 +24,9 @@ const FileName = "TOOL.hdlp"
 // FormatVersion changes whenever Parse may give a different result for the
 // same bytes (new keys, new rules). Persisted parse memos (internal/cache)
 // are discarded when it differs, so an upgrade never serves stale outcomes.
-const FormatVersion = 1
+//
+// 2: constraints.rules and constraints.shell_policy.
+const FormatVersion = 2
 
 // ExecutorKind names an executor; the value is the wire word used in
 // TOOL.hdlp and in results.
@@ -114,7 +116,47 @@ type Constraints struct {
 	// MaxConcurrency caps how many calls of this tool run at once
 	// (constraints.max_concurrency); 0 means no per-tool cap.
 	MaxConcurrency int
+	// Rules are the per-argument rules (constraints.rules): param name to
+	// its allow, confirm and deny patterns. nil when absent. Every key is
+	// a declared param and every pattern compiles (Parse checks both);
+	// internal/policy gives them their meaning.
+	Rules map[string]ArgRules
+	// ShellPolicy is constraints.shell_policy, one of ShellPolicies, or ""
+	// when the key is absent. Absent means "default": an exec tool's
+	// command is judged by the built-in default shell policy unless the
+	// author writes shell_policy: none (secure by default). Only method
+	// exec may state it.
+	ShellPolicy string
 }
+
+// ArgRules are the per-argument rules of one param
+// (constraints.rules.<param>): Go regular expressions (RE2) searched
+// anywhere in the value. A value matching a Deny pattern never runs; with
+// a non-empty Allow, a value matching none of them never runs; a value
+// matching a Confirm pattern runs only after an approval. See
+// internal/policy/POLICY.md.
+type ArgRules struct {
+	Allow   []string `json:"allow,omitempty"`
+	Confirm []string `json:"confirm,omitempty"`
+	Deny    []string `json:"deny,omitempty"`
+}
+
+// The words of constraints.shell_policy.
+const (
+	// ShellPolicyDefault judges an exec tool's command with the built-in
+	// default shell policy: reads run, writes and the like need an
+	// approval, catastrophic commands are denied. Also what an absent key
+	// means.
+	ShellPolicyDefault = "default"
+	// ShellPolicyStrict runs read-only commands and denies everything else.
+	ShellPolicyStrict = "strict"
+	// ShellPolicyNone does not judge the command; only constraints.rules
+	// and require_confirm apply.
+	ShellPolicyNone = "none"
+)
+
+// ShellPolicies lists the words constraints.shell_policy accepts.
+var ShellPolicies = []string{ShellPolicyDefault, ShellPolicyStrict, ShellPolicyNone}
 
 // ArgvItem is one element of an argv template: either a single word (which
 // may hold {param} placeholders) or a group of words that is kept or dropped

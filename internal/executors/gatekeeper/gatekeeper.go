@@ -17,7 +17,10 @@
 //
 // Errors are classified so a caller never has to guess: ErrUnreachable
 // (network), ErrUnauthorized (token refused, 401/403), executors.ErrRefused
-// (the server's allowlist or policy refused the command), *RemoteError for
+// (the server's allowlist or policy refused the command; the server
+// re-checks an exec command with its shell policy right before it starts,
+// and the client sends the id of the approval dispatch claimed, so a
+// confirmed command runs and an unapproved one is refused), *RemoteError for
 // every other protocol error. A command that ran and failed or timed out
 // is an Outcome, not an error (TimedOut set from the server's timed_out).
 // Tokens never appear in errors, plans or logs.
@@ -244,6 +247,9 @@ type wireRequest struct {
 	MaxOutputBytes int64    `json:"max_output_bytes"`
 	Tool           string   `json:"tool,omitempty"`
 	Revision       string   `json:"revision,omitempty"`
+	// Approval is the id of the approval dispatch claimed for this call,
+	// so the server's policy re-check lets a confirmed command run.
+	Approval string `json:"approval,omitempty"`
 }
 
 // wireResponse is the 200 answer of POST /exec.
@@ -297,6 +303,7 @@ func (e *Executor) prepare(req executors.Request) (call, error) {
 	}
 	c := call{target: tg, timeout: timeout, maxOut: maxOut, body: wireRequest{
 		Cwd: cwd, TimeoutMS: timeout.Milliseconds(), MaxOutputBytes: maxOut, Tool: t.Name, Revision: req.Rev,
+		Approval: req.Approval,
 	}}
 	switch t.Method {
 	case MethodExec:

@@ -392,6 +392,41 @@ func TestServerGuards(t *testing.T) {
 	})
 }
 
+// TestApprovalReachesTheServer: the client sends the claimed approval id,
+// so the server's shell policy runs a confirmed command with one and
+// refuses it, naming the rule, without one.
+func TestApprovalReachesTheServer(t *testing.T) {
+	srv, logs := startServer(t, server.Options{})
+	ex := gatekeeper.New(gatekeeper.Options{Targets: map[string]gatekeeper.Target{"main": {URL: srv.URL, Token: token}}})
+	tool := seedTool(t)
+	victim := filepath.Join(t.TempDir(), "x")
+	if err := os.MkdirAll(victim, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	params, err := tool.CheckParams(map[string]any{"cmd": "rm -rf " + victim})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = ex.Execute(t.Context(), executors.Request{Tool: tool, Params: params, Rev: "r"})
+	if !errors.Is(err, executors.ErrRefused) || !strings.Contains(err.Error(), "needs an approval and has none: shell: command `rm` deletes files") {
+		t.Fatalf("Execute(rm, no approval) = %v; want ErrRefused naming the rule", err)
+	}
+	if _, err := os.Stat(victim); err != nil {
+		t.Fatalf("the refused command ran: %v", err)
+	}
+	const id = "0123456789abcdef0123456789abcdef"
+	out, err := ex.Execute(t.Context(), executors.Request{Tool: tool, Params: params, Rev: "r", Approval: id})
+	if err != nil || out.ExitCode != 0 {
+		t.Fatalf("Execute(rm, approved) = %+v, %v", out, err)
+	}
+	if _, err := os.Stat(victim); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the approved command did not run: %v", err)
+	}
+	if !strings.Contains(logs.String(), `"approval":"`+id+`"`) {
+		t.Errorf("the server's audit line lacks the approval id:\n%s", logs)
+	}
+}
+
 // parseExample parses examples/<executor>/tools/<name>/TOOL.hdlp.
 func parseExample(t *testing.T, executor, name string) *hldp.Tool {
 	t.Helper()

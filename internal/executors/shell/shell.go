@@ -4,7 +4,7 @@
 // It owns four methods (Tool.Method):
 //
 //   - exec: the tool's "cmd" param runs under /bin/sh -c (the generic shell
-//     tool; policy applies before it gets here).
+//     tool; the shell policy applies, see below).
 //   - run: the tool's argv template, filled by hldp.(*Tool).RenderArgv, runs
 //     directly with no shell, so params cannot inject commands.
 //   - read, write: a file inside Options.FilesRoot, confined with os.Root so
@@ -14,8 +14,15 @@
 // timeout with a grace period, the tool's output cap, and a minimal
 // environment (never the daemon's). An Executor is safe for concurrent use.
 //
-// Imports: executors, hldp, proc. Imported only by cmd/toolagent, which puts
-// it in the dispatcher's executor map.
+// Defence in depth: dispatch judges every call with internal/policy before
+// it gets here, but Execute judges it again (policy.Recheck) right before
+// the side effect, for every method: a call whose verdict is deny, or
+// confirm without a claimed approval (Request.Approval), is refused with
+// an error wrapping executors.ErrRefused that names the rule, and nothing
+// runs, even if a bug upstream let it through.
+//
+// Imports: executors, hldp, proc, policy. Imported only by cmd/toolagent,
+// which puts it in the dispatcher's executor map.
 package shell
 
 import (
@@ -36,6 +43,7 @@ import (
 
 	"github.com/toolagent/toolagent/internal/executors"
 	"github.com/toolagent/toolagent/internal/hldp"
+	"github.com/toolagent/toolagent/internal/policy"
 	"github.com/toolagent/toolagent/internal/proc"
 )
 
@@ -70,6 +78,11 @@ type Options struct {
 	// Logger receives debug lines per call and construction warnings;
 	// nil discards them.
 	Logger *slog.Logger
+	// ShellPolicy replaces the built-in default shell policy in the
+	// re-check before a process starts (nil: policy.DefaultShellPolicy),
+	// for tools whose shell_policy is absent or "default". Give it the
+	// same value as dispatch.Options.ShellPolicy.
+	ShellPolicy *policy.ShellPolicy
 }
 
 // Executor runs shell tools. Build it with New.
@@ -78,6 +91,7 @@ type Executor struct {
 	env       []string
 	grace     time.Duration
 	log       *slog.Logger
+	shell     *policy.ShellPolicy
 }
 
 var _ executors.Executor = (*Executor)(nil)
@@ -104,7 +118,7 @@ func New(opts Options) *Executor {
 			root = abs
 		}
 	}
-	return &Executor{filesRoot: root, env: env, grace: opts.Grace, log: log}
+	return &Executor{filesRoot: root, env: env, grace: opts.Grace, log: log, shell: opts.ShellPolicy}
 }
 
 // Check reports whether this executor can run t at all: the executor is
@@ -285,8 +299,9 @@ func limits(t *hldp.Tool) (time.Duration, int64) {
 // timed out or was killed, and a file method that hit an ordinary file
 // error (missing file, permission denied), are Outcomes with a non-zero
 // ExitCode and the real error text in Stderr. The error is for calls that
-// could not run: an unknown method or unusable tool (wrapping
-// executors.ErrRefused), bad params, a program that could not start.
+// could not run: an unknown method or unusable tool, or a call the policy
+// refuses (both wrapping executors.ErrRefused; a policy refusal also
+// wraps *policy.RefusedError), bad params, a program that could not start.
 func (e *Executor) Execute(ctx context.Context, req executors.Request) (executors.Outcome, error) {
 	c, err := e.prepare(req)
 	if err != nil {
@@ -296,6 +311,12 @@ func (e *Executor) Execute(ctx context.Context, req executors.Request) (executor
 		return executors.Outcome{}, err
 	}
 	t := req.Tool
+	// The last check before the side effect: the same judgement dispatch
+	// made, with the approval dispatch claimed (or none).
+	if err := policy.Recheck(t, req.Params, policy.ForTool(t, e.shell), req.Approval != ""); err != nil {
+		e.log.WarnContext(ctx, "shell call refused", "tool", t.Name, "rev", req.Rev, "approval", req.Approval, "err", err)
+		return executors.Outcome{}, fmt.Errorf("tool %s: %w", t.Name, policyRefusal{err})
+	}
 	var out executors.Outcome
 	switch t.Method {
 	case MethodExec, MethodRun:
@@ -431,6 +452,14 @@ func (e *Executor) write(c call) (executors.Outcome, error) {
 		Duration:    time.Since(start),
 	}, nil
 }
+
+// policyRefusal is a *policy.RefusedError that also matches
+// executors.ErrRefused, with the policy's message alone (it already says
+// "refused by policy").
+type policyRefusal struct{ err error }
+
+func (r policyRefusal) Error() string   { return r.err.Error() }
+func (r policyRefusal) Unwrap() []error { return []error{executors.ErrRefused, r.err} }
 
 // errNotRegular marks a read or write of a directory, FIFO or device.
 var errNotRegular = errors.New("not a regular file")

@@ -14,6 +14,7 @@ import (
 	"github.com/toolagent/toolagent/internal/executors"
 	"github.com/toolagent/toolagent/internal/executors/shell"
 	"github.com/toolagent/toolagent/internal/hldp"
+	"github.com/toolagent/toolagent/internal/policy"
 )
 
 // Tools are struct literals, as hldp.Parse would produce them.
@@ -368,5 +369,72 @@ func TestExecuteCancelledContext(t *testing.T) {
 func TestHealth(t *testing.T) {
 	if err := shell.New(shell.Options{}).Health(t.Context()); err != nil {
 		t.Errorf("Health() = %v; want nil (this host has /bin/sh)", err)
+	}
+}
+
+// TestPolicyRecheck calls the executor directly, as a buggy dispatcher
+// would, and proves the re-check right before the process starts: a
+// command that needs an approval and carries none is refused and nothing
+// runs; with a claimed approval it runs; a denied command never runs; the
+// refusal names the rule.
+func TestPolicyRecheck(t *testing.T) {
+	victim := filepath.Join(t.TempDir(), "x")
+	if err := os.MkdirAll(filepath.Join(victim, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(t.TempDir(), "marker")
+	e := shell.New(shell.Options{})
+	tool := execTool(10*time.Second, 1024)
+	confirmRun := printfTool()
+	confirmRun.Constraints.RequireConfirm = true
+	ruled := printfTool()
+	ruled.Constraints.Rules = map[string]hldp.ArgRules{"msg": {Deny: []string{`secret`}}}
+	tests := []struct {
+		name     string
+		tool     *hldp.Tool
+		params   map[string]any
+		approval string
+		wantErr  []string // "" = runs
+	}{
+		{"rm -rf without approval", tool, map[string]any{"cmd": "rm -rf " + victim}, "", []string{"needs an approval and has none", "shell: command `rm`", "deletes files"}},
+		{"write hidden after a read", tool, map[string]any{"cmd": "echo hi > " + marker}, "", []string{"needs an approval and has none", "shell: redirection"}},
+		{"catastrophic even when approved", tool, map[string]any{"cmd": "rm -rf /"}, "0123456789abcdef0123456789abcdef", []string{"refused by policy: shell:", "catastrophic"}},
+		{"require_confirm on a run tool", confirmRun, map[string]any{"msg": "hi"}, "", []string{"constraints.require_confirm: true"}},
+		{"param deny pattern", ruled, map[string]any{"msg": "my secret"}, "", []string{"param msg: deny pattern `secret`"}},
+		{"read-only runs without approval", tool, map[string]any{"cmd": "ls " + victim}, "", nil},
+		{"approved write runs", tool, map[string]any{"cmd": "touch " + marker}, "0123456789abcdef0123456789abcdef", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := e.Execute(t.Context(), executors.Request{Tool: tt.tool, Params: tt.params, Rev: "r1", Approval: tt.approval})
+			if tt.wantErr == nil {
+				if err != nil || out.ExitCode != 0 {
+					t.Fatalf("Execute(%v) = exit %d, %v; want it to run", tt.params, out.ExitCode, err)
+				}
+				return
+			}
+			if !errors.Is(err, executors.ErrRefused) {
+				t.Fatalf("Execute(%v) = %+v, %v; want an error wrapping ErrRefused", tt.params, out, err)
+			}
+			var re *policy.RefusedError
+			if !errors.As(err, &re) {
+				t.Errorf("Execute(%v) error %v does not wrap *policy.RefusedError", tt.params, err)
+			}
+			for _, w := range tt.wantErr {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("Execute(%v) error %q does not name %q", tt.params, err, w)
+				}
+			}
+		})
+	}
+	if _, err := os.Stat(filepath.Join(victim, "sub")); err != nil {
+		t.Errorf("the refused rm -rf ran: %v", err)
+	}
+	if _, err := os.Stat(marker); err != nil {
+		t.Errorf("the approved touch did not run: %v", err)
+	}
+	// Plan (dry runs) never judges: it has no side effect.
+	if _, err := e.Plan(executors.Request{Tool: tool, Params: map[string]any{"cmd": "rm -rf /"}}); err != nil {
+		t.Errorf("Plan(rm -rf /) = %v; a plan runs nothing and is not refused", err)
 	}
 }

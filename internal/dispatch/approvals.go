@@ -1,0 +1,272 @@
+package dispatch
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/toolagent/toolagent/internal/approval"
+	"github.com/toolagent/toolagent/internal/catalog"
+	"github.com/toolagent/toolagent/internal/executors"
+	"github.com/toolagent/toolagent/internal/policy"
+)
+
+// Approval is one approval request: the call waiting for (or past) a
+// decision, who asked, who decided, and the Result once it ran. It is
+// approval.Request, named here so the API need not import approval.
+type Approval = approval.Request
+
+// The errors of the approval methods, the same values as package
+// approval's, so callers test them with errors.Is without importing it.
+// The API maps them to HTTP statuses.
+var (
+	// ErrNoApprovals: the dispatcher has no approval queue (Options.Approvals).
+	ErrNoApprovals = errors.New("dispatch: this daemon has no approval queue")
+	// ErrApprovalNotFound: no approval with that id.
+	ErrApprovalNotFound = approval.ErrNotFound
+	// ErrApprovalExpired: the request or the approval expired.
+	ErrApprovalExpired = approval.ErrExpired
+	// ErrAlreadyDecided: the request was approved or denied before.
+	ErrAlreadyDecided = approval.ErrAlreadyDecided
+	// ErrSelfApproval: the caller of a call may not approve it (unless the
+	// store allows it).
+	ErrSelfApproval = approval.ErrSelfApproval
+	// ErrNoIdentity: the decider is empty.
+	ErrNoIdentity = approval.ErrNoIdentity
+	// ErrNotApproved: the request is pending or denied, so it cannot run.
+	ErrNotApproved = approval.ErrNotApproved
+	// ErrApprovalUsed: the approval ran already; it is used once.
+	ErrApprovalUsed = approval.ErrAlreadyUsed
+	// ErrBindingMismatch: the tool, its definition revision or the params
+	// changed since the approval; the approval is void.
+	ErrBindingMismatch = approval.ErrBindingMismatch
+	// ErrInvalidEdit: the approver's edited params fail the schema or the
+	// policy denies them; the request stays pending.
+	ErrInvalidEdit = approval.ErrInvalidEdit
+)
+
+// Approval returns the approval request with id, with the Result of the
+// call once it ran (Approval.Result, the Result as JSON). It is what GET
+// /v1/approvals/{id} answers. Errors: ErrNoApprovals, ErrApprovalNotFound.
+func (d *Dispatcher) Approval(id string) (Approval, error) {
+	if d.opts.Approvals == nil {
+		return Approval{}, ErrNoApprovals
+	}
+	return d.opts.Approvals.Get(id)
+}
+
+// Approvals lists approval requests, oldest first; with pendingOnly only
+// those waiting for a decision (GET /v1/approvals). Error: ErrNoApprovals.
+func (d *Dispatcher) Approvals(pendingOnly bool) ([]Approval, error) {
+	if d.opts.Approvals == nil {
+		return nil, ErrNoApprovals
+	}
+	return d.opts.Approvals.List(pendingOnly), nil
+}
+
+// Decide records decider's decision on the pending approval id and, when
+// it approves, runs the call on the server at once (RunApproved) and
+// returns its Result; the Result is nil when nothing ran (a denial, or an
+// error). It is what POST /v1/approvals/{id} does.
+//
+// decider is the authenticated principal; the caller of Decide must have
+// checked that it holds the approve role. A decider may not approve a call
+// it asked for itself (ErrSelfApproval) unless the approval store allows
+// it; it may always deny (withdraw) its own call.
+//
+// edited, when not empty or null, is approve-with-edits: a JSON object of
+// params that replaces the asked ones. It is validated against the tool's
+// current schema (defaults filled) and judged by the policy again; a
+// schema problem or a deny verdict refuses the edit with ErrInvalidEdit
+// and the request stays pending. The approval then binds to the hash of
+// the edited params. edited is ignored when denying.
+//
+// The error is for a decision or a run that could not happen:
+// ErrNoApprovals, ErrApprovalNotFound, ErrApprovalExpired,
+// ErrAlreadyDecided, ErrSelfApproval, ErrNoIdentity, ErrInvalidEdit, and
+// from the run ErrApprovalUsed and ErrBindingMismatch (the definition
+// changed since the request: the approval is void, its status invalid).
+// Approval is the request after the decision (and the run).
+func (d *Dispatcher) Decide(ctx context.Context, id, decider string, approve bool, edited json.RawMessage) (Approval, *Result, error) {
+	st := d.opts.Approvals
+	if st == nil {
+		return Approval{}, nil, ErrNoApprovals
+	}
+	var editedParams map[string]any
+	if t := bytes.TrimSpace(edited); approve && len(t) > 0 && !bytes.Equal(t, []byte("null")) {
+		m, err := decodeParams(edited)
+		if err != nil {
+			return Approval{}, nil, fmt.Errorf("%w: %w", ErrInvalidEdit, err)
+		}
+		editedParams = m
+	}
+	validate := func(m map[string]any) (map[string]any, error) {
+		a, err := st.Get(id)
+		if err != nil {
+			return nil, err
+		}
+		e, err := d.callable(a.Tool)
+		if err != nil {
+			return nil, err
+		}
+		params, err := e.Tool.CheckParams(m)
+		if err != nil {
+			return nil, fmt.Errorf("the edited params do not fit tool %s: %s", e.Tool.Name, strings.Join(splitErrors(err), "; "))
+		}
+		if v := policy.Evaluate(e.Tool, params, policy.ForTool(e.Tool, d.opts.ShellPolicy)); v.Decision == policy.Deny {
+			return nil, fmt.Errorf("the edited params are refused by policy: %s: %s", v.Rule, v.Reason)
+		}
+		return params, nil
+	}
+	a, err := st.Decide(id, decider, approve, editedParams, validate)
+	if err != nil {
+		return Approval{}, nil, err
+	}
+	event := "denied"
+	if approve {
+		event = "approved"
+	}
+	d.opts.Audit.LogAttrs(ctx, slog.LevelInfo, "approval",
+		slog.String("event", event),
+		slog.String("approval_id", a.ID),
+		slog.String("tool", a.Tool),
+		slog.String("revision", a.Revision),
+		slog.String("asked_by", a.Caller),
+		slog.String("decided_by", a.Decider),
+		slog.Time("decided_at", a.DecidedAt),
+		slog.Bool("edited", a.EditedParams != nil),
+		slog.String("params_sha256", a.ParamsHash),
+		slog.String("why", a.Why),
+	)
+	if !approve {
+		return a, nil, nil
+	}
+	return d.RunApproved(ctx, id)
+}
+
+// RunApproved runs the approved call id on the server and stores its
+// Result in the approval for the caller to fetch. Decide calls it after an
+// approval; call it directly to retry an approved call whose run answered
+// busy or disabled (those leave the approval approved and unused until it
+// expires).
+//
+// In order: the tool is looked up in the current snapshot; the approved
+// params are validated against its current schema; the concurrency slots
+// are taken (busy: nothing is claimed); the approval is claimed, exactly
+// once, bound to the tool, the CURRENT definition revision and the hash of
+// the params about to run, so a definition that changed since the request
+// voids it (ErrBindingMismatch, naming both revisions); the policy is
+// judged again (a deny is stored as the result); the executor runs the
+// call with the approval id, so its own re-check lets the confirmed call
+// through; the Result is stored (status executed).
+//
+// The run is detached from ctx's cancellation (an approver who goes away
+// does not kill it); the tool's timeout still bounds it. The error is for
+// a run that could not be attempted: ErrNoApprovals, ErrApprovalNotFound,
+// ErrApprovalExpired, ErrNotApproved, ErrApprovalUsed, ErrBindingMismatch.
+func (d *Dispatcher) RunApproved(ctx context.Context, id string) (Approval, *Result, error) {
+	st := d.opts.Approvals
+	if st == nil {
+		return Approval{}, nil, ErrNoApprovals
+	}
+	a, err := st.Get(id)
+	if err != nil {
+		return Approval{}, nil, err
+	}
+	start := d.opts.Now()
+	call := Call{Tool: a.Tool, Caller: a.Caller}
+	finish := func(r Result, params map[string]any) *Result {
+		if r.DurationMS == 0 && r.ExitCode >= 0 {
+			r.DurationMS = d.opts.Now().Sub(start).Milliseconds()
+		}
+		r.OK = r.Status == Success || r.Status == NoData
+		r.ApprovalID = id
+		d.audit(ctx, call, r, params, d.opts.Now().Sub(start),
+			slog.String("asked_by", a.Caller), slog.String("decided_by", a.Decider), slog.Time("decided_at", a.DecidedAt))
+		return &r
+	}
+	if a.Status != approval.Approved {
+		// Let the store say why it cannot run (pending, denied, expired,
+		// used, void), with its error kinds.
+		_, err := st.Claim(id, a.Tool, a.Revision, a.ParamsHash)
+		if err == nil {
+			err = fmt.Errorf("%w: %s is %s", ErrNotApproved, id, a.Status)
+		}
+		return a, nil, err
+	}
+	e, lerr := d.callable(a.Tool)
+	if lerr != nil {
+		// Not claimed: the tool may come back before the approval expires.
+		r := newResult(a.Tool, e.Tool, e.Rev)
+		r.Status, r.Error = Disabled, lerr.Error()+" (the approval stays approved and unused until it expires)"
+		return a, finish(r, nil), nil
+	}
+	t := e.Tool
+	r := newResult(a.Tool, t, e.Rev)
+	params, perr := t.CheckParams(a.RunParams())
+	hash := "invalid params"
+	if perr == nil {
+		hash = ParamsHash(params)
+	}
+	ex, ok := d.execs[t.Executor]
+	if !ok {
+		r.Status, r.Error = Disabled, fmt.Sprintf("executor %s is not configured", t.Executor)
+		return a, finish(r, params), nil
+	}
+	release, busy := d.acquire(t)
+	if busy != "" {
+		r.Status, r.Error = Busy, busy+" (the approval stays approved and unused; run it again before it expires)"
+		return a, finish(r, params), nil
+	}
+	defer release()
+	claimed, err := st.Claim(id, t.Name, e.Rev, hash)
+	if err != nil {
+		if perr != nil && e.Rev == a.Revision {
+			err = fmt.Errorf("%w (the approved params fail the schema: %s)", err, strings.Join(splitErrors(perr), "; "))
+		}
+		cur, gerr := st.Get(id)
+		if gerr != nil {
+			cur = a
+		}
+		return cur, nil, err
+	}
+	if v := policy.Evaluate(t, params, policy.ForTool(t, d.opts.ShellPolicy)); v.Decision == policy.Deny {
+		r.setVerdict(v)
+		r.Status, r.Error = Denied, fmt.Sprintf("refused by policy: %s: %s", v.Rule, v.Reason)
+	} else {
+		rctx := context.WithoutCancel(ctx)
+		d.execute(rctx, ex, executors.Request{Tool: t, Params: params, Rev: e.Rev, Approval: id}, &r)
+	}
+	res := finish(r, params)
+	b, err := json.Marshal(res)
+	if err == nil {
+		claimed, err = st.Complete(id, b)
+	}
+	if err != nil {
+		// The call ran; its result is returned here even though the store
+		// could not keep it for a later GET.
+		d.opts.Audit.LogAttrs(ctx, slog.LevelError, "approval result not stored", slog.String("approval_id", id), slog.String("err", err.Error()))
+	}
+	return claimed, res, nil
+}
+
+// callable returns the current snapshot's entry of the named tool when it
+// can run now, or an error saying why not.
+func (d *Dispatcher) callable(name string) (catalog.Entry, error) {
+	snap := d.store.Load()
+	if snap == nil {
+		return catalog.Entry{}, errors.New("the catalog is not loaded yet")
+	}
+	e, ok := snap.Lookup(name)
+	if !ok || e.Tool == nil && e.Status != catalog.Failed {
+		return catalog.Entry{}, fmt.Errorf("no tool named %q is registered in the repository any more", name)
+	}
+	if !e.Status.Callable() || e.Tool == nil {
+		return e, fmt.Errorf("tool %s is %s: %s", name, e.Status, e.Reason)
+	}
+	return e, nil
+}
