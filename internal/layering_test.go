@@ -34,6 +34,9 @@ var allowed = map[string][]string{
 	"internal/api":                  {"internal/catalog", "internal/dispatch", "internal/reload", "internal/hldp"},
 	"internal/mcpserver":            {"internal/catalog", "internal/dispatch", "internal/hldp"},
 	"internal/gatekeeper":           {"internal/proc", "internal/policy"},
+
+	// The canned Gitea API of the git-forgejo protocol tests: stdlib only.
+	"internal/executors/forgejo/forgejotest": {},
 }
 
 // TestImportLayering runs `go list` over the module and fails on any

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -42,6 +43,43 @@ type Config struct {
 	ReloadMaxWait  time.Duration `yaml:"reload_max_wait" env:"TOOLAGENT_RELOAD_MAX_WAIT" flag:"reload-max-wait" default:"1s" usage:"reload at the latest this long after the first change of a burst"`
 	RetryMin       time.Duration `yaml:"reload_retry_min" env:"TOOLAGENT_RELOAD_RETRY_MIN" flag:"reload-retry-min" default:"1s" usage:"first retry after a failed reload; doubles per failure"`
 	RetryMax       time.Duration `yaml:"reload_retry_max" env:"TOOLAGENT_RELOAD_RETRY_MAX" flag:"reload-retry-max" default:"1m" usage:"longest wait between reload retries"`
+	VocabFile      string        `yaml:"vocab_file" env:"TOOLAGENT_VOCAB" flag:"vocab" default:"" usage:"extra intent-matching vocabulary FILE, merged with the built-in one (format: internal/match/vocab.txt)"`
+
+	// The git source (source_git.go). Secrets come from files or the
+	// environment only.
+	Repo              string        `yaml:"repo" env:"TOOLAGENT_REPO" flag:"repo" default:"" usage:"git URL of the tools repository (https://, http://, ssh:// or user@host:path), cloned under STATE/repo and synced on the schedule and the push webhook; instead of tools"`
+	Branch            string        `yaml:"branch" env:"TOOLAGENT_BRANCH" flag:"branch" default:"main" usage:"branch of repo to serve"`
+	ToolsPath         string        `yaml:"tools_path" env:"TOOLAGENT_TOOLS_PATH" flag:"tools-path" default:"tools" usage:"folder of the tools inside repo, relative to its root (. for the root)"`
+	Schedule          string        `yaml:"schedule" env:"TOOLAGENT_SCHEDULE" flag:"schedule" default:"@every 30s" usage:"when to sync repo: @every DURATION, a 5-field cron spec, or 6 fields with seconds first; off for never"`
+	SyncTimeout       time.Duration `yaml:"sync_timeout" env:"TOOLAGENT_SYNC_TIMEOUT" flag:"sync-timeout" default:"1m" usage:"deadline of one clone or fetch of repo"`
+	WebhookSecretFile string        `yaml:"webhook_secret_file" env:"TOOLAGENT_WEBHOOK_SECRET_FILE" flag:"webhook-secret-file" default:"" usage:"FILE holding the secret of the push webhook POST /v1/hooks/forgejo (HMAC-SHA256); no file, no webhook"`
+	RepoTokenFile     string        `yaml:"repo_token_file" env:"TOOLAGENT_REPO_TOKEN_FILE" flag:"repo-token-file" default:"" usage:"FILE holding the access token for repo over HTTP(S), read before every sync"`
+	RepoToken         string        `yaml:"-" env:"TOOLAGENT_REPO_TOKEN" flag:"-" default:"" usage:"access token for repo over HTTP(S) (environment only)"`
+	RepoUsername      string        `yaml:"repo_username" env:"TOOLAGENT_REPO_USERNAME" flag:"repo-username" default:"" usage:"HTTP user name sent with the token (default toolagent; Forgejo accepts any)"`
+	RepoSSHKeyFile    string        `yaml:"repo_ssh_key_file" env:"TOOLAGENT_REPO_SSH_KEY_FILE" flag:"repo-ssh-key-file" default:"" usage:"FILE holding the SSH private key for an ssh:// or user@host:path repo"`
+	RepoKnownHosts    string        `yaml:"repo_known_hosts" env:"TOOLAGENT_REPO_KNOWN_HOSTS" flag:"repo-known-hosts" default:"" usage:"known_hosts FILE the SSH server's key is checked against (default ~/.ssh/known_hosts)"`
+
+	// Executors other than shell (executors.go). A key "a.b" is written
+	// as a section in the config file (a: {b: ...}). Tokens come from the
+	// environment or files only.
+	HealthSchedule      string                      `yaml:"health_schedule" env:"TOOLAGENT_HEALTH_SCHEDULE" flag:"health-schedule" default:"@every 30s" usage:"when to check the executors' health: a cron spec or @every DURATION; a change re-checks the tools without a restart"`
+	HealthTimeout       time.Duration               `yaml:"health_timeout" env:"TOOLAGENT_HEALTH_TIMEOUT" flag:"health-timeout" default:"10s" usage:"how long one executor health check may take"`
+	GatekeeperURL       string                      `yaml:"gatekeeper.url" env:"TOOLAGENT_GATEKEEPER_URL" flag:"gatekeeper-url" default:"" usage:"URL of the gatekeeper server of target main"`
+	GatekeeperToken     string                      `yaml:"-" env:"TOOLAGENT_GATEKEEPER_TOKEN" flag:"-" default:"" usage:"bearer token of gatekeeper target main (environment only)"`
+	GatekeeperTokenFile string                      `yaml:"gatekeeper.token_file" env:"TOOLAGENT_GATEKEEPER_TOKEN_FILE" flag:"gatekeeper-token-file" default:"" usage:"FILE holding the bearer token of gatekeeper target main"`
+	GatekeeperDefault   string                      `yaml:"gatekeeper.default" env:"TOOLAGENT_GATEKEEPER_DEFAULT" flag:"gatekeeper-default" default:"" usage:"gatekeeper target of tools without target: (default: main, or the only target)"`
+	GatekeeperTargets   map[string]GatekeeperTarget `yaml:"gatekeeper.targets" env:"TOOLAGENT_GATEKEEPER_TARGETS" flag:"-" default:"" usage:"more gatekeeper targets: NAME: {url, token_file or token_env}"`
+	HlpdURL             string                      `yaml:"hlpd.url" env:"TOOLAGENT_HLPD_URL" flag:"hlpd-url" default:"" usage:"base URL of the HLDP API (hlpd-api executor)"`
+	HlpdToken           string                      `yaml:"-" env:"TOOLAGENT_HLPD_TOKEN" flag:"-" default:"" usage:"token of the HLDP API (environment only)"`
+	HlpdTokenFile       string                      `yaml:"hlpd.token_file" env:"TOOLAGENT_HLPD_TOKEN_FILE" flag:"hlpd-token-file" default:"" usage:"FILE holding the token of the HLDP API"`
+	HlpdAuthHeader      string                      `yaml:"hlpd.auth_header" env:"TOOLAGENT_HLPD_AUTH_HEADER" flag:"hlpd-auth-header" default:"Authorization" usage:"header carrying the HLDP API token (Authorization: Bearer TOKEN; any other header: the bare token)"`
+	HlpdRoutes          map[string]string           `yaml:"hlpd.routes" env:"TOOLAGENT_HLPD_ROUTES" flag:"-" default:"" usage:"routes of hlpd-api methods: METHOD: \"VERB /path/{param}\""`
+	HlpdHealthPath      string                      `yaml:"hlpd.health_path" env:"TOOLAGENT_HLPD_HEALTH_PATH" flag:"hlpd-health-path" default:"/healthz" usage:"path of the HLDP API's health check (GET, 2xx)"`
+	ForgejoURL          string                      `yaml:"forgejo.url" env:"TOOLAGENT_FORGEJO_URL" flag:"forgejo-url" default:"" usage:"base URL of the Forgejo/Gitea server (git-forgejo executor)"`
+	ForgejoToken        string                      `yaml:"-" env:"TOOLAGENT_FORGEJO_TOKEN" flag:"-" default:"" usage:"Forgejo access token (environment only)"`
+	ForgejoTokenFile    string                      `yaml:"forgejo.token_file" env:"TOOLAGENT_FORGEJO_TOKEN_FILE" flag:"forgejo-token-file" default:"" usage:"FILE holding the Forgejo access token"`
+	ForgejoOwner        string                      `yaml:"forgejo.owner" env:"TOOLAGENT_FORGEJO_OWNER" flag:"forgejo-owner" default:"" usage:"default repository owner of git-forgejo tools"`
+	ForgejoRepo         string                      `yaml:"forgejo.repo" env:"TOOLAGENT_FORGEJO_REPO" flag:"forgejo-repo" default:"" usage:"default repository name of git-forgejo tools"`
 }
 
 // setting is one field of Config with its tags.
@@ -189,6 +227,7 @@ func (c Config) validate() error {
 			errs = append(errs, fmt.Errorf("%s %s: want more than 0", d.name, d.v))
 		}
 	}
+	errs = append(errs, c.validateExecutors()...)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
@@ -220,8 +259,9 @@ func applyYAML(v reflect.Value, sets []setting, path string, data []byte) error 
 	}
 	seen := map[string]int{}
 	var errs []error
-	for i := 0; i+1 < len(root.Content); i += 2 {
-		k, val := root.Content[i], root.Content[i+1]
+	pairs := sectionPairs(root, "", known)
+	for i := 0; i+1 < len(pairs); i += 2 {
+		k, val := pairs[i], pairs[i+1]
 		at := fmt.Sprintf("%s:%d:%d", path, k.Line, k.Column)
 		s, ok := byKey[k.Value]
 		if !ok {
@@ -257,6 +297,30 @@ func applyYAML(v reflect.Value, sets []setting, path string, data []byte) error 
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// sectionPairs flattens the key/value pairs of a config mapping: a key
+// whose value is a mapping and that is the section of known dotted keys
+// ("gatekeeper" of "gatekeeper.url") is replaced by its pairs, with the
+// keys' Value made dotted. Other pairs are kept as they are.
+func sectionPairs(m *yaml.Node, prefix string, known []string) []*yaml.Node {
+	var out []*yaml.Node
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		k, val := m.Content[i], m.Content[i+1]
+		name := prefix + k.Value
+		isSection := !slices.Contains(known, name) && slices.ContainsFunc(known, func(s string) bool { return strings.HasPrefix(s, name+".") })
+		switch {
+		case isSection && val.Kind == yaml.MappingNode:
+			out = append(out, sectionPairs(val, name+".", known)...)
+		case isSection && val.Kind == yaml.ScalarNode && val.Tag == "!!null":
+			// an empty section
+		default:
+			kc := *k
+			kc.Value = name
+			out = append(out, &kc, val)
+		}
+	}
+	return out
 }
 
 func nodeKind(n *yaml.Node) string {

@@ -13,7 +13,6 @@ import (
 
 	nativerepo "github.com/toolagent/toolagent/native-repo"
 
-	"github.com/toolagent/toolagent/internal/cache"
 	"github.com/toolagent/toolagent/internal/catalog"
 	"github.com/toolagent/toolagent/internal/dispatch"
 	"github.com/toolagent/toolagent/internal/executors"
@@ -37,6 +36,8 @@ type core struct {
 	loop     *reload.Loop
 	trigger  *reload.Trigger
 	watchDir string // local tools dir to watch; "" for none
+	health   *health
+	src      *source // where trees come from (source_git.go)
 }
 
 // newCore wires the catalog, executors, dispatcher and reload loop from
@@ -46,11 +47,15 @@ func newCore(e env, cfg Config, log *slog.Logger) (*core, error) {
 	if err := c.resolve(e); err != nil {
 		return nil, err
 	}
-	src, watchDir, err := toolsSource(c.tools)
+	src, err := newSource(cfg, c, log)
 	if err != nil {
 		return nil, err
 	}
 	execs, err := c.executors()
+	if err != nil {
+		return nil, err
+	}
+	hc, err := remoteExecutors(execs, e, cfg, log)
 	if err != nil {
 		return nil, err
 	}
@@ -61,28 +66,47 @@ func newCore(e env, cfg Config, log *slog.Logger) (*core, error) {
 		MaxConcurrent: cfg.MaxConcurrent,
 		Audit:         log.With(slog.String("log", "audit")),
 	})
-	parseCache := cache.New()
-	scanOpts := scan.Options{Check: checker(execs)}
+	parseCache := openParseCache(c.state, log)
+	vocab, err := loadVocab(cfg.VocabFile)
+	if err != nil {
+		return nil, err
+	}
+	scanOpts := scan.Options{Check: hc.narrow(checker(execs)), Prefix: src.prefix, Catalog: catalog.Options{Vocab: vocab}}
 	loop := &reload.Loop{
-		Source: src,
+		Source: src.src,
 		Build: func(prev *catalog.Snapshot, t scan.Tree) (*catalog.Snapshot, scan.Report, error) {
-			return scan.Build(prev, t, parseCache, scanOpts)
+			snap, rep, err := scan.Build(prev, t, parseCache, scanOpts)
+			if err == nil {
+				// Saved after every build, so a restart parses nothing.
+				if err := parseCache.Save(); err != nil {
+					log.Warn("parse cache not saved; a restart parses again", "err", err)
+				}
+			}
+			return snap, rep, err
 		},
 		Store:    store,
 		Logger:   log.With(slog.String("log", "reload")),
 		Backoff:  reload.Backoff{Min: cfg.RetryMin, Max: cfg.RetryMax},
 		Debounce: reload.Debounce{Min: cfg.ReloadDebounce, Max: cfg.ReloadMaxWait},
 	}
+	loop.Scheduled = src.next // next_sync in /v1/status
 	return &core{
 		cfg: cfg, log: log, common: c, reg: reg, store: store, execs: execs, disp: disp,
-		loop: loop, trigger: reload.NewTrigger(), watchDir: watchDir,
+		loop: loop, trigger: reload.NewTrigger(), watchDir: src.watchDir, health: hc, src: src,
 	}, nil
 }
 
-// start runs the reload loop and, for a local directory, its watcher in
-// g until ctx ends.
+// start runs the reload loop, the executors' health checks and, for a
+// local directory, its watcher in g until ctx ends.
 func (cr *core) start(ctx context.Context, g *errgroup.Group) {
-	g.Go(func() error { return cr.loop.Run(ctx, cr.trigger.C()) })
+	g.Go(func() error {
+		cr.prime() // a git source serves its last synced commit at once
+		return cr.loop.Run(ctx, cr.trigger.C())
+	})
+	if cr.src.sched != nil {
+		g.Go(func() error { return cr.src.sched.Run(ctx, cr.trigger) })
+	}
+	g.Go(func() error { return cr.health.run(ctx, cr.loop) })
 	if cr.watchDir != "" {
 		g.Go(func() error {
 			return reload.Watch(ctx, cr.watchDir, cr.trigger, cr.log.With(slog.String("log", "reload")))
@@ -107,14 +131,14 @@ func toolsSource(dir string) (reload.Source, string, error) {
 	if !fi.IsDir() {
 		return nil, "", fmt.Errorf("tools tree %s: not a directory", dir)
 	}
-	return localSource{repo.LocalDir{Path: dir}}, dir, nil
+	return &localSource{dir: &repo.LocalDir{Path: dir}}, dir, nil
 }
 
 // localSource adapts repo.LocalDir, whose Sync returns the concrete
 // *repo.Tree, to reload.Source.
-type localSource struct{ dir repo.LocalDir }
+type localSource struct{ dir *repo.LocalDir }
 
-func (s localSource) Sync(ctx context.Context) (scan.Tree, error) {
+func (s *localSource) Sync(ctx context.Context) (scan.Tree, error) {
 	t, err := s.dir.Sync(ctx)
 	if err != nil {
 		return nil, err

@@ -42,6 +42,8 @@ func commands() []command {
 	return []command{
 		{"serve", "run the daemon: HTTP API, hot reload, auth, metrics", runServe},
 		{"mcp", "serve MCP over stdin/stdout (--meta-only for very large catalogs)", runMCP},
+		{"sync", "sync the tools source once (git: clone or fetch), build, save the parse cache; JSON summary", runSync},
+		{"gatekeeper", "run the gatekeeper server: other hosts' daemons run gatekeeper tools here", runGatekeeper},
 		{"list", "list the callable tools (--all adds disabled, failed and stale ones)", runList},
 		{"show", "show one tool's definition, status and JSON Schema", runShow},
 		{"call", "call a tool: call NAME k=v ... | --params JSON [--dry-run]", runCall},

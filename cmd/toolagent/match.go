@@ -11,6 +11,7 @@ func runMatch(ctx context.Context, e env, args []string) error {
 	fs := newFlagSet("match", e)
 	c.register(fs, e)
 	limit := fs.Int("limit", 3, "most candidates to return (1..3)")
+	vocabFile := fs.String("vocab", e.getenv("TOOLAGENT_VOCAB"), "extra vocabulary `FILE` merged with the built-in one (env TOOLAGENT_VOCAB)")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -20,6 +21,9 @@ func runMatch(ctx context.Context, e env, args []string) error {
 	}
 	if *limit < 1 || *limit > 3 {
 		return usageError{errors.New("match: --limit must be 1, 2 or 3")}
+	}
+	if c.vocab, err = loadVocab(*vocabFile); err != nil {
+		return err
 	}
 	l, err := c.load(e, false)
 	if err != nil {

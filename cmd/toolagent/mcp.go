@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"syscall"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/sync/errgroup"
@@ -47,12 +48,21 @@ func runMCP(ctx context.Context, e env, args []string) error {
 	g.Go(func() error {
 		defer stop() // the client closed stdin: stop the loops too
 		t := &mcp.IOTransport{Reader: io.NopCloser(e.stdin), Writer: nopWriteCloser{e.stdout}}
-		if err := srv.MCP().Run(runCtx, t); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) {
+		if err := srv.MCP().Run(runCtx, t); err != nil && !clientGone(err) {
 			return err
 		}
 		return nil
 	})
-	return g.Wait()
+	err = g.Wait()
+	cr.src.close() // after every goroutine that reads trees has ended
+	return err
+}
+
+// clientGone reports whether err only says the client went away: stdin
+// ended, or stdout was closed under a write.
+func clientGone(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) ||
+		errors.Is(err, io.ErrClosedPipe) || errors.Is(err, syscall.EPIPE)
 }
 
 type nopWriteCloser struct{ io.Writer }

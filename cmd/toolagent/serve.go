@@ -56,7 +56,7 @@ func runServe(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	store, disp, loop, trigger := cr.store, cr.disp, cr.loop, cr.trigger
-	apiHandler := api.New(api.Options{Tokens: tokens, MaxBodyBytes: cfg.MaxBodyBytes, Registry: cr.reg},
+	apiHandler := api.New(api.Options{Tokens: tokens, MaxBodyBytes: cfg.MaxBodyBytes, Registry: cr.reg, Webhook: cr.src.webhook},
 		store, disp, syncer{loop, trigger}, log.With(slog.String("log", "api")))
 	// MCP over streamable HTTP beside the API (api may not import
 	// mcpserver: both sit on one layer). No write timeout applies: its
@@ -75,7 +75,7 @@ func runServe(ctx context.Context, e env, args []string) error {
 	if tokens.Len() == 0 {
 		auth = "open (loopback, no tokens)"
 	}
-	log.Info("listening", "addr", ln.Addr().String(), "tools", cr.common.tools, "auth", auth, "max_concurrent", cfg.MaxConcurrent)
+	log.Info("listening", "addr", ln.Addr().String(), "source", cr.loop.Status().Source, "auth", auth, "max_concurrent", cfg.MaxConcurrent)
 
 	// Calls run on callsCtx, not on ctx: a signal stops new work at once,
 	// but running calls get the grace period before this is cancelled.
@@ -123,6 +123,7 @@ func runServe(ctx context.Context, e env, args []string) error {
 		return nil
 	})
 	err = g.Wait()
+	cr.src.close() // after every goroutine that reads trees has ended
 	log.Info("stopped")
 	return err
 }

@@ -66,7 +66,7 @@ func pollUntil(t testing.TB, what string, cond func() bool) {
 // startDaemon runs serve on 127.0.0.1:0 with the given extra flags and
 // environment, reads the bound address from the "listening" log line, and
 // waits for /readyz. The daemon is stopped at cleanup.
-func startDaemon(t *testing.T, env map[string]string, args ...string) *daemon {
+func startDaemon(t testing.TB, env map[string]string, args ...string) *daemon {
 	t.Helper()
 	d := &daemon{logs: &syncBuffer{}, done: make(chan error, 1),
 		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 600}}}

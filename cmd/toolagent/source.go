@@ -14,6 +14,7 @@ import (
 	"github.com/toolagent/toolagent/internal/executors"
 	"github.com/toolagent/toolagent/internal/executors/shell"
 	"github.com/toolagent/toolagent/internal/hldp"
+	"github.com/toolagent/toolagent/internal/match"
 	"github.com/toolagent/toolagent/internal/scan"
 )
 
@@ -25,9 +26,10 @@ const embeddedTools = "embedded"
 
 // common holds the flags every subcommand shares.
 type common struct {
-	tools     string // tools tree directory, or "embedded"
-	state     string // state directory
-	filesRoot string // root of the file-read / file-write tools
+	tools     string       // tools tree directory, or "embedded"
+	state     string       // state directory
+	filesRoot string       // root of the file-read / file-write tools
+	vocab     *match.Vocab // intent-matching vocabulary (nil: the built-in one)
 }
 
 func newFlagSet(name string, e env) *flag.FlagSet {
@@ -168,7 +170,7 @@ func (c *common) load(e env, lazyIndex bool) (*loaded, error) {
 		return nil, err
 	}
 	defer closeTree()
-	snap, rep, err := scan.Build(nil, tree, nil, scan.Options{Check: checker(execs), Catalog: catalog.Options{LazyIndex: lazyIndex}})
+	snap, rep, err := scan.Build(nil, tree, nil, scan.Options{Check: checker(execs), Catalog: catalog.Options{LazyIndex: lazyIndex, Vocab: c.vocab}})
 	if err != nil {
 		return nil, err
 	}

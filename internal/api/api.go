@@ -1,6 +1,7 @@
 // Package api is toolagent's HTTP JSON API: calling tools, listing and
 // showing them, intent matching, reload status, health, readiness and
-// Prometheus metrics, behind bearer-token authentication with roles.
+// Prometheus metrics, behind bearer-token authentication with roles, and
+// the push webhook of the git source (webhook.go: HMAC-signed, no token).
 //
 // The package owns the HTTP edge only: decoding requests (size-limited,
 // strict JSON), authentication and roles, the one mapping from a call's
@@ -68,6 +69,9 @@ type Options struct {
 	Registry *prometheus.Registry
 	// Now returns the time (nil: time.Now).
 	Now func() time.Time
+	// Webhook configures POST /v1/hooks/forgejo (zero: the endpoint
+	// answers 404).
+	Webhook Webhook
 }
 
 type server struct {
@@ -78,6 +82,8 @@ type server struct {
 	log     *slog.Logger
 	metrics *metrics
 	prom    http.Handler
+	// webhooks counts push webhook deliveries by result.
+	webhooks *prometheus.CounterVec
 }
 
 // New returns the API handler over store. inv runs calls; sync (may be
@@ -102,6 +108,7 @@ func New(opts Options, store *catalog.Store, inv Invoker, sync Syncer, log *slog
 	}
 	s := &server{opts: opts, store: store, inv: inv, sync: sync, log: log}
 	s.metrics = newMetrics(opts.Registry, store, sync, opts.Now)
+	s.webhooks = newWebhookCounter(opts.Registry)
 	s.prom = promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{Registry: opts.Registry})
 	mux := http.NewServeMux()
 	for _, rt := range s.routes() {

@@ -65,6 +65,16 @@ var (
 		"Failed syncs or builds since start; the last good snapshot kept serving.", nil, nil)
 	descLastOK = prometheus.NewDesc("toolagent_reload_last_success_timestamp_seconds",
 		"Unix time of the last successful sync.", nil, nil)
+	descParses = prometheus.NewDesc("toolagent_tool_parses_total",
+		"TOOL.hdlp files parsed since start (cache misses); a restart at an unchanged commit adds none.", nil, nil)
+	descBuildFiles = prometheus.NewDesc("toolagent_last_build_files",
+		"Files of the last build, by how their outcome was got: parsed, or reused from the previous snapshot or the parse cache.", []string{"how"}, nil)
+	descNextSync = prometheus.NewDesc("toolagent_next_sync_timestamp_seconds",
+		"Unix time of the next scheduled sync (git sources).", nil, nil)
+	descFailures = prometheus.NewDesc("toolagent_consecutive_sync_failures",
+		"Failed sync or build attempts since the last success.", nil, nil)
+	descInfo = prometheus.NewDesc("toolagent_snapshot_info",
+		"Always 1; the revision label names the commit (or content hash) being served.", []string{"revision"}, nil)
 )
 
 // statsCollector reads the store and the reload status at scrape time.
@@ -75,7 +85,8 @@ type statsCollector struct {
 }
 
 func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descTools, descAge, descGen, descReloads, descReloadFailures, descLastOK} {
+	for _, d := range []*prometheus.Desc{descTools, descAge, descGen, descReloads, descReloadFailures, descLastOK,
+		descParses, descBuildFiles, descNextSync, descFailures, descInfo} {
 		ch <- d
 	}
 }
@@ -88,6 +99,7 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(descAge, prometheus.GaugeValue, c.now().Sub(snap.BuiltAt()).Seconds())
 		ch <- prometheus.MustNewConstMetric(descGen, prometheus.GaugeValue, float64(snap.Gen()))
+		ch <- prometheus.MustNewConstMetric(descInfo, prometheus.GaugeValue, 1, snap.Rev())
 	}
 	if c.sync != nil {
 		st := c.sync.Status()
@@ -95,6 +107,13 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descReloadFailures, prometheus.CounterValue, float64(st.ReloadFailures))
 		if !st.LastOK.IsZero() {
 			ch <- prometheus.MustNewConstMetric(descLastOK, prometheus.GaugeValue, float64(st.LastOK.UnixNano())/1e9)
+		}
+		ch <- prometheus.MustNewConstMetric(descParses, prometheus.CounterValue, float64(st.ParsedTotal))
+		ch <- prometheus.MustNewConstMetric(descBuildFiles, prometheus.GaugeValue, float64(st.Parsed), "parsed")
+		ch <- prometheus.MustNewConstMetric(descBuildFiles, prometheus.GaugeValue, float64(st.Reused), "reused")
+		ch <- prometheus.MustNewConstMetric(descFailures, prometheus.GaugeValue, float64(st.Failures))
+		if !st.NextSync.IsZero() {
+			ch <- prometheus.MustNewConstMetric(descNextSync, prometheus.GaugeValue, float64(st.NextSync.UnixNano())/1e9)
 		}
 	}
 }

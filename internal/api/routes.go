@@ -19,6 +19,7 @@ func (s *server) routes() []route {
 		{"GET", "/metrics", RoleRead, s.handleMetrics},
 		{"GET", "/v1/status", RoleRead, s.handleStatus},
 		{"POST", "/v1/sync", RoleAdmin, s.handleSync},
+		{"POST", "/v1/hooks/forgejo", rolePublic, s.handleWebhook}, // authenticated by its HMAC signature
 		{"GET", "/v1/tools", RoleRead, s.handleTools},
 		{"GET", "/v1/tools/{name}", RoleRead, s.handleTool},
 		{"POST", "/v1/match", RoleRead, s.handleMatch},

@@ -25,6 +25,10 @@ type Key struct {
 type Outcome struct {
 	Tool *hldp.Tool
 	Err  error
+	// Rev is the revision the bytes were first parsed at: the commit the
+	// definition came from, kept across restarts for provenance ("" if
+	// unknown).
+	Rev string
 }
 
 // Cache maps keys to parse outcomes. The zero value is not usable; call New.

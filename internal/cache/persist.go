@@ -26,6 +26,7 @@ type fileEntry struct {
 	Tool  *hldp.Tool
 	Diags []*hldp.Diagnostic // the parse error, when it is made of diagnostics
 	Err   string             // the parse error's text otherwise
+	Rev   string             // Outcome.Rev
 }
 
 var registerOnce sync.Once
@@ -69,7 +70,7 @@ func Open(path string) (*Cache, error) {
 		return c, fmt.Errorf("cache: %s is corrupt (ignored): %w", path, err)
 	}
 	for _, e := range entries {
-		o := Outcome{Tool: e.Tool}
+		o := Outcome{Tool: e.Tool, Rev: e.Rev}
 		switch {
 		case len(e.Diags) > 0:
 			errs := make([]error, len(e.Diags))
@@ -103,7 +104,7 @@ func (c *Cache) Save() error {
 	}
 	entries := make([]fileEntry, 0, len(c.m))
 	for k, o := range c.m {
-		e := fileEntry{Key: k, Tool: o.Tool}
+		e := fileEntry{Key: k, Tool: o.Tool, Rev: o.Rev}
 		if o.Err != nil {
 			if ds := hldp.Diagnostics(o.Err); len(ds) > 0 {
 				e.Diags = ds

@@ -62,7 +62,7 @@ func TestPersistRoundTrip(t *testing.T) {
 	}
 	kt := Key{Path: "t/TOOL.hdlp", Blob: "aaa"}
 	ku := Key{Path: "u/TOOL.hdlp", Blob: "bbb"}
-	c.Put(kt, Outcome{Tool: tool})
+	c.Put(kt, Outcome{Tool: tool, Rev: "c0ffee"})
 	c.Put(ku, Outcome{Err: perr})
 	if err := c.Save(); err != nil {
 		t.Fatal(err)
@@ -79,6 +79,9 @@ func TestPersistRoundTrip(t *testing.T) {
 	got, ok := c2.Get(kt)
 	if !ok {
 		t.Fatal("tool not in the reopened cache")
+	}
+	if got.Rev != "c0ffee" {
+		t.Errorf("reloaded outcome revision = %q, want c0ffee (provenance survives a restart)", got.Rev)
 	}
 	if diff := cmp.Diff(tool, got.Tool, cmpopts.IgnoreUnexported(hldp.Tool{})); diff != "" {
 		t.Errorf("reloaded tool differs (-parsed +reloaded):\n%s", diff)

@@ -130,3 +130,29 @@ func TestStoreChangedClosesOnSwap(t *testing.T) {
 		t.Errorf("Gen() = %d, want 2", g)
 	}
 }
+
+// TestMatchOffersOnlyCallableTools: a disabled or failed tool that fits
+// the query best is never a candidate.
+func TestMatchOffersOnlyCallableTools(t *testing.T) {
+	restart := &hldp.Tool{Name: "svc-restart", Display: "重启服务", Intent: "restart a systemd service on the host", Method: "run", Executor: hldp.Gatekeeper}
+	status := &hldp.Tool{Name: "svc-status", Display: "服务状态", Intent: "show whether a systemd service is running", Method: "run", Executor: hldp.Shell}
+	q := "restart the nginx service"
+	all := New("r", []Entry{
+		{Name: "svc-restart", Tool: restart, Status: Enabled},
+		{Name: "svc-status", Tool: status, Status: Enabled},
+	}, Options{})
+	if r := all.MatchIntent(q, 3); !r.Found || r.Candidates[0].Name != "svc-restart" {
+		t.Fatalf("with svc-restart enabled: %+v, want it first", r)
+	}
+	for _, st := range []Status{Disabled, Failed} {
+		s := New("r", []Entry{
+			{Name: "svc-restart", Tool: restart, Status: st, Reason: "executor gatekeeper is not configured"},
+			{Name: "svc-status", Tool: status, Status: Enabled},
+		}, Options{})
+		for _, c := range s.MatchIntent(q, 3).Candidates {
+			if c.Name == "svc-restart" {
+				t.Errorf("%s svc-restart offered as a candidate", st)
+			}
+		}
+	}
+}

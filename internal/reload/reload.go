@@ -121,6 +121,18 @@ type Status struct {
 	ReloadFailures uint64 `json:"reload_failures"`
 	// Problems is the number of files that did not load in the last build.
 	Problems int `json:"problems"`
+	// Parsed and Reused are the files the last build parsed, and took from
+	// the previous snapshot or the parse cache; a restart at an unchanged
+	// commit parses none.
+	Parsed int `json:"parsed"`
+	Reused int `json:"reused"`
+	// ParsedTotal counts files parsed since start.
+	ParsedTotal uint64 `json:"parsed_total"`
+	// NextSync is when the schedule syncs next (zero: no schedule).
+	NextSync time.Time `json:"next_sync,omitzero"`
+	// Source describes where trees come from (a URL with its branch, or a
+	// directory), without secrets.
+	Source string `json:"source,omitempty"`
 }
 
 // Loop syncs Source into Store. Set the fields, then call Run (or Once);
@@ -141,19 +153,30 @@ type Loop struct {
 	Debounce Debounce
 	// Now returns the time (nil: time.Now). Tests set it.
 	Now func() time.Time
+	// Scheduled returns when the next scheduled sync is due, for Status
+	// (nil: no schedule).
+	Scheduled func() time.Time
 
 	onceMu sync.Mutex // held by Once: one build at a time
 
 	mu     sync.Mutex
 	status Status
+	tree   scan.Tree // the tree of the snapshot Once last published or kept (rebuild.go)
 }
 
 // Status returns a copy of the loop's current status. Safe for concurrent
 // use.
 func (l *Loop) Status() Status {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.status
+	st := l.status
+	l.mu.Unlock()
+	if l.Scheduled != nil {
+		st.NextSync = l.Scheduled()
+	}
+	if s, ok := l.Source.(fmt.Stringer); ok {
+		st.Source = s.String()
+	}
+	return st
 }
 
 func (l *Loop) now() time.Time {
@@ -191,6 +214,7 @@ func (l *Loop) Once(ctx context.Context) (changed bool, err error) {
 	prev := l.Store.Load()
 	rev := t.Rev()
 	if prev != nil && prev.Rev() == rev {
+		l.setTree(t)
 		l.succeed(prev, false, 0)
 		return false, nil
 	}
@@ -208,6 +232,7 @@ func (l *Loop) Once(ctx context.Context) (changed bool, err error) {
 		return false, l.fail(fmt.Errorf("build %s: %w", rev, errors.New("no snapshot")))
 	}
 	l.Store.Swap(next)
+	l.setTree(t)
 	for _, p := range rep.Problems {
 		log.Warn("tool does not load", "revision", rev, "err", p)
 	}
@@ -216,6 +241,7 @@ func (l *Loop) Once(ctx context.Context) (changed bool, err error) {
 		"tools", next.Len(), "enabled", counts[catalog.Enabled], "stale", counts[catalog.Stale],
 		"failed", counts[catalog.Failed], "disabled", counts[catalog.Disabled],
 		"parsed", rep.Parsed, "reused", rep.Reused, "took", l.now().Sub(start))
+	l.recordBuild(rep)
 	l.succeed(next, true, len(rep.Problems))
 	return true, nil
 }

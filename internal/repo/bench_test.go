@@ -116,8 +116,10 @@ func BenchmarkLocalDirSync(b *testing.B) {
 	for i := range 1000 {
 		writeFilesTB(b, dir, fmt.Sprintf("tool-%04d/TOOL.hdlp", i), fmt.Sprintf("name: tool-%04d\n", i))
 	}
+	d := &LocalDir{Path: dir}
+	defer d.Close()
 	for b.Loop() {
-		t, err := LocalDir{Path: dir}.Sync(b.Context())
+		t, err := d.Sync(b.Context())
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -11,13 +11,20 @@ import (
 	"os"
 	"sort"
 	"strconv"
+	"sync"
 )
 
 // LocalDir is a source that serves a directory on the local file system.
-// It holds no state; Sync may be called from any goroutine.
+//
+// It opens the directory once, with os.OpenRoot, and reads every Tree
+// through that one handle; Close releases it. Sync may be called from any
+// goroutine. A LocalDir must not be copied after first use.
 type LocalDir struct {
 	// Path is the directory to serve; its contents are the tree's root.
 	Path string
+
+	mu   sync.Mutex
+	root *os.Root // nil until the first Sync, and after Close
 }
 
 // Sync returns a Tree over the directory's current contents.
@@ -27,10 +34,18 @@ type LocalDir struct {
 // it work. Sync reads every file once to compute the revision; the
 // returned tree reads files from disk when asked, so it sees later edits
 // (which a new Sync will then report with a new revision).
-func (d LocalDir) Sync(ctx context.Context) (*Tree, error) {
-	root, err := os.OpenRoot(d.Path)
+//
+// Every Sync reuses the handle the first one opened, so reloading never
+// opens more descriptors. When Path has come to name another directory
+// (removed and created again, or a symbolic link pointed elsewhere), Sync
+// closes the old handle and opens the new directory; Trees returned before
+// then fail to read, as they would after Close.
+func (d *LocalDir) Sync(ctx context.Context) (*Tree, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	root, err := d.rootLocked()
 	if err != nil {
-		return nil, fmt.Errorf("open local dir: %w", err)
+		return nil, err
 	}
 	fsys := root.FS()
 	rev, err := localRev(ctx, fsys)
@@ -42,6 +57,41 @@ func (d LocalDir) Sync(ctx context.Context) (*Tree, error) {
 		rev:  rev,
 		hash: func(name string) (string, error) { return localBlobHash(fsys, name) },
 	}, nil
+}
+
+// rootLocked returns the open handle of Path, opening it on first use and
+// again when Path no longer names the directory it was opened on.
+func (d *LocalDir) rootLocked() (*os.Root, error) {
+	fi, err := os.Stat(d.Path)
+	if err != nil {
+		return nil, fmt.Errorf("open local dir: %w", err)
+	}
+	if d.root != nil {
+		if cur, err := d.root.Stat("."); err == nil && os.SameFile(fi, cur) {
+			return d.root, nil
+		}
+		d.root.Close()
+		d.root = nil
+	}
+	root, err := os.OpenRoot(d.Path)
+	if err != nil {
+		return nil, fmt.Errorf("open local dir: %w", err)
+	}
+	d.root = root
+	return root, nil
+}
+
+// Close releases the directory handle. Trees returned by Sync fail to read
+// afterwards; a later Sync opens the directory again.
+func (d *LocalDir) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.root == nil {
+		return nil
+	}
+	err := d.root.Close()
+	d.root = nil
+	return err
 }
 
 // localRev hashes the sorted (path, blob hash) pairs of every file in fsys.

@@ -29,7 +29,7 @@ func writeFilesTB(tb testing.TB, dir, name, content string) {
 	}
 }
 
-func mustSyncLocal(t *testing.T, d LocalDir) *Tree {
+func mustSyncLocal(t *testing.T, d *LocalDir) *Tree {
 	t.Helper()
 	tree, err := d.Sync(t.Context())
 	if err != nil {
@@ -44,7 +44,8 @@ func TestLocalDir(t *testing.T) {
 		"shell-exec/TOOL.hdlp": "hello\n",
 		"disk-space/TOOL.hdlp": "name: disk-space\n",
 	})
-	d := LocalDir{Path: dir}
+	d := &LocalDir{Path: dir}
+	t.Cleanup(func() { d.Close() })
 	tree := mustSyncLocal(t, d)
 
 	if err := fstest.TestFS(tree.FS(), "shell-exec/TOOL.hdlp", "disk-space/TOOL.hdlp"); err != nil {
@@ -108,7 +109,7 @@ func TestLocalDirSymlinks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	tree := mustSyncLocal(t, LocalDir{Path: dir})
+	tree := mustSyncLocal(t, &LocalDir{Path: dir})
 
 	tests := []struct {
 		name   string
@@ -144,8 +145,56 @@ func TestLocalDirSymlinks(t *testing.T) {
 }
 
 func TestLocalDirMissing(t *testing.T) {
-	_, err := LocalDir{Path: filepath.Join(t.TempDir(), "none")}.Sync(t.Context())
+	_, err := (&LocalDir{Path: filepath.Join(t.TempDir(), "none")}).Sync(t.Context())
 	if !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("Sync() of a missing dir: error = %v, want fs.ErrNotExist", err)
 	}
+}
+
+// openFDs counts this process's open file descriptors.
+func openFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skipf("cannot count open descriptors: %v", err)
+	}
+	return len(ents)
+}
+
+// TestLocalDirHandleLifetime: Syncs reuse one directory handle (they used
+// to open one per Sync and leave it to the garbage collector), a replaced
+// directory is reopened, and Close releases the handle.
+func TestLocalDirHandleLifetime(t *testing.T) {
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "tools")
+	writeFiles(t, dir, map[string]string{"a/TOOL.hdlp": "a\n"})
+	d := &LocalDir{Path: dir}
+	mustSyncLocal(t, d)
+	before := openFDs(t)
+	for range 200 {
+		mustSyncLocal(t, d)
+	}
+	if after := openFDs(t); after > before {
+		t.Errorf("open descriptors after 200 Syncs = %d, want at most %d (one handle, reused)", after, before)
+	}
+
+	// The directory is replaced: Sync serves the new one.
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	writeFiles(t, dir, map[string]string{"b/TOOL.hdlp": "b\n"})
+	checkTreeFiles(t, mustSyncLocal(t, d), map[string]string{"b/TOOL.hdlp": "b\n"})
+	if after := openFDs(t); after > before {
+		t.Errorf("open descriptors after the directory was replaced = %d, want at most %d (the old handle closed)", after, before)
+	}
+
+	if err := d.Close(); err != nil {
+		t.Fatalf("Close() = %v", err)
+	}
+	if after := openFDs(t); after >= before {
+		t.Errorf("open descriptors after Close = %d, want fewer than %d", after, before)
+	}
+	// Sync after Close opens the directory again.
+	checkTreeFiles(t, mustSyncLocal(t, d), map[string]string{"b/TOOL.hdlp": "b\n"})
+	d.Close()
 }

@@ -10,6 +10,7 @@
 package scan
 
 import (
+	"cmp"
 	"crypto/sha1"
 	"encoding/hex"
 	"errors"
@@ -189,7 +190,7 @@ func scanOne(prev *catalog.Snapshot, t Tree, c *cache.Cache, opts Options, name,
 		}
 		rep.Parsed++
 		tool, perr := hldp.Parse(display, data)
-		out = cache.Outcome{Tool: tool, Err: perr}
+		out = cache.Outcome{Tool: tool, Err: perr, Rev: rev}
 		if perr != nil {
 			declName = declaredName(data)
 		}
@@ -200,7 +201,9 @@ func scanOne(prev *catalog.Snapshot, t Tree, c *cache.Cache, opts Options, name,
 	if out.Err != nil {
 		return failOrStale(prev, e, out.Err), key, declName, out.Err
 	}
-	e.Tool, e.Rev, e.Status = out.Tool, rev, catalog.Enabled
+	// A cached outcome keeps the revision its bytes were first parsed at,
+	// so provenance survives a restart (prev is nil then).
+	e.Tool, e.Rev, e.Status = out.Tool, cmp.Or(out.Rev, rev), catalog.Enabled
 	return e, key, out.Tool.Name, nil
 }
 

@@ -11,101 +11,26 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/toolagent/toolagent/internal/executors"
 	"github.com/toolagent/toolagent/internal/executors/forgejo"
+	"github.com/toolagent/toolagent/internal/executors/forgejo/forgejotest"
 	"github.com/toolagent/toolagent/internal/hldp"
 )
 
-const goodToken = "good-forgejo-token"
+const goodToken = forgejotest.Token
 
-type canned struct {
-	status int
-	body   string
-}
+// fakeGitea is the canned Gitea API of package forgejotest (shared with
+// cmd/toolagent's daemon-level protocol test).
+type fakeGitea struct{ *forgejotest.Server }
 
-// fakeGitea answers "METHOD /api/v1/path" from a table and records every
-// request; unknown routes are 404 with a Gitea-style message.
-type fakeGitea struct {
-	*httptest.Server
-	mu     sync.Mutex
-	routes map[string]canned
-	log    []string // "METHOD path?query"
-	bodies map[string]string
-}
+func newFake(t *testing.T) *fakeGitea { return &fakeGitea{forgejotest.NewServer(t)} }
 
-func newFake(t *testing.T) *fakeGitea {
-	t.Helper()
-	f := &fakeGitea{bodies: map[string]string{}, routes: map[string]canned{
-		"GET /api/v1/version":                          {200, `{"version":"11.0.1+gitea-1.22.0"}`},
-		"GET /api/v1/user":                             {200, `{"id":1,"login":"bot"}`},
-		"GET /api/v1/repos/o/r":                        {200, `{"id":7,"full_name":"o/r","default_branch":"main"}`},
-		"GET /api/v1/repos/o/r/contents/README.md":     {200, `{"name":"README.md","path":"README.md","sha":"abc123","type":"file","size":6,"encoding":"base64","content":"aGVsbG8K"}`},
-		"GET /api/v1/repos/o/r/contents/docs":          {200, `[{"name":"a.md","path":"docs/a.md","sha":"1","type":"file","size":1}]`},
-		"GET /api/v1/repos/o/r/commits":                {200, `[{"sha":"c1","commit":{"message":"first"}}]`},
-		"GET /api/v1/repos/o/r/git/commits/c1":         {200, `{"sha":"c1","commit":{"message":"first"}}`},
-		"POST /api/v1/repos/o/r/contents/new.md":       {201, `{"content":{"path":"new.md","sha":"n1"},"commit":{"sha":"c2"}}`},
-		"POST /api/v1/repos/o/r/contents/README.md":    {422, `{"message":"repository file already exists [path: README.md]"}`},
-		"PUT /api/v1/repos/o/r/contents/README.md":     {200, `{"content":{"path":"README.md","sha":"abc124"},"commit":{"sha":"c3"}}`},
-		"DELETE /api/v1/repos/o/r/contents/README.md":  {200, `{"content":null,"commit":{"sha":"c4"}}`},
-		"GET /api/v1/repos/o/r/branches":               {200, `[{"name":"main"}]`},
-		"POST /api/v1/repos/o/r/branches":              {201, `{"name":"feature"}`},
-		"GET /api/v1/repos/o/r/issues":                 {200, `[{"number":1,"title":"bug"}]`},
-		"POST /api/v1/repos/o/r/issues":                {201, `{"number":2,"title":"new bug"}`},
-		"POST /api/v1/repos/o/r/issues/2/comments":     {201, `{"id":9,"body":"thanks"}`},
-		"GET /api/v1/repos/o/r/pulls":                  {200, `[]`},
-		"POST /api/v1/repos/o/r/pulls":                 {201, `{"number":3,"title":"pr"}`},
-		"GET /api/v1/repos/other/x/contents/README.md": {200, `{"name":"README.md","path":"README.md","sha":"x1","type":"file","encoding":"base64","content":"b3RoZXIK"}`},
-		"GET /api/v1/repos/o/r/contents/binary.bin":    {200, `{"name":"binary.bin","path":"binary.bin","sha":"b1","type":"file","encoding":"base64","content":"//4="}`},
-	}}
-	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		key := r.Method + " " + r.URL.Path
-		f.mu.Lock()
-		f.log = append(f.log, key+"?"+r.URL.RawQuery)
-		f.bodies[key] = string(b)
-		f.mu.Unlock()
-		w.Header().Set("Content-Type", "application/json")
-		if r.URL.Path != "/api/v1/version" && r.Header.Get("Authorization") != "token "+goodToken {
-			w.WriteHeader(http.StatusUnauthorized)
-			io.WriteString(w, `{"message":"token is required"}`)
-			return
-		}
-		if strings.HasPrefix(r.URL.Path, "/api/v1/repos/o/slow/") {
-			<-r.Context().Done()
-			return
-		}
-		c, ok := f.routes[key]
-		if !ok {
-			w.WriteHeader(http.StatusNotFound)
-			io.WriteString(w, `{"message":"The target couldn't be found.","errors":[]}`)
-			return
-		}
-		w.WriteHeader(c.status)
-		io.WriteString(w, c.body)
-	}))
-	t.Cleanup(f.Close)
-	return f
-}
-
-func (f *fakeGitea) requests() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]string(nil), f.log...)
-}
-
-func (f *fakeGitea) body(key string) string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.bodies[key]
-}
+func (f *fakeGitea) requests() []string     { return f.Requests() }
+func (f *fakeGitea) body(key string) string { return f.Body(key) }
 
 func tool(method string) *hldp.Tool {
 	return &hldp.Tool{Name: "t", Method: method, Executor: hldp.GitForgejo,

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/toolagent/toolagent/internal/gatekeeper"
+)
+
+// defaultGatekeeperListen is where `toolagent gatekeeper` listens unless
+// told otherwise: loopback, one port above the daemon's.
+const defaultGatekeeperListen = "127.0.0.1:8766"
+
+// listFlag is a repeatable string flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
+
+// runGatekeeper serves the gatekeeper protocol (internal/gatekeeper,
+// PROTOCOL.md) until ctx ends: other hosts' toolagent daemons run the
+// tools of executor gatekeeper here. The token comes from the environment
+// (TOOLAGENT_GATEKEEPER_TOKEN) or a file, never from a flag.
+func runGatekeeper(ctx context.Context, e env, args []string) error {
+	fs := newFlagSet("gatekeeper", e)
+	listen := fs.String("listen", defaultGatekeeperListen, "address to listen on, host:port (port 0: any free port); a non-loopback address needs a token")
+	tokenFile := fs.String("token-file", "", "`FILE` holding the accepted bearer token (or set TOOLAGENT_GATEKEEPER_TOKEN)")
+	var hashes listFlag
+	fs.Var(&hashes, "token-sha256", "accepted token given as its hex SHA-256 digest (`printf %s \"$TOKEN\" | sha256sum`); repeatable")
+	allow := fs.String("allow", "", "comma-separated `PROGRAMS` that may run (base names); empty: any")
+	maxTimeout := fs.Duration("max-timeout", gatekeeper.DefaultMaxTimeout, "longest timeout a request may ask for (longer ones are clamped)")
+	maxOutput := fs.Int64("max-output", gatekeeper.DefaultMaxOutputCap, "largest output cap per stream, in bytes, a request may ask for")
+	maxConcurrent := fs.Int("max-concurrent", gatekeeper.DefaultMaxConcurrent, "most commands running at once; more get 503 busy")
+	bodyLimit := fs.Int64("body-limit", gatekeeper.DefaultMaxBodyBytes, "largest request body in bytes")
+	grace := fs.Duration("shutdown-grace", 10*time.Second, "on SIGTERM/SIGINT, how long running commands may finish before they are killed")
+	logFormat := fs.String("log-format", "text", "log format: text or json")
+	logLevel := fs.String("log-level", "info", "least log level: debug, info, warn or error")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageError{fmt.Errorf("gatekeeper takes no arguments; got %q", pos)}
+	}
+	lcfg := Config{LogFormat: *logFormat, LogLevel: *logLevel}
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(lcfg.LogLevel)); err != nil || (lcfg.LogFormat != "text" && lcfg.LogFormat != "json") {
+		return usageError{fmt.Errorf("--log-format %q / --log-level %q: want text or json, and debug, info, warn or error", *logFormat, *logLevel)}
+	}
+	log := newLogger(lcfg, e.stderr)
+
+	opts := gatekeeper.Options{
+		TokenSHA256:   hashes,
+		MaxTimeout:    *maxTimeout,
+		MaxOutput:     *maxOutput,
+		MaxConcurrent: *maxConcurrent,
+		MaxBodyBytes:  *bodyLimit,
+	}
+	if tok := e.getenv("TOOLAGENT_GATEKEEPER_TOKEN"); tok != "" {
+		opts.Tokens = append(opts.Tokens, tok)
+	}
+	if *tokenFile != "" {
+		tok, err := readSecret("gatekeeper", *tokenFile, log)
+		if err != nil {
+			return err
+		}
+		opts.Tokens = append(opts.Tokens, tok)
+	}
+	for _, p := range strings.Split(*allow, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			opts.Allow = append(opts.Allow, p)
+		}
+	}
+	if err := opts.Validate(); err != nil {
+		return usageError{err}
+	}
+	hasToken := len(opts.Tokens)+len(opts.TokenSHA256) > 0
+	if err := gatekeeper.ListenCheck(*listen, hasToken); err != nil {
+		return err
+	}
+	handler := gatekeeper.NewHandler(opts, log.With(slog.String("log", "audit")))
+
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	auth := "token"
+	if !hasToken {
+		auth = "none (loopback clients only)"
+	}
+	log.Info("listening", "addr", ln.Addr().String(), "auth", auth, "allow", opts.Allow,
+		"max_timeout", *maxTimeout, "max_output", *maxOutput, "max_concurrent", *maxConcurrent)
+
+	// Commands run on cmdCtx: a signal stops new requests at once, running
+	// commands get the grace period before it is cancelled.
+	cmdCtx, cancelCmds := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelCmds()
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		BaseContext:       func(net.Listener) context.Context { return cmdCtx },
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("serve: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		log.Info("shutting down", "grace", *grace)
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), *grace)
+		defer cancel()
+		if err := srv.Shutdown(sctx); err != nil {
+			log.Warn("grace period over; killing running commands")
+			cancelCmds()
+			wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), callsEndWait)
+			defer wcancel()
+			if err := srv.Shutdown(wctx); errors.Is(err, context.DeadlineExceeded) {
+				log.Error("commands did not end after cancellation; closing their connections")
+			}
+		}
+		cancelCmds()
+		srv.Close()
+		return nil
+	})
+	err = g.Wait()
+	log.Info("stopped")
+	return err
+}

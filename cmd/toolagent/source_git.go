@@ -1,0 +1,195 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/toolagent/toolagent/internal/api"
+	"github.com/toolagent/toolagent/internal/cache"
+	"github.com/toolagent/toolagent/internal/reload"
+	"github.com/toolagent/toolagent/internal/repo"
+	"github.com/toolagent/toolagent/internal/scan"
+)
+
+// Layout of the state directory used by the git source and the parse
+// cache.
+const (
+	stateRepoDir   = "repo"              // repo.Git.Dir
+	stateCacheFile = "cache/parse.cache" // cache.Open
+)
+
+// source is where a core's trees come from, and when they are synced
+// besides the reload trigger: a local directory (watched), the embedded
+// tools, or a git branch (a schedule and the push webhook).
+type source struct {
+	src      reload.Source
+	watchDir string           // local tools dir to watch; "" for none
+	git      *repo.Git        // nil unless the source is git
+	sched    *reload.Schedule // nil: no schedule
+	webhook  api.Webhook      // zero: no webhook
+	prefix   string           // put before tool paths in messages
+	close    func()           // releases the source's handles
+}
+
+// newSource builds the source cfg describes: cfg.Repo selects git,
+// otherwise c.tools (already resolved) names a directory or the embedded
+// tree.
+func newSource(cfg Config, c common, log *slog.Logger) (*source, error) {
+	if cfg.Repo == "" {
+		src, watchDir, err := toolsSource(c.tools)
+		if err != nil {
+			return nil, err
+		}
+		s := &source{src: src, watchDir: watchDir, prefix: "tools/", close: func() {}}
+		if ls, ok := src.(*localSource); ok {
+			s.close = func() { ls.dir.Close() }
+		}
+		if cfg.WebhookSecretFile != "" {
+			return nil, errors.New("webhook_secret_file needs a git source (repo): a local tools directory is watched instead")
+		}
+		return s, nil
+	}
+	if cfg.Tools != "" {
+		return nil, fmt.Errorf("set either tools (a local directory, %q) or repo (a git URL), not both", cfg.Tools)
+	}
+	auth := repo.Auth{Username: cfg.RepoUsername, SSHKeyFile: cfg.RepoSSHKeyFile, KnownHostsFile: cfg.RepoKnownHosts}
+	switch {
+	case cfg.RepoTokenFile != "" && cfg.RepoToken != "":
+		return nil, errors.New("set either repo_token_file or TOOLAGENT_REPO_TOKEN, not both")
+	case cfg.RepoTokenFile != "":
+		// Read again before every sync, so a rotated token needs no restart.
+		auth.TokenFile = cfg.RepoTokenFile
+		if _, err := os.Stat(cfg.RepoTokenFile); err != nil {
+			return nil, fmt.Errorf("repo token file: %w", err)
+		}
+		warnIfShared(log, "repo token file", cfg.RepoTokenFile)
+	case cfg.RepoToken != "":
+		auth.Token = cfg.RepoToken
+	}
+	g := &repo.Git{
+		URL:    cfg.Repo,
+		Branch: cfg.Branch,
+		Path:   cfg.ToolsPath,
+		Dir:    filepath.Join(c.state, stateRepoDir),
+		Auth:   auth,
+		Logger: log.With(slog.String("log", "git")),
+	}
+	s := &source{
+		src:    &gitSource{git: g, timeout: cfg.SyncTimeout},
+		git:    g,
+		prefix: strings.Trim(cmp.Or(cfg.ToolsPath, repo.DefaultPath), "/") + "/",
+		close:  func() {},
+	}
+	if s.prefix == "./" {
+		s.prefix = ""
+	}
+	if spec := strings.TrimSpace(cfg.Schedule); spec != "" && spec != "off" {
+		sched, err := reload.ParseSchedule(spec)
+		if err != nil {
+			return nil, fmt.Errorf("config: %w", err)
+		}
+		s.sched = sched
+	}
+	if cfg.WebhookSecretFile != "" {
+		secret, err := readSecretFile(log, "webhook secret file", cfg.WebhookSecretFile)
+		if err != nil {
+			return nil, err
+		}
+		s.webhook = api.Webhook{Secret: secret, Branch: cmp.Or(cfg.Branch, repo.DefaultBranch)}
+	}
+	return s, nil
+}
+
+// next is when the schedule syncs next (zero: no schedule).
+func (s *source) next() time.Time {
+	if s.sched == nil {
+		return time.Time{}
+	}
+	return s.sched.Next()
+}
+
+// readSecretFile reads a secret (surrounding white space trimmed). The
+// value is never logged.
+func readSecretFile(log *slog.Logger, what, path string) ([]byte, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	secret := strings.TrimSpace(string(data))
+	if secret == "" {
+		return nil, fmt.Errorf("%s %s is empty", what, path)
+	}
+	warnIfShared(log, what, path)
+	return []byte(secret), nil
+}
+
+// warnIfShared warns when a secret file is readable by other users.
+func warnIfShared(log *slog.Logger, what, path string) {
+	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		log.Warn(what+" is readable by other users; chmod 600 it", "file", path, "mode", fi.Mode().Perm().String())
+	}
+}
+
+// gitSource adapts repo.Git, whose Sync returns the concrete *repo.Tree,
+// to reload.Source, and bounds every attempt with a deadline.
+type gitSource struct {
+	git     *repo.Git
+	timeout time.Duration // 0: none
+}
+
+func (s *gitSource) Sync(ctx context.Context) (scan.Tree, error) {
+	if s.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.timeout)
+		defer cancel()
+	}
+	t, err := s.git.Sync(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// String describes the source without secrets (reload.Status.Source).
+func (s *gitSource) String() string { return s.git.String() }
+
+// String describes the source (reload.Status.Source).
+func (s *localSource) String() string { return "dir " + s.dir.Path }
+
+// openParseCache opens the parse memo persisted under the state directory.
+// A memo that cannot be read only costs parsing: the problem is logged and
+// an empty one is used.
+func openParseCache(state string, log *slog.Logger) *cache.Cache {
+	c, err := cache.Open(filepath.Join(state, filepath.FromSlash(stateCacheFile)))
+	if err != nil {
+		log.Warn("parse cache not used; every file is parsed again", "err", err)
+	}
+	return c
+}
+
+// prime serves the catalog of the commit a git source synced on an
+// earlier run, before the first sync: a restart serves at once, and even
+// when the server is down.
+func (cr *core) prime() {
+	if cr.src.git == nil {
+		return
+	}
+	t, err := cr.src.git.Offline()
+	if errors.Is(err, repo.ErrNoClone) {
+		return // first start: the first sync clones
+	}
+	if err != nil {
+		cr.log.Warn("cannot read the last synced commit; waiting for the first sync", "err", err)
+		return
+	}
+	if _, err := cr.loop.Prime(t); err != nil {
+		cr.log.Warn("cannot serve the last synced commit; waiting for the first sync", "err", err)
+	}
+}

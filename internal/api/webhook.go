@@ -1,0 +1,159 @@
+package api
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Webhook configures POST /v1/hooks/forgejo, the push webhook of a
+// Forgejo, Gitea or GitHub-style server. A push to Branch whose body is
+// signed with Secret asks for a sync at once, through the same coalescing
+// trigger as POST /v1/sync and the schedule.
+type Webhook struct {
+	// Secret is the HMAC-SHA256 key shared with the server; empty turns the
+	// endpoint off (it answers 404). It comes from a file, never from the
+	// tools repository, a flag or a log line.
+	Secret []byte
+	// Branch is the branch the daemon serves; pushes to other refs are
+	// answered "ignored" and trigger nothing.
+	Branch string
+}
+
+// maxWebhookBytes limits a webhook body. Forgejo's push payload lists at
+// most a few dozen commits; 5 MiB is far above any real one.
+const maxWebhookBytes = 5 << 20
+
+// signatureHeaders are the headers that may carry the body's HMAC-SHA256,
+// in the order they are looked at. The first one present decides: a bad
+// value there is not rescued by another header.
+var signatureHeaders = []string{"X-Forgejo-Signature", "X-Gitea-Signature", "X-Hub-Signature-256"}
+
+// eventHeaders name the event kind, in the same order.
+var eventHeaders = []string{"X-Forgejo-Event", "X-Gitea-Event", "X-GitHub-Event"}
+
+// webhookBody is the answer to a webhook delivery.
+type webhookBody struct {
+	Status string `json:"status"`           // queued or ignored
+	Reason string `json:"reason,omitempty"` // why it was ignored
+}
+
+// webhookResults are the values of the result label of
+// toolagent_webhook_requests_total.
+const (
+	whQueued       = "queued"
+	whIgnored      = "ignored"
+	whUnsigned     = "unsigned"
+	whBadSignature = "bad_signature"
+	whBadRequest   = "bad_request"
+	whTooLarge     = "too_large"
+	whOff          = "not_configured"
+)
+
+func newWebhookCounter(reg prometheus.Registerer) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "toolagent_webhook_requests_total",
+		Help: "Push webhook deliveries by result: queued (a sync was asked for), ignored (another branch or event), unsigned, bad_signature, bad_request, too_large, not_configured.",
+	}, []string{"result"})
+	for _, r := range []string{whQueued, whIgnored, whUnsigned, whBadSignature, whBadRequest, whTooLarge, whOff} {
+		c.WithLabelValues(r)
+	}
+	reg.MustRegister(c)
+	return c
+}
+
+// handleWebhook verifies a push delivery and, when it is for the served
+// branch, pokes the sync trigger and answers 202 at once: no git work
+// happens in the handler. The signature is checked before the body is
+// parsed, and compared in constant time.
+func (s *server) handleWebhook(w http.ResponseWriter, r *http.Request) {
+	wh := s.opts.Webhook
+	refuse := func(result string, err *apiError) {
+		s.webhooks.WithLabelValues(result).Inc()
+		s.log.WarnContext(r.Context(), "webhook refused", "result", result, "status", err.status, "remote", r.RemoteAddr)
+		writeError(w, s.log, err)
+	}
+	if len(wh.Secret) == 0 || s.sync == nil {
+		refuse(whOff, errorf(http.StatusNotFound, "no webhook is configured on this daemon: start it with a git source (--repo) and --webhook-secret-file"))
+		return
+	}
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
+		refuse(whBadRequest, errorf(http.StatusUnsupportedMediaType, "content type %q: set the webhook's POST content type to application/json", r.Header.Get("Content-Type")))
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxWebhookBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			refuse(whTooLarge, errorf(http.StatusRequestEntityTooLarge, "webhook body: larger than the limit of %d bytes", maxWebhookBytes))
+			return
+		}
+		refuse(whBadRequest, errorf(http.StatusBadRequest, "webhook body: %v", err))
+		return
+	}
+	sig, ok := firstHeader(r.Header, signatureHeaders)
+	if !ok {
+		refuse(whUnsigned, errorf(http.StatusUnauthorized, "unsigned webhook: set the webhook's secret so that the server signs its deliveries (X-Forgejo-Signature, X-Gitea-Signature or X-Hub-Signature-256)"))
+		return
+	}
+	if !validSignature(wh.Secret, body, sig) {
+		refuse(whBadSignature, errorf(http.StatusUnauthorized, "bad webhook signature: the secret differs from this daemon's, or the body was changed"))
+		return
+	}
+
+	if event, ok := firstHeader(r.Header, eventHeaders); ok && event != "push" {
+		s.webhooks.WithLabelValues(whIgnored).Inc()
+		encode(w, s.log, http.StatusOK, webhookBody{Status: whIgnored, Reason: "event " + event + " is not a push"})
+		return
+	}
+	var push struct {
+		Ref   string `json:"ref"`
+		After string `json:"after"`
+	}
+	if err := json.Unmarshal(body, &push); err != nil || push.Ref == "" {
+		refuse(whBadRequest, errorf(http.StatusBadRequest, "webhook body: want a push event's JSON with a ref"))
+		return
+	}
+	want := "refs/heads/" + wh.Branch
+	if push.Ref != want {
+		s.webhooks.WithLabelValues(whIgnored).Inc()
+		s.log.DebugContext(r.Context(), "webhook ignored", "ref", push.Ref, "serving", want)
+		encode(w, s.log, http.StatusAccepted, webhookBody{Status: whIgnored, Reason: "push to " + push.Ref + "; this daemon serves " + want})
+		return
+	}
+	s.sync.Poke()
+	s.webhooks.WithLabelValues(whQueued).Inc()
+	s.log.InfoContext(r.Context(), "webhook push", "ref", push.Ref, "after", push.After)
+	encode(w, s.log, http.StatusAccepted, webhookBody{Status: whQueued})
+}
+
+// firstHeader returns the value of the first of names present in h.
+func firstHeader(h http.Header, names []string) (string, bool) {
+	for _, n := range names {
+		if vs := h.Values(n); len(vs) > 0 {
+			return strings.TrimSpace(vs[0]), true
+		}
+	}
+	return "", false
+}
+
+// validSignature reports whether sig, the hex HMAC-SHA256 of body under
+// secret (optionally prefixed "sha256=", as GitHub writes it), is right.
+// The comparison takes constant time.
+func validSignature(secret, body []byte, sig string) bool {
+	got, err := hex.DecodeString(strings.TrimPrefix(sig, "sha256="))
+	if err != nil || len(got) != sha256.Size {
+		return false
+	}
+	mac := hmac.New(sha256.New, secret)
+	mac.Write(body)
+	return hmac.Equal(got, mac.Sum(nil))
+}
