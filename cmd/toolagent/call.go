@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/toolagent/toolagent/internal/approval"
 	"github.com/toolagent/toolagent/internal/catalog"
 	"github.com/toolagent/toolagent/internal/dispatch"
 	"github.com/toolagent/toolagent/internal/hldp"
@@ -18,6 +19,8 @@ func runCall(ctx context.Context, e env, args []string) error {
 	var c common
 	fs := newFlagSet("call", e)
 	c.register(fs, e)
+	var af approvalFlags
+	af.register(fs, e)
 	paramsJSON := fs.String("params", "", "params as one JSON `object` (instead of k=v arguments)")
 	dryRun := fs.Bool("dry-run", false, "validate and print exactly what would run (argv, cwd, limits) without running it")
 	pos, err := parseArgs(fs, args)
@@ -49,12 +52,24 @@ func runCall(ctx context.Context, e env, args []string) error {
 	}
 	store := new(catalog.Store)
 	store.Swap(l.snap)
-	d := dispatch.New(store, l.execs, dispatch.Options{Audit: slog.New(slog.DiscardHandler)})
-	caller := "cli"
-	if u := e.getenv("USER"); u != "" {
-		caller = "cli:" + u
+	// A call the policy holds goes into the local approval queue,
+	// STATE/approvals, for `toolagent approvals approve ID`. When a daemon
+	// owns that queue the call is held without an id: ask the daemon.
+	var ap *approval.Store
+	var apErr error
+	if !*dryRun {
+		ap, apErr = openApprovals(c.state, af.ttl, af.allowSelf, slog.New(slog.DiscardHandler))
+		if apErr == nil {
+			defer ap.Close()
+		} else if !errors.Is(apErr, approval.ErrLocked) {
+			return apErr
+		}
 	}
-	res := d.Invoke(ctx, dispatch.Call{Tool: name, Params: raw, Caller: caller, DryRun: *dryRun})
+	d := dispatch.New(store, l.execs, dispatch.Options{Audit: slog.New(slog.DiscardHandler), Approvals: ap})
+	res := d.Invoke(ctx, dispatch.Call{Tool: name, Params: raw, Caller: cliCaller(e), DryRun: *dryRun})
+	if res.Status == dispatch.ApprovalRequired && apErr != nil {
+		res.Suggestion = fmt.Sprintf("an approver must confirm this call, and this command cannot hold it: %v. Call the tool through that daemon (POST /v1/call) to get an approval id", apErr)
+	}
 	if err := printJSON(e.stdout, res); err != nil {
 		return err
 	}

@@ -45,6 +45,12 @@ type Config struct {
 	RetryMax       time.Duration `yaml:"reload_retry_max" env:"TOOLAGENT_RELOAD_RETRY_MAX" flag:"reload-retry-max" default:"1m" usage:"longest wait between reload retries"`
 	VocabFile      string        `yaml:"vocab_file" env:"TOOLAGENT_VOCAB" flag:"vocab" default:"" usage:"extra intent-matching vocabulary FILE, merged with the built-in one (format: internal/match/vocab.txt)"`
 
+	// Approvals and policy (approvals.go).
+	ApprovalTTL         time.Duration     `yaml:"approval_ttl" env:"TOOLAGENT_APPROVAL_TTL" flag:"approval-ttl" default:"15m" usage:"how long a held call waits for a decision, and an approval for its run; then it expires"`
+	AllowSelfApproval   bool              `yaml:"allow_self_approval" env:"TOOLAGENT_ALLOW_SELF_APPROVAL" flag:"allow-self-approval" default:"false" usage:"let the caller of a held call approve it itself (without tokens every caller is anonymous, so nobody can approve otherwise)"`
+	ShellPolicyCommands map[string]string `yaml:"shell_policy.commands" env:"TOOLAGENT_SHELL_POLICY_COMMANDS" flag:"-" default:"" usage:"operator override of the default shell policy by command: NAME: allow | confirm | deny"`
+	ShellPolicyClasses  map[string]string `yaml:"shell_policy.classes" env:"TOOLAGENT_SHELL_POLICY_CLASSES" flag:"-" default:"" usage:"operator override of the default shell policy by class (read, write, delete, network, ...): CLASS: allow | confirm | deny"`
+
 	// The git source (source_git.go). Secrets come from files or the
 	// environment only.
 	Repo              string        `yaml:"repo" env:"TOOLAGENT_REPO" flag:"repo" default:"" usage:"git URL of the tools repository (https://, http://, ssh:// or user@host:path), cloned under STATE/repo and synced on the schedule and the push webhook; instead of tools"`
@@ -226,6 +232,12 @@ func (c Config) validate() error {
 		if d.v <= 0 {
 			errs = append(errs, fmt.Errorf("%s %s: want more than 0", d.name, d.v))
 		}
+	}
+	if c.ApprovalTTL <= 0 {
+		errs = append(errs, fmt.Errorf("approval_ttl %s: want more than 0", c.ApprovalTTL))
+	}
+	if _, err := c.shellPolicy(); err != nil {
+		errs = append(errs, err)
 	}
 	errs = append(errs, c.validateExecutors()...)
 	if err := errors.Join(errs...); err != nil {

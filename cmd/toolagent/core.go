@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 
 	nativerepo "github.com/toolagent/toolagent/native-repo"
 
+	"github.com/toolagent/toolagent/internal/approval"
 	"github.com/toolagent/toolagent/internal/catalog"
 	"github.com/toolagent/toolagent/internal/dispatch"
 	"github.com/toolagent/toolagent/internal/executors"
@@ -38,15 +40,38 @@ type core struct {
 	watchDir string // local tools dir to watch; "" for none
 	health   *health
 	src      *source // where trees come from (source_git.go)
+	// approvals is the approval queue under STATE/approvals; nil without
+	// one. close releases its directory lock.
+	approvals *approval.Store
 }
 
+// approvalMode says whether a command needs the approval queue.
+type approvalMode int
+
+const (
+	// noApprovals: the command never runs calls (sync).
+	noApprovals approvalMode = iota
+	// approvalsRequired: the command owns the queue; another process
+	// holding STATE/approvals is an error (serve).
+	approvalsRequired
+	// approvalsIfFree: the command uses the queue when no other process
+	// holds it, and otherwise answers held calls without an approval id
+	// (mcp over stdio, which a client may start beside a daemon).
+	approvalsIfFree
+)
+
 // newCore wires the catalog, executors, dispatcher and reload loop from
-// cfg. Nothing runs until start.
-func newCore(e env, cfg Config, log *slog.Logger) (*core, error) {
+// cfg. Nothing runs until start; close releases what it opened.
+func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (*core, error) {
 	c := common{tools: cfg.Tools, state: cfg.State, filesRoot: cfg.FilesRoot}
 	if err := c.resolve(e); err != nil {
 		return nil, err
 	}
+	sp, err := cfg.shellPolicy()
+	if err != nil {
+		return nil, err
+	}
+	c.shellPolicy = sp
 	src, err := newSource(cfg, c, log)
 	if err != nil {
 		return nil, err
@@ -59,12 +84,26 @@ func newCore(e env, cfg Config, log *slog.Logger) (*core, error) {
 	if err != nil {
 		return nil, err
 	}
+	var ap *approval.Store
+	if mode != noApprovals {
+		ap, err = openApprovals(c.state, cfg.ApprovalTTL, cfg.AllowSelfApproval, log)
+		switch {
+		case errors.Is(err, approval.ErrLocked) && mode == approvalsIfFree:
+			log.Warn("no approval queue: another toolagent process (a daemon?) holds it; calls that need an approval cannot be held here, call them through that daemon",
+				"dir", approvalsDir(c.state))
+			ap = nil
+		case err != nil:
+			return nil, err
+		}
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	store := new(catalog.Store)
 	disp := dispatch.New(store, execs, dispatch.Options{
 		MaxConcurrent: cfg.MaxConcurrent,
 		Audit:         log.With(slog.String("log", "audit")),
+		Approvals:     ap,
+		ShellPolicy:   sp,
 	})
 	parseCache := openParseCache(c.state, log)
 	vocab, err := loadVocab(cfg.VocabFile)
@@ -93,7 +132,19 @@ func newCore(e env, cfg Config, log *slog.Logger) (*core, error) {
 	return &core{
 		cfg: cfg, log: log, common: c, reg: reg, store: store, execs: execs, disp: disp,
 		loop: loop, trigger: reload.NewTrigger(), watchDir: src.watchDir, health: hc, src: src,
+		approvals: ap,
 	}, nil
+}
+
+// close releases what newCore opened: the source and the approval queue's
+// lock. Call it after every goroutine start began has ended.
+func (cr *core) close() {
+	cr.src.close()
+	if cr.approvals != nil {
+		if err := cr.approvals.Close(); err != nil {
+			cr.log.Warn("close the approval queue", "err", err)
+		}
+	}
 }
 
 // start runs the reload loop, the executors' health checks and, for a

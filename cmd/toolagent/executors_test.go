@@ -128,7 +128,7 @@ func TestServeForgejoProtocol(t *testing.T) {
 		{"repo-read-file", map[string]any{"path": "README.md", "owner": "other", "repo": "x"}, 200, dispatch.Success, `"content":"other\n"`},
 		{"repo-read-file", map[string]any{"path": "missing.md"}, 200, dispatch.Error, `couldn't be found`},
 		{"repo-list-commits", map[string]any{"limit": 5}, 200, dispatch.Success, `"sha":"c1"`},
-		{"repo-create-issue", map[string]any{"title": "bug"}, http.StatusConflict, dispatch.ApprovalRequired, ""},
+		{"repo-create-issue", map[string]any{"title": "bug"}, http.StatusAccepted, dispatch.ApprovalRequired, ""}, // held in the approval queue
 	}
 	for _, tc := range tests {
 		code, res := d.call(t, tc.tool, tc.params)

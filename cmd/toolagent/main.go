@@ -47,6 +47,7 @@ func commands() []command {
 		{"list", "list the callable tools (--all adds disabled, failed and stale ones)", runList},
 		{"show", "show one tool's definition, status and JSON Schema", runShow},
 		{"call", "call a tool: call NAME k=v ... | --params JSON [--dry-run]", runCall},
+		{"approvals", "decide held calls of the local queue: list [--all] | show ID | approve ID [--params JSON] | deny ID", runApprovals},
 		{"validate", "lint a tools tree: every error, non-zero exit on any", runValidate},
 		{"new", "scaffold tools/NAME/TOOL.hdlp with every field", runNew},
 		{"match", "find the 1-3 tools that fit an intent in words", runMatch},

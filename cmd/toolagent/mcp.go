@@ -29,13 +29,14 @@ func runMCP(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	log := newLogger(cfg, e.stderr)
-	cr, err := newCore(e, cfg, log)
+	cr, err := newCore(e, cfg, log, approvalsIfFree)
 	if err != nil {
 		return err
 	}
 	// The first snapshot is loaded before the client connects, so its
 	// first tools/list is complete.
 	if _, err := cr.loop.Once(ctx); err != nil {
+		cr.close()
 		return err
 	}
 	srv := mcpserver.New(cr.store, cr.disp, mcpserver.Options{Logger: log.With(slog.String("log", "mcp")), MetaOnly: metaOnly})
@@ -54,7 +55,7 @@ func runMCP(ctx context.Context, e env, args []string) error {
 		return nil
 	})
 	err = g.Wait()
-	cr.src.close() // after every goroutine that reads trees has ended
+	cr.close() // after every goroutine that reads trees or runs calls has ended
 	return err
 }
 

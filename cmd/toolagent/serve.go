@@ -51,12 +51,12 @@ func runServe(ctx context.Context, e env, args []string) error {
 			"configure tokens (--tokens-file or TOOLAGENT_TOKENS), or listen on a loopback address such as 127.0.0.1:8765", cfg.Listen)
 	}
 
-	cr, err := newCore(e, cfg, log)
+	cr, err := newCore(e, cfg, log, approvalsRequired)
 	if err != nil {
 		return err
 	}
 	store, disp, loop, trigger := cr.store, cr.disp, cr.loop, cr.trigger
-	apiHandler := api.New(api.Options{Tokens: tokens, MaxBodyBytes: cfg.MaxBodyBytes, Registry: cr.reg, Webhook: cr.src.webhook},
+	apiHandler := api.New(api.Options{Tokens: tokens, MaxBodyBytes: cfg.MaxBodyBytes, Registry: cr.reg, Webhook: cr.src.webhook, Approvals: disp},
 		store, disp, syncer{loop, trigger}, log.With(slog.String("log", "api")))
 	// MCP over streamable HTTP beside the API (api may not import
 	// mcpserver: both sit on one layer). No write timeout applies: its
@@ -69,6 +69,7 @@ func runServe(ctx context.Context, e env, args []string) error {
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
+		cr.close()
 		return fmt.Errorf("listen: %w", err)
 	}
 	auth := "tokens"
@@ -123,7 +124,7 @@ func runServe(ctx context.Context, e env, args []string) error {
 		return nil
 	})
 	err = g.Wait()
-	cr.src.close() // after every goroutine that reads trees has ended
+	cr.close() // after every goroutine that reads trees or runs calls has ended
 	log.Info("stopped")
 	return err
 }

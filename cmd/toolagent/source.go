@@ -15,6 +15,7 @@ import (
 	"github.com/toolagent/toolagent/internal/executors/shell"
 	"github.com/toolagent/toolagent/internal/hldp"
 	"github.com/toolagent/toolagent/internal/match"
+	"github.com/toolagent/toolagent/internal/policy"
 	"github.com/toolagent/toolagent/internal/scan"
 )
 
@@ -30,6 +31,9 @@ type common struct {
 	state     string       // state directory
 	filesRoot string       // root of the file-read / file-write tools
 	vocab     *match.Vocab // intent-matching vocabulary (nil: the built-in one)
+	// shellPolicy is the operator's override of the default shell policy
+	// (nil: the built-in one); dispatch gets the same value.
+	shellPolicy *policy.ShellPolicy
 }
 
 func newFlagSet(name string, e env) *flag.FlagSet {
@@ -130,7 +134,7 @@ func (c *common) executors() (map[hldp.ExecutorKind]executors.Executor, error) {
 		return nil, fmt.Errorf("files root: %w", err)
 	}
 	return map[hldp.ExecutorKind]executors.Executor{
-		hldp.Shell: shell.New(shell.Options{FilesRoot: c.filesRoot}),
+		hldp.Shell: shell.New(shell.Options{FilesRoot: c.filesRoot, ShellPolicy: c.shellPolicy}),
 	}, nil
 }
 

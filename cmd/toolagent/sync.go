@@ -36,7 +36,7 @@ func runSync(ctx context.Context, e env, args []string) error {
 	}
 	log := newLogger(cfg, e.stderr)
 	start := time.Now()
-	cr, err := newCore(e, cfg, log)
+	cr, err := newCore(e, cfg, log, noApprovals)
 	if err != nil {
 		return err
 	}

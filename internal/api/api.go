@@ -1,11 +1,14 @@
 // Package api is toolagent's HTTP JSON API: calling tools, listing and
-// showing them, intent matching, reload status, health, readiness and
-// Prometheus metrics, behind bearer-token authentication with roles, and
-// the push webhook of the git source (webhook.go: HMAC-signed, no token).
+// showing them, intent matching, the approval queue (approvals.go: list,
+// fetch, approve or deny held calls, reached through Approver), reload
+// status, health, readiness and Prometheus metrics, behind bearer-token
+// authentication with roles (read < call < approve < admin), and the push
+// webhook of the git source (webhook.go: HMAC-signed, no token).
 //
 // The package owns the HTTP edge only: decoding requests (size-limited,
 // strict JSON), authentication and roles, the one mapping from a call's
-// dispatch.ResultStatus to an HTTP status, and metrics. What a call does is
+// dispatch.ResultStatus to an HTTP status (and from an approval error to
+// one), and metrics. What a call does is
 // dispatch's (reached through Invoker); what the catalog holds is the
 // catalog.Store's; when to reload is reload's (reached through Syncer).
 // Every route is listed once, in routes.go, and documented in
@@ -72,6 +75,8 @@ type Options struct {
 	// Webhook configures POST /v1/hooks/forgejo (zero: the endpoint
 	// answers 404).
 	Webhook Webhook
+	// Approvals serves /v1/approvals (nil: those routes answer 501).
+	Approvals Approver
 }
 
 type server struct {
@@ -299,9 +304,12 @@ func (s *server) handleCall(w http.ResponseWriter, r *http.Request) {
 	res := s.inv.Invoke(r.Context(), dispatch.Call{Tool: req.Tool, Params: req.Params, Caller: callerFrom(r.Context()), DryRun: req.DryRun})
 	s.metrics.inFlight.Dec()
 	s.metrics.observe(res, s.opts.Now().Sub(start))
-	code := resultHTTPStatus(res.Status)
-	if code == http.StatusTooManyRequests {
+	code := resultHTTPStatus(res)
+	switch code {
+	case http.StatusTooManyRequests:
 		w.Header().Set("Retry-After", "1")
+	case http.StatusAccepted:
+		w.Header().Set("Location", "/v1/approvals/"+res.ApprovalID)
 	}
 	encode(w, s.log, code, res)
 }
@@ -311,18 +319,31 @@ func (s *server) handleCall(w http.ResponseWriter, r *http.Request) {
 //
 //   - 200: the tool ran, whatever its exit code (success, no_data, error,
 //     timeout), or a dry run was planned; status says which.
+//   - 202 approval_required with an approval id: the call is held in the
+//     approval queue and runs on the server once approved; Location names
+//     the approval to fetch its outcome from.
 //   - 400 invalid_params, 404 not_found, 429 busy.
-//   - 409 disabled and approval_required: the tool exists, but its state
-//     here does not let it run now. (403 is kept for auth refusals.)
-func resultHTTPStatus(s dispatch.ResultStatus) int {
-	switch s {
+//   - 403 denied: a policy rule refuses the call; the body (a Result, not
+//     an auth refusal's {"error"}) names the rule and the reason.
+//   - 409 disabled, and approval_required without an approval id (this
+//     daemon has no approval queue): the tool exists, but its state here
+//     does not let it run now.
+func resultHTTPStatus(res dispatch.Result) int {
+	switch res.Status {
 	case dispatch.InvalidParams:
 		return http.StatusBadRequest
 	case dispatch.NotFound:
 		return http.StatusNotFound
 	case dispatch.Busy:
 		return http.StatusTooManyRequests
-	case dispatch.Disabled, dispatch.ApprovalRequired:
+	case dispatch.Denied:
+		return http.StatusForbidden
+	case dispatch.ApprovalRequired:
+		if res.ApprovalID != "" {
+			return http.StatusAccepted
+		}
+		return http.StatusConflict
+	case dispatch.Disabled:
 		return http.StatusConflict
 	default:
 		return http.StatusOK

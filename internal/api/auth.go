@@ -10,8 +10,9 @@ import (
 	"strings"
 )
 
-// Role is what an API token may do. Roles are ordered: each includes the
-// ones before it, so a call token may also read and an admin token may do
+// Role is what an API token may do. Roles are ordered, read < call <
+// approve < admin: each includes the ones before it, so a call token may
+// also read, an approve token may also call, and an admin token may do
 // everything.
 type Role uint8
 
@@ -23,13 +24,17 @@ const (
 	// RoleRead lists and shows tools, matches intents, reads status and
 	// metrics.
 	RoleRead
-	// RoleCall also calls tools.
+	// RoleCall also calls tools and fetches the approvals of its own
+	// calls.
 	RoleCall
+	// RoleApprove also lists every approval and approves or denies them
+	// (never its own call, unless the daemon allows self-approval).
+	RoleApprove
 	// RoleAdmin also triggers reloads (POST /v1/sync).
 	RoleAdmin
 )
 
-var roleWords = [...]string{rolePublic: "public", RoleRead: "read", RoleCall: "call", RoleAdmin: "admin"}
+var roleWords = [...]string{rolePublic: "public", RoleRead: "read", RoleCall: "call", RoleApprove: "approve", RoleAdmin: "admin"}
 
 // String returns the wire word of r.
 func (r Role) String() string {
@@ -42,14 +47,14 @@ func (r Role) String() string {
 // MarshalText encodes r as its wire word.
 func (r Role) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
 
-// ParseRole returns the role named word (read, call or admin).
+// ParseRole returns the role named word (read, call, approve or admin).
 func ParseRole(word string) (Role, error) {
 	for i, w := range roleWords {
 		if Role(i) != rolePublic && w == word {
 			return Role(i), nil
 		}
 	}
-	return 0, fmt.Errorf("unknown role %q (want read, call or admin)", word)
+	return 0, fmt.Errorf("unknown role %q (want read, call, approve or admin)", word)
 }
 
 // MinTokenLen is the shortest secret a token may have.
@@ -83,7 +88,7 @@ type token struct {
 // The format: entries separated by newlines or commas, each
 // "name:role:secret"; blank entries and lines starting with # are ignored.
 // name is 1-64 of [A-Za-z0-9._-] and is what the audit log shows as the
-// caller; role is read, call or admin; secret is at least MinTokenLen
+// caller; role is read, call, approve or admin; secret is at least MinTokenLen
 // characters without spaces or commas (it may contain colons). Names and
 // secrets must be unique across every Parse.
 func (t *Tokens) Parse(src, text string) error {
@@ -163,13 +168,28 @@ func (t *Tokens) Lookup(secret string) (name string, role Role, ok bool) {
 
 type callerKey struct{}
 
+// principal is who sent a request: the token's name and role.
+type principal struct {
+	name string
+	role Role
+}
+
 // callerFrom returns the name of the token that authenticated the request,
 // or Anonymous.
 func callerFrom(ctx context.Context) string {
-	if c, ok := ctx.Value(callerKey{}).(string); ok {
-		return c
+	if p, ok := ctx.Value(callerKey{}).(principal); ok {
+		return p.name
 	}
 	return Anonymous
+}
+
+// roleFrom returns the role of the token that authenticated the request;
+// on an open daemon (no tokens) every request has every role.
+func roleFrom(ctx context.Context) Role {
+	if p, ok := ctx.Value(callerKey{}).(principal); ok {
+		return p.role
+	}
+	return RoleAdmin
 }
 
 // The refusals say what to do and nothing else: not which tokens exist,
@@ -204,7 +224,7 @@ func (s *server) authorize(need Role, h http.HandlerFunc) http.Handler {
 			writeError(w, s.log, errForbidden)
 			return
 		}
-		h(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, name)))
+		h(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, principal{name: name, role: role})))
 	})
 }
 

@@ -11,8 +11,12 @@
 // rename), so pending approvals survive a restart.
 //
 // A Store is safe for concurrent use; one mutex orders all changes, so of
-// two concurrent Claims of one id exactly one wins. Only one process may
-// open a directory at a time.
+// two concurrent Claims of one id exactly one wins. Only one Store may
+// have a directory open at a time, in any process: Open takes an exclusive
+// lock on Dir/.lock (flock, dropped by the kernel when the process ends)
+// and fails with ErrLocked while another Store holds it; Close releases
+// it. Two stores on one directory would each trust their own memory, and
+// an approval could run twice.
 //
 // Imports: hldp is allowed but not needed; the package uses the standard
 // library only. Imported by dispatch (and cmd/toolagent, which opens the
@@ -83,6 +87,9 @@ var (
 	ErrBindingMismatch = errors.New("approval: call does not match what was approved")
 	ErrNotRunning      = errors.New("approval: request is not running")
 	ErrInvalidEdit     = errors.New("approval: edited params rejected")
+	// ErrLocked: another Store (in this or another process, e.g. the
+	// daemon) has the directory open.
+	ErrLocked = errors.New("approval: the directory is in use by another toolagent process")
 )
 
 // Request is one call waiting for, or past, a decision. The Params that
@@ -142,8 +149,25 @@ type Options struct {
 // Store is the persistent set of requests.
 type Store struct {
 	opts Options
+	lock *os.File // holds the flock on Dir/.lock until Close
 	mu   sync.Mutex
 	reqs map[string]*Request
+}
+
+// lockName is the lock file Open takes under Options.Dir.
+const lockName = ".lock"
+
+// Close releases the directory lock, so another Store may open it. The
+// Store must not be used afterwards.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lock == nil {
+		return nil
+	}
+	err := s.lock.Close()
+	s.lock = nil
+	return err
 }
 
 // Open loads every request under opts.Dir (creating it) and returns the
@@ -169,9 +193,14 @@ func Open(opts Options) (*Store, error) {
 	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("approval: %w", err)
 	}
-	s := &Store{opts: opts, reqs: map[string]*Request{}}
+	lock, err := lockDir(filepath.Join(opts.Dir, lockName))
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{opts: opts, lock: lock, reqs: map[string]*Request{}}
 	entries, err := os.ReadDir(opts.Dir)
 	if err != nil {
+		lock.Close()
 		return nil, fmt.Errorf("approval: %w", err)
 	}
 	now := opts.Now()

@@ -35,6 +35,7 @@ func open(t *testing.T, dir string, c *clock, mod ...func(*Options)) *Store {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { s.Close() })
 	return s
 }
 
@@ -268,9 +269,14 @@ func TestPersistence(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "0123456789abcdef0123456789abcdef.json"), []byte("{not json"), 0o600)
 	os.WriteFile(filepath.Join(dir, ".tmp-crashed"), []byte("x"), 0o600)
 
+	before := map[string]Request{}
+	for _, id := range []string{pending.ID, approved.ID, done.ID} {
+		before[id], _ = s.Get(id)
+	}
+	s.Close()
 	s2 := open(t, dir, c) // a restart
 	for _, id := range []string{pending.ID, approved.ID, done.ID} {
-		a, _ := s.Get(id)
+		a := before[id]
 		b, err := s2.Get(id)
 		if err != nil || a.Status != b.Status || a.ParamsHash != b.ParamsHash || string(a.Result) != string(b.Result) || !a.ExpiresAt.Equal(b.ExpiresAt) {
 			t.Errorf("after reopen %s = %+v, %v; want %+v", id, b, err, a)
@@ -291,6 +297,7 @@ func TestPersistence(t *testing.T) {
 	}
 	// Expiry and retention work on reloaded state.
 	c.Add(DefaultRetention + time.Hour)
+	s2.Close()
 	s3 := open(t, dir, c)
 	var left []Status
 	for _, r := range s3.List(false) {
@@ -359,5 +366,23 @@ func TestHashParams(t *testing.T) {
 	}
 	if h := HashParams(map[string]any{"f": func() {}}); !strings.HasPrefix(h, "unhashable") {
 		t.Errorf("HashParams(func) = %q", h)
+	}
+}
+
+// TestOpenLocksTheDirectory: a second Store on one directory would trust
+// its own memory and could run an approval twice, so Open refuses it until
+// the first is closed.
+func TestOpenLocksTheDirectory(t *testing.T) {
+	s, c, dir := newStore(t)
+	r := create(t, s)
+	if _, err := Open(Options{Dir: dir, Now: c.Now}); !errors.Is(err, ErrLocked) {
+		t.Fatalf("Open(%s) while open = %v; want ErrLocked", dir, err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close() = %v", err)
+	}
+	s2 := open(t, dir, c)
+	if got, err := s2.Get(r.ID); err != nil || got.Status != Pending {
+		t.Errorf("Get(%s) after reopen = %v, %v; want pending", r.ID, got.Status, err)
 	}
 }

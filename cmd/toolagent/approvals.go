@@ -1,0 +1,215 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/toolagent/toolagent/internal/approval"
+	"github.com/toolagent/toolagent/internal/catalog"
+	"github.com/toolagent/toolagent/internal/dispatch"
+	"github.com/toolagent/toolagent/internal/executors"
+	"github.com/toolagent/toolagent/internal/hldp"
+	"github.com/toolagent/toolagent/internal/policy"
+)
+
+// approvalsDir is where the approval queue of a state directory lives.
+func approvalsDir(state string) string { return filepath.Join(state, "approvals") }
+
+// openApprovals opens the approval queue under state. It fails with
+// approval.ErrLocked while another process (a daemon) holds it.
+func openApprovals(state string, ttl time.Duration, allowSelf bool, log *slog.Logger) (*approval.Store, error) {
+	st, err := approval.Open(approval.Options{Dir: approvalsDir(state), TTL: ttl, AllowSelfApproval: allowSelf,
+		Logger: log.With(slog.String("log", "approval"))})
+	if errors.Is(err, approval.ErrLocked) {
+		return nil, fmt.Errorf("%w: %s (one process owns an approval queue: decide through the daemon's API, POST /v1/approvals/ID, or give this command its own --state)", err, approvalsDir(state))
+	}
+	return st, err
+}
+
+// shellPolicy builds the operator's override of the default shell policy
+// from shell_policy.commands and shell_policy.classes; nil when neither is
+// set. The catastrophic class is not overridable.
+func (c Config) shellPolicy() (*policy.ShellPolicy, error) {
+	if len(c.ShellPolicyCommands) == 0 && len(c.ShellPolicyClasses) == 0 {
+		return nil, nil
+	}
+	p := policy.DefaultShellPolicy()
+	var errs []error
+	for name, word := range c.ShellPolicyCommands {
+		d, err := policy.ParseDecision(word)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("shell_policy.commands %s: %w", name, err))
+			continue
+		}
+		p.Commands[name] = d
+	}
+	for class, word := range c.ShellPolicyClasses {
+		cl := policy.Class(class)
+		if _, known := p.Classes[cl]; !known {
+			known := make([]string, 0, len(p.Classes))
+			for k := range p.Classes {
+				known = append(known, string(k))
+			}
+			slices.Sort(known)
+			errs = append(errs, fmt.Errorf("shell_policy.classes: unknown class %q; want one of %v", class, known))
+			continue
+		}
+		if cl == policy.ClassCatastrophic {
+			errs = append(errs, errors.New("shell_policy.classes: catastrophic commands are always denied; the class cannot be overridden"))
+			continue
+		}
+		d, err := policy.ParseDecision(word)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("shell_policy.classes %s: %w", class, err))
+			continue
+		}
+		p.Classes[cl] = d
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// approvalFlags are the approval settings of the CLI commands that open
+// the queue themselves (call, approvals); the same variables as serve's.
+type approvalFlags struct {
+	ttl       time.Duration
+	allowSelf bool
+}
+
+func (a *approvalFlags) register(fs *flag.FlagSet, e env) {
+	a.ttl = approval.DefaultTTL
+	if d, err := time.ParseDuration(e.getenv("TOOLAGENT_APPROVAL_TTL")); err == nil && d > 0 {
+		a.ttl = d
+	}
+	a.allowSelf, _ = strconv.ParseBool(e.getenv("TOOLAGENT_ALLOW_SELF_APPROVAL"))
+	fs.DurationVar(&a.ttl, "approval-ttl", a.ttl, "how long a held call waits for a decision (env TOOLAGENT_APPROVAL_TTL)")
+	fs.BoolVar(&a.allowSelf, "allow-self-approval", a.allowSelf, "let the user who asked approve the call (env TOOLAGENT_ALLOW_SELF_APPROVAL)")
+}
+
+// cliCaller is who a CLI command acts as: cli:$USER.
+func cliCaller(e env) string {
+	if u := e.getenv("USER"); u != "" {
+		return "cli:" + u
+	}
+	return "cli"
+}
+
+// runApprovals decides the approvals of the local queue, STATE/approvals,
+// as the operator on the host: the ones `toolagent call` held. A running
+// daemon owns its state directory's queue; decide those through its API.
+func runApprovals(ctx context.Context, e env, args []string) error {
+	var c common
+	var af approvalFlags
+	fs := newFlagSet("approvals", e)
+	c.register(fs, e)
+	af.register(fs, e)
+	all := fs.Bool("all", false, "list: every approval, not only the pending ones")
+	edits := fs.String("params", "", "approve: edited params as one JSON `object`, validated and judged again, in place of the asked ones")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	const want = "approvals: want list [--all] | show ID | approve ID [--params JSON] | deny ID"
+	if len(pos) == 0 {
+		return usageError{errors.New(want)}
+	}
+	verb, rest := pos[0], pos[1:]
+	wantArgs := 1
+	if verb == "list" {
+		wantArgs = 0
+	}
+	switch {
+	case !slices.Contains([]string{"list", "show", "approve", "deny"}, verb):
+		return usageError{fmt.Errorf("approvals: unknown action %q; %s", verb, want)}
+	case len(rest) != wantArgs:
+		return usageError{fmt.Errorf("approvals %s: want %d argument(s), got %q", verb, wantArgs, rest)}
+	case *edits != "" && verb != "approve":
+		return usageError{errors.New("approvals: --params goes with approve only")}
+	}
+	if err := c.resolve(e); err != nil {
+		return err
+	}
+	st, err := openApprovals(c.state, af.ttl, af.allowSelf, slog.New(slog.NewTextHandler(e.stderr, nil)))
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	// Only approve runs a call, so only approve needs the catalog.
+	// The decision's audit line goes to stderr.
+	store := new(catalog.Store)
+	var execs map[hldp.ExecutorKind]executors.Executor
+	if verb == "approve" {
+		l, err := c.load(e, true)
+		if err != nil {
+			return err
+		}
+		store.Swap(l.snap)
+		execs = l.execs
+	}
+	d := dispatch.New(store, execs, dispatch.Options{Approvals: st, Audit: slog.New(slog.NewJSONHandler(e.stderr, nil)).With(slog.String("log", "audit"))})
+	switch verb {
+	case "list":
+		list, err := d.Approvals(!*all)
+		if err != nil {
+			return err
+		}
+		if list == nil {
+			list = []dispatch.Approval{}
+		}
+		return printJSON(e.stdout, struct {
+			Approvals []dispatch.Approval `json:"approvals"`
+		}{list})
+	case "show":
+		a, err := d.Approval(rest[0])
+		if err != nil {
+			return approvalExit(err)
+		}
+		return printJSON(e.stdout, a)
+	}
+	a, res, err := d.Decide(ctx, rest[0], cliCaller(e), verb == "approve", json.RawMessage(*edits))
+	if errors.Is(err, dispatch.ErrSelfApproval) {
+		err = fmt.Errorf("%w (--allow-self-approval lets the user who asked approve)", err)
+	}
+	if err != nil {
+		return approvalExit(err)
+	}
+	if res != nil && len(a.Result) == 0 {
+		if b, err := json.Marshal(res); err == nil {
+			a.Result = b // busy or disabled: not stored, shown anyway
+		}
+	}
+	if err := printJSON(e.stdout, a); err != nil {
+		return err
+	}
+	if res != nil {
+		return statusExit(res.Status)
+	}
+	return nil
+}
+
+// approvalExit maps a decision that could not happen to an exit code:
+// not found 3, refused (self-approval, expired, decided or used, the
+// binding changed, a rejected edit) 5.
+func approvalExit(err error) error {
+	switch {
+	case errors.Is(err, dispatch.ErrApprovalNotFound):
+		return exitError{code: exitNotFound, msg: err.Error()}
+	case errors.Is(err, dispatch.ErrInvalidEdit):
+		return exitError{code: exitUsage, msg: err.Error()}
+	case errors.Is(err, dispatch.ErrSelfApproval), errors.Is(err, dispatch.ErrApprovalExpired),
+		errors.Is(err, dispatch.ErrAlreadyDecided), errors.Is(err, dispatch.ErrApprovalUsed),
+		errors.Is(err, dispatch.ErrNotApproved), errors.Is(err, dispatch.ErrBindingMismatch):
+		return exitError{code: exitRefused, msg: err.Error()}
+	}
+	return err
+}

@@ -1,0 +1,384 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/toolagent/toolagent/internal/dispatch"
+)
+
+const (
+	aliceToken = "alice-0123456789abcdef" // role call
+	bobToken   = "bob-0123456789abcdef00" // role approve
+)
+
+// guardedTool needs an approval for every call; a cmd matching rm -rf is
+// denied outright (so no approval, and no approver's edit, can run it).
+func guardedTool(intent string) string {
+	return testTool("guarded", `intent: `+intent+`
+method: exec
+executor: shell
+params_schema:
+  cmd: { type: string, required: true, description: "the command" }
+constraints:
+  require_confirm: true
+  shell_policy: none
+  rules:
+    cmd: { deny: ['rm\s+-rf'] }
+`)
+}
+
+// as returns a view of d that sends token.
+func (d *daemon) as(token string) *daemon {
+	c := *d
+	c.token = token
+	return &c
+}
+
+// approval is GET/POST /v1/approvals/{id} decoded, with its result.
+type approvalAnswer struct {
+	dispatch.Approval
+	res dispatch.Result
+}
+
+func (d *daemon) approval(t *testing.T, method, id, body string) (int, approvalAnswer, string) {
+	t.Helper()
+	code, b := d.request(t, method, "/v1/approvals/"+id, body)
+	var a approvalAnswer
+	if code == 200 {
+		if err := json.Unmarshal(b, &a.Approval); err != nil {
+			t.Fatalf("%s /v1/approvals/%s: %s is not an approval: %v", method, id, b, err)
+		}
+		if len(a.Result) > 0 {
+			if err := json.Unmarshal(a.Result, &a.res); err != nil {
+				t.Fatalf("approval result %s: %v", a.Result, err)
+			}
+		}
+	}
+	return code, a, string(b)
+}
+
+// hold makes a call that the policy holds and returns its result.
+func (d *daemon) hold(t *testing.T, cmd string) dispatch.Result {
+	t.Helper()
+	code, res := d.call(t, "guarded", map[string]any{"cmd": cmd})
+	if code != 202 || res.Status != dispatch.ApprovalRequired || res.ApprovalID == "" || res.ParamsHash == "" || res.ExpiresAt.IsZero() {
+		t.Fatalf("call guarded %q = %d %+v; want 202 approval_required with an approval id, params hash and expiry", cmd, code, res)
+	}
+	return res
+}
+
+func startApprovalDaemon(t *testing.T, tools string, args ...string) *daemon {
+	env := map[string]string{"TOOLAGENT_TOKENS": "alice:call:" + aliceToken + ",bob:approve:" + bobToken}
+	return startDaemon(t, env, append([]string{"--tools", tools}, args...)...)
+}
+
+// TestApprovalsHTTP drives the approval flow end to end through the HTTP
+// API: alice (role call) asks, bob (role approve) decides.
+func TestApprovalsHTTP(t *testing.T) {
+	tools := t.TempDir()
+	putTool(t, tools, "guarded", guardedTool("run a command after an approval"))
+	d := startApprovalDaemon(t, tools)
+	alice, bob := d.as(aliceToken), d.as(bobToken)
+	marker := filepath.Join(t.TempDir(), "marker")
+
+	t.Run("approve", func(t *testing.T) {
+		held := alice.hold(t, "echo approved")
+		if held.Rule == "" || held.Reason == "" || held.Params["cmd"] != "echo approved" || !strings.Contains(held.Suggestion, "POST /v1/approvals/"+held.ApprovalID) {
+			t.Errorf("held result = %+v; want rule, reason, params and how to approve", held)
+		}
+		if code, _ := alice.request(t, "GET", "/v1/approvals", ""); code != 403 {
+			t.Errorf("alice GET /v1/approvals = %d; want 403 (a call token lists no approvals)", code)
+		}
+		if code, list := bob.request(t, "GET", "/v1/approvals", ""); code != 200 || !strings.Contains(string(list), held.ApprovalID) {
+			t.Fatalf("bob GET /v1/approvals = %d %s; want the pending approval listed", code, list)
+		}
+		if code, a, _ := alice.approval(t, "GET", held.ApprovalID, ""); code != 200 || a.Status != "pending" || a.Caller != "alice" {
+			t.Errorf("alice GET her approval = %d %s by %q; want 200 pending by alice", code, a.Status, a.Caller)
+		}
+		if code, _, body := alice.approval(t, "POST", held.ApprovalID, `{"decision":"approve"}`); code != 403 {
+			t.Errorf("alice (role call) approving = %d %s; want 403", code, body)
+		}
+		code, a, body := bob.approval(t, "POST", held.ApprovalID, `{"decision":"approve"}`)
+		if code != 200 || a.Status != "executed" || a.Decider != "bob" || a.res.Status != dispatch.Success || a.res.Output != "approved\n" || a.res.ApprovalID != held.ApprovalID {
+			t.Fatalf("bob approves = %d %s; want 200 executed with the result of the run", code, body)
+		}
+		code, a, body = alice.approval(t, "GET", held.ApprovalID, "")
+		if code != 200 || a.Status != "executed" || a.res.Output != "approved\n" || a.Caller != "alice" || a.Decider != "bob" {
+			t.Errorf("alice fetches the outcome = %d %s; want executed with the output", code, body)
+		}
+
+		t.Run("reuse", func(t *testing.T) {
+			if code, _, body := bob.approval(t, "POST", held.ApprovalID, `{"decision":"approve"}`); code != 409 {
+				t.Errorf("approving again = %d %s; want 409 (used once)", code, body)
+			}
+		})
+		t.Run("audit", func(t *testing.T) {
+			var decided, ran bool
+			sc := bufio.NewScanner(strings.NewReader(d.logs.String()))
+			for sc.Scan() {
+				var l map[string]any
+				if json.Unmarshal(sc.Bytes(), &l) != nil || l["approval_id"] != held.ApprovalID {
+					continue
+				}
+				who := l["asked_by"] == "alice" && l["decided_by"] == "bob" && l["params_sha256"] == held.ParamsHash
+				switch l["msg"] {
+				case "approval":
+					decided = who && l["event"] == "approved" && l["decided_at"] != nil
+				case "call":
+					ran = who && l["status"] == "success" && l["caller"] == "alice"
+				}
+			}
+			if !decided || !ran {
+				t.Errorf("audit: decision line %v, run line %v; want both naming asker alice, decider bob and the params hash\n%s", decided, ran, d.logs)
+			}
+			if strings.Contains(d.logs.String(), "echo approved") {
+				t.Error("a param value appears in the log")
+			}
+		})
+	})
+
+	t.Run("deny", func(t *testing.T) {
+		held := alice.hold(t, "touch "+marker)
+		code, a, body := bob.approval(t, "POST", held.ApprovalID, `{"decision":"deny"}`)
+		if code != 200 || a.Status != "denied" || a.Decider != "bob" || len(a.Result) != 0 {
+			t.Fatalf("bob denies = %d %s; want 200 denied, no result", code, body)
+		}
+		if code, _, body := bob.approval(t, "POST", held.ApprovalID, `{"decision":"approve"}`); code != 409 {
+			t.Errorf("approving a denied call = %d %s; want 409", code, body)
+		}
+		if _, err := os.Stat(marker); err == nil {
+			t.Error("the denied call ran")
+		}
+	})
+
+	t.Run("denied by policy", func(t *testing.T) {
+		code, res := alice.call(t, "guarded", map[string]any{"cmd": "rm -rf /tmp/nothing"})
+		if code != 403 || res.Status != dispatch.Denied || !strings.Contains(res.Rule, "deny pattern") || res.Reason == "" || res.ApprovalID != "" {
+			t.Errorf("call with a denied cmd = %d %+v; want 403 denied naming the rule and reason, no approval", code, res)
+		}
+	})
+
+	t.Run("self-approval", func(t *testing.T) {
+		code, res := bob.call(t, "guarded", map[string]any{"cmd": "echo mine"})
+		if code != 202 {
+			t.Fatalf("bob calls = %d %+v; want 202", code, res)
+		}
+		if code, _, body := bob.approval(t, "POST", res.ApprovalID, `{"decision":"approve"}`); code != 403 || !strings.Contains(body, "cannot approve its own call") {
+			t.Errorf("bob approving his own call = %d %s; want 403 self-approval", code, body)
+		}
+		if code, a, body := bob.approval(t, "POST", res.ApprovalID, `{"decision":"deny"}`); code != 200 || a.Status != "denied" {
+			t.Errorf("bob withdrawing his own call = %d %s; want 200 denied", code, body)
+		}
+	})
+
+	t.Run("caller sends approval state back", func(t *testing.T) {
+		held := alice.hold(t, "touch "+marker)
+		body := `{"tool":"guarded","params":{"cmd":"touch ` + marker + `"},"approval_id":"` + held.ApprovalID + `"}`
+		if code, b := alice.request(t, "POST", "/v1/call", body); code != 400 || !strings.Contains(string(b), "approval_id") {
+			t.Errorf("a call carrying an approval id = %d %s; want 400 (approval state lives on the server)", code, b)
+		}
+		if _, err := os.Stat(marker); err == nil {
+			t.Error("the call ran")
+		}
+	})
+
+	t.Run("edits", func(t *testing.T) {
+		held := alice.hold(t, "echo original")
+		for _, tc := range []struct{ name, params, want string }{
+			{"policy denies the edit", `{"cmd":"rm -rf /tmp/x"}`, "refused by policy"},
+			{"wrong type", `{"cmd":5}`, "do not fit tool guarded"},
+			{"unknown param", `{"cmd":"echo x","sneaky":"y"}`, "sneaky"},
+		} {
+			code, _, body := bob.approval(t, "POST", held.ApprovalID, `{"decision":"approve","params":`+tc.params+`}`)
+			if code != 422 || !strings.Contains(body, tc.want) {
+				t.Errorf("%s: approve with %s = %d %s; want 422 naming %q", tc.name, tc.params, code, body, tc.want)
+			}
+		}
+		if _, a, _ := bob.approval(t, "GET", held.ApprovalID, ""); a.Status != "pending" {
+			t.Errorf("after refused edits the request is %s; want pending", a.Status)
+		}
+		code, a, body := bob.approval(t, "POST", held.ApprovalID, `{"decision":"approve","params":{"cmd":"echo edited"}}`)
+		if code != 200 || a.res.Status != dispatch.Success || a.res.Output != "edited\n" || a.EditedParams["cmd"] != "echo edited" || a.Params["cmd"] != "echo original" {
+			t.Fatalf("approve with a good edit = %d %s; want the edited params to run", code, body)
+		}
+		if a.ParamsHash == held.ParamsHash || a.ParamsHash != dispatch.ParamsHash(map[string]any{"cmd": "echo edited"}) {
+			t.Errorf("bound hash = %s (asked %s); want the hash of the edited params", a.ParamsHash, held.ParamsHash)
+		}
+	})
+
+	// Last: it changes the tool.
+	t.Run("definition changed", func(t *testing.T) {
+		held := alice.hold(t, "touch "+marker)
+		putTool(t, tools, "guarded", guardedTool("run a command after an approval, changed"))
+		pollUntil(t, "the new revision of guarded", func() bool {
+			_, b := bob.request(t, "GET", "/v1/tools/guarded", "")
+			var v struct{ Revision string }
+			return json.Unmarshal(b, &v) == nil && v.Revision != "" && v.Revision != held.Revision
+		})
+		code, _, body := bob.approval(t, "POST", held.ApprovalID, `{"decision":"approve"}`)
+		if code != 409 || !strings.Contains(body, "definition revision") || !strings.Contains(body, held.Revision) {
+			t.Errorf("approve after the definition changed = %d %s; want 409 naming the revision change", code, body)
+		}
+		if _, a, _ := alice.approval(t, "GET", held.ApprovalID, ""); a.Status != "invalid" || !strings.Contains(a.Note, "definition revision") {
+			t.Errorf("the voided approval = %s %q; want invalid with a note", a.Status, a.Note)
+		}
+		if _, err := os.Stat(marker); err == nil {
+			t.Error("the call ran under a changed definition")
+		}
+	})
+}
+
+// TestApprovalsHTTPExpiry: an undecided request expires after
+// approval_ttl and can no longer be approved.
+func TestApprovalsHTTPExpiry(t *testing.T) {
+	tools := t.TempDir()
+	putTool(t, tools, "guarded", guardedTool("run a command after an approval"))
+	d := startApprovalDaemon(t, tools, "--approval-ttl", "300ms")
+	alice, bob := d.as(aliceToken), d.as(bobToken)
+	held := alice.hold(t, "echo late")
+	pollUntil(t, "the approval to expire", func() bool {
+		_, a, _ := alice.approval(t, "GET", held.ApprovalID, "")
+		return a.Status == "expired"
+	})
+	if code, _, body := bob.approval(t, "POST", held.ApprovalID, `{"decision":"approve"}`); code != 410 || !strings.Contains(body, "expired") {
+		t.Errorf("approving an expired request = %d %s; want 410", code, body)
+	}
+	if _, body := bob.request(t, "GET", "/v1/approvals", ""); strings.Contains(string(body), held.ApprovalID) {
+		t.Errorf("GET /v1/approvals lists the expired request: %s", body)
+	}
+	if _, body := bob.request(t, "GET", "/v1/approvals?all=1", ""); !strings.Contains(string(body), held.ApprovalID) {
+		t.Errorf("GET /v1/approvals?all=1 does not list the expired request: %s", body)
+	}
+}
+
+// TestApprovalsSurviveRestart: the pending record is on disk under the
+// state directory; a new daemon on it lists and approves it. On an open
+// loopback daemon every caller is anonymous, so approving needs
+// allow_self_approval.
+func TestApprovalsSurviveRestart(t *testing.T) {
+	tools := t.TempDir()
+	putTool(t, tools, "guarded", guardedTool("run a command after an approval"))
+	state := t.TempDir()
+	d1 := startDaemon(t, nil, "--tools", tools, "--state", state)
+	held := d1.hold(t, "echo survived")
+	code, _, body := d1.approval(t, "POST", held.ApprovalID, `{"decision":"approve"}`)
+	if code != 403 || !strings.Contains(body, "allow_self_approval") {
+		t.Errorf("anonymous approving on an open daemon = %d %s; want 403 naming allow_self_approval", code, body)
+	}
+	// One process owns a state directory's approval queue.
+	if _, stderr, code := cli(t, nil, "serve", "--listen", "127.0.0.1:0", "--tools", tools, "--state", state); code == 0 || !strings.Contains(stderr, "in use") {
+		t.Errorf("a second serve on the state dir = exit %d %q; want a refusal saying the queue is in use", code, stderr)
+	}
+	if err := d1.stop(t); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+
+	d2 := startDaemon(t, nil, "--tools", tools, "--state", state, "--allow-self-approval")
+	if code, body := d2.request(t, "GET", "/v1/approvals", ""); code != 200 || !strings.Contains(string(body), held.ApprovalID) {
+		t.Fatalf("GET /v1/approvals after a restart = %d %s; want the pending approval", code, body)
+	}
+	code, a, body := d2.approval(t, "POST", held.ApprovalID, `{"decision":"approve"}`)
+	if code != 200 || a.res.Status != dispatch.Success || a.res.Output != "survived\n" {
+		t.Errorf("approve after a restart = %d %s; want it to run", code, body)
+	}
+}
+
+// TestApprovalsCLI: `toolagent call` holds a call in STATE/approvals and
+// `toolagent approvals` lists, shows, approves and denies it.
+func TestApprovalsCLI(t *testing.T) {
+	tools := t.TempDir()
+	putTool(t, tools, "guarded", guardedTool("run a command after an approval"))
+	state := t.TempDir()
+	alice, bob := []string{"USER=alice"}, []string{"USER=bob"}
+	flags := []string{"--tools", tools, "--state", state}
+	hold := func(cmd string) string {
+		t.Helper()
+		out, stderr, code := cli(t, alice, append([]string{"call", "guarded", "cmd=" + cmd}, flags...)...)
+		var r dispatch.Result
+		if err := json.Unmarshal([]byte(out), &r); err != nil || code != exitRefused || r.Status != dispatch.ApprovalRequired || r.ApprovalID == "" {
+			t.Fatalf("call guarded = exit %d %s %s; want 5 approval_required with an id", code, out, stderr)
+		}
+		return r.ApprovalID
+	}
+	approvals := func(env []string, args ...string) (approvalAnswer, string, int) {
+		t.Helper()
+		out, stderr, code := cli(t, env, append(append([]string{"approvals"}, args...), flags...)...)
+		var a approvalAnswer
+		if json.Unmarshal([]byte(out), &a.Approval) == nil && len(a.Result) > 0 {
+			json.Unmarshal(a.Result, &a.res)
+		}
+		return a, out + stderr, code
+	}
+
+	id := hold("echo from-cli")
+	if _, out, code := approvals(bob, "list"); code != 0 || !strings.Contains(out, id) {
+		t.Errorf("approvals list = exit %d %s; want the held call", code, out)
+	}
+	if a, out, code := approvals(bob, "show", id); code != 0 || a.Status != "pending" || a.Caller != "cli:alice" {
+		t.Errorf("approvals show = exit %d %s; want pending, asked by cli:alice", code, out)
+	}
+	if _, out, code := approvals(alice, "approve", id); code != exitRefused || !strings.Contains(out, "--allow-self-approval") {
+		t.Errorf("alice approving her own call = exit %d %s; want 5 self-approval", code, out)
+	}
+	if a, out, code := approvals(bob, "approve", id); code != 0 || a.Status != "executed" || a.Decider != "cli:bob" || a.res.Output != "from-cli\n" {
+		t.Errorf("bob approves = exit %d %s; want 0 and the run's result", code, out)
+	}
+	if _, out, code := approvals(bob, "approve", id); code != exitRefused {
+		t.Errorf("approving again = exit %d %s; want 5", code, out)
+	}
+	id2 := hold("echo never")
+	if a, out, code := approvals(bob, "deny", id2); code != 0 || a.Status != "denied" {
+		t.Errorf("approvals deny = exit %d %s; want denied", code, out)
+	}
+	if _, out, code := approvals(bob, "list"); code != 0 || strings.Contains(out, id2) || strings.Contains(out, id) {
+		t.Errorf("approvals list = %s; want no pending approval left", out)
+	}
+	if _, out, code := approvals(bob, "list", "--all"); code != 0 || !strings.Contains(out, id2) || !strings.Contains(out, id) {
+		t.Errorf("approvals list --all = %s; want both", out)
+	}
+	if _, out, code := approvals(bob, "show", "0123456789abcdef0123456789abcdef"); code != exitNotFound {
+		t.Errorf("approvals show of an unknown id = exit %d %s; want 3", code, out)
+	}
+}
+
+// TestShellPolicyOverride: the operator's shell_policy.commands and
+// shell_policy.classes change the default shell policy of exec tools, in
+// dispatch and in the shell executor's re-check alike.
+func TestShellPolicyOverride(t *testing.T) {
+	tools := t.TempDir()
+	putTool(t, tools, "shell-exec", shellExec(t))
+	env := map[string]string{"TOOLAGENT_SHELL_POLICY_COMMANDS": "{uname: confirm, touch: deny}"}
+	d := startDaemon(t, env, "--tools", tools)
+	for _, tc := range []struct {
+		cmd    string
+		code   int
+		status dispatch.ResultStatus
+	}{
+		{"echo read-only", 200, dispatch.Success},
+		{"uname", 202, dispatch.ApprovalRequired},
+		{"touch " + filepath.Join(t.TempDir(), "x"), 403, dispatch.Denied},
+	} {
+		code, res := d.call(t, "shell-exec", map[string]any{"cmd": tc.cmd})
+		if code != tc.code || res.Status != tc.status {
+			t.Errorf("call shell-exec %q = %d %s (%s); want %d %s", tc.cmd, code, res.Status, res.Rule, tc.code, tc.status)
+		}
+	}
+	for _, bad := range []map[string]string{
+		{"TOOLAGENT_SHELL_POLICY_COMMANDS": "{uname: maybe}"},
+		{"TOOLAGENT_SHELL_POLICY_CLASSES": "{catastrophic: allow}"},
+		{"TOOLAGENT_SHELL_POLICY_CLASSES": "{networking: deny}"},
+	} {
+		envKV := []string{}
+		for k, v := range bad {
+			envKV = append(envKV, k+"="+v)
+		}
+		if _, stderr, code := cli(t, envKV, "serve", "--listen", "127.0.0.1:0", "--tools", tools, "--state", t.TempDir()); code == 0 || !strings.Contains(stderr, "shell_policy") {
+			t.Errorf("serve with %v = exit %d %q; want a config error naming shell_policy", bad, code, stderr)
+		}
+	}
+}

@@ -1,0 +1,154 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/toolagent/toolagent/internal/dispatch"
+)
+
+// Approver is the approval queue behind the /v1/approvals routes;
+// *dispatch.Dispatcher is one. Its errors are dispatch's Err* values,
+// which approvalError maps to HTTP statuses.
+type Approver interface {
+	// Approvals lists the approvals, oldest first; with pendingOnly only
+	// those waiting for a decision.
+	Approvals(pendingOnly bool) ([]dispatch.Approval, error)
+	// Approval returns one approval with the Result once it ran.
+	Approval(id string) (dispatch.Approval, error)
+	// Decide records decider's decision and, on approve, runs the call.
+	Decide(ctx context.Context, id, decider string, approve bool, edited json.RawMessage) (dispatch.Approval, *dispatch.Result, error)
+}
+
+// approvalList is the answer of GET /v1/approvals.
+type approvalList struct {
+	Approvals []dispatch.Approval `json:"approvals"`
+}
+
+// decisionRequest is the body of POST /v1/approvals/{id}.
+type decisionRequest struct {
+	Decision string `json:"decision"`
+	// Params, when given with approve, replace the asked params
+	// (approve-with-edits); they are validated and judged again.
+	Params json.RawMessage `json:"params"`
+}
+
+var errNoApprover = errorf(http.StatusNotImplemented, "this daemon has no approval queue")
+
+func (s *server) handleApprovals(w http.ResponseWriter, r *http.Request) {
+	all, err := boolQuery(r.URL.Query().Get("all"))
+	if err != nil {
+		writeError(w, s.log, errorf(http.StatusBadRequest, "query all: %v", err))
+		return
+	}
+	if s.opts.Approvals == nil {
+		writeError(w, s.log, errNoApprover)
+		return
+	}
+	list, err := s.opts.Approvals.Approvals(!all)
+	if err != nil {
+		writeError(w, s.log, approvalError(err))
+		return
+	}
+	if list == nil {
+		list = []dispatch.Approval{}
+	}
+	encode(w, s.log, http.StatusOK, approvalList{Approvals: list})
+}
+
+// handleApproval answers one approval. A token below the approve role
+// sees only the approvals of its own calls: another caller's is answered
+// 404, as if it did not exist.
+func (s *server) handleApproval(w http.ResponseWriter, r *http.Request) {
+	if s.opts.Approvals == nil {
+		writeError(w, s.log, errNoApprover)
+		return
+	}
+	id := r.PathValue("id")
+	a, err := s.opts.Approvals.Approval(id)
+	if err == nil && roleFrom(r.Context()) < RoleApprove && a.Caller != callerFrom(r.Context()) {
+		err = dispatch.ErrApprovalNotFound
+	}
+	if err != nil {
+		writeError(w, s.log, approvalError(err))
+		return
+	}
+	encode(w, s.log, http.StatusOK, a)
+}
+
+// handleDecide records an approve or deny decision; the decider is the
+// token's name, never a field of the body. On approve the call runs here,
+// and the answer is the approval with the call's result in it.
+func (s *server) handleDecide(w http.ResponseWriter, r *http.Request) {
+	var req decisionRequest
+	if err := decode(w, r, s.opts.MaxBodyBytes, &req); err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	var approve bool
+	switch req.Decision {
+	case "approve":
+		approve = true
+	case "deny":
+		if len(req.Params) > 0 && string(req.Params) != "null" {
+			writeError(w, s.log, errorf(http.StatusBadRequest, "request body: params are edits for an approval; a deny takes none"))
+			return
+		}
+	default:
+		writeError(w, s.log, errorf(http.StatusBadRequest, "request body: decision %q: want approve or deny", req.Decision))
+		return
+	}
+	if s.opts.Approvals == nil {
+		writeError(w, s.log, errNoApprover)
+		return
+	}
+	decider := callerFrom(r.Context())
+	a, res, err := s.opts.Approvals.Decide(r.Context(), r.PathValue("id"), decider, approve, req.Params)
+	if err != nil {
+		if errors.Is(err, dispatch.ErrSelfApproval) && decider == Anonymous {
+			err = fmt.Errorf("%w; without API tokens every caller is %s, so nobody may approve: configure tokens with the approve role, or set allow_self_approval", err, Anonymous)
+		}
+		writeError(w, s.log, approvalError(err))
+		return
+	}
+	if res != nil && len(a.Result) == 0 {
+		// A run that answered busy or disabled leaves the approval
+		// approved and unused, with no stored result: show it anyway.
+		if b, err := json.Marshal(res); err == nil {
+			a.Result = b
+		}
+	}
+	if res != nil {
+		s.metrics.observe(*res, time.Duration(res.DurationMS)*time.Millisecond)
+	}
+	encode(w, s.log, http.StatusOK, a)
+}
+
+// approvalError is the one mapping from an approval error to an HTTP
+// status. The message is the error's: it names the approval and what was
+// found, never a secret (params are not in it).
+func approvalError(err error) error {
+	status := http.StatusInternalServerError
+	switch {
+	case errors.Is(err, dispatch.ErrNoApprovals):
+		status = http.StatusNotImplemented
+	case errors.Is(err, dispatch.ErrApprovalNotFound):
+		return errorf(http.StatusNotFound, "no approval with this id (approvals of other callers are not shown to a call token)")
+	case errors.Is(err, dispatch.ErrSelfApproval), errors.Is(err, dispatch.ErrNoIdentity):
+		status = http.StatusForbidden
+	case errors.Is(err, dispatch.ErrApprovalExpired):
+		status = http.StatusGone
+	case errors.Is(err, dispatch.ErrInvalidEdit):
+		status = http.StatusUnprocessableEntity
+	case errors.Is(err, dispatch.ErrAlreadyDecided), errors.Is(err, dispatch.ErrApprovalUsed),
+		errors.Is(err, dispatch.ErrNotApproved), errors.Is(err, dispatch.ErrBindingMismatch):
+		status = http.StatusConflict
+	default:
+		return err // logged, answered 500
+	}
+	return &apiError{status: status, msg: err.Error()}
+}

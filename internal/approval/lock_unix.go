@@ -1,0 +1,28 @@
+//go:build unix
+
+package approval
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+)
+
+// lockDir takes an exclusive, non-blocking flock on path (created 0600).
+// The kernel drops it when the process dies, so a crash leaves no stale
+// lock. Within one process a second open of the same file conflicts too.
+func lockDir(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("approval: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, ErrLocked
+		}
+		return nil, fmt.Errorf("approval: lock %s: %w", path, err)
+	}
+	return f, nil
+}
