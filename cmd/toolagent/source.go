@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io/fs"
@@ -16,6 +17,7 @@ import (
 	"github.com/toolagent/toolagent/internal/hldp"
 	"github.com/toolagent/toolagent/internal/match"
 	"github.com/toolagent/toolagent/internal/policy"
+	"github.com/toolagent/toolagent/internal/repo"
 	"github.com/toolagent/toolagent/internal/scan"
 )
 
@@ -121,11 +123,15 @@ func (c *common) openTree() (scan.Tree, func(), error) {
 		}
 		return scan.FromFS(sub, "embedded"), func() {}, nil
 	}
-	root, err := os.OpenRoot(c.tools)
+	// The same source as the daemon's, so the CLI and the daemon report
+	// one revision for one tree.
+	dir := &repo.LocalDir{Path: c.tools}
+	t, err := dir.Sync(context.Background())
 	if err != nil {
+		dir.Close()
 		return nil, nil, fmt.Errorf("open tools tree: %w", err)
 	}
-	return scan.FromFS(root.FS(), ""), func() { root.Close() }, nil
+	return t, func() { dir.Close() }, nil
 }
 
 // executorsFor builds the executors configured on this host.
