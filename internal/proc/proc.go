@@ -197,6 +197,11 @@ func Run(ctx context.Context, s Spec) (Outcome, error) {
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		closeAll(outR, outW, errR, errW)
+		if context.Cause(runCtx) == errTimeout {
+			// The timeout fired before the child could start (a loaded
+			// host): the call timed out, it did not fail to start.
+			return Outcome{ExitCode: -1, TimedOut: true, Duration: time.Since(start)}, nil
+		}
 		return Outcome{}, fmt.Errorf("start %q: %w", s.Argv[0], err)
 	}
 	closeAll(outW, errW) // the child holds its copies; EOF comes when all are closed

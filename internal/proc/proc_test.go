@@ -394,3 +394,16 @@ func BenchmarkExecTrue(b *testing.B) {
 		}
 	}
 }
+
+// TestTimeoutBeforeStart: a timeout that fires before the child starts is
+// a timeout, not a start failure (seen on loaded hosts with short
+// timeouts). A 1ns timeout is over before exec can run.
+func TestTimeoutBeforeStart(t *testing.T) {
+	out, err := proc.Run(t.Context(), proc.Spec{Argv: []string{"/bin/true"}, Timeout: time.Nanosecond})
+	if err != nil {
+		t.Fatalf("Run(timeout 1ns) error = %v; want a timed-out outcome", err)
+	}
+	if !out.TimedOut {
+		t.Errorf("Run(timeout 1ns) = %+v; want TimedOut", out)
+	}
+}
