@@ -110,7 +110,9 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (*core, err
 	if err != nil {
 		return nil, err
 	}
-	scanOpts := scan.Options{Check: hc.narrow(checker(execs)), Prefix: src.prefix, Catalog: catalog.Options{Vocab: vocab}}
+	// LazyIndex: the reload loop publishes each snapshot, then builds its
+	// match index, so readiness and calls do not wait for the index.
+	scanOpts := scan.Options{Check: hc.narrow(checker(execs)), Prefix: src.prefix, Catalog: catalog.Options{Vocab: vocab, LazyIndex: true}}
 	loop := &reload.Loop{
 		Source: src.src,
 		Build: func(prev *catalog.Snapshot, t scan.Tree) (*catalog.Snapshot, scan.Report, error) {

@@ -25,6 +25,7 @@ import (
 
 	"code.gitea.io/sdk/gitea"
 
+	"github.com/toolagent/toolagent/internal/cache"
 	"github.com/toolagent/toolagent/internal/catalog"
 	"github.com/toolagent/toolagent/internal/dispatch"
 	"github.com/toolagent/toolagent/internal/reload"
@@ -450,10 +451,35 @@ func TestGitWebhook(t *testing.T) {
 	d.callVersion(t, "feature branch", "alpha", "v3", rev)
 }
 
+// primed is the daemon's "serving the last synced catalog" log line: what
+// building the catalog of the last synced commit at start did.
+type primed struct {
+	Parsed      int  `json:"parsed"`
+	Reused      int  `json:"reused"`
+	FromListing bool `json:"from_listing"`
+}
+
+// primedLine returns d's primed line; ok is false when it logged none.
+func (d *daemon) primedLine(t testing.TB) (p primed, ok bool) {
+	t.Helper()
+	for _, l := range strings.Split(d.logs.String(), "\n") {
+		var line struct {
+			Msg string `json:"msg"`
+			primed
+		}
+		if json.Unmarshal([]byte(l), &line) == nil && line.Msg == "serving the last synced catalog" {
+			return line.primed, true
+		}
+	}
+	return primed{}, false
+}
+
 // TestGitRestart: a restart at an unchanged commit parses nothing (the
-// persisted parse cache and the clone under the state directory), and a
-// restart while the server is down serves the last synced catalog at
-// once. Then one changed tool parses exactly one file.
+// persisted parse cache and the clone under the state directory) and
+// reads no tool folder (the cache's listing of the commit's tools tree),
+// and a restart while the server is down serves the last synced catalog at
+// once. Then one changed tool parses exactly one file. Without a usable
+// listing, a restart reads the tree and still parses nothing.
 func TestGitRestart(t *testing.T) {
 	const n = 30
 	r := newGitRepo(t)
@@ -481,6 +507,9 @@ func TestGitRestart(t *testing.T) {
 	if st := d.status(t); st.Rev != c1 || st.Parsed != 0 || st.Reused != n || st.ParsedTotal != 0 {
 		t.Errorf("restart at an unchanged commit: status rev %s parsed %d reused %d parsed_total %d; want %s, 0, %d, 0", st.Rev, st.Parsed, st.Reused, st.ParsedTotal, c1, n)
 	}
+	if p, ok := d.primedLine(t); !ok || p != (primed{Parsed: 0, Reused: n, FromListing: true}) {
+		t.Errorf("restart at an unchanged commit: primed %+v (logged %v); want 0 parsed, %d reused, from the listing", p, ok, n)
+	}
 	_, metrics := d.request(t, "GET", "/metrics", "")
 	if !strings.Contains(string(metrics), "\ntoolagent_tool_parses_total 0\n") {
 		t.Errorf("metrics after the restart lack toolagent_tool_parses_total 0")
@@ -506,6 +535,27 @@ func TestGitRestart(t *testing.T) {
 	if st := d.status(t); st.Rev != c2 || st.Parsed != 0 {
 		t.Errorf("server down at start: status rev %s parsed %d; want %s and 0", st.Rev, st.Parsed, c2)
 	}
+	if p, ok := d.primedLine(t); !ok || !p.FromListing {
+		t.Errorf("server down at start: primed %+v (logged %v); want the blob hashes from the listing", p, ok)
+	}
+	d.stop(t)
+
+	// A parse cache from before listings (or with its listing dropped):
+	// the restart reads the tree, and still parses nothing.
+	cacheFile := filepath.Join(state, "cache", "parse.cache")
+	c, err := cache.Open(cacheFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetListing("0000000000000000000000000000000000000000", nil) // another tree
+	if err := c.Save(); err != nil {
+		t.Fatal(err)
+	}
+	d = startDaemon(t, nil, args...)
+	if p, ok := d.primedLine(t); !ok || p != (primed{Parsed: 0, Reused: n, FromListing: false}) {
+		t.Errorf("restart without a listing of the tree: primed %+v (logged %v); want 0 parsed, %d reused, not from a listing", p, ok, n)
+	}
+	d.callVersion(t, "restart without a listing", "tool-07", "v2", c2)
 }
 
 // TestGitSchedule: without a webhook, a pushed commit is served within one
@@ -733,6 +783,9 @@ func BenchmarkGitRestart10k(b *testing.B) {
 		pollUntil(b, "the first sync", func() bool { return !d.status(b).LastOK.IsZero() })
 		if st := d.status(b); st.Rev != rev || st.Parsed != 0 || st.ParsedTotal != 0 || st.Reused != n {
 			b.Fatalf("restart at an unchanged commit: rev %s parsed %d parsed_total %d reused %d; want %s, 0, 0, %d", st.Rev, st.Parsed, st.ParsedTotal, st.Reused, rev, n)
+		}
+		if p, ok := d.primedLine(b); !ok || !p.FromListing {
+			b.Fatalf("restart at an unchanged commit: primed %+v (logged %v); want the blob hashes from the listing", p, ok)
 		}
 		d.stop(b)
 		b.StartTimer()

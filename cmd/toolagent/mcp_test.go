@@ -55,8 +55,11 @@ func callText(t *testing.T, cs *mcp.ClientSession, name string, args map[string]
 // tool added to the tree arriving with list_changed.
 func checkMCPSession(t *testing.T, cs *mcp.ClientSession, listChanged chan struct{}, tools string) {
 	t.Helper()
-	if names := listNames(t, cs); !slices.Contains(names, "shell-exec") || !slices.Contains(names, "find_tool") {
-		t.Errorf("tools/list = %v, want shell-exec and find_tool", names)
+	// The MCP server adds the catalog's tools as each snapshot is
+	// published, so wait for them rather than assume they are there.
+	pollUntil(t, "shell-exec in tools/list", func() bool { return slices.Contains(listNames(t, cs), "shell-exec") })
+	if names := listNames(t, cs); !slices.Contains(names, "find_tool") {
+		t.Errorf("tools/list = %v, want find_tool too", names)
 	}
 	if text, isErr := callText(t, cs, "shell-exec", map[string]any{"cmd": "echo hello"}); isErr || text != "hello\n" {
 		t.Errorf("shell-exec echo hello = %q isError=%v", text, isErr)

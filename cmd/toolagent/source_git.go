@@ -163,13 +163,15 @@ func (s *gitSource) String() string { return s.git.String() }
 // String describes the source (reload.Status.Source).
 func (s *localSource) String() string { return "dir " + s.dir.Path }
 
-// openParseCache opens the parse memo persisted under the state directory.
-// A memo that cannot be read only costs parsing: the problem is logged and
-// an empty one is used.
+// openParseCache opens the parse memo persisted under the state directory,
+// with the listing of the last built tree. A memo that cannot be read only
+// costs parsing, and a listing that cannot be read only costs reading the
+// tree: the problem is logged (the error says which) and what loaded is
+// used.
 func openParseCache(state string, log *slog.Logger) *cache.Cache {
 	c, err := cache.Open(filepath.Join(state, filepath.FromSlash(stateCacheFile)))
 	if err != nil {
-		log.Warn("parse cache not used; every file is parsed again", "err", err)
+		log.Warn("parse cache not fully used; what it lacks is rebuilt", "err", err, "outcomes", c.Len())
 	}
 	return c
 }

@@ -3,6 +3,13 @@
 // parse error, so the same bytes are never parsed twice. It is not the live
 // index (that is catalog.Snapshot); dropping the cache only costs parsing.
 //
+// Beside the outcomes it keeps one listing: which definition files the
+// last build found in a tree named by its git tree hash, with their blob
+// hashes. A tree hash fixes every path and blob below it, so the listing
+// never goes stale; it only lets a build of the same tree (a restart at an
+// unchanged commit) skip reading the tree's folders. Dropping it only
+// costs that reading.
+//
 // A Cache is safe for concurrent use. Imports: hldp. Imported by scan.
 package cache
 
@@ -37,6 +44,12 @@ type Cache struct {
 	m     map[Key]Outcome
 	dirty bool   // changed since opened or saved
 	path  string // file of Open; "" for a memory-only cache
+
+	// listTree names the tree the listing is of ("" for none); listing
+	// maps a definition file's path to its blob hash. Both are replaced
+	// whole, never changed in place, so Listing may hand the map out.
+	listTree string
+	listing  map[string]string
 
 	hits, misses atomic.Int64
 }
@@ -76,6 +89,49 @@ func (c *Cache) Retain(keep map[Key]bool) {
 		}
 	}
 	c.mu.Unlock()
+}
+
+// SetListing records which definition files a build found in the tree
+// named tree (a git tree hash): keys are the path and blob hash of each.
+// Only the latest listing is kept; Save persists it with the outcomes. An
+// empty tree name records nothing.
+func (c *Cache) SetListing(tree string, keys map[Key]bool) {
+	if tree == "" {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if tree == c.listTree && len(keys) == len(c.listing) {
+		same := true
+		for k := range keys {
+			if c.listing[k.Path] != k.Blob {
+				same = false
+				break
+			}
+		}
+		if same {
+			return
+		}
+	}
+	m := make(map[string]string, len(keys))
+	for k := range keys {
+		m[k.Path] = k.Blob
+	}
+	c.listTree, c.listing = tree, m
+	c.dirty = true
+}
+
+// Listing returns the blob hash of each definition file, by path, that the
+// last recorded build of the tree named tree found; ok is false when the
+// listing on record is of another tree, or there is none. The map must not
+// be modified.
+func (c *Cache) Listing(tree string) (blobs map[string]string, ok bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if tree == "" || tree != c.listTree {
+		return nil, false
+	}
+	return c.listing, true
 }
 
 // Len is the number of stored outcomes.

@@ -5,8 +5,12 @@ import (
 	"encoding/gob"
 	"errors"
 	"fmt"
+	"hash/crc32"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/toolagent/toolagent/internal/hldp"
@@ -27,6 +31,26 @@ type fileEntry struct {
 	Diags []*hldp.Diagnostic // the parse error, when it is made of diagnostics
 	Err   string             // the parse error's text otherwise
 	Rev   string             // Outcome.Rev
+}
+
+// fileListing is Cache's listing on disk, after the entries. Files written
+// before listings existed end after the entries; they load without one.
+type fileListing struct {
+	Tree string
+	Keys []Key  // sorted by path
+	Sum  uint32 // listingSum of Tree and Keys
+}
+
+// listingSum is a CRC-32C of a listing: a listing that decodes but was
+// damaged on disk is dropped, since a wrong blob hash would pair a path
+// with another file's outcome.
+func listingSum(tree string, keys []Key) uint32 {
+	h := crc32.New(crc32.MakeTable(crc32.Castagnoli))
+	io.WriteString(h, tree)
+	for _, k := range keys {
+		io.WriteString(h, "\x00"+k.Path+"\x00"+k.Blob)
+	}
+	return h.Sum32()
 }
 
 var registerOnce sync.Once
@@ -86,6 +110,21 @@ func Open(path string) (*Cache, error) {
 		}
 		c.m[e.Key] = o
 	}
+	var l fileListing
+	switch err := dec.Decode(&l); {
+	case errors.Is(err, io.EOF):
+		// Written before listings: the next build reads the tree.
+	case err != nil:
+		return c, fmt.Errorf("cache: the tree listing in %s is corrupt (ignored; the next build reads the tree): %w", path, err)
+	case l.Sum != listingSum(l.Tree, l.Keys):
+		return c, fmt.Errorf("cache: the tree listing in %s fails its checksum (ignored; the next build reads the tree)", path)
+	case l.Tree != "":
+		c.listTree = l.Tree
+		c.listing = make(map[string]string, len(l.Keys))
+		for _, k := range l.Keys {
+			c.listing[k.Path] = k.Blob
+		}
+	}
 	return c, nil
 }
 
@@ -114,7 +153,13 @@ func (c *Cache) Save() error {
 		}
 		entries = append(entries, e)
 	}
+	l := fileListing{Tree: c.listTree, Keys: make([]Key, 0, len(c.listing))}
+	for p, b := range c.listing {
+		l.Keys = append(l.Keys, Key{Path: p, Blob: b})
+	}
 	c.mu.RUnlock()
+	slices.SortFunc(l.Keys, func(a, b Key) int { return strings.Compare(a.Path, b.Path) })
+	l.Sum = listingSum(l.Tree, l.Keys)
 
 	registerValueTypes()
 	var buf bytes.Buffer
@@ -123,6 +168,9 @@ func (c *Cache) Save() error {
 		return fmt.Errorf("cache: encode: %w", err)
 	}
 	if err := enc.Encode(entries); err != nil {
+		return fmt.Errorf("cache: encode: %w", err)
+	}
+	if err := enc.Encode(l); err != nil {
 		return fmt.Errorf("cache: encode: %w", err)
 	}
 	if err := os.MkdirAll(filepath.Dir(c.path), 0o750); err != nil {

@@ -1,6 +1,8 @@
 package cache
 
 import (
+	"bytes"
+	"encoding/gob"
 	"os"
 	"path/filepath"
 	"strings"
@@ -132,11 +134,123 @@ func TestOpenIgnoresBadFiles(t *testing.T) {
 	if err != nil || c2.Len() != 1 {
 		t.Errorf("reopen after overwrite: %v, len %d", err, c2.Len())
 	}
-	// Truncated file: header fine, body cut.
+	// Truncated file: header fine, outcomes cut.
 	data, _ := os.ReadFile(corrupt)
 	trunc := filepath.Join(dir, "trunc")
-	os.WriteFile(trunc, data[:len(data)-10], 0o644)
+	os.WriteFile(trunc, data[:len(data)/2], 0o644)
 	if c, err := Open(trunc); err == nil || c.Len() != 0 {
 		t.Errorf("Open(truncated) = len %d, %v; want empty and an error", c.Len(), err)
 	}
+}
+
+// savedWithListing saves a cache holding one outcome and a listing of the
+// tree "tree-1", and returns the file's path and bytes.
+func savedWithListing(t *testing.T) (string, []byte) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "parse.cache")
+	c, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := Key{Path: "p/TOOL.hdlp", Blob: "b1"}
+	c.Put(k, Outcome{Tool: &hldp.Tool{Name: "p"}})
+	c.SetListing("tree-1", map[Key]bool{k: true, {Path: "q/TOOL.hdlp", Blob: "b2"}: true})
+	if err := c.Save(); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, data
+}
+
+// TestListingPersists: the listing of the last built tree survives Save
+// and Open, is given only for that tree, and an unchanged listing does
+// not make Save write.
+func TestListingPersists(t *testing.T) {
+	path, _ := savedWithListing(t)
+	c, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"p/TOOL.hdlp": "b1", "q/TOOL.hdlp": "b2"}
+	if got, ok := c.Listing("tree-1"); !ok || !cmp.Equal(got, want) {
+		t.Errorf("Listing(tree-1) = %v, %v; want %v, true", got, ok, want)
+	}
+	for _, other := range []string{"tree-2", ""} {
+		if got, ok := c.Listing(other); ok {
+			t.Errorf("Listing(%q) = %v, true; want none: the listing is of tree-1", other, got)
+		}
+	}
+	c.SetListing("tree-1", map[Key]bool{{Path: "q/TOOL.hdlp", Blob: "b2"}: true, {Path: "p/TOOL.hdlp", Blob: "b1"}: true})
+	fi1, _ := os.Stat(path)
+	if err := c.Save(); err != nil {
+		t.Fatal(err)
+	}
+	if fi2, _ := os.Stat(path); !fi1.ModTime().Equal(fi2.ModTime()) {
+		t.Error("Save after recording the same listing rewrote the file")
+	}
+	c.SetListing("tree-2", map[Key]bool{{Path: "p/TOOL.hdlp", Blob: "b3"}: true})
+	if _, ok := c.Listing("tree-1"); ok {
+		t.Error("Listing(tree-1) after a listing of tree-2 was recorded; want only the latest kept")
+	}
+}
+
+// TestListingDamaged: a file whose listing is missing (written before
+// listings), cut, or altered keeps its outcomes and loads without a
+// listing, so the next build reads the tree; cut and altered listings are
+// reported.
+func TestListingDamaged(t *testing.T) {
+	_, data := savedWithListing(t)
+	tail := bytes.LastIndex(data, []byte("b2"))
+	if tail < 0 {
+		t.Fatal("listing not found in the file")
+	}
+	// A file as written before listings: header and outcomes only.
+	var old bytes.Buffer
+	enc := gob.NewEncoder(&old)
+	registerValueTypes()
+	if err := enc.Encode(fileHeader{Format: fileFormat, FormatVersion: hldp.FormatVersion}); err != nil {
+		t.Fatal(err)
+	}
+	if err := enc.Encode([]fileEntry{{Key: Key{Path: "p/TOOL.hdlp", Blob: "b1"}, Tool: &hldp.Tool{Name: "p"}}}); err != nil {
+		t.Fatal(err)
+	}
+	altered := bytes.Clone(data)
+	altered[tail+1] = '3' // "b2" -> "b3": decodes, fails the checksum
+	tests := []struct {
+		name    string
+		data    []byte
+		wantErr string // "" for none
+	}{
+		{"intact", data, ""},
+		{"written before listings", old.Bytes(), ""},
+		{"listing cut", data[:tail], "corrupt"},
+		{"listing altered", altered, "checksum"},
+	}
+	for _, tc := range tests {
+		p := filepath.Join(t.TempDir(), "parse.cache")
+		if err := os.WriteFile(p, tc.data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c, err := Open(p)
+		if got := errText(err); (tc.wantErr == "") != (got == "") || !strings.Contains(got, tc.wantErr) {
+			t.Errorf("%s: Open error = %q; want one containing %q", tc.name, got, tc.wantErr)
+		}
+		if c.Len() != 1 {
+			t.Errorf("%s: Open kept %d outcomes; want 1: a bad listing costs only the listing", tc.name, c.Len())
+		}
+		_, ok := c.Listing("tree-1")
+		if want := tc.name == "intact"; ok != want {
+			t.Errorf("%s: Listing(tree-1) ok = %v; want %v", tc.name, ok, want)
+		}
+	}
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }

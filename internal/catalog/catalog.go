@@ -106,8 +106,13 @@ type Options struct {
 	Vocab *match.Vocab
 	// Now is the build time (zero: time.Now()).
 	Now time.Time
-	// LazyIndex defers building the match index to the first Match call.
-	// Commands that never match (call, list) set it; the daemon does not.
+	// LazyIndex defers building the match index to BuildIndex or the
+	// first Match, whichever comes first. Commands that never match (call,
+	// list) set it. So does the daemon: its reload loop publishes a
+	// snapshot and then calls BuildIndex at once, so calls, listings and
+	// readiness do not wait for the index, while a Match that comes before
+	// it is built waits for it. Either way the index is built once per
+	// snapshot, never per query.
 	LazyIndex bool
 }
 
@@ -134,12 +139,16 @@ func New(rev string, entries []Entry, opts Options) *Snapshot {
 	slices.Sort(s.names)
 	slices.Sort(s.enabled)
 	if !opts.LazyIndex {
-		s.buildIndex()
+		s.BuildIndex()
 	}
 	return s
 }
 
-func (s *Snapshot) buildIndex() {
+// BuildIndex builds the snapshot's match index unless it is built
+// already; when another goroutine is building it, BuildIndex waits for it.
+// It does not change what the snapshot holds, only when the index is
+// computed (see Options.LazyIndex). Safe for concurrent use.
+func (s *Snapshot) BuildIndex() {
 	s.indexOnce.Do(func() {
 		docs := make([]match.Doc, 0, len(s.enabled))
 		for _, name := range s.enabled {
@@ -197,8 +206,10 @@ func (s *Snapshot) Counts() map[Status]int {
 
 // Match ranks the callable tools for an intent in words and returns at most
 // k candidates (Found is false when nothing fits well enough).
+// A snapshot built with Options.LazyIndex builds its index on the first
+// call unless BuildIndex did; concurrent calls wait for that one build.
 func (s *Snapshot) Match(q string, k int) match.Result {
-	s.buildIndex()
+	s.BuildIndex()
 	return s.index.Match(q, k)
 }
 

@@ -3,6 +3,7 @@ package reload
 import (
 	"errors"
 	"fmt"
+	"runtime"
 
 	"github.com/toolagent/toolagent/internal/catalog"
 	"github.com/toolagent/toolagent/internal/scan"
@@ -40,8 +41,27 @@ func (l *Loop) Prime(t scan.Tree) (bool, error) {
 	l.mu.Unlock()
 	l.recordBuild(rep)
 	l.logger().Info("serving the last synced catalog", "revision", next.Rev(), "tools", next.Len(),
-		"parsed", rep.Parsed, "reused", rep.Reused, "problems", len(rep.Problems))
+		"parsed", rep.Parsed, "reused", rep.Reused, "problems", len(rep.Problems), "from_listing", rep.FromListing)
+	indexAfterPublish(next)
 	return true, nil
+}
+
+// indexAfterPublish builds the match index of a snapshot that was just
+// published. Prime, Once and Rebuild call it after Store.Swap and after
+// recording the status, on the goroutine that built the snapshot: a
+// snapshot serves lookups, calls and listings (and the daemon is ready)
+// without waiting for its index, and a Match that comes first waits for
+// this one build. The snapshot itself never changes; builds of the index
+// stay one per snapshot, during reload (catalog.Options.LazyIndex), and
+// the next reload waits for it (Once holds onceMu).
+//
+// The swap woke the goroutines waiting on Store.Changed (the MCP tool
+// list among them) onto this goroutine's processor; yielding first lets
+// them run before the index build holds it, so they are not delayed by the
+// build.
+func indexAfterPublish(s *catalog.Snapshot) {
+	runtime.Gosched()
+	s.BuildIndex()
 }
 
 // recordBuild keeps a build's parse counts in the status.

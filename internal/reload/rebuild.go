@@ -68,5 +68,6 @@ func (l *Loop) Rebuild(ctx context.Context) (rebuilt bool, err error) {
 		"tools", next.Len(), "enabled", counts[catalog.Enabled], "stale", counts[catalog.Stale],
 		"failed", counts[catalog.Failed], "disabled", counts[catalog.Disabled],
 		"problems", len(rep.Problems), "took", l.now().Sub(start))
+	indexAfterPublish(next)
 	return true, nil
 }

@@ -243,6 +243,7 @@ func (l *Loop) Once(ctx context.Context) (changed bool, err error) {
 		"parsed", rep.Parsed, "reused", rep.Reused, "took", l.now().Sub(start))
 	l.recordBuild(rep)
 	l.succeed(next, true, len(rep.Problems))
+	indexAfterPublish(next)
 	return true, nil
 }
 

@@ -55,6 +55,9 @@ func checkTree(t *testing.T, tree *Tree, r *remote, wantRev string, want map[str
 	if got := tree.Rev(); got != wantRev {
 		t.Errorf("Rev() = %s, want %s", got, wantRev)
 	}
+	if got, want := tree.TreeHash(), r.run(r.work, "rev-parse", wantRev+":tools"); got != want {
+		t.Errorf("TreeHash() = %s, want git rev-parse %s:tools = %s", got, wantRev, want)
+	}
 	if diff := cmp.Diff(want, readAll(t, tree.FS())); diff != "" {
 		t.Errorf("tree files mismatch (-want +got):\n%s", diff)
 	}

@@ -164,7 +164,7 @@ func newGitTree(clonePath string, commit plumbing.Hash, sub string, prev *Tree) 
 		return nil, err
 	}
 	fsys := &gitFS{o: o, root: root}
-	return &Tree{fsys: fsys, rev: commit.String(), hash: fsys.blobHash}, nil
+	return &Tree{fsys: fsys, rev: commit.String(), treeHash: root.String(), hash: fsys.blobHash}, nil
 }
 
 // gitFS is an fs.FS over a tree object. Directories are decoded when opened

@@ -62,6 +62,9 @@ func TestLocalDir(t *testing.T) {
 	if !strings.HasPrefix(rev, "local:") {
 		t.Errorf("Rev() = %q, want a local: prefix", rev)
 	}
+	if h := tree.TreeHash(); h != "" {
+		t.Errorf("TreeHash() = %q, want none for a local directory", h)
+	}
 
 	steps := []struct {
 		name    string

@@ -6,9 +6,10 @@ import "io/fs"
 // It is immutable, safe for concurrent use, and stays readable after later
 // Syncs of the source that produced it.
 type Tree struct {
-	fsys fs.FS
-	rev  string
-	hash func(name string) (string, error)
+	fsys     fs.FS
+	rev      string
+	treeHash string // git tree hash of the sub-tree; "" for local trees
+	hash     func(name string) (string, error)
 }
 
 // FS returns the files of the sub-tree. Paths are relative to the sub-tree
@@ -22,6 +23,14 @@ func (t *Tree) FS() fs.FS { return t.fsys }
 // hash) pairs for local directories, so an unchanged directory keeps its
 // revision.
 func (t *Tree) Rev() string { return t.rev }
+
+// TreeHash returns the git tree hash of the sub-tree for git sources: it
+// names the sub-tree's whole content (every path, mode and blob below it),
+// so two trees with one TreeHash list the same files with the same blob
+// hashes, whatever their commits. It is known without reading the
+// sub-tree's folders. Local trees return "": their content has no name
+// short of hashing every file.
+func (t *Tree) TreeHash() string { return t.treeHash }
 
 // BlobHash returns the git blob hash (hex SHA-1 of "blob <len>\x00" + content)
 // of the regular file at name, a path relative to the sub-tree like those of

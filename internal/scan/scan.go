@@ -41,6 +41,22 @@ type Tree interface {
 	BlobHash(path string) (string, error)
 }
 
+// treeHasher is a Tree that names its content, as internal/repo's git
+// trees do with the sub-tree's git tree hash ("" when it cannot).
+//
+// Build records, in the cache, the listing of such a tree: each definition
+// file's path and blob hash. A later Build of a tree with the same hash
+// takes the blob hashes from that listing instead of asking the tree, so a
+// restart at an unchanged commit reads the top folder only, and no tool
+// folder and no file; with every outcome in the cache it parses nothing.
+// A tree hash fixes every path and blob below it, so the listing is exact
+// for any commit with that tree. Without one (another tree, none saved, a
+// damaged cache file) Build asks the tree, as it always does for a path
+// the listing lacks (a folder without a definition file).
+type treeHasher interface {
+	TreeHash() string
+}
+
 // Checker tells whether the executor of a parsed tool can run it here. It
 // returns catalog.Enabled, or another status with the reason.
 type Checker func(t *hldp.Tool) (catalog.Status, string)
@@ -60,6 +76,9 @@ type Report struct {
 	Parsed   int     // files parsed (cache misses)
 	Reused   int     // files whose outcome came from the previous snapshot or the cache
 	Problems []error // one per problem, each naming its file
+	// FromListing says the blob hashes came from the cache's listing of
+	// this tree (see treeHasher): no tool folder of the tree was read.
+	FromListing bool
 }
 
 // ErrSymlinkEscape marks a path that is a symlink leaving the tools tree.
@@ -81,6 +100,22 @@ func Build(prev *catalog.Snapshot, t Tree, c *cache.Cache, opts Options) (*catal
 		return nil, rep, fmt.Errorf("scan: read tools tree at %s: %w", t.Rev(), err)
 	}
 	rev := t.Rev()
+	var treeHash string
+	if th, ok := t.(treeHasher); ok {
+		treeHash = th.TreeHash()
+	}
+	blobHash := t.BlobHash
+	if c != nil {
+		if blobs, ok := c.Listing(treeHash); ok {
+			rep.FromListing = true
+			blobHash = func(p string) (string, error) {
+				if b, ok := blobs[p]; ok {
+					return b, nil
+				}
+				return t.BlobHash(p)
+			}
+		}
+	}
 	seen := make(map[cache.Key]bool)
 	var entries []catalog.Entry
 	declared := map[string][]string{} // declared tool name -> folders
@@ -103,7 +138,7 @@ func Build(prev *catalog.Snapshot, t Tree, c *cache.Cache, opts Options) (*catal
 		if !isDir {
 			continue // README.md and other files beside the tool folders
 		}
-		e, key, declName, problem := scanOne(prev, t, c, opts, name, rev, &rep)
+		e, key, declName, problem := scanOne(prev, t, blobHash, c, opts, name, rev, &rep)
 		if problem != nil {
 			rep.Problems = append(rep.Problems, problem)
 		}
@@ -145,18 +180,20 @@ func Build(prev *catalog.Snapshot, t Tree, c *cache.Cache, opts Options) (*catal
 	}
 	if c != nil {
 		c.Retain(seen)
+		c.SetListing(treeHash, seen)
 	}
 	return catalog.New(rev, entries, opts.Catalog), rep, nil
 }
 
-// scanOne scans the folder name. It returns the entry (Name empty for none),
+// scanOne scans the folder name, asking blobHash (t's, or the cache's
+// listing of t) for its definition's blob hash. It returns the entry (Name empty for none),
 // the cache key used, the tool name the file declares, and a problem.
-func scanOne(prev *catalog.Snapshot, t Tree, c *cache.Cache, opts Options, name, rev string, rep *Report) (catalog.Entry, cache.Key, string, error) {
+func scanOne(prev *catalog.Snapshot, t Tree, blobHash func(string) (string, error), c *cache.Cache, opts Options, name, rev string, rep *Report) (catalog.Entry, cache.Key, string, error) {
 	fsys := t.FS()
 	rel := name + "/" + hldp.FileName
 	display := opts.Prefix + rel
 	e := catalog.Entry{Name: name, File: rel}
-	blob, err := t.BlobHash(rel)
+	blob, err := blobHash(rel)
 	if errors.Is(err, fs.ErrNotExist) {
 		return catalog.Entry{}, cache.Key{}, "", missingFile(fsys, name, display)
 	}

@@ -304,3 +304,108 @@ func copyTree(t *testing.T, m fstest.MapFS, dir string) {
 		t.Fatalf("copy %s: %v", dir, err)
 	}
 }
+
+// hashedTree is a Tree that names its content, like a git tree, and
+// counts what the scan asks of it.
+type hashedTree struct {
+	Tree
+	hash              string
+	blobHashes, opens int
+}
+
+func (h *hashedTree) TreeHash() string { return h.hash }
+
+func (h *hashedTree) BlobHash(p string) (string, error) {
+	h.blobHashes++
+	return h.Tree.BlobHash(p)
+}
+
+func (h *hashedTree) FS() fs.FS { return countingFS{h.Tree.FS(), &h.opens} }
+
+// countingFS counts opened files (reading the top folder is not counted).
+type countingFS struct {
+	fs.FS
+	opens *int
+}
+
+func (c countingFS) Open(name string) (fs.File, error) {
+	if name != "." {
+		*c.opens++
+	}
+	return c.FS.Open(name)
+}
+
+// TestListingSkipsTreeReads: a build records the listing of a tree that
+// has a hash; a build of a tree with that hash (a restart, prev nil)
+// takes its blob hashes from the listing, asking the tree only for the
+// folder without a definition, and gives the same snapshot and problems as
+// reading the tree. A tree with another hash, or a cache without a
+// listing, is read as before.
+func TestListingSkipsTreeReads(t *testing.T) {
+	files := map[string]string{
+		"a/TOOL.hdlp":      def("a", "x"),
+		"b/TOOL.hdlp":      def("b", "y"),
+		"broken/TOOL.hdlp": "name: broken\nintent: [\n",
+		"notes/README.md":  "not a tool",
+		"README.md":        "beside the folders",
+	}
+	const folders = 4
+	opts := Options{Catalog: catalog.Options{LazyIndex: true}}
+	tree := func(hash string) *hashedTree { return &hashedTree{Tree: FromFS(mapFS(files), "r1"), hash: hash} }
+	summary := func(s *catalog.Snapshot, rep Report) string {
+		var b strings.Builder
+		for _, e := range s.All() {
+			b.WriteString(e.Name + " " + e.Status.String() + " " + e.Blob + " " + e.Rev + "\n")
+		}
+		for _, p := range rep.Problems {
+			b.WriteString(p.Error() + "\n")
+		}
+		return b.String()
+	}
+
+	c := cache.New()
+	first := tree("T1")
+	s, rep, err := Build(nil, first, c, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.FromListing || first.blobHashes != folders || rep.Parsed != 3 {
+		t.Fatalf("first build: from listing %v, %d blob hashes asked, %d parsed; want false, %d, 3", rep.FromListing, first.blobHashes, rep.Parsed, folders)
+	}
+	want := summary(s, rep)
+
+	// No listing yet: a cache filled by a tree without a hash.
+	noListing := cache.New()
+	if _, _, err := Build(nil, FromFS(mapFS(files), "r1"), noListing, opts); err != nil {
+		t.Fatal(err)
+	}
+
+	tests := []struct {
+		name         string
+		hash         string
+		c            *cache.Cache
+		wantListing  bool
+		wantBlobHash int
+		wantOpens    int
+	}{
+		// Only "notes" is missing from the listing: it has no definition,
+		// and saying so lists it (one open).
+		{"same tree", "T1", c, true, 1, 1},
+		{"another tree", "T2", c, false, folders, 1},
+		{"no listing on record", "T1", noListing, false, folders, 1},
+	}
+	for _, tc := range tests {
+		tr := tree(tc.hash)
+		s, rep, err := Build(nil, tr, tc.c, opts)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if rep.FromListing != tc.wantListing || tr.blobHashes != tc.wantBlobHash || tr.opens != tc.wantOpens || rep.Parsed != 0 {
+			t.Errorf("%s: from listing %v, %d blob hashes asked, %d files opened, %d parsed; want %v, %d, %d, 0",
+				tc.name, rep.FromListing, tr.blobHashes, tr.opens, rep.Parsed, tc.wantListing, tc.wantBlobHash, tc.wantOpens)
+		}
+		if got := summary(s, rep); got != want {
+			t.Errorf("%s: snapshot and problems differ from reading the tree:\n got %s\nwant %s", tc.name, got, want)
+		}
+	}
+}
