@@ -65,7 +65,14 @@ func runCall(ctx context.Context, e env, args []string) error {
 			return apErr
 		}
 	}
-	d := dispatch.New(store, l.execs, dispatch.Options{Audit: slog.New(slog.DiscardHandler), Approvals: ap})
+	d := dispatch.New(store, l.execs, dispatch.Options{
+		Audit:     slog.New(slog.DiscardHandler),
+		Approvals: ap,
+		// The CLI holds the call in the local queue: approvers use the CLI.
+		ApproveHint: func(id string) string {
+			return fmt.Sprintf("an approver on this host: `toolagent approvals approve %s` (or `deny`; --params JSON to approve with edits)", id)
+		},
+	})
 	res := d.Invoke(ctx, dispatch.Call{Tool: name, Params: raw, Caller: cliCaller(e), DryRun: *dryRun})
 	if res.Status == dispatch.ApprovalRequired && apErr != nil {
 		res.Suggestion = fmt.Sprintf("an approver must confirm this call, and this command cannot hold it: %v. Call the tool through that daemon (POST /v1/call) to get an approval id", apErr)

@@ -85,6 +85,7 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (*core, err
 		return nil, err
 	}
 	var ap *approval.Store
+	noQueue := ""
 	if mode != noApprovals {
 		ap, err = openApprovals(c.state, cfg.ApprovalTTL, cfg.AllowSelfApproval, log)
 		switch {
@@ -92,6 +93,7 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (*core, err
 			log.Warn("no approval queue: another toolagent process (a daemon?) holds it; calls that need an approval cannot be held here, call them through that daemon",
 				"dir", approvalsDir(c.state))
 			ap = nil
+			noQueue = "the approval queue of this state directory belongs to another toolagent process (a daemon?); call the tool through that daemon"
 		case err != nil:
 			return nil, err
 		}
@@ -104,6 +106,11 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (*core, err
 		Audit:         log.With(slog.String("log", "audit")),
 		Approvals:     ap,
 		ShellPolicy:   sp,
+		NoQueueReason: noQueue,
+		// The daemon (and mcp) own the queue: approvers use the HTTP API.
+		ApproveHint: func(id string) string {
+			return fmt.Sprintf("an approver with the approve role: POST /v1/approvals/%s {\"decision\":\"approve\"} (or \"deny\"; \"params\" to approve with edits)", id)
+		},
 	})
 	parseCache := openParseCache(c.state, log)
 	vocab, err := loadVocab(cfg.VocabFile)

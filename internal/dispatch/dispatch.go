@@ -63,6 +63,15 @@ type Options struct {
 	// executor (shell.Options.ShellPolicy) the same value: its re-check
 	// before a process starts refuses what its policy refuses.
 	ShellPolicy *policy.ShellPolicy
+	// ApproveHint says, for an approval_required result, how an approver
+	// approves the call with this id where this dispatcher runs (the
+	// daemon: its HTTP API; the CLI: `toolagent approvals`). nil: both are
+	// named.
+	ApproveHint func(id string) string
+	// NoQueueReason replaces the default explanation given when Approvals
+	// is nil (e.g. "the approval queue belongs to the daemon running on
+	// this state directory; call through it").
+	NoQueueReason string
 }
 
 // Dispatcher invokes tools of the current snapshot.
@@ -199,6 +208,9 @@ func (d *Dispatcher) hold(c Call, t *hldp.Tool, rev string, params map[string]an
 	r.Error = fmt.Sprintf("did not run: the call needs an approval: %s: %s", v.Rule, v.Reason)
 	if d.opts.Approvals == nil {
 		r.Suggestion = "an approver must confirm this call, but this daemon has no approval queue enabled, so it cannot run here (use --dry-run to see what would run)"
+		if d.opts.NoQueueReason != "" {
+			r.Suggestion = "an approver must confirm this call, and it cannot be queued here: " + d.opts.NoQueueReason
+		}
 		return
 	}
 	a, err := d.opts.Approvals.Create(t.Name, rev, params, c.Caller, v.Rule+": "+v.Reason)
@@ -207,7 +219,11 @@ func (d *Dispatcher) hold(c Call, t *hldp.Tool, rev string, params map[string]an
 		return
 	}
 	r.ApprovalID, r.Params, r.ParamsHash, r.ExpiresAt = a.ID, a.Params, a.ParamsHash, a.ExpiresAt
-	r.Suggestion = fmt.Sprintf("an approver with the approve role: POST /v1/approvals/%[1]s {\"decision\":\"approve\"} (or \"deny\"; \"params\" to approve with edits) or `toolagent approvals approve %[1]s`; it expires at %[2]s. Fetch the result with GET /v1/approvals/%[1]s once it ran", a.ID, a.ExpiresAt.UTC().Format(time.RFC3339))
+	how := fmt.Sprintf("an approver with the approve role: POST /v1/approvals/%[1]s {\"decision\":\"approve\"} (or \"deny\"; \"params\" to approve with edits) or `toolagent approvals approve %[1]s`", a.ID)
+	if d.opts.ApproveHint != nil {
+		how = d.opts.ApproveHint(a.ID)
+	}
+	r.Suggestion = fmt.Sprintf("%s; it expires at %s. Fetch the result with GET /v1/approvals/%s once it ran", how, a.ExpiresAt.UTC().Format(time.RFC3339), a.ID)
 }
 
 // setVerdict records the policy's verdict in the result.
