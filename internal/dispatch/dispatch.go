@@ -237,8 +237,14 @@ func (d *Dispatcher) execute(ctx context.Context, ex executors.Executor, req exe
 	t := req.Tool
 	xctx, cancel := context.WithTimeout(ctx, t.Constraints.Timeout+backstop)
 	defer cancel()
+	start := d.opts.Now()
 	out, err := ex.Execute(xctx, req)
 	r.fill(out)
+	if err != nil {
+		// The executor could not run the call, or gave up waiting for it:
+		// there is no exit code to report.
+		r.ExitCode = -1
+	}
 	var refused *policy.RefusedError
 	switch {
 	case errors.As(err, &refused):
@@ -249,6 +255,7 @@ func (d *Dispatcher) execute(ctx context.Context, ex executors.Executor, req exe
 		r.Status, r.Error = Denied, err.Error()
 	case err != nil && errors.Is(xctx.Err(), context.DeadlineExceeded):
 		r.Status, r.Error = Timeout, fmt.Sprintf("timed out after %s: %v", t.Constraints.Timeout, err)
+		r.DurationMS = d.opts.Now().Sub(start).Milliseconds()
 	case err != nil:
 		r.Status, r.Error = Error, err.Error()
 	case out.TimedOut:

@@ -110,7 +110,7 @@ func TestInvokeStatuses(t *testing.T) {
 		{"success", Call{Tool: "ok", Params: json.RawMessage(`{"cmd":"echo hello"}`)}, Success, true, "hello\n", "", 0, "", ""},
 		{"no data", Call{Tool: "ok", Params: json.RawMessage(`{"cmd":"true"}`)}, NoData, true, "", "", 0, "", ""},
 		{"command fails", Call{Tool: "ok", Params: json.RawMessage(`{"cmd":"ls /nonexistent"}`)}, Error, false, "", "ls: cannot access '/nonexistent': No such file or directory\n", 2, "exit status 2", ""},
-		{"cannot start", Call{Tool: "ok", Params: json.RawMessage(`{"cmd":"cannot start"}`)}, Error, false, "", "", 0, "executable file not found", ""},
+		{"cannot start", Call{Tool: "ok", Params: json.RawMessage(`{"cmd":"cannot start"}`)}, Error, false, "", "", -1, "executable file not found", ""},
 		{"timeout keeps partial output", Call{Tool: "ok", Params: json.RawMessage(`{"cmd":"sleep 5"}`)}, Timeout, false, "partial", "", 143, "timed out after 30s", ""},
 		{"binary output is base64", Call{Tool: "ok", Params: json.RawMessage(`{"cmd":"binary"}`)}, Success, true, "//4A", "", 0, "", ""},
 		{"missing param", Call{Tool: "ok", Params: json.RawMessage(`{}`)}, InvalidParams, false, "", "", -1, "cmd", ""},
