@@ -51,7 +51,10 @@ const (
 // The first Sync clones (depth 1, one branch, no tags), or opens a clone
 // an earlier process left in Dir and fetches into it. Later Syncs fetch the
 // branch with a forced refspec and serve exactly the fetched remote head,
-// so a force-push or rewritten history never wedges the clone. If fetching
+// so a force-push or rewritten history never wedges the clone. A fetch asks
+// for a thin pack against the clone's head, so a one-file change transfers
+// a handful of objects rather than every tree on the changed path; if that
+// fails for any reason, Sync fetches again with go-git's own fetch. If fetching
 // into the clone fails for any reason other than the network, the
 // credentials or the context, Sync clones afresh into a new directory and
 // swaps it in; the old clone stays in use until the new one is complete.
@@ -91,7 +94,8 @@ type Git struct {
 	last    *Tree  // the tree returned last, handed out again while unchanged
 	lastKey treeKey
 
-	maxPacks int // tests lower the compaction threshold; 0 means maxPacks
+	maxPacks  int        // tests lower the compaction threshold; 0 means maxPacks
+	lastFetch fetchStats // what the last thin fetch received, for tests
 }
 
 // treeKey identifies the content of a Tree of a Git.
@@ -284,8 +288,32 @@ func removeStale(dir, keep string) {
 }
 
 // fetchLocked fetches the branch into the current clone and points the
-// local branch at the fetched head.
+// local branch at the fetched head. It tries a thin-pack fetch first and
+// falls back to go-git's fetch on any error but the context's.
 func (g *Git) fetchLocked(ctx context.Context, s gitSettings, auth transport.AuthMethod) (*Tree, error) {
+	st, err := g.thinFetchLocked(ctx, s, auth)
+	g.lastFetch = st
+	if err == nil {
+		head, err := pointLocal(g.cur, s.branch)
+		if err == nil {
+			t, err := g.treeLocked(g.cur, head, s.path)
+			if err == nil {
+				s.log.Debug("git fetch", "url", redactURL(s.url), "branch", s.branch, "rev", t.Rev(),
+					"objects", st.objects, "bytes", st.bytes)
+				return t, nil
+			}
+		}
+	}
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("fetch %s branch %s: %w", redactURL(s.url), s.branch, ctx.Err())
+	}
+	s.log.Debug("git thin fetch failed, fetching with go-git", "err", redact(err, s.secrets...))
+	return g.plainFetchLocked(ctx, s, auth)
+}
+
+// plainFetchLocked is fetchLocked with go-git's own fetch, which never
+// asks for a thin pack.
+func (g *Git) plainFetchLocked(ctx context.Context, s gitSettings, auth transport.AuthMethod) (*Tree, error) {
 	remoteRef := plumbing.NewRemoteReferenceName(remoteName, s.branch)
 	spec := config.RefSpec(fmt.Sprintf("+%s:%s", plumbing.NewBranchReferenceName(s.branch), remoteRef))
 	err := g.cur.repo.FetchContext(ctx, &git.FetchOptions{
