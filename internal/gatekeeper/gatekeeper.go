@@ -453,14 +453,16 @@ const shellSyntax = ";&|<>`$()\n\r"
 // that order, right before the process would start.
 func (h *handler) guard(req ExecRequest) error {
 	if h.allow != nil {
-		prog := program(req)
-		if !h.allow[prog] {
-			return fmt.Errorf("program %q is not in this gatekeeper's allowlist", prog)
-		}
+		// Shell syntax first: with it, the first word does not say what
+		// runs, so naming it as "the program" would mislead.
 		if req.Cmd != "" {
 			if i := strings.IndexAny(req.Cmd, shellSyntax); i >= 0 {
 				return fmt.Errorf("cmd contains shell syntax %q, which an allowlist cannot vouch for; send argv instead", req.Cmd[i:i+1])
 			}
+		}
+		prog := program(req)
+		if !h.allow[prog] {
+			return fmt.Errorf("program %q is not in this gatekeeper's allowlist", prog)
 		}
 	}
 	if h.opts.Check != nil {

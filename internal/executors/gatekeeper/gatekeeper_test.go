@@ -349,20 +349,22 @@ func TestServerGuards(t *testing.T) {
 		tests := []struct {
 			cmd     string
 			allowed bool
+			why     string // in the refusal
 		}{
 			{cmd: "echo ok", allowed: true},
 			{cmd: "ls /", allowed: true},
-			{cmd: "rm -rf /tmp/x"},
-			{cmd: "echo ok; rm -rf /tmp/x"},
-			{cmd: "echo $(id)"},
+			{cmd: "rm -rf /tmp/x", why: `program "rm" is not in this gatekeeper's allowlist`},
+			{cmd: "echo ok; rm -rf /tmp/x", why: "shell syntax"},
+			{cmd: "uptime; id", why: "shell syntax"}, // not "program \"uptime;\""
+			{cmd: "echo $(id)", why: "shell syntax"},
 		}
 		for _, tt := range tests {
 			_, err := call(t, ex, tool, map[string]any{"cmd": tt.cmd})
 			if tt.allowed && err != nil {
 				t.Errorf("Execute(%q) = %v, want allowed", tt.cmd, err)
 			}
-			if !tt.allowed && !errors.Is(err, executors.ErrRefused) {
-				t.Errorf("Execute(%q) = %v, want ErrRefused", tt.cmd, err)
+			if !tt.allowed && (!errors.Is(err, executors.ErrRefused) || !strings.Contains(err.Error(), tt.why)) {
+				t.Errorf("Execute(%q) = %v, want ErrRefused saying %q", tt.cmd, err, tt.why)
 			}
 		}
 		if !strings.Contains(logs.String(), "gatekeeper exec refused") {
