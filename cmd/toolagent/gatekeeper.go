@@ -121,20 +121,7 @@ func runGatekeeper(ctx context.Context, e env, args []string) error {
 	})
 	g.Go(func() error {
 		<-gctx.Done()
-		log.Info("shutting down", "grace", *grace)
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), *grace)
-		defer cancel()
-		if err := srv.Shutdown(sctx); err != nil {
-			log.Warn("grace period over; killing running commands")
-			cancelCmds()
-			wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), callsEndWait)
-			defer wcancel()
-			if err := srv.Shutdown(wctx); errors.Is(err, context.DeadlineExceeded) {
-				log.Error("commands did not end after cancellation; closing their connections")
-			}
-		}
-		cancelCmds()
-		srv.Close()
+		shutdownGracefully(ctx, srv, *grace, cancelCmds, log, "commands")
 		return nil
 	})
 	err = g.Wait()

@@ -103,24 +103,7 @@ func runServe(ctx context.Context, e env, args []string) error {
 	})
 	g.Go(func() error {
 		<-gctx.Done()
-		log.Info("shutting down", "grace", cfg.ShutdownGrace)
-		// Contexts of their own: ctx is already done.
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownGrace)
-		defer cancel()
-		if err := srv.Shutdown(sctx); err != nil {
-			log.Warn("grace period over; cancelling running calls")
-			cancelCalls()
-			// The cancelled calls' process groups get SIGTERM (SIGKILL
-			// after the executor's grace); their results are still
-			// written, then the connections close.
-			wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), callsEndWait)
-			defer wcancel()
-			if err := srv.Shutdown(wctx); errors.Is(err, context.DeadlineExceeded) {
-				log.Error("calls did not end after cancellation; closing their connections")
-			}
-		}
-		cancelCalls()
-		srv.Close()
+		shutdownGracefully(ctx, srv, cfg.ShutdownGrace, cancelCalls, log, "calls")
 		return nil
 	})
 	err = g.Wait()
