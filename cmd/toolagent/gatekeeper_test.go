@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/toolagent/toolagent/internal/catalog"
 	"github.com/toolagent/toolagent/internal/dispatch"
@@ -19,11 +16,8 @@ import (
 
 // gatekeeperServer is a `toolagent gatekeeper` running in-process.
 type gatekeeperServer struct {
-	addr   string // host:port it listens on
-	url    string
-	logs   *syncBuffer
-	cancel context.CancelFunc
-	done   chan error
+	*inProcess
+	url string
 }
 
 // startGatekeeper runs `toolagent gatekeeper` with args (which should
@@ -31,47 +25,8 @@ type gatekeeperServer struct {
 // is stopped at cleanup.
 func startGatekeeper(t *testing.T, env map[string]string, args ...string) *gatekeeperServer {
 	t.Helper()
-	g := &gatekeeperServer{logs: &syncBuffer{}, done: make(chan error, 1)}
-	ctx, cancel := context.WithCancel(context.Background())
-	g.cancel = cancel
-	full := append([]string{"gatekeeper", "--log-format", "json"}, args...)
-	go func() {
-		g.done <- run(ctx, full, func(k string) string { return env[k] }, strings.NewReader(""), io.Discard, g.logs)
-	}()
-	t.Cleanup(func() { g.stop(t) })
-	pollUntil(t, "the gatekeeper's listening log line", func() bool {
-		select {
-		case err := <-g.done:
-			g.done <- err
-			t.Fatalf("gatekeeper exited early: %v\n%s", err, g.logs)
-		default:
-		}
-		sc := bufio.NewScanner(strings.NewReader(g.logs.String()))
-		for sc.Scan() {
-			var line struct{ Msg, Addr string }
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "listening" {
-				g.addr, g.url = line.Addr, "http://"+line.Addr
-				return true
-			}
-		}
-		return false
-	})
-	return g
-}
-
-// stop cancels the server and waits until run has returned: its port is
-// closed then.
-func (g *gatekeeperServer) stop(t testing.TB) error {
-	t.Helper()
-	g.cancel()
-	select {
-	case err := <-g.done:
-		g.done <- err
-		return err
-	case <-time.After(30 * time.Second):
-		t.Fatalf("gatekeeper did not return 30s after cancel\n%s", g.logs)
-		return nil
-	}
+	p := startInProcess(t, env, append([]string{"gatekeeper", "--log-format", "json"}, args...))
+	return &gatekeeperServer{inProcess: p, url: "http://" + p.addr}
 }
 
 // toolState is GET /v1/tools/{name}: the fields these tests read.

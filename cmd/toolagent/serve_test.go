@@ -40,12 +40,66 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-// daemon is a `toolagent serve` running in-process (wtf MustRunMain).
-type daemon struct {
-	url    string
+// inProcess is a long-running subcommand (serve, gatekeeper) running in
+// this test process (wtf MustRunMain), logging JSON into logs.
+type inProcess struct {
+	name   string
+	addr   string // host:port from its "listening" log line
 	logs   *syncBuffer
 	cancel context.CancelFunc
 	done   chan error
+}
+
+// startInProcess runs args (subcommand first; it must log JSON) with env,
+// stops it at cleanup, and waits for its "listening" log line.
+func startInProcess(t testing.TB, env map[string]string, args []string) *inProcess {
+	t.Helper()
+	p := &inProcess{name: args[0], logs: &syncBuffer{}, done: make(chan error, 1)}
+	ctx, cancel := context.WithCancel(context.Background())
+	p.cancel = cancel
+	go func() {
+		p.done <- run(ctx, args, func(k string) string { return env[k] }, strings.NewReader(""), io.Discard, p.logs)
+	}()
+	t.Cleanup(func() { p.stop(t) })
+	pollUntil(t, p.name+"'s listening log line", func() bool {
+		select {
+		case err := <-p.done:
+			p.done <- err
+			t.Fatalf("%s exited early: %v\n%s", p.name, err, p.logs)
+		default:
+		}
+		sc := bufio.NewScanner(strings.NewReader(p.logs.String()))
+		for sc.Scan() {
+			var line struct{ Msg, Addr string }
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "listening" {
+				p.addr = line.Addr
+				return true
+			}
+		}
+		return false
+	})
+	return p
+}
+
+// stop cancels the subcommand's context and returns what run returned;
+// its port is closed then.
+func (p *inProcess) stop(t testing.TB) error {
+	t.Helper()
+	p.cancel()
+	select {
+	case err := <-p.done:
+		p.done <- err
+		return err
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s did not return 30s after cancel\n%s", p.name, p.logs)
+		return nil
+	}
+}
+
+// daemon is a `toolagent serve` running in-process.
+type daemon struct {
+	*inProcess
+	url    string
 	client *http.Client
 	token  string
 }
@@ -68,34 +122,11 @@ func pollUntil(t testing.TB, what string, cond func() bool) {
 // waits for /readyz. The daemon is stopped at cleanup.
 func startDaemon(t testing.TB, env map[string]string, args ...string) *daemon {
 	t.Helper()
-	d := &daemon{logs: &syncBuffer{}, done: make(chan error, 1),
-		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 600}}}
-	ctx, cancel := context.WithCancel(context.Background())
-	d.cancel = cancel
-	getenv := func(k string) string { return env[k] }
+	d := &daemon{client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 600}}}
+	t.Cleanup(d.client.CloseIdleConnections) // runs after the daemon stopped
 	full := append([]string{"serve", "--listen", "127.0.0.1:0", "--log-format", "json", "--state", t.TempDir()}, args...)
-	go func() { d.done <- run(ctx, full, getenv, strings.NewReader(""), io.Discard, d.logs) }()
-	t.Cleanup(func() {
-		d.stop(t)
-		d.client.CloseIdleConnections()
-	})
-	pollUntil(t, "the listening log line", func() bool {
-		select {
-		case err := <-d.done:
-			d.done <- err
-			t.Fatalf("serve exited early: %v\n%s", err, d.logs)
-		default:
-		}
-		sc := bufio.NewScanner(strings.NewReader(d.logs.String()))
-		for sc.Scan() {
-			var line struct{ Msg, Addr string }
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "listening" {
-				d.url = "http://" + line.Addr
-				return true
-			}
-		}
-		return false
-	})
+	d.inProcess = startInProcess(t, env, full)
+	d.url = "http://" + d.addr
 	pollUntil(t, "/readyz", func() bool {
 		resp, err := d.client.Get(d.url + "/readyz")
 		if err != nil {
@@ -105,20 +136,6 @@ func startDaemon(t testing.TB, env map[string]string, args ...string) *daemon {
 		return resp.StatusCode == 200
 	})
 	return d
-}
-
-// stop cancels the daemon's context and returns what run returned.
-func (d *daemon) stop(t testing.TB) error {
-	t.Helper()
-	d.cancel()
-	select {
-	case err := <-d.done:
-		d.done <- err
-		return err
-	case <-time.After(30 * time.Second):
-		t.Fatalf("serve did not return 30s after cancel\n%s", d.logs)
-		return nil
-	}
 }
 
 func (d *daemon) request(t testing.TB, method, path, body string) (int, []byte) {

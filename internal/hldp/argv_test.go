@@ -108,7 +108,7 @@ func TestRenderArgv(t *testing.T) {
 // shell executor does.
 func TestRenderArgvCheckedParams(t *testing.T) {
 	tool := mustParse(t, "g.hdlp", strings.Replace(argvTool, "max: { type: integer }", "max: { type: integer, default: 20 }", 1))
-	params, err := tool.CheckParams(map[string]any{"pattern": "TODO", "files": []string{"x.go"}})
+	params, err := tool.CheckParams(map[string]any{"pattern": "needle", "files": []string{"x.go"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func TestRenderArgvCheckedParams(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"grep", "-r", "--max-count=20", "{literal}", "--", "TODO", "x.go"}
+	want := []string{"grep", "-r", "--max-count=20", "{literal}", "--", "needle", "x.go"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("RenderArgv mismatch (-want +got):\n%s", diff)
 	}

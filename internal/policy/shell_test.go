@@ -15,7 +15,7 @@ var shellCases = []struct {
 	// Benign, read-only.
 	{"ls -la /tmp", Allow, "read-only"},
 	{"cat /etc/hostname", Allow, ""},
-	{"grep -rn TODO . | head -20", Allow, ""},
+	{"grep -rn needle . | head -20", Allow, ""},
 	{"ps aux | grep nginx | wc -l", Allow, ""},
 	{"df -h && free -m && uptime", Allow, ""},
 	{"echo hello world", Allow, ""},

@@ -297,7 +297,7 @@ func (e *Executor) prepare(req executors.Request) (call, error) {
 	if maxOut <= 0 {
 		maxOut = hldp.DefaultMaxOutputBytes
 	}
-	cwd, err := stringParam(req.Params, "cwd", false)
+	cwd, err := executors.StringParam(req.Params, "cwd", false)
 	if err != nil {
 		return call{}, fmt.Errorf("tool %s: %w", t.Name, err)
 	}
@@ -307,7 +307,7 @@ func (e *Executor) prepare(req executors.Request) (call, error) {
 	}}
 	switch t.Method {
 	case MethodExec:
-		cmd, err := stringParam(req.Params, "cmd", true)
+		cmd, err := executors.StringParam(req.Params, "cmd", true)
 		if err != nil {
 			return call{}, fmt.Errorf("tool %s: %w", t.Name, err)
 		}
@@ -513,20 +513,4 @@ func decode(s, encoding string) ([]byte, error) {
 	default:
 		return nil, fmt.Errorf("unknown encoding %q", encoding)
 	}
-}
-
-// stringParam returns the string param name; an absent optional param is "".
-func stringParam(params map[string]any, name string, required bool) (string, error) {
-	v, ok := params[name]
-	if !ok || v == nil {
-		if required {
-			return "", fmt.Errorf("param %q is missing", name)
-		}
-		return "", nil
-	}
-	s, ok := v.(string)
-	if !ok {
-		return "", fmt.Errorf("param %q must be a string, got %T", name, v)
-	}
-	return s, nil
 }

@@ -231,12 +231,12 @@ func (e *Executor) prepareTool(t *hldp.Tool, params map[string]any) (call, error
 	var err error
 	switch t.Method {
 	case MethodExec, MethodRun:
-		dir, err := stringParam(params, "cwd", false)
+		dir, err := executors.StringParam(params, "cwd", false)
 		if err != nil {
 			return call{}, err
 		}
 		if t.Method == MethodExec {
-			cmd, err := stringParam(params, "cmd", true)
+			cmd, err := executors.StringParam(params, "cmd", true)
 			if err != nil {
 				return call{}, err
 			}
@@ -266,7 +266,7 @@ func (e *Executor) prepareTool(t *hldp.Tool, params map[string]any) (call, error
 		if c.rel, err = filePath(params); err != nil {
 			return call{}, err
 		}
-		if c.content, err = stringParam(params, "content", true); err != nil {
+		if c.content, err = executors.StringParam(params, "content", true); err != nil {
 			return call{}, err
 		}
 		if c.append, err = boolParam(params, "append"); err != nil {
@@ -360,7 +360,7 @@ func (e *Executor) run(ctx context.Context, p executors.Plan) (executors.Outcome
 // filePath returns the "path" param after the lexical check: relative,
 // no "..", not empty. Symlinks are left to os.Root at open time.
 func filePath(params map[string]any) (string, error) {
-	rel, err := stringParam(params, "path", true)
+	rel, err := executors.StringParam(params, "path", true)
 	if err != nil {
 		return "", err
 	}
@@ -491,22 +491,6 @@ func (e *Executor) Health(ctx context.Context) error {
 		return fmt.Errorf("shell executor: %s is not an executable file (mode %s)", Interpreter, fi.Mode())
 	}
 	return nil
-}
-
-// stringParam returns the string param name; an absent optional param is "".
-func stringParam(params map[string]any, name string, required bool) (string, error) {
-	v, ok := params[name]
-	if !ok || v == nil {
-		if required {
-			return "", fmt.Errorf("param %q is missing", name)
-		}
-		return "", nil
-	}
-	s, ok := v.(string)
-	if !ok {
-		return "", fmt.Errorf("param %q must be a string, got %T", name, v)
-	}
-	return s, nil
 }
 
 // intParam returns the optional non-negative integer param name; absent
