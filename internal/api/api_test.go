@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -186,10 +187,14 @@ func TestCall(t *testing.T) {
 }
 
 func TestBusyIs429(t *testing.T) {
+	// The tool touches a marker once it runs, so the test knows the first
+	// call holds the tool's only slot (the in-flight gauge rises earlier,
+	// before dispatch takes the slot).
+	marker := filepath.Join(t.TempDir(), "running")
 	fsys := fstest.MapFS{"slow/TOOL.hdlp": {Data: []byte(tool("slow", `intent: wait
 method: run
 executor: shell
-argv: [sleep, "5"]
+argv: [sh, -c, "touch '`+marker+`' && exec sleep 5"]
 params_schema: {}
 constraints:
   max_concurrency: 1
@@ -216,7 +221,10 @@ constraints:
 		}
 		first <- err
 	}()
-	waitFor(t, "the first call to be running", func() bool { return gauge(t, reg, "toolagent_calls_in_flight") == 1 })
+	waitFor(t, "the first call to be running", func() bool {
+		_, err := os.Stat(marker)
+		return err == nil
+	})
 	resp, err := http.Post(srv.URL+"/v1/call", "application/json", strings.NewReader(`{"tool":"slow"}`))
 	if err != nil {
 		t.Fatal(err)
