@@ -19,6 +19,7 @@ import (
 	"github.com/toolagent/toolagent/internal/dispatch"
 	"github.com/toolagent/toolagent/internal/executors"
 	"github.com/toolagent/toolagent/internal/hldp"
+	"github.com/toolagent/toolagent/internal/proc"
 	"github.com/toolagent/toolagent/internal/reload"
 	"github.com/toolagent/toolagent/internal/repo"
 	"github.com/toolagent/toolagent/internal/scan"
@@ -63,10 +64,15 @@ const (
 // newCore wires the catalog, executors, dispatcher and reload loop from
 // cfg. Nothing runs until start; close releases what it opened.
 func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (*core, error) {
-	c := common{tools: cfg.Tools, state: cfg.State, filesRoot: cfg.FilesRoot}
+	c := common{tools: cfg.Tools, state: cfg.State, filesRoot: cfg.FilesRoot, sandboxMode: cfg.Sandbox, hidden: cfg.secretFiles()}
 	if err := c.resolve(e); err != nil {
 		return nil, err
 	}
+	user, err := sandboxUser(cfg.SandboxUser)
+	if err != nil {
+		return nil, err
+	}
+	c.sandboxOpts = proc.SandboxOptions{Bwrap: cfg.SandboxBwrap, User: user, Limits: proc.Limits{MaxProcs: cfg.SandboxMaxProcs, MaxMemory: cfg.SandboxMaxMemory}}
 	sp, err := cfg.shellPolicy()
 	if err != nil {
 		return nil, err
@@ -76,9 +82,20 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (*core, err
 	if err != nil {
 		return nil, err
 	}
+	if mode == noApprovals {
+		c.sandboxMode = sandboxOff
+	}
 	execs, err := c.executors()
 	if err != nil {
 		return nil, err
+	}
+	switch {
+	case mode == noApprovals:
+		// sync runs no tool: it neither needs nor probes a sandbox.
+	case c.sandbox == nil:
+		log.Warn("the sandbox is off (--sandbox=off): tool processes run unconfined, with the daemon's view of the host's files, network and processes")
+	default:
+		log.Info("sandbox", "mechanism", c.sandbox.Mechanism(), "version", c.sandbox.Version(), "hidden", len(c.sandbox.Hidden()))
 	}
 	hc, err := remoteExecutors(execs, e, cfg, log)
 	if err != nil {

@@ -18,7 +18,10 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
+	// unsetenv: the daemon drops its secrets from its own environment
+	// once it has read them (secretEnv).
+	e := env{getenv: os.Getenv, unsetenv: os.Unsetenv, stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr}
+	err := runEnv(ctx, e, os.Args[1:])
 	stop()
 	os.Exit(exitCode(err, os.Stderr))
 }
@@ -27,9 +30,13 @@ func main() {
 // are passed in so tests run subcommands in-process.
 type env struct {
 	getenv func(string) string
-	stdin  io.Reader
-	stdout io.Writer
-	stderr io.Writer
+	// unsetenv removes a variable from the process environment; nil in
+	// tests, which run subcommands in-process with an environment of
+	// their own.
+	unsetenv func(string) error
+	stdin    io.Reader
+	stdout   io.Writer
+	stderr   io.Writer
 }
 
 type command struct {
@@ -56,7 +63,11 @@ func commands() []command {
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
-	e := env{getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr}
+	return runEnv(ctx, env{getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr}, args)
+}
+
+func runEnv(ctx context.Context, e env, args []string) error {
+	stdout, stderr := e.stdout, e.stderr
 	if len(args) == 0 {
 		usage(stderr)
 		return usageError{errors.New("no subcommand given")}

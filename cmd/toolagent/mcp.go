@@ -33,6 +33,7 @@ func runMCP(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
+	dropSecretEnv(e, cfg)
 	// The first snapshot is loaded before the client connects, so its
 	// first tools/list is complete.
 	if _, err := cr.loop.Once(ctx); err != nil {

@@ -11,12 +11,14 @@ import (
 
 	nativerepo "github.com/toolagent/toolagent/native-repo"
 
+	"github.com/toolagent/toolagent/internal/api"
 	"github.com/toolagent/toolagent/internal/catalog"
 	"github.com/toolagent/toolagent/internal/executors"
 	"github.com/toolagent/toolagent/internal/executors/shell"
 	"github.com/toolagent/toolagent/internal/hldp"
 	"github.com/toolagent/toolagent/internal/match"
 	"github.com/toolagent/toolagent/internal/policy"
+	"github.com/toolagent/toolagent/internal/proc"
 	"github.com/toolagent/toolagent/internal/repo"
 	"github.com/toolagent/toolagent/internal/scan"
 )
@@ -36,6 +38,45 @@ type common struct {
 	// shellPolicy is the operator's override of the default shell policy
 	// (nil: the built-in one); dispatch gets the same value.
 	shellPolicy *policy.ShellPolicy
+
+	// sandboxMode is "on" or "off" (--sandbox); sandboxOpts its settings,
+	// hidden the secret files beyond the state directory (token files,
+	// the config file); sandbox is set by executors when it is on.
+	sandboxMode string
+	sandboxOpts proc.SandboxOptions
+	hidden      []string
+	sandbox     *proc.Sandbox
+}
+
+// Sandbox modes (--sandbox).
+const (
+	sandboxOn  = "on"
+	sandboxOff = "off"
+)
+
+// sandboxStatus is what /v1/status says of c's sandbox.
+func (c *common) sandboxStatus() api.SandboxStatus {
+	if c.sandbox == nil {
+		return api.SandboxStatus{Warning: "the sandbox is off (--sandbox=off): tool processes run with the daemon's own view of the host: its files, its network and its other processes"}
+	}
+	return api.SandboxStatus{Active: true, Mechanism: c.sandbox.Mechanism(), Version: c.sandbox.Version(), Limits: c.sandbox.Limits()}
+}
+
+// newSandbox builds the sandbox of c (nil when it is off). It hides the
+// state directory (approvals, parse cache, repository clone) and every
+// secret file, and shows the files root read-only inside it.
+func (c *common) newSandbox() (*proc.Sandbox, error) {
+	switch c.sandboxMode {
+	case sandboxOff:
+		return nil, nil
+	case "", sandboxOn:
+	default:
+		return nil, fmt.Errorf("--sandbox: want on or off, got %q", c.sandboxMode)
+	}
+	opts := c.sandboxOpts
+	opts.Hide = append(append([]string{c.state}, c.hidden...), opts.Hide...)
+	opts.Expose = append(opts.Expose, c.filesRoot)
+	return proc.NewSandbox(opts)
 }
 
 func newFlagSet(name string, e env) *flag.FlagSet {
@@ -49,6 +90,11 @@ func (c *common) register(fs *flag.FlagSet, e env) {
 	fs.StringVar(&c.tools, "tools", e.getenv("TOOLAGENT_TOOLS"), "tools tree `DIR` (env TOOLAGENT_TOOLS; default: the checkout's native-repo/tools, else the embedded copy)")
 	fs.StringVar(&c.state, "state", e.getenv("TOOLAGENT_STATE"), "state `DIR` (env TOOLAGENT_STATE; default $XDG_STATE_HOME/toolagent or ~/.local/state/toolagent)")
 	fs.StringVar(&c.filesRoot, "files-root", e.getenv("TOOLAGENT_FILES_ROOT"), "root `DIR` the file-read and file-write tools are confined to (env TOOLAGENT_FILES_ROOT; default STATE/files)")
+	mode := e.getenv("TOOLAGENT_SANDBOX")
+	if mode == "" {
+		mode = sandboxOn
+	}
+	fs.StringVar(&c.sandboxMode, "sandbox", mode, "run tool processes in the bubblewrap sandbox: on or off (env TOOLAGENT_SANDBOX; default on)")
 }
 
 // parseArgs parses flags anywhere among the arguments (so `call NAME
@@ -134,13 +180,27 @@ func (c *common) openTree() (scan.Tree, func(), error) {
 	return t, func() { dir.Close() }, nil
 }
 
-// executorsFor builds the executors configured on this host.
+// executors builds the executors configured on this host, and the sandbox
+// their processes run in.
 func (c *common) executors() (map[hldp.ExecutorKind]executors.Executor, error) {
+	// The state directory holds approvals, the parse cache and the
+	// repository clone: the daemon's user only.
+	if err := os.MkdirAll(c.state, 0o700); err != nil {
+		return nil, fmt.Errorf("state directory: %w", err)
+	}
+	if err := os.Chmod(c.state, 0o700); err != nil {
+		return nil, fmt.Errorf("state directory: %w", err)
+	}
 	if err := os.MkdirAll(c.filesRoot, 0o750); err != nil {
 		return nil, fmt.Errorf("files root: %w", err)
 	}
+	sb, err := c.newSandbox()
+	if err != nil {
+		return nil, err
+	}
+	c.sandbox = sb
 	return map[hldp.ExecutorKind]executors.Executor{
-		hldp.Shell: shell.New(shell.Options{FilesRoot: c.filesRoot, ShellPolicy: c.shellPolicy}),
+		hldp.Shell: shell.New(shell.Options{FilesRoot: c.filesRoot, ShellPolicy: c.shellPolicy, Sandbox: sb}),
 	}, nil
 }
 

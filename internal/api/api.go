@@ -77,6 +77,22 @@ type Options struct {
 	Webhook Webhook
 	// Approvals serves /v1/approvals (nil: those routes answer 501).
 	Approvals Approver
+	// Sandbox is what /v1/status says of the sandbox around tool
+	// processes.
+	Sandbox SandboxStatus
+}
+
+// SandboxStatus says whether tool processes run sandboxed, and how.
+type SandboxStatus struct {
+	// Active is false only when the operator turned the sandbox off.
+	Active bool `json:"active"`
+	// Mechanism is "bubblewrap"; Version what it reports.
+	Mechanism string `json:"mechanism,omitempty"`
+	Version   string `json:"version,omitempty"`
+	// Limits are the resource limits of every call.
+	Limits any `json:"limits,omitempty"`
+	// Warning says what an inactive sandbox means.
+	Warning string `json:"warning,omitempty"`
 }
 
 type server struct {
@@ -162,7 +178,10 @@ func (s *server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	} else if snap := s.store.Load(); snap != nil {
 		st.Rev, st.Gen = snap.Rev(), snap.Gen()
 	}
-	encode(w, s.log, http.StatusOK, st)
+	encode(w, s.log, http.StatusOK, struct {
+		reload.Status
+		Sandbox SandboxStatus `json:"sandbox"`
+	}{st, s.opts.Sandbox})
 }
 
 func (s *server) handleSync(w http.ResponseWriter, r *http.Request) {

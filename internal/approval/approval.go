@@ -102,7 +102,11 @@ type Request struct {
 	Params     map[string]any `json:"params"`
 	ParamsHash string         `json:"params_hash"`
 	// Why is the policy rule and reason that required the approval.
-	Why       string    `json:"why,omitempty"`
+	Why string `json:"why,omitempty"`
+	// Sandbox is what the call may change and reach once approved (the
+	// tool's declared grant, hldp.Sandbox.String), so the approver sees it
+	// before deciding; "" for tools that start no process.
+	Sandbox   string    `json:"sandbox,omitempty"`
 	Caller    string    `json:"caller"`
 	CreatedAt time.Time `json:"created_at"`
 	// ExpiresAt is when a pending request expires; once approved, when the
@@ -285,6 +289,13 @@ func newID() (string, error) {
 // revision rev with validated params, asked by caller; why is the policy
 // rule that requires the approval. The request expires after the TTL.
 func (s *Store) Create(tool, rev string, params map[string]any, caller, why string) (Request, error) {
+	return s.CreateWith(Request{Tool: tool, Revision: rev, Params: params, Caller: caller, Why: why})
+}
+
+// CreateWith records a new pending request from the Tool, Revision,
+// Params, Caller, Why and Sandbox of r; every other field is set here.
+func (s *Store) CreateWith(in Request) (Request, error) {
+	tool, rev, params, caller, why := in.Tool, in.Revision, in.Params, in.Caller, in.Why
 	id, err := newID()
 	if err != nil {
 		return Request{}, err
@@ -298,7 +309,7 @@ func (s *Store) Create(tool, rev string, params map[string]any, caller, why stri
 		return Request{}, fmt.Errorf("approval: %w", err)
 	}
 	now := s.opts.Now()
-	r := &Request{ID: id, Tool: tool, Revision: rev, Params: params, ParamsHash: hash, Why: why, Caller: caller,
+	r := &Request{ID: id, Tool: tool, Revision: rev, Params: params, ParamsHash: hash, Why: why, Sandbox: in.Sandbox, Caller: caller,
 		CreatedAt: now, ExpiresAt: now.Add(s.opts.TTL), Status: Pending}
 	s.mu.Lock()
 	defer s.mu.Unlock()

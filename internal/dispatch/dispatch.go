@@ -213,7 +213,13 @@ func (d *Dispatcher) hold(c Call, t *hldp.Tool, rev string, params map[string]an
 		}
 		return
 	}
-	a, err := d.opts.Approvals.Create(t.Name, rev, params, c.Caller, v.Rule+": "+v.Reason)
+	in := approval.Request{Tool: t.Name, Revision: rev, Params: params, Caller: c.Caller, Why: v.Rule + ": " + v.Reason}
+	if t.Executor == hldp.Shell || t.Executor == hldp.Gatekeeper {
+		// Once approved, the call runs with the tool's declared grant;
+		// the approver sees it before deciding.
+		in.Sandbox = t.Sandbox.String()
+	}
+	a, err := d.opts.Approvals.CreateWith(in)
 	if err != nil {
 		r.Status, r.Error = Error, fmt.Sprintf("the call needs an approval, and the approval could not be recorded: %v", err)
 		return

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"path"
 	"regexp"
 	"slices"
 	"strconv"
@@ -40,7 +41,7 @@ var (
 // second the extensions (see Parse).
 var (
 	requiredKeys = []string{"name", "display", "intent", "method", "executor", "params_schema", "author", "created", "why"}
-	topKeys      = []string{"name", "display", "intent", "method", "executor", "params_schema", "constraints", "author", "created", "why", "argv", "target", "keywords"}
+	topKeys      = []string{"name", "display", "intent", "method", "executor", "params_schema", "constraints", "author", "created", "why", "argv", "target", "keywords", "sandbox"}
 	constraintKs = []string{"timeout_ms", "max_output_bytes", "require_confirm", "max_concurrency", "rules", "shell_policy"}
 	ruleKeys     = []string{"allow", "confirm", "deny"}
 	paramKeys    = []string{"type", "required", "description", "enum", "default", "pattern", "minimum", "maximum", "items"}
@@ -71,7 +72,7 @@ var typeAliases = map[string]ParamType{
 // data, not YAML, empty, several documents, not a mapping) are reported
 // alone, since nothing below them can be trusted.
 //
-// Besides the core fields of DESIGN.md, three extension keys are accepted
+// Besides the core fields of DESIGN.md, four extension keys are accepted
 // at the top level and validated as strictly:
 //
 //   - argv: the argv template of a tool with method "run" on executor
@@ -84,6 +85,11 @@ var typeAliases = map[string]ParamType{
 //   - target: the gatekeeper target a tool runs on (executor gatekeeper
 //     only); absent means the default target.
 //   - keywords: a list of extra words for intent matching.
+//   - sandbox: what the processes of a shell or gatekeeper tool may change
+//     and reach: `none` (outside the sandbox; only with require_confirm:
+//     true), or a mapping with write (a list of clean absolute paths, or
+//     ${files_root} for the daemon's files root) and network (a boolean).
+//     Absent means read-only with no network. See Sandbox.
 func Parse(file string, data []byte) (*Tool, error) {
 	p := &parser{file: file}
 	t := p.parse(data)
@@ -478,6 +484,8 @@ func (p *parser) tool(root *yaml.Node) *Tool {
 			t.Target, _ = p.str(v, f, fieldWant[e.key], true)
 		case "keywords":
 			t.Keywords = p.keywords(v, f)
+		case "sandbox":
+			t.Sandbox = p.sandbox(v, f)
 		case "argv":
 			argv = &e
 		}
@@ -486,6 +494,14 @@ func (p *parser) tool(root *yaml.Node) *Tool {
 		p.add(e.k, e.field, "only allowed with executor gatekeeper", "", "executor "+string(t.Executor), "remove target, or use executor gatekeeper")
 	}
 	p.checkRules(t, byKey)
+	if e, ok := byKey["sandbox"]; ok {
+		if execOK && t.Executor != Shell && t.Executor != Gatekeeper {
+			p.add(e.k, e.field, "only allowed with executor shell or gatekeeper", "", "executor "+string(t.Executor), "the sandbox confines the processes of shell and gatekeeper tools; remove it")
+		}
+		if t.Sandbox.None && !t.Constraints.RequireConfirm {
+			p.add(e.v, e.field, "sandbox: none needs require_confirm: true", "require_confirm: true in constraints", "require_confirm: false", "running a tool outside the sandbox is an escape hatch that an approver must confirm for every call")
+		}
+	}
 	if p.shellPolicy != nil && methodOK && t.Method != "exec" {
 		e := p.shellPolicy
 		p.add(e.k, e.field, "only allowed with method exec", "", "method "+t.Method, "the shell policy judges the cmd of an exec tool; use rules to guard the params of other methods")
@@ -689,6 +705,62 @@ func (p *parser) checkRules(t *Tool, byKey map[string]entry) {
 			p.add(e.k, e.field, "rule for an undeclared param", want, strconv.Quote(e.key), didYouMean(e.key, names))
 		}
 	}
+}
+
+// sandboxKs are the keys of a sandbox mapping.
+var sandboxKs = []string{"write", "network"}
+
+// sandbox parses the top-level sandbox key: the word none, or a mapping
+// with write (a list of absolute paths) and network (a boolean).
+func (p *parser) sandbox(n *yaml.Node, field string) Sandbox {
+	const want = "none, or a mapping with write (a list of absolute paths or ${files_root}) and network (true or false)"
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!str" {
+		if n.Value == SandboxNone {
+			return Sandbox{None: true}
+		}
+		p.add(n, field, "", want, describe(n), didYouMean(n.Value, []string{SandboxNone}))
+		return Sandbox{}
+	}
+	if n.Kind != yaml.MappingNode {
+		p.add(n, field, "", want, describe(n), "")
+		return Sandbox{}
+	}
+	var sb Sandbox
+	for _, e := range p.mapping(n, field, sandboxKs) {
+		switch e.key {
+		case "network":
+			sb.Network, _ = p.boolean(e.v, e.field)
+		case "write":
+			if e.v.Kind != yaml.SequenceNode {
+				p.add(e.v, e.field, "", "a list of absolute paths", describe(e.v), "")
+				continue
+			}
+			for i, w := range e.v.Content {
+				f := fmt.Sprintf("%s[%d]", e.field, i)
+				s, ok := p.str(w, f, "an absolute path", true)
+				if !ok {
+					continue
+				}
+				switch {
+				case s == SandboxFilesRoot:
+					if slices.Contains(sb.Write, s) {
+						p.add(w, f, "duplicate path", "each path once", strconv.Quote(s), "")
+					} else {
+						sb.Write = append(sb.Write, s)
+					}
+				case !path.IsAbs(s) || path.Clean(s) != s:
+					p.add(w, f, "not a clean absolute path", "an absolute path without . or .. or a trailing /, like /srv/reports, or ${files_root}", strconv.Quote(s), "")
+				case s == "/":
+					p.add(w, f, "the whole filesystem cannot be granted", "a directory or file below /", strconv.Quote(s), "")
+				case slices.Contains(sb.Write, s):
+					p.add(w, f, "duplicate path", "each path once", strconv.Quote(s), "")
+				default:
+					sb.Write = append(sb.Write, s)
+				}
+			}
+		}
+	}
+	return sb
 }
 
 func (p *parser) keywords(n *yaml.Node, field string) []string {

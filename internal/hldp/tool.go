@@ -14,6 +14,7 @@
 package hldp
 
 import (
+	"strings"
 	"time"
 )
 
@@ -25,8 +26,8 @@ const FileName = "TOOL.hdlp"
 // same bytes (new keys, new rules). Persisted parse memos (internal/cache)
 // are discarded when it differs, so an upgrade never serves stale outcomes.
 //
-// 2: constraints.rules and constraints.shell_policy.
-const FormatVersion = 2
+// 2: constraints.rules and constraints.shell_policy. 3: sandbox.
+const FormatVersion = 3
 
 // ExecutorKind names an executor; the value is the wire word used in
 // TOOL.hdlp and in results.
@@ -87,12 +88,55 @@ type Tool struct {
 	Target string
 	// Keywords are extra words the author gives intent matching.
 	Keywords []string
+	// Sandbox is what the tool's processes may change and reach (the
+	// top-level sandbox key; shell and gatekeeper tools only). The zero
+	// value, also when the key is absent, is read-only with no network.
+	Sandbox Sandbox
 
 	// File is the path the tool was parsed from (for messages).
 	File string
 
 	// lazy caches the exported schema and its compiled form; set by Parse.
 	lazy *lazy
+}
+
+// SandboxNone is the value of `sandbox: none`.
+const SandboxNone = "none"
+
+// SandboxFilesRoot in sandbox.write stands for the daemon's files root
+// (the directory of file-read and file-write), which a definition in git
+// cannot know.
+const SandboxFilesRoot = "${files_root}"
+
+// Sandbox is the sandbox key of a TOOL.hdlp: what a tool's processes may
+// change and reach beyond reading the filesystem. The zero value grants
+// nothing: read-only, no network. Which grant a call really gets is the
+// runtime's decision (for method exec, a command judged read-only runs
+// with none; see the shell executor).
+type Sandbox struct {
+	// None is `sandbox: none`: the tool runs outside the sandbox. Parse
+	// accepts it only with require_confirm: true.
+	None bool
+	// Write lists the absolute paths the tool may change.
+	Write []string
+	// Network lets the tool use the host's network.
+	Network bool
+}
+
+// String says the grant in one line, for approvers and logs:
+// "none (no sandbox)", "read-only, no network", "write /srv/x, network".
+func (s Sandbox) String() string {
+	if s.None {
+		return "none (runs outside the sandbox)"
+	}
+	w := "read-only"
+	if len(s.Write) > 0 {
+		w = "write " + strings.Join(s.Write, ", ")
+	}
+	if s.Network {
+		return w + ", network"
+	}
+	return w + ", no network"
 }
 
 // Param is one entry of params_schema.

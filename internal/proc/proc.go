@@ -72,6 +72,13 @@ type Spec struct {
 	// MaxOutput is the number of bytes kept of stdout and, separately, of
 	// stderr; 0 or negative means DefaultMaxOutput.
 	MaxOutput int64
+	// Sandbox, when non-nil, runs the child inside it with Grant (see
+	// Sandbox). The timeout then kills the whole sandbox at once: every
+	// process in it gets SIGKILL, with no grace period.
+	Sandbox *Sandbox
+	// Grant is what a sandboxed child may change and reach; ignored
+	// without Sandbox.
+	Grant Grant
 }
 
 // Outcome is what a child did. It is returned for every child that
@@ -169,10 +176,23 @@ func Run(ctx context.Context, s Spec) (Outcome, error) {
 	cmd.Env = env // never nil here: nil would inherit the daemon's environment
 	cmd.Stdin = s.Stdin
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var sb *sandboxed
+	if s.Sandbox != nil {
+		sb = &sandboxed{s: s.Sandbox}
+		if err := sb.prepare(cmd, append([]string{path}, s.Argv[1:]...), s.Grant, s.Dir); err != nil {
+			return Outcome{}, fmt.Errorf("start %q: %w", s.Argv[0], err)
+		}
+	}
 	var timedOut atomic.Bool
 	cmd.Cancel = func() error {
 		if context.Cause(runCtx) == errTimeout {
 			timedOut.Store(true)
+		}
+		if s.Sandbox != nil {
+			// A sandbox ends all at once: SIGKILL to bwrap, whose death
+			// kills the sandbox's first process, and with it the PID
+			// namespace and everything in it.
+			return signalGroup(cmd.Process.Pid, syscall.SIGKILL)
 		}
 		return signalGroup(cmd.Process.Pid, syscall.SIGTERM)
 	}
@@ -197,6 +217,9 @@ func Run(ctx context.Context, s Spec) (Outcome, error) {
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		closeAll(outR, outW, errR, errW)
+		if sb != nil {
+			sb.cleanupBeforeStart()
+		}
 		if context.Cause(runCtx) == errTimeout {
 			// The timeout fired before the child could start (a loaded
 			// host): the call timed out, it did not fail to start.
@@ -212,9 +235,17 @@ func Run(ctx context.Context, s Spec) (Outcome, error) {
 	wg.Go(func() { stdout.drain(outR) })
 	wg.Go(func() { stderr.drain(errR) })
 
+	var sbErr error
+	if sb != nil {
+		if sbErr = sb.afterStart(runCtx); sbErr != nil {
+			_ = signalGroup(pid, syscall.SIGKILL)
+		}
+	}
+
 	waitErr := cmd.Wait()
 	// Always: background children of the child die with it. ESRCH (the
-	// group is already empty) is the normal case.
+	// group is already empty) is the normal case. In a sandbox the kernel
+	// kills them: its PID namespace ends with its first process.
 	_ = signalGroup(pid, syscall.SIGKILL)
 
 	// The group is dead, so the pipes reach EOF unless a process that left
@@ -244,6 +275,34 @@ func Run(ctx context.Context, s Spec) (Outcome, error) {
 		// Wait could not reap the child; there is no status to report.
 		out.ExitCode = -1
 		return out, fmt.Errorf("wait %q: %w", s.Argv[0], waitErr)
+	}
+	if sb != nil {
+		bst := sb.wait()
+		switch {
+		case sbErr != nil:
+			return Outcome{}, fmt.Errorf("start %q: %w", s.Argv[0], sbErr)
+		case bst.exitCode != nil:
+			// The command ran; bwrap reports its status (128+signal for
+			// a signal), which is the truth even when bwrap itself was
+			// then killed.
+			out.ExitCode = *bst.exitCode
+			if out.ExitCode > 128 && (out.TimedOut || ctx.Err() != nil) {
+				out.Signal = unix.SignalName(syscall.Signal(out.ExitCode - 128))
+			}
+			return out, nil
+		case out.TimedOut || ctx.Err() != nil:
+			// Killed before the command's status was known: the status
+			// of bwrap (SIGKILL) below says how.
+		default:
+			// The command never ran: bwrap could not set the sandbox
+			// up, or could not execute the program. Its message is on
+			// stderr.
+			msg := strings.TrimSpace(string(out.Stderr))
+			if msg == "" {
+				msg = "bwrap exited with " + st.String()
+			}
+			return Outcome{}, fmt.Errorf("start %q: %w: %s", s.Argv[0], ErrSandbox, msg)
+		}
 	}
 	// Other Wait errors (context done, WaitDelay expired) are described by
 	// TimedOut and the exit status; the status itself is the truth.

@@ -3,8 +3,8 @@
 //
 // It owns four methods (Tool.Method):
 //
-//   - exec: the tool's "cmd" param runs under /bin/sh -c (the generic shell
-//     tool; the shell policy applies, see below).
+//   - exec: the tool's "cmd" param runs under /bin/bash -p -c (the generic
+//     shell tool; the shell policy applies, see below).
 //   - run: the tool's argv template, filled by hldp.(*Tool).RenderArgv, runs
 //     directly with no shell, so params cannot inject commands.
 //   - read, write: a file inside Options.FilesRoot, confined with os.Root so
@@ -12,7 +12,18 @@
 //
 // Every child goes through proc.Run: its own process group, the tool's
 // timeout with a grace period, the tool's output cap, and a minimal
-// environment (never the daemon's). An Executor is safe for concurrent use.
+// environment (never the daemon's). With Options.Sandbox (the default in
+// the daemon) it runs inside the sandbox with a grant the runtime picks,
+// not the caller:
+//
+//   - exec without an approval (the policy judged the command read-only):
+//     read-only, no network, whatever the tool declares, so a command the
+//     policy misjudged cannot change anything;
+//   - exec with an approval, and run: the tool's declared grant
+//     (hldp.Sandbox), which the approver was shown;
+//   - sandbox: none (only with require_confirm): outside the sandbox.
+//
+// An Executor is safe for concurrent use.
 //
 // Defence in depth: dispatch judges every call with internal/policy before
 // it gets here, but Execute judges it again (policy.Recheck) right before
@@ -47,8 +58,12 @@ import (
 	"github.com/toolagent/toolagent/internal/proc"
 )
 
-// Interpreter is the shell every exec call runs under.
-const Interpreter = "/bin/sh"
+// Interpreter is the shell every exec call runs under: bash, the dialect
+// the shell policy parses (mvdan.cc/sh in bash mode), so the command that
+// runs is the command that was judged. It runs as `bash -p -c CMD`: -p
+// keeps it from reading $BASH_ENV or $ENV and from importing functions or
+// SHELLOPTS from the environment.
+const Interpreter = "/bin/bash"
 
 // The methods of the shell executor, as written in TOOL.hdlp.
 const (
@@ -83,6 +98,10 @@ type Options struct {
 	// for tools whose shell_policy is absent or "default". Give it the
 	// same value as dispatch.Options.ShellPolicy.
 	ShellPolicy *policy.ShellPolicy
+	// Sandbox, when non-nil, runs every child inside it (see the package
+	// doc for the grant each call gets). nil runs children unsandboxed:
+	// only for an operator's explicit --sandbox=off, and for tests.
+	Sandbox *proc.Sandbox
 }
 
 // Executor runs shell tools. Build it with New.
@@ -92,6 +111,7 @@ type Executor struct {
 	grace     time.Duration
 	log       *slog.Logger
 	shell     *policy.ShellPolicy
+	sandbox   *proc.Sandbox
 }
 
 var _ executors.Executor = (*Executor)(nil)
@@ -118,7 +138,7 @@ func New(opts Options) *Executor {
 			root = abs
 		}
 	}
-	return &Executor{filesRoot: root, env: env, grace: opts.Grace, log: log, shell: opts.ShellPolicy}
+	return &Executor{filesRoot: root, env: env, grace: opts.Grace, log: log, shell: opts.ShellPolicy, sandbox: opts.Sandbox}
 }
 
 // Check reports whether this executor can run t at all: the executor is
@@ -199,11 +219,13 @@ func (e *Executor) Plan(req executors.Request) (executors.Plan, error) {
 // call is one prepared call: the public Plan plus what the file methods
 // need to carry it out.
 type call struct {
-	plan    executors.Plan
-	rel     string // read, write: path inside the files root
-	offset  int64  // read
-	content string // write
-	append  bool   // write
+	plan      executors.Plan
+	sandboxed bool       // exec, run: inside e.sandbox with grant
+	grant     proc.Grant // exec, run
+	rel       string     // read, write: path inside the files root
+	offset    int64      // read
+	content   string     // write
+	append    bool       // write
 }
 
 // prepare checks req and turns it into a call; errors carry the tool name.
@@ -215,7 +237,43 @@ func (e *Executor) prepare(req executors.Request) (call, error) {
 	if err != nil {
 		return call{}, fmt.Errorf("tool %s: %w", req.Tool.Name, err)
 	}
+	if m := req.Tool.Method; m == MethodExec || m == MethodRun {
+		if c.sandboxed, c.grant, err = e.grant(req); err != nil {
+			return call{}, fmt.Errorf("tool %s: %w", req.Tool.Name, err)
+		}
+		if c.sandboxed {
+			c.plan.Env = append(proc.SandboxEnv(), e.env...)
+			c.plan.Extra = map[string]string{"sandbox": c.grant.String()}
+		} else if e.sandbox == nil {
+			c.plan.Extra = map[string]string{"sandbox": "off (the daemon runs without a sandbox)"}
+		} else {
+			c.plan.Extra = map[string]string{"sandbox": req.Tool.Sandbox.String()}
+		}
+	}
 	return c, nil
+}
+
+// grant picks what a child of req may touch: see the package doc. It
+// reports false when the child runs outside the sandbox.
+func (e *Executor) grant(req executors.Request) (bool, proc.Grant, error) {
+	t := req.Tool
+	if e.sandbox == nil || t.Sandbox.None {
+		return false, proc.Grant{}, nil
+	}
+	if t.Method == MethodExec && req.Approval == "" {
+		return true, proc.Grant{}, nil // judged read-only: read-only it runs
+	}
+	g := proc.Grant{Network: t.Sandbox.Network}
+	for _, w := range t.Sandbox.Write {
+		if w == hldp.SandboxFilesRoot {
+			if e.filesRoot == "" {
+				return false, proc.Grant{}, fmt.Errorf("%w: the sandbox grant names %s, and this daemon has no files root", executors.ErrRefused, w)
+			}
+			w = e.filesRoot
+		}
+		g.Write = append(g.Write, w)
+	}
+	return true, g, nil
 }
 
 func (e *Executor) prepareTool(t *hldp.Tool, params map[string]any) (call, error) {
@@ -240,7 +298,7 @@ func (e *Executor) prepareTool(t *hldp.Tool, params map[string]any) (call, error
 			if err != nil {
 				return call{}, err
 			}
-			c.plan.Argv = []string{Interpreter, "-c", cmd}
+			c.plan.Argv = []string{Interpreter, "-p", "-c", cmd}
 		} else {
 			argv, err := t.RenderArgv(params)
 			if err != nil {
@@ -320,7 +378,7 @@ func (e *Executor) Execute(ctx context.Context, req executors.Request) (executor
 	var out executors.Outcome
 	switch t.Method {
 	case MethodExec, MethodRun:
-		out, err = e.run(ctx, c.plan)
+		out, err = e.run(ctx, c)
 	case MethodRead:
 		out, err = e.read(c)
 	case MethodWrite:
@@ -334,15 +392,20 @@ func (e *Executor) Execute(ctx context.Context, req executors.Request) (executor
 	return out, nil
 }
 
-func (e *Executor) run(ctx context.Context, p executors.Plan) (executors.Outcome, error) {
-	o, err := proc.Run(ctx, proc.Spec{
+func (e *Executor) run(ctx context.Context, c call) (executors.Outcome, error) {
+	p := c.plan
+	s := proc.Spec{
 		Argv:      p.Argv,
 		Dir:       p.Dir,
 		Env:       p.Env,
 		Timeout:   p.Timeout,
 		Grace:     e.grace,
 		MaxOutput: p.MaxOutputBytes,
-	})
+	}
+	if c.sandboxed {
+		s.Sandbox, s.Grant = e.sandbox, c.grant
+	}
+	o, err := proc.Run(ctx, s)
 	if err != nil {
 		return executors.Outcome{}, err
 	}
@@ -381,8 +444,12 @@ func (e *Executor) read(c call) (executors.Outcome, error) {
 		return executors.Outcome{}, fmt.Errorf("open files root: %w", err)
 	}
 	defer root.Close()
+	if err := noSymlinks(root, rel); err != nil {
+		return executors.Outcome{}, err
+	}
 	// O_NONBLOCK: opening a FIFO must not hang; it is refused just below.
-	f, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	// O_NOFOLLOW: a symlink swapped in after the walk above is refused.
+	f, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return fileFailure(rel, err, start)
 	}
@@ -393,6 +460,9 @@ func (e *Executor) read(c call) (executors.Outcome, error) {
 	}
 	if !fi.Mode().IsRegular() {
 		return fileFailure(rel, &fs.PathError{Op: "read", Path: rel, Err: fmt.Errorf("%w (%s)", errNotRegular, fi.Mode().Type())}, start)
+	}
+	if err := singleLink(rel, fi); err != nil {
+		return executors.Outcome{}, err
 	}
 	avail := max(fi.Size()-off, 0)
 	buf := make([]byte, min(avail, maxOut))
@@ -413,9 +483,10 @@ func (e *Executor) read(c call) (executors.Outcome, error) {
 func (e *Executor) write(c call) (executors.Outcome, error) {
 	start := time.Now()
 	rel := c.rel
-	flag := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+	// Never O_TRUNC at open: the link count is checked first.
+	flag := os.O_WRONLY | os.O_CREATE
 	if c.append {
-		flag = os.O_WRONLY | os.O_CREATE | os.O_APPEND
+		flag |= os.O_APPEND
 	}
 	root, err := os.OpenRoot(e.filesRoot)
 	if err != nil {
@@ -427,8 +498,12 @@ func (e *Executor) write(c call) (executors.Outcome, error) {
 			return fileFailure(rel, err, start)
 		}
 	}
+	if err := noSymlinks(root, rel); err != nil {
+		return executors.Outcome{}, err
+	}
 	// O_NONBLOCK: opening a FIFO without a reader fails instead of hanging.
-	f, err := root.OpenFile(rel, flag|syscall.O_NONBLOCK, 0o644)
+	// O_NOFOLLOW: a symlink swapped in after the walk above is refused.
+	f, err := root.OpenFile(rel, flag|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0o644)
 	if err != nil {
 		return fileFailure(rel, err, start)
 	}
@@ -437,6 +512,13 @@ func (e *Executor) write(c call) (executors.Outcome, error) {
 		return fileFailure(rel, err, start)
 	} else if !fi.Mode().IsRegular() {
 		return fileFailure(rel, &fs.PathError{Op: "write", Path: rel, Err: fmt.Errorf("%w (%s)", errNotRegular, fi.Mode().Type())}, start)
+	} else if err := singleLink(rel, fi); err != nil {
+		return executors.Outcome{}, err
+	}
+	if !c.append {
+		if err := f.Truncate(0); err != nil {
+			return fileFailure(rel, err, start)
+		}
 	}
 	n, err := io.WriteString(f, c.content)
 	if err == nil {
@@ -451,6 +533,34 @@ func (e *Executor) write(c call) (executors.Outcome, error) {
 		OutputBytes: int64(len(msg)),
 		Duration:    time.Since(start),
 	}, nil
+}
+
+// noSymlinks refuses rel when any of its components inside the root is a
+// symbolic link, even one that stays inside: a link planted in the files
+// root must not redirect file-read or file-write. Missing components are
+// fine (write creates them).
+func noSymlinks(root *os.Root, rel string) error {
+	p := ""
+	for part := range strings.SplitSeq(filepath.ToSlash(rel), "/") {
+		p = filepath.Join(p, part)
+		fi, err := root.Lstat(p)
+		if err != nil {
+			return nil // missing, or an error the open reports
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			return fmt.Errorf("%w: path %q: %s is a symbolic link, and the files root follows none", executors.ErrRefused, rel, filepath.ToSlash(p))
+		}
+	}
+	return nil
+}
+
+// singleLink refuses a file with more than one hard link: another name of
+// it may be outside the files root (a link planted there by a tool).
+func singleLink(rel string, fi fs.FileInfo) error {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
+		return fmt.Errorf("%w: path %q has %d hard links; the files root reads and writes only files with one, since another name may be outside it", executors.ErrRefused, rel, st.Nlink)
+	}
+	return nil
 }
 
 // policyRefusal is a *policy.RefusedError that also matches

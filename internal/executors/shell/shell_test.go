@@ -156,6 +156,7 @@ func newRoot(t *testing.T) (root, outside string) {
 		os.Symlink("../../secret.txt", filepath.Join(root, "notes", "escape-rel")),
 		os.Symlink("a.txt", filepath.Join(root, "notes", "inside")),
 		os.Symlink(dir, filepath.Join(root, "updir")),
+		os.Link(outside, filepath.Join(root, "hardlink")),
 	} {
 		if err != nil {
 			t.Fatal(err)
@@ -180,7 +181,12 @@ func TestReadWrite(t *testing.T) {
 	}{
 		{"read", fileTool("read"), map[string]any{"path": "notes/a.txt", "offset": int64(4)}, "456789abcdefghij", false, 16, 0, "", false},
 		{"read capped", fileTool("read"), map[string]any{"path": "notes/a.txt"}, "0123456789abcdef", true, 20, 0, "", false},
-		{"read through inside symlink", fileTool("read"), map[string]any{"path": "notes/inside", "offset": int64(18)}, "ij", false, 2, 0, "", false},
+		// No symlink is followed, not even one that stays inside the root.
+		{"read through inside symlink", fileTool("read"), map[string]any{"path": "notes/inside", "offset": int64(18)}, "", false, 0, 0, "", true},
+		// A hard link planted in the root may name a file outside it.
+		{"read hard link", fileTool("read"), map[string]any{"path": "hardlink"}, "", false, 0, 0, "", true},
+		{"write hard link", fileTool("write"), map[string]any{"path": "hardlink", "content": "pwned"}, "", false, 0, 0, "", true},
+		{"append hard link", fileTool("write"), map[string]any{"path": "hardlink", "content": "pwned", "append": true}, "", false, 0, 0, "", true},
 		{"read missing", fileTool("read"), map[string]any{"path": "notes/missing.txt"}, "", false, 0, 1, "no such file or directory", false},
 		{"read dir", fileTool("read"), map[string]any{"path": "notes"}, "", false, 0, 1, "not a regular file", false},
 		{"read dotdot", fileTool("read"), map[string]any{"path": "../secret.txt"}, "", false, 0, 0, "", true},
@@ -243,6 +249,7 @@ func TestWriteAppendThenRead(t *testing.T) {
 }
 
 func TestPlan(t *testing.T) {
+	unsandboxed := map[string]string{"sandbox": "off (the daemon runs without a sandbox)"}
 	e := shell.New(shell.Options{FilesRoot: "/srv/files", Env: []string{"FOO=bar"}})
 	tests := []struct {
 		name   string
@@ -251,19 +258,22 @@ func TestPlan(t *testing.T) {
 		want   executors.Plan
 	}{
 		{"exec", execTool(3*time.Second, 100), map[string]any{"cmd": "ls -l | wc -l", "cwd": "/tmp"}, executors.Plan{
-			Argv: []string{"/bin/sh", "-c", "ls -l | wc -l"}, Dir: "/tmp",
+			Argv: []string{"/bin/bash", "-p", "-c", "ls -l | wc -l"}, Dir: "/tmp",
 			Env:     []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "HOME=/tmp", "FOO=bar"},
 			Timeout: 3 * time.Second, TimeoutMS: 3000, MaxOutputBytes: 100,
+			Extra: unsandboxed,
 		}},
 		{"run", printfTool(), map[string]any{"msg": "a; b"}, executors.Plan{
 			Argv:    []string{"printf", "%s\\n", "a; b"},
 			Env:     []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "HOME=/", "FOO=bar"},
 			Timeout: 10 * time.Second, TimeoutMS: 10000, MaxOutputBytes: 1024,
+			Extra: unsandboxed,
 		}},
 		{"defaults", &hldp.Tool{Name: "d", Method: "exec", Executor: hldp.Shell, Params: []hldp.Param{{Name: "cmd", Type: hldp.TypeString}}}, map[string]any{"cmd": "true"}, executors.Plan{
-			Argv:    []string{"/bin/sh", "-c", "true"},
+			Argv:    []string{"/bin/bash", "-p", "-c", "true"},
 			Env:     []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "HOME=/", "FOO=bar"},
 			Timeout: hldp.DefaultTimeout, TimeoutMS: hldp.DefaultTimeout.Milliseconds(), MaxOutputBytes: hldp.DefaultMaxOutputBytes,
+			Extra: unsandboxed,
 		}},
 		{"read", fileTool("read"), map[string]any{"path": "notes/./a.txt", "offset": int64(5)}, executors.Plan{
 			Path:    "/srv/files/notes/a.txt",

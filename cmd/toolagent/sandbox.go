@@ -1,0 +1,76 @@
+package main
+
+import (
+	"fmt"
+	"os/user"
+	"strconv"
+	"syscall"
+)
+
+// secretFiles are the files holding the daemon's secrets; the sandbox
+// hides them from every tool (the state directory is hidden as well).
+func (cfg Config) secretFiles() []string {
+	files := []string{cfg.TokensFile, cfg.WebhookSecretFile, cfg.RepoTokenFile, cfg.RepoSSHKeyFile,
+		cfg.GatekeeperTokenFile, cfg.HlpdTokenFile, cfg.ForgejoTokenFile}
+	for _, t := range cfg.GatekeeperTargets {
+		files = append(files, t.TokenFile)
+	}
+	var out []string
+	for _, f := range files {
+		if f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// secretEnv names the environment variables holding the daemon's secrets;
+// the daemon removes them from its own environment once read.
+func (cfg Config) secretEnv() []string {
+	out := []string{"TOOLAGENT_TOKENS", "TOOLAGENT_REPO_TOKEN", "TOOLAGENT_GATEKEEPER_TOKEN", "TOOLAGENT_HLPD_TOKEN", "TOOLAGENT_FORGEJO_TOKEN"}
+	for _, t := range cfg.GatekeeperTargets {
+		if t.TokenEnv != "" {
+			out = append(out, t.TokenEnv)
+		}
+	}
+	return out
+}
+
+// dropSecretEnv removes the secrets' variables from the process
+// environment (no-op in tests, whose env has no unsetenv).
+func dropSecretEnv(e env, cfg Config) {
+	if e.unsetenv == nil {
+		return
+	}
+	for _, k := range cfg.secretEnv() {
+		_ = e.unsetenv(k)
+	}
+}
+
+// sandboxUser resolves --sandbox-user (a name or a uid) to credentials;
+// "" is nil: the daemon's own user.
+func sandboxUser(name string) (*syscall.Credential, error) {
+	if name == "" {
+		return nil, nil
+	}
+	u, err := user.Lookup(name)
+	if err != nil {
+		if _, nerr := strconv.Atoi(name); nerr != nil {
+			return nil, fmt.Errorf("--sandbox-user %q: %w", name, err)
+		}
+		if u, err = user.LookupId(name); err != nil {
+			// A bare uid without a passwd entry: its gid is the uid.
+			uid, _ := strconv.ParseUint(name, 10, 32)
+			return &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid), Groups: []uint32{}}, nil
+		}
+	}
+	uid, err := strconv.ParseUint(u.Uid, 10, 32)
+	if err != nil {
+		return nil, fmt.Errorf("--sandbox-user %q: uid %q: %w", name, u.Uid, err)
+	}
+	gid, err := strconv.ParseUint(u.Gid, 10, 32)
+	if err != nil {
+		return nil, fmt.Errorf("--sandbox-user %q: gid %q: %w", name, u.Gid, err)
+	}
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}, nil
+}

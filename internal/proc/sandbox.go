@@ -1,0 +1,510 @@
+package proc
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// MechanismBubblewrap names the one sandbox mechanism proc uses.
+//
+// Why bubblewrap (Debian package bubblewrap) and not Landlock alone: a
+// call needs its own PID namespace (when its first process exits, the
+// kernel kills every process it started, setsid or double-forked ones
+// included), its own network namespace (no network unless granted), a
+// fresh /proc that shows only its own processes, and a mount namespace in
+// which the daemon's secrets are not there at all. Landlock restricts
+// file access and TCP ports but gives none of the namespaces, and Go
+// cannot run code between fork and exec, so it would need a re-executed
+// helper as well. bwrap does all of it in one small, audited program
+// whose flags say what a child gets.
+const MechanismBubblewrap = "bubblewrap"
+
+// Defaults of Limits fields left zero.
+const (
+	// DefaultMaxProcs caps the processes (and threads) of one call.
+	DefaultMaxProcs = 256
+	// DefaultMaxMemory caps the address space of each process of a call.
+	DefaultMaxMemory = 4 << 30
+	// DefaultMaxTmp caps the private /tmp of a call (it lives in memory).
+	DefaultMaxTmp = 256 << 20
+	// DefaultMaxOpenFiles caps the open files of each process of a call.
+	DefaultMaxOpenFiles = 1024
+)
+
+// SandboxTmp is the private, empty directory every sandboxed call gets as
+// /tmp (and as HOME, see SandboxEnv); it is removed with the call.
+const SandboxTmp = "/tmp"
+
+// Limits are the resource limits of every sandboxed call. They are
+// rlimits, set on the sandbox before the tool's first process starts and
+// inherited by everything it starts.
+type Limits struct {
+	// MaxProcs is RLIMIT_NPROC: the processes of the sandbox user. The
+	// kernel does not apply it to uid 0, so it holds only when the
+	// children run as another user (SandboxOptions.User, or a daemon that
+	// is not root).
+	MaxProcs int `json:"max_procs"`
+	// MaxMemory is RLIMIT_AS, in bytes, per process.
+	MaxMemory int64 `json:"max_memory_bytes"`
+	// MaxOpenFiles is RLIMIT_NOFILE per process.
+	MaxOpenFiles int `json:"max_open_files"`
+	// MaxTmp is the size of the private /tmp, in bytes.
+	MaxTmp int64 `json:"max_tmp_bytes"`
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxProcs <= 0 {
+		l.MaxProcs = DefaultMaxProcs
+	}
+	if l.MaxMemory <= 0 {
+		l.MaxMemory = DefaultMaxMemory
+	}
+	if l.MaxOpenFiles <= 0 {
+		l.MaxOpenFiles = DefaultMaxOpenFiles
+	}
+	if l.MaxTmp <= 0 {
+		l.MaxTmp = DefaultMaxTmp
+	}
+	return l
+}
+
+// Grant is what one sandboxed call may touch beyond reading the
+// filesystem. The zero Grant is read-only with no network.
+type Grant struct {
+	// Write lists the absolute paths (files or directories) the call may
+	// change. Everything else is read-only.
+	Write []string `json:"write"`
+	// Network lets the call use the host's network. Without it the call
+	// has only a loopback interface of its own and no /run (so no Unix
+	// sockets of host services either).
+	Network bool `json:"network"`
+}
+
+// String says the grant in one line: "read-only, no network",
+// "write /srv/out, network".
+func (g Grant) String() string {
+	w := "read-only"
+	if len(g.Write) > 0 {
+		w = "write " + strings.Join(g.Write, ", ")
+	}
+	if g.Network {
+		return w + ", network"
+	}
+	return w + ", no network"
+}
+
+// SandboxOptions configure NewSandbox.
+type SandboxOptions struct {
+	// Bwrap is the bubblewrap program; "" looks up "bwrap" in MinimalPath.
+	Bwrap string
+	// Hide lists files and directories no child may see: the state
+	// directory, token and secret files, the repository clone. A
+	// directory is covered by an empty one, a file by an empty file.
+	// Paths that do not exist are skipped.
+	Hide []string
+	// Expose lists directories inside hidden ones that children may read
+	// (the files root inside the state directory). An exposed path may
+	// not contain a hidden one.
+	Expose []string
+	// User, when non-nil, is the user the children run as (bubblewrap is
+	// started with these credentials). nil: the daemon's own user.
+	User *syscall.Credential
+	// Limits are the resource limits of every call.
+	Limits Limits
+}
+
+// Sandbox runs children inside bubblewrap. Build it with NewSandbox; it is
+// read-only afterwards and safe for concurrent use. Set Spec.Sandbox to
+// use it.
+//
+// Every sandboxed child gets, in one line of bwrap flags:
+//
+//	--ro-bind / /  --dev /dev  --proc /proc  --tmpfs /tmp  --tmpfs /var/tmp
+//	--unshare-user --unshare-pid --unshare-ipc --unshare-uts --unshare-cgroup-try
+//	--unshare-net (unless granted)  --tmpfs /run (unless network is granted)
+//	--bind P P (each granted write path)  hidden paths covered last
+//	--disable-userns --new-session --die-with-parent --cap-drop ALL
+//
+// and the rlimits of Limits. Run starts bwrap with PR_SET_PDEATHSIG, so a
+// daemon killed with SIGKILL takes every sandbox with it.
+type Sandbox struct {
+	bwrap   string
+	version string
+	hide    []hidden
+	expose  []string
+	user    *syscall.Credential
+	limits  Limits
+	// prlimit is util-linux's prlimit, which sets the limits from inside
+	// the sandbox when the daemon may not set them on a process of
+	// another user (no CAP_SYS_RESOURCE); "" when the daemon sets them.
+	prlimit string
+}
+
+type hidden struct {
+	path string
+	dir  bool
+}
+
+// ErrSandbox marks a failure of the sandbox itself (bubblewrap missing, or
+// refusing to set up), as opposed to a failure of the tool in it.
+var ErrSandbox = errors.New("sandbox")
+
+// NewSandbox finds bubblewrap and proves it works on this kernel by
+// running /bin/true in a sandbox with every namespace. The error names
+// what is missing: the package, or the kernel feature (user namespaces).
+func NewSandbox(opts SandboxOptions) (*Sandbox, error) {
+	bw := opts.Bwrap
+	if bw == "" {
+		bw = "bwrap"
+	}
+	p, err := lookPath(bw, MinimalPath)
+	if err == nil {
+		_, err = os.Stat(p)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: bubblewrap (%s) is not installed: install the bubblewrap package (Debian: apt-get install bubblewrap), or run without a sandbox explicitly (--sandbox=off)", ErrSandbox, bw)
+	}
+	bw = p
+	out, err := exec.Command(bw, "--version").Output()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s --version: %v", ErrSandbox, bw, err)
+	}
+	s := &Sandbox{
+		bwrap:   bw,
+		version: strings.TrimSpace(string(out)),
+		user:    opts.User,
+		limits:  opts.Limits.withDefaults(),
+	}
+	for _, p := range opts.Hide {
+		if p == "" {
+			continue
+		}
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return nil, fmt.Errorf("%w: hide %s: %v", ErrSandbox, p, err)
+		}
+		for _, q := range []string{abs, resolved(abs)} {
+			fi, err := os.Stat(q)
+			if err != nil {
+				continue // nothing there to hide
+			}
+			s.hide = append(s.hide, hidden{path: q, dir: fi.IsDir()})
+		}
+	}
+	s.hide = pruneHidden(s.hide)
+	for _, p := range opts.Expose {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return nil, fmt.Errorf("%w: expose %s: %v", ErrSandbox, p, err)
+		}
+		if _, err := os.Stat(abs); err != nil {
+			continue
+		}
+		if h, ok := s.uncovers(abs); ok {
+			return nil, fmt.Errorf("%w: %s cannot be shown to tools: it contains %s, which is hidden", ErrSandbox, abs, h)
+		}
+		s.expose = append(s.expose, abs)
+	}
+	if s.user != nil && int(s.user.Uid) != os.Geteuid() && !hasCapSysResource() {
+		p, err := lookPath("prlimit", MinimalPath)
+		if err != nil {
+			return nil, fmt.Errorf("%w: running tools as uid %d needs util-linux's prlimit to set their limits: %v", ErrSandbox, s.user.Uid, err)
+		}
+		s.prlimit = p
+	}
+
+	// The probe: every namespace, as a tool call would get it.
+	o, err := Run(context.Background(), Spec{Argv: []string{"/bin/true"}, Sandbox: s, Timeout: 30 * time.Second})
+	if err != nil || o.ExitCode != 0 {
+		msg := strings.TrimSpace(string(o.Stderr))
+		if err != nil {
+			msg = err.Error()
+		}
+		return nil, fmt.Errorf("%w: %s cannot set up a sandbox on this host: %s (the kernel must allow user namespaces: sysctl user.max_user_namespaces > 0 and, on Debian/Ubuntu, kernel.unprivileged_userns_clone=1 or an AppArmor profile for bwrap); or run without a sandbox explicitly (--sandbox=off)", ErrSandbox, bw, msg)
+	}
+	return s, nil
+}
+
+// hasCapSysResource reports whether this process may set the rlimits of a
+// process of another user.
+func hasCapSysResource() bool {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return false
+	}
+	return data[unix.CAP_SYS_RESOURCE/32].Effective&(1<<(unix.CAP_SYS_RESOURCE%32)) != 0
+}
+
+// resolved returns p with symlinks resolved, or p when that fails.
+func resolved(p string) string {
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return r
+	}
+	return p
+}
+
+// pruneHidden drops duplicates and paths inside another hidden directory
+// (covering the directory already hides them), and paths in the private
+// /tmp, which a child never sees anyway.
+func pruneHidden(hs []hidden) []hidden {
+	slices.SortFunc(hs, func(a, b hidden) int { return strings.Compare(a.path, b.path) })
+	var out []hidden
+	for _, h := range hs {
+		if within(h.path, SandboxTmp) || within(h.path, "/var/tmp") {
+			continue
+		}
+		if slices.ContainsFunc(out, func(o hidden) bool { return o.dir && within(h.path, o.path) }) {
+			continue
+		}
+		out = append(out, h)
+	}
+	return out
+}
+
+// within reports whether p is dir or below it.
+func within(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
+}
+
+// Mechanism is "bubblewrap".
+func (s *Sandbox) Mechanism() string { return MechanismBubblewrap }
+
+// Version is what bwrap --version printed, e.g. "bubblewrap 0.8.0".
+func (s *Sandbox) Version() string { return s.version }
+
+// Limits returns the resource limits every call gets.
+func (s *Sandbox) Limits() Limits { return s.limits }
+
+// Hidden returns the paths covered in every sandbox.
+func (s *Sandbox) Hidden() []string {
+	out := make([]string, len(s.hide))
+	for i, h := range s.hide {
+		out[i] = h.path
+	}
+	return out
+}
+
+// SandboxEnv is MinimalEnv for a sandboxed child: HOME is its private
+// /tmp, so no rc file planted in a working directory is read.
+func SandboxEnv() []string { return MinimalEnv(SandboxTmp) }
+
+// CheckGrant reports a grant Run would refuse: a write path that is not
+// absolute, does not exist, or would uncover a hidden path (it is one, or
+// contains one). A path inside a hidden directory may be granted: only it
+// becomes visible.
+func (s *Sandbox) CheckGrant(g Grant) error {
+	for _, w := range g.Write {
+		if !filepath.IsAbs(w) || filepath.Clean(w) != w {
+			return fmt.Errorf("%w: write grant %q is not a clean absolute path", ErrSandbox, w)
+		}
+		if _, err := os.Lstat(w); err != nil {
+			return fmt.Errorf("%w: write grant %q: %v", ErrSandbox, w, errors.Unwrap(err))
+		}
+		if h, ok := s.uncovers(w); ok {
+			return fmt.Errorf("%w: write grant %q would uncover %s, which no tool may see", ErrSandbox, w, h)
+		}
+	}
+	return nil
+}
+
+// uncovers reports the hidden path that binding p would make visible.
+func (s *Sandbox) uncovers(p string) (string, bool) {
+	r := resolved(p)
+	for _, h := range s.hide {
+		if within(h.path, p) || within(h.path, r) || (!h.dir && (p == h.path || r == h.path)) {
+			return h.path, true
+		}
+	}
+	return "", false
+}
+
+// args returns the bwrap arguments for one child, up to and including
+// "--". statusFD and blockFD are the child's descriptor numbers of the
+// status pipe (bwrap writes) and the block pipe (bwrap waits on it).
+func (s *Sandbox) args(g Grant, dir string, statusFD, blockFD int) []string {
+	a := []string{
+		"--die-with-parent", "--new-session",
+		"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+		"--disable-userns", "--cap-drop", "ALL",
+		"--ro-bind", "/", "/",
+		"--dev", "/dev",
+		"--proc", "/proc",
+		"--size", strconv.FormatInt(s.limits.MaxTmp, 10), "--tmpfs", SandboxTmp,
+		"--size", strconv.FormatInt(s.limits.MaxTmp, 10), "--tmpfs", "/var/tmp",
+	}
+	if !g.Network {
+		a = append(a, "--unshare-net", "--tmpfs", "/run")
+	}
+	// Hidden paths first, then what is shown or granted inside them, then
+	// the covers are made read-only.
+	for _, h := range s.hide {
+		if h.dir {
+			a = append(a, "--tmpfs", h.path)
+		} else {
+			a = append(a, "--ro-bind", os.DevNull, h.path)
+		}
+	}
+	for _, p := range s.expose {
+		a = append(a, "--ro-bind", p, p)
+	}
+	for _, w := range g.Write {
+		a = append(a, "--bind", w, w)
+	}
+	for _, h := range s.hide {
+		if h.dir {
+			a = append(a, "--remount-ro", h.path)
+		}
+	}
+	if dir != "" {
+		a = append(a, "--chdir", dir)
+	}
+	a = append(a, "--json-status-fd", strconv.Itoa(statusFD))
+	if s.prlimit == "" {
+		return append(a, "--block-fd", strconv.Itoa(blockFD), "--")
+	}
+	l := s.limits
+	return append(a, "--", s.prlimit,
+		fmt.Sprintf("--nproc=%d:%d", l.MaxProcs, l.MaxProcs),
+		fmt.Sprintf("--as=%d:%d", l.MaxMemory, l.MaxMemory),
+		fmt.Sprintf("--nofile=%d:%d", l.MaxOpenFiles, l.MaxOpenFiles),
+		"--")
+}
+
+// sandboxed is the part of Run that belongs to a sandboxed child: the
+// pipes bwrap reports on and waits on, and what it reported.
+type sandboxed struct {
+	s             *Sandbox
+	statusR, blkW *os.File
+	statusW, blkR *os.File
+	status        chan sandboxStatus
+	childPID      int
+	started       bool
+}
+
+// sandboxStatus is what bwrap wrote to its status pipe.
+type sandboxStatus struct {
+	childPID int
+	exitCode *int // nil: the command was never executed
+	raw      string
+}
+
+// prepare wraps cmd in bwrap. It must be called before cmd.Start.
+func (sb *sandboxed) prepare(cmd *exec.Cmd, argv []string, g Grant, dir string) error {
+	if err := sb.s.CheckGrant(g); err != nil {
+		return err
+	}
+	var err error
+	if sb.statusR, sb.statusW, err = os.Pipe(); err != nil {
+		return err
+	}
+	if sb.blkR, sb.blkW, err = os.Pipe(); err != nil {
+		closeAll(sb.statusR, sb.statusW)
+		return err
+	}
+	// ExtraFiles[i] is descriptor 3+i in bwrap.
+	cmd.ExtraFiles = []*os.File{sb.statusW, sb.blkR}
+	if sb.s.prlimit != "" {
+		cmd.ExtraFiles = cmd.ExtraFiles[:1] // prlimit sets the limits; bwrap need not wait
+	}
+	cmd.Path = sb.s.bwrap
+	cmd.Args = append(append([]string{"bwrap"}, sb.s.args(g, dir, 3, 4)...), argv...)
+	cmd.Dir = "" // bwrap changes into dir inside the sandbox (--chdir)
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	cmd.SysProcAttr.Credential = sb.s.user
+	return nil
+}
+
+// afterStart closes the parent's copies of bwrap's ends, reads the
+// child's pid from the status pipe, sets the rlimits on it and lets it go
+// on. Reading stops when ctx is done (then the call is being killed).
+func (sb *sandboxed) afterStart(ctx context.Context) error {
+	closeAll(sb.statusW, sb.blkR)
+	sb.status = make(chan sandboxStatus, 1)
+	first := make(chan int, 1)
+	go func() {
+		defer sb.statusR.Close()
+		st := sandboxStatus{}
+		dec := json.NewDecoder(sb.statusR)
+		var raw bytes.Buffer
+		for {
+			var doc map[string]json.RawMessage
+			if err := dec.Decode(&doc); err != nil {
+				break
+			}
+			if v, ok := doc["child-pid"]; ok {
+				st.childPID, _ = strconv.Atoi(string(v))
+				first <- st.childPID
+			}
+			if v, ok := doc["exit-code"]; ok {
+				if n, err := strconv.Atoi(string(v)); err == nil {
+					st.exitCode = &n
+				}
+			}
+			b, _ := json.Marshal(doc)
+			raw.Write(b)
+		}
+		close(first)
+		st.raw = raw.String()
+		sb.status <- st
+	}()
+	defer sb.blkW.Close() // lets bwrap go on, or fail, in every case
+	select {
+	case pid, ok := <-first:
+		if !ok {
+			return nil // bwrap failed before it started the sandbox; Wait tells
+		}
+		sb.childPID = pid
+	case <-ctx.Done():
+		return nil
+	}
+	if sb.s.prlimit != "" {
+		return nil
+	}
+	l := sb.s.limits
+	for _, r := range []struct {
+		res int
+		n   uint64
+	}{
+		{unix.RLIMIT_NPROC, uint64(l.MaxProcs)},
+		{unix.RLIMIT_AS, uint64(l.MaxMemory)},
+		{unix.RLIMIT_NOFILE, uint64(l.MaxOpenFiles)},
+	} {
+		lim := unix.Rlimit{Cur: r.n, Max: r.n}
+		if err := unix.Prlimit(sb.childPID, r.res, &lim, nil); err != nil && !errors.Is(err, unix.ESRCH) {
+			// Without its limits the sandbox must not run: kill it.
+			_ = unix.Kill(sb.childPID, unix.SIGKILL)
+			return fmt.Errorf("%w: set resource limits: %v", ErrSandbox, err)
+		}
+	}
+	if _, err := sb.blkW.Write([]byte{1}); err != nil && !errors.Is(err, syscall.EPIPE) {
+		return fmt.Errorf("%w: release sandbox: %v", ErrSandbox, err)
+	}
+	return nil
+}
+
+// wait returns what bwrap reported once it has exited.
+func (sb *sandboxed) wait() sandboxStatus {
+	return <-sb.status
+}
+
+// cleanupBeforeStart closes every pipe when Start failed.
+func (sb *sandboxed) cleanupBeforeStart() {
+	closeAll(sb.statusR, sb.statusW, sb.blkR, sb.blkW)
+}
+
+var _ io.Closer = (*os.File)(nil)
