@@ -28,16 +28,29 @@ func fixed(cl Class, phrase string) classifier {
 
 func read(c *call) {}
 
-// readOptions is a command that only reads, unless one of the options in
-// bad (exact, or as a prefix ending in '=') is given, which makes it cl.
+// readUnless is a command that only reads, unless one of the options in
+// bad is given, which makes it cl: a long option also by a unique prefix
+// (--del for --delete) and with =value, a short one also in a cluster;
+// an option given by an expansion is dynamic. The other options of these
+// programs are not listed: only dangerous ones are modelled.
 func readUnless(cl Class, phrase string, bad ...string) classifier {
 	return func(c *call) {
 		for _, a := range c.args {
+			if a.static && a.s == "--" {
+				return
+			}
 			if !a.static {
+				if optionLike(a, false) {
+					c.add(ClassDynamic, fmt.Sprintf("has an option not known until the command runs (`%s`)", short(a.s)))
+					return
+				}
 				continue
 			}
+			given, _, _ := strings.Cut(a.s, "=")
 			for _, b := range bad {
-				if a.s == b || strings.HasSuffix(b, "=") && strings.HasPrefix(a.s, b) || len(b) == 2 && b[0] == '-' && shortFlag(a.s, b[1]) {
+				b = strings.TrimSuffix(b, "=")
+				if given == b || len(b) == 2 && b[0] == '-' && shortFlag(a.s, b[1]) ||
+					len(given) > 2 && strings.HasPrefix(given, "--") && strings.HasPrefix(b, given) {
 					c.add(cl, fmt.Sprintf("%s (option %s)", phrase, b))
 					return
 				}
@@ -49,14 +62,6 @@ func readUnless(cl Class, phrase string, bad ...string) classifier {
 // shortFlag reports whether a is a cluster of short options holding f.
 func shortFlag(a string, f byte) bool {
 	return len(a) > 1 && a[0] == '-' && a[1] != '-' && strings.IndexByte(a[1:], f) >= 0
-}
-
-// tail returns args[i:], or nothing when an option's value was missing.
-func tail(args []arg, i int) []arg {
-	if i >= len(args) {
-		return nil
-	}
-	return args[i:]
 }
 
 // positionals returns the args that are not options (do not start with -).
@@ -102,39 +107,6 @@ func subcommand(cl Class, phrase string, reads ...string) classifier {
 	}
 }
 
-// wrapper runs another command: it skips its own options (withArg lists
-// the options that take a value) and skip positionals, then judges the rest
-// as a command. self is the class of the wrapper itself ("" for none);
-// alone is what it does with no command.
-func wrapper(self Class, selfPhrase string, skip int, withArg ...string) classifier {
-	return func(c *call) {
-		if self != "" {
-			c.add(self, selfPhrase)
-		}
-		i := 0
-		for ; i < len(c.args); i++ {
-			a := c.args[i]
-			if !a.static {
-				break
-			}
-			if a.s == "--" {
-				i++
-				break
-			}
-			if !strings.HasPrefix(a.s, "-") || a.s == "-" {
-				break
-			}
-			if slices.Contains(withArg, a.s) {
-				i++
-			}
-		}
-		i = min(i+skip, len(c.args))
-		if i < len(c.args) {
-			c.inner(c.args[i:], c.stdin)
-		}
-	}
-}
-
 func buildTable() map[string]classifier {
 	t := map[string]classifier{}
 	set := func(f classifier, names ...string) {
@@ -143,83 +115,49 @@ func buildTable() map[string]classifier {
 		}
 	}
 	// Read-only commands.
-	set(read, "ls", "dir", "vdir", "cat", "tac", "head", "tail", "grep", "egrep", "fgrep", "zgrep", "rg",
-		"echo", "printf", "pwd", "whoami", "id", "groups", "uname", "df", "du", "free", "uptime", "ps",
-		"pgrep", "pidof", "pstree", "wc", "uniq", "cut", "tr", "stat", "file", "which", "whereis", "type",
-		"true", "false", ":", "test", "[", "basename", "dirname", "realpath", "readlink", "seq", "sleep",
-		"nl", "od", "hexdump", "strings", "md5sum", "sha1sum", "sha256sum", "sha512sum", "cksum", "b2sum",
-		"base64", "base32", "cmp", "diff", "comm", "paste", "join", "fold", "fmt", "column", "expand",
-		"unexpand", "rev", "zcat", "bzcat", "xzcat", "zstdcat", "jq", "nproc", "lscpu", "lsblk", "lsmod",
-		"lspci", "lsusb", "lsof", "findmnt", "vmstat", "iostat", "mpstat", "w", "who", "last", "users",
-		"logname", "getent", "tty", "locale", "printenv", "cal", "expr", "factor", "numfmt", "getconf",
-		"arch", "lsb_release", "tree", "cd", "pushd", "popd", "dirs", "unset", "shift", "set", "shopt",
-		"read", "wait", "return", "exit", "break", "continue", "getopts", "local", "declare", "typeset",
-		"readonly", "export", "let", "umask", "ulimit", "times", "jobs", "less", "more", "yes", "netstat",
-		"blkid", "lshw", "dmidecode", "sync", "top", "htop", "sum", "tsort", "ptx", "pr",
-		"look", "sleep", "uptime")
-	set(readUnless(ClassProcess, "kills sockets", "-K", "--kill"), "ss")
-	set(readUnless(ClassWrite, "writes its output to a file", "-o", "--output", "--output="), "sort")
-	set(readUnless(ClassWrite, "writes its output to a file", "-o", "--output="), "iconv")
-	set(readUnless(ClassSystem, "changes the kernel log", "-c", "-C", "-D", "-E", "-n", "--clear", "--read-clear", "--console-off", "--console-on", "--console-level", "--console-level="), "dmesg")
-	set(readUnless(ClassWrite, "removes or rewrites journal files", "--vacuum-size=", "--vacuum-time=", "--vacuum-files=", "--rotate", "--flush", "--sync", "--relinquish-var", "--smart-relinquish-var", "--setup-keys", "--update-catalog"), "journalctl")
-	set(readUnless(ClassWrite, "writes files in place", "-i", "--in-place"), "yq")
-	set(func(c *call) {
-		if len(positionals(c.args)) >= 2 {
-			c.add(ClassWrite, "writes its output file")
-		}
-	}, "uniq", "xxd")
-	set(func(c *call) {
-		for _, a := range positionals(c.args) {
-			if !a.static || !safeSink(a.s) {
-				c.add(ClassWrite, "writes to a file")
-				return
-			}
-		}
-	}, "tee")
-	set(func(c *call) {
-		for _, a := range c.args {
-			if a.static && (a.s == "-s" || a.s == "--set" || strings.HasPrefix(a.s, "--set=")) {
-				c.add(ClassSystem, "sets the system clock")
-				return
-			}
-		}
-		for _, a := range positionals(c.args) {
-			if !strings.HasPrefix(a.s, "+") {
-				c.add(ClassSystem, "sets the system clock")
-				return
-			}
-		}
-	}, "date")
-	set(func(c *call) {
-		for _, a := range c.args {
-			if a.static && (a.s == "-F" || a.s == "--file" || a.s == "-b" || a.s == "--boot") {
-				c.add(ClassSystem, "sets the host name")
-				return
-			}
-		}
-		if len(positionals(c.args)) > 0 {
-			c.add(ClassSystem, "sets the host name")
-		}
-	}, "hostname")
-	set(func(c *call) {
-		if len(c.args) == 0 {
-			return // prints the environment
-		}
-		wrapper("", "", 0, "-u", "--unset", "-C", "--chdir", "-S", "--split-string")(envCall(c))
-	}, "env")
+	set(read, closedReads...)
+	set(specRead(sortSpec), "sort")
+	set(operandsWrite(uniqSpec, 1), "uniq")
+	set(operandsWrite(xxdSpec, 1), "xxd")
+	set(specRead(cutSpec), "cut")
+	set(specRead(iconvSpec), "iconv")
+	set(specRead(fileSpec), "file")
+	set(specRead(dmesgSpec), "dmesg")
+	set(specRead(journalctlSpec), "journalctl")
+	set(specRead(ssSpec), "ss")
+	set(specRead(treeSpec), "tree")
+	set(specRead(dmidecodeSpec), "dmidecode")
+	set(specRead(blkidSpec), "blkid")
+	set(specRead(moreSpec), "more")
+	set(rgCmd, "rg")
+	set(lessCmd, "less")
+	set(teeCmd, "tee")
+	set(dateCmd, "date")
+	set(hostnameCmd, "hostname")
+	set(printfCmd, "printf")
+	set(readBuiltin, "read")
+	set(getoptsBuiltin, "getopts")
+	set(waitBuiltin, "wait")
+	set(unsetBuiltin, "unset")
+	set(testBuiltin, "test", "[")
+	set(setBuiltin, "set")
+	set(declBuiltin, "declare", "typeset", "local", "readonly", "export")
+	set(letBuiltin, "let")
+	set(readUnless(ClassWrite, "writes files in place", "-i", "--in-place", "--inplace"), "yq")
 	t["find"] = findCmd
 	t["git"] = gitCmd
 	t["sed"] = sedCmd
 	set(awkCmd, "awk", "gawk", "mawk", "nawk")
 	t["tar"] = tarCmd
-	set(func(c *call) {
-		for _, a := range c.args {
-			if a.static && (a.s == "-c" || a.s == "--stdout" || a.s == "-l" || a.s == "--list" || a.s == "-t" || a.s == "--test" || shortFlag(a.s, 'c') || shortFlag(a.s, 't') || shortFlag(a.s, 'l')) {
-				return
-			}
-		}
-		c.add(ClassWrite, "replaces files with their (de)compressed form")
-	}, "gzip", "gunzip", "bzip2", "bunzip2", "xz", "unxz", "zstd", "unzstd", "lz4")
+	set(compressor(gzipSpec, false), "gzip", "gunzip")
+	set(compressor(gzipSpec, true), "zcat")
+	set(compressor(bzip2Spec, false), "bzip2", "bunzip2")
+	set(compressor(bzip2Spec, true), "bzcat")
+	set(compressor(xzSpec, false), "xz", "unxz")
+	set(compressor(xzSpec, true), "xzcat")
+	set(compressor(zstdSpec, false), "zstd", "unzstd")
+	set(compressor(zstdSpec, true), "zstdcat")
+	set(compressor(lz4Spec, false), "lz4")
 	set(subcommand(ClassSystem, "changes services or the system", "", "status", "show", "cat", "list-units", "list-unit-files", "list-timers", "list-sockets", "list-dependencies", "list-jobs", "list-machines", "is-active", "is-enabled", "is-failed", "is-system-running", "get-default", "show-environment", "help"), "systemctl")
 	set(func(c *call) {
 		pos := positionals(c.args)
@@ -297,7 +235,7 @@ func buildTable() map[string]classifier {
 		"mkfs", "mke2fs", "mkswap", "wipefs", "fdisk", "sfdisk", "cfdisk", "parted", "gdisk", "sgdisk", "blkdiscard", "hdparm",
 		"losetup", "cryptsetup", "lvcreate", "lvremove", "vgremove", "pvremove", "mdadm", "apt-get", "yum", "dnf", "rpm", "snap",
 		"pip", "pip3", "npm", "yarn", "pnpm", "gem", "cargo", "go", "make", "update-alternatives", "ldconfig", "at", "batch",
-		"systemd-run", "firewall-cmd", "helm", "terraform", "ansible", "ansible-playbook", "chroot", "unshare", "nsenter",
+		"systemd-run", "firewall-cmd", "helm", "terraform", "ansible", "ansible-playbook", "lshw",
 		"logger", "wall", "write", "tc", "ethtool", "nmcli", "iw", "brctl")
 	for _, fs := range []string{"ext2", "ext3", "ext4", "xfs", "btrfs", "vfat", "fat", "msdos", "ntfs", "exfat", "f2fs"} {
 		t["mkfs."+fs] = fixed(ClassSystem, "creates a file system")
@@ -310,20 +248,11 @@ func buildTable() map[string]classifier {
 	set(fixed(ClassExec, "runs code the policy cannot see"), "python", "python2", "python3", "perl", "ruby", "node",
 		"nodejs", "deno", "bun", "php", "lua", "luajit", "tclsh", "wish", "Rscript", "R", "julia", "java", "jshell",
 		"groovy", "scala", "osascript", "pwsh", "powershell", "expect", "gdb", "lldb", "strace", "ltrace", "script",
-		"dc", "watch", "screen", "tmux", "parallel", "run-parts", "ld.so", "fish", "csh", "tcsh")
+		"dc", "screen", "tmux", "parallel", "run-parts", "ld.so", "fish", "csh", "tcsh")
 	set(fixed(ClassEnvironment, "changes how later commands are found or run"), "enable", "complete")
 
 	// Wrappers: judged by the command they run.
-	set(wrapper("", "", 0), "nohup", "setsid", "time", "unbuffer", "builtin", "chronic", "catchsegv")
-	set(wrapper("", "", 0, "-n", "--adjustment"), "nice")
-	set(wrapper("", "", 0, "-c", "--class", "-n", "--classdata", "-t"), "ionice")
-	set(wrapper("", "", 1, "-s", "--signal", "-k", "--kill-after"), "timeout")
-	set(wrapper("", "", 0, "-i", "-o", "-e", "--input", "--output", "--error"), "stdbuf")
-	set(wrapper(ClassProcess, "changes scheduling", 1), "taskset", "chrt")
-	set(wrapper(ClassPrivilege, "raises privileges", 0, "-u", "--user", "-g", "--group", "-C", "--close-from", "-D", "--chdir", "-h", "--host", "-p", "--prompt", "-r", "--role", "-t", "--type", "-U", "--other-user", "-T", "--command-timeout"), "sudo")
-	set(wrapper(ClassPrivilege, "raises privileges", 0, "-u", "-C"), "doas")
-	set(commandBuiltin, "command")
-	set(execBuiltin, "exec")
+	wrappers(set)
 	set(shellCmd, "sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "yash", "posh", "rbash")
 	set(func(c *call) {
 		if len(c.args) == 0 {
@@ -336,113 +265,6 @@ func buildTable() map[string]classifier {
 	set(xargsCmd, "xargs")
 	set(trapCmd, "trap")
 	return t
-}
-
-// envCall returns c with the NAME=value words checked and dropped, so
-// the wrapper sees the command.
-func envCall(c *call) *call {
-	out := &call{j: c.j, name: c.name, stdin: c.stdin}
-	for i := 0; i < len(c.args); i++ {
-		a := c.args[i]
-		if a.static && (a.s == "-S" || a.s == "--split-string" || strings.HasPrefix(a.s, "--split-string=") || strings.HasPrefix(a.s, "-S") && len(a.s) > 2) {
-			c.add(ClassDynamic, "splits a string into a command (env -S)")
-			return &call{j: c.j, name: c.name}
-		}
-		if a.static && !strings.HasPrefix(a.s, "-") {
-			if k, _, ok := strings.Cut(a.s, "="); ok && k != "" {
-				if sensitiveVar(k) {
-					c.j.add(fmt.Sprintf("assignment `%s=`", short(k)), ClassEnvironment, "changes how later commands are found or run")
-				}
-				continue
-			}
-		}
-		out.args = append(out.args, a)
-	}
-	return out
-}
-
-func commandBuiltin(c *call) {
-	i := 0
-	for ; i < len(c.args); i++ {
-		a := c.args[i]
-		if !a.static || !strings.HasPrefix(a.s, "-") {
-			break
-		}
-		if a.s == "--" {
-			i++
-			break
-		}
-		if strings.ContainsAny(a.s, "vV") {
-			return // command -v / -V only looks the name up
-		}
-	}
-	c.inner(c.args[i:], c.stdin)
-}
-
-func execBuiltin(c *call) {
-	i := 0
-	for ; i < len(c.args); i++ {
-		a := c.args[i]
-		if !a.static || !strings.HasPrefix(a.s, "-") {
-			break
-		}
-		if a.s == "-a" {
-			i++
-		}
-		if a.s == "--" {
-			i++
-			break
-		}
-	}
-	c.inner(tail(c.args, i), c.stdin)
-}
-
-// shellCmd judges sh, bash, ... : the script of -c, the script read from a
-// here-document, or a script the policy cannot see.
-func shellCmd(c *call) {
-	hasC := false
-	i := 0
-	for ; i < len(c.args); i++ {
-		a := c.args[i]
-		if !a.static {
-			c.add(ClassDynamic, fmt.Sprintf("has an option or script not known until the command runs (`%s`)", short(a.s)))
-			return
-		}
-		s := a.s
-		if s == "--" || s == "-" {
-			i++
-			break
-		}
-		if s == "-o" || s == "+o" || s == "-O" || s == "+O" || s == "--rcfile" || s == "--init-file" {
-			i++
-			continue
-		}
-		if strings.HasPrefix(s, "--") {
-			continue
-		}
-		if len(s) > 1 && (s[0] == '-' || s[0] == '+') {
-			if s[0] == '-' && strings.IndexByte(s[1:], 'c') >= 0 {
-				hasC = true
-			}
-			continue
-		}
-		break
-	}
-	rest := tail(c.args, i)
-	switch {
-	case hasC:
-		if len(rest) == 0 {
-			c.add(ClassDynamic, "has -c without a script")
-			return
-		}
-		c.script(rest[0], "a script (-c)")
-	case len(rest) > 0:
-		c.add(ClassExec, fmt.Sprintf("runs the script file `%s`, which the policy cannot see", short(rest[0].s)))
-	case c.stdin.known:
-		c.j.script(c.stdin.text, stdinSrc{desc: "the standard input of " + c.name})
-	default:
-		c.add(ClassExec, fmt.Sprintf("runs commands read from %s, which the policy cannot see", c.stdin.desc))
-	}
 }
 
 func evalCmd(c *call) {
@@ -475,175 +297,6 @@ func trapCmd(c *call) {
 		return // lists traps, or resets one
 	}
 	c.script(pos[0], "a trap handler")
-}
-
-// xargsCmd judges the command xargs runs; its extra arguments come from
-// standard input and are not known.
-func xargsCmd(c *call) {
-	withArg := []string{"-a", "-d", "-E", "-I", "-L", "-n", "-P", "-s", "--arg-file", "--delimiter", "--eof", "--max-lines", "--max-args", "--max-procs", "--max-chars", "--process-slot-var"}
-	replace := ""
-	i := 0
-	for ; i < len(c.args); i++ {
-		a := c.args[i]
-		if !a.static {
-			c.add(ClassDynamic, fmt.Sprintf("has an option or command not known until it runs (`%s`)", short(a.s)))
-			return
-		}
-		if a.s == "--" {
-			i++
-			break
-		}
-		if !strings.HasPrefix(a.s, "-") {
-			break
-		}
-		switch {
-		case a.s == "-I" && i+1 < len(c.args):
-			replace = c.args[i+1].s
-		case strings.HasPrefix(a.s, "-I") && len(a.s) > 2:
-			replace = a.s[2:]
-		case a.s == "-i" || a.s == "--replace":
-			replace = "{}"
-		case strings.HasPrefix(a.s, "-i") || strings.HasPrefix(a.s, "--replace="):
-			replace = a.s[strings.IndexAny(a.s, "i=")+1:]
-		}
-		if slices.Contains(withArg, a.s) {
-			i++
-		}
-	}
-	rest := slices.Clone(tail(c.args, i))
-	if len(rest) == 0 {
-		return // echo
-	}
-	for k, a := range rest {
-		if replace != "" && strings.Contains(a.s, replace) {
-			rest[k] = dynamicArg(a.s)
-		}
-	}
-	if replace == "" {
-		rest = append(rest, dynamicArg("(args from stdin)"))
-	}
-	c.inner(rest, stdinSrc{desc: "the standard input of xargs"})
-}
-
-// findCmd judges find: -exec and -ok run a command per file, -delete
-// deletes, -fprint writes.
-func findCmd(c *call) {
-	for i := 0; i < len(c.args); i++ {
-		a := c.args[i]
-		if !a.static {
-			continue
-		}
-		switch a.s {
-		case "-delete":
-			c.addAs("find -delete", ClassDelete, "deletes files")
-		case "-fprint", "-fprint0", "-fprintf", "-fls":
-			c.addAs("find "+a.s, ClassWrite, "writes to a file")
-		case "-exec", "-execdir", "-ok", "-okdir":
-			var inner []arg
-			for i++; i < len(c.args); i++ {
-				b := c.args[i]
-				if b.static && (b.s == ";" || b.s == "+") {
-					break
-				}
-				if strings.Contains(b.s, "{}") {
-					b = dynamicArg(b.s)
-				}
-				inner = append(inner, b)
-			}
-			if len(inner) == 0 {
-				continue
-			}
-			c.inner(inner, stdinSrc{desc: "the standard input of find"})
-		}
-	}
-}
-
-// sedCmd judges sed: -i writes in place; a script with w, W or e (or the
-// w and e flags of s) writes files or runs commands; -f runs a script file.
-func sedCmd(c *call) {
-	var scripts []arg
-	sawScriptOpt := false
-	i := 0
-	for ; i < len(c.args); i++ {
-		a := c.args[i]
-		if !a.static {
-			if !sawScriptOpt && len(scripts) == 0 {
-				scripts = append(scripts, a)
-				sawScriptOpt = true
-			}
-			continue
-		}
-		s := a.s
-		switch {
-		case s == "--":
-			i = len(c.args)
-		case s == "--in-place" || strings.HasPrefix(s, "--in-place="):
-			c.addAs("sed -i", ClassWrite, "edits files in place")
-		case s == "--expression" || s == "--file":
-			if s == "--file" {
-				c.addAs("sed -f", ClassExec, "runs a sed script file the policy cannot see")
-			} else if i+1 < len(c.args) {
-				scripts = append(scripts, c.args[i+1])
-			}
-			sawScriptOpt = true
-			i++
-		case strings.HasPrefix(s, "--expression="):
-			scripts = append(scripts, arg{s: strings.TrimPrefix(s, "--expression="), static: true})
-			sawScriptOpt = true
-		case strings.HasPrefix(s, "--file="):
-			c.addAs("sed -f", ClassExec, "runs a sed script file the policy cannot see")
-			sawScriptOpt = true
-		case s == "--sandbox":
-			// forbids e, w and r: still judged, harmlessly
-		case strings.HasPrefix(s, "--"):
-		case len(s) > 1 && s[0] == '-':
-			for k := 1; k < len(s); k++ {
-				switch s[k] {
-				case 'i':
-					c.addAs("sed -i", ClassWrite, "edits files in place")
-					k = len(s) // the rest is the backup suffix
-				case 'e', 'f':
-					val := s[k+1:]
-					if val == "" && i+1 < len(c.args) {
-						i++
-						val = c.args[i].s
-						if !c.args[i].static {
-							scripts = append(scripts, c.args[i])
-							sawScriptOpt = true
-							k = len(s)
-							continue
-						}
-					}
-					if s[k] == 'f' {
-						c.addAs("sed -f", ClassExec, "runs a sed script file the policy cannot see")
-					} else {
-						scripts = append(scripts, arg{s: val, static: true})
-					}
-					sawScriptOpt = true
-					k = len(s)
-				case 'l':
-					if k == len(s)-1 {
-						i++
-					}
-					k = len(s)
-				}
-			}
-		default:
-			if !sawScriptOpt {
-				scripts = append(scripts, a)
-				sawScriptOpt = true
-			}
-		}
-	}
-	for _, s := range scripts {
-		if !s.static {
-			c.add(ClassDynamic, fmt.Sprintf("runs a sed script not known until the command runs (`%s`)", short(s.s)))
-			continue
-		}
-		if sedUnsafe(s.s) {
-			c.add(ClassExec, "has a script that writes files or runs commands (w, W, e)")
-		}
-	}
 }
 
 // sedUnsafe reports whether a sed script uses the w, W or e commands or
@@ -737,68 +390,6 @@ func sedUnsafe(s string) bool {
 	return false
 }
 
-// awkCmd judges awk: a program with system(), pipes, output redirection
-// or getline may run commands or write files.
-func awkCmd(c *call) {
-	i := 0
-	for ; i < len(c.args); i++ {
-		a := c.args[i]
-		if !a.static {
-			c.add(ClassDynamic, fmt.Sprintf("has a program not known until the command runs (`%s`)", short(a.s)))
-			return
-		}
-		s := a.s
-		if s == "--" {
-			i++
-			break
-		}
-		if s == "-f" || s == "--file" || strings.HasPrefix(s, "-f") && len(s) > 2 || s == "-i" || s == "--include" || s == "-l" || s == "--load" || s == "-E" || s == "--exec" {
-			c.add(ClassExec, "runs an awk program file the policy cannot see")
-			return
-		}
-		if s == "-F" || s == "-v" || s == "--assign" || s == "--field-separator" {
-			i++
-			continue
-		}
-		if !strings.HasPrefix(s, "-") || s == "-" {
-			break
-		}
-	}
-	if i >= len(c.args) {
-		return
-	}
-	prog := c.args[i].s
-	for _, bad := range []string{"system", "|", ">", "getline", "@include", "@load", "close", "fflush"} {
-		if strings.Contains(prog, bad) {
-			c.add(ClassExec, fmt.Sprintf("has a program that may run commands or write files (%s)", bad))
-			return
-		}
-	}
-}
-
-// tarCmd lets tar list an archive; anything else writes.
-func tarCmd(c *call) {
-	list := false
-	for k, a := range c.args {
-		if !a.static {
-			continue
-		}
-		s := a.s
-		for _, bad := range []string{"--to-command", "--checkpoint-action", "--use-compress-program", "--rsh-command", "--info-script", "--new-volume-script", "-I", "-F"} {
-			if s == bad || strings.HasPrefix(s, bad+"=") {
-				c.add(ClassExec, fmt.Sprintf("runs a command (%s)", bad))
-				return
-			}
-		}
-		if s == "--list" || s == "-t" || (k == 0 || strings.HasPrefix(s, "-") && !strings.HasPrefix(s, "--")) && strings.IndexByte(s, 't') >= 0 && !strings.ContainsAny(s, "xcrudA") {
-			list = true
-		}
-	}
-	if !list {
-		c.add(ClassWrite, "creates or extracts files")
-	}
-}
-
 // ipCmd lets ip show objects; add, del, set, flush and the rest change
 // the network configuration.
 func ipCmd(c *call) {
@@ -806,14 +397,22 @@ func ipCmd(c *call) {
 	for i := 0; i < len(c.args); i++ {
 		a := c.args[i]
 		if a.static && strings.HasPrefix(a.s, "-") {
-			switch a.s {
-			case "-n", "-netns", "-f", "-family", "-l", "-loops", "-rc", "-rcvbuf":
-				i++
-			case "-b", "-batch", "-force":
-				c.add(ClassSystem, "runs a batch of ip commands")
+			// ip takes any prefix of its options, in the order it tests
+			// them (-b is -batch), with one or two dashes.
+			opt := strings.TrimPrefix(a.s[1:], "-")
+			abbrev := func(full string, min int) bool { return len(opt) >= min && strings.HasPrefix(full, opt) }
+			switch {
+			case abbrev("batch", 1):
+				c.add(ClassSystem, "runs a batch of ip commands (-batch)")
 				return
+			case abbrev("loops", 1) || abbrev("family", 1) || abbrev("rcvbuf", 2) || abbrev("netns", 1):
+				i++
 			}
 			continue
+		}
+		if !a.static && optionLike(a, false) && len(words) == 0 {
+			c.add(ClassDynamic, fmt.Sprintf("has an option not known until the command runs (`%s`)", short(a.s)))
+			return
 		}
 		words = append(words, a)
 	}
@@ -839,63 +438,39 @@ func ipCmd(c *call) {
 	c.addAs("ip "+words[0].s+" "+words[1].s, ClassSystem, "changes the network configuration")
 }
 
-// gitCmd classifies git by subcommand.
-func gitCmd(c *call) {
-	i := 0
-	for ; i < len(c.args); i++ {
-		a := c.args[i]
-		if !a.static {
-			c.add(ClassDynamic, "has a subcommand or option not known until the command runs")
-			return
-		}
-		s := a.s
-		switch {
-		case s == "-C" || s == "--git-dir" || s == "--work-tree" || s == "--namespace":
-			i++
-		case s == "-c" || strings.HasPrefix(s, "--config-env") || strings.HasPrefix(s, "--exec-path="):
-			c.addAs("git "+s, ClassExec, "sets git configuration on the command line, which can make git run commands")
-			if s == "-c" {
-				i++
-			}
-		case strings.HasPrefix(s, "-"):
-		default:
-			goto sub
-		}
-	}
-	return // "git" alone, "git --version"
-sub:
-	sub := c.args[i].s
-	rest := c.args[i+1:]
+// gitSub classifies a git subcommand given its args (rest). The options
+// that write or run programs (gitSubDanger) are judged before.
+func gitSub(c *call, sub string, rest []arg) {
 	name := "git " + sub
-	for _, a := range rest {
-		if !a.static {
-			continue
-		}
-		if a.s == "--output" || strings.HasPrefix(a.s, "--output=") {
-			c.addAs(name+" --output", ClassWrite, "writes its output to a file")
-		}
-		if a.s == "--upload-pack" || strings.HasPrefix(a.s, "--upload-pack=") || a.s == "--receive-pack" || strings.HasPrefix(a.s, "--receive-pack=") || strings.HasPrefix(a.s, "--exec=") || a.s == "--ext-diff" {
-			c.addAs(name+" "+a.s, ClassExec, "makes git run another program")
-		}
-	}
 	first := ""
 	if p := positionals(rest); len(p) > 0 {
 		first = p[0].s
 	}
-	has := func(opts ...string) bool {
+	// has reports one of opts (a long one also by a unique prefix, as git
+	// accepts, when prefix is set: for options that write, not for those
+	// that make a command read-only).
+	match := func(prefix bool, opts ...string) bool {
 		return slices.ContainsFunc(rest, func(a arg) bool {
+			given, _, _ := strings.Cut(a.s, "=")
 			return a.static && slices.ContainsFunc(opts, func(o string) bool {
-				return a.s == o || strings.HasSuffix(o, "=") && strings.HasPrefix(a.s, o) || len(o) == 2 && o[0] == '-' && shortFlag(a.s, o[1])
+				o = strings.TrimSuffix(o, "=")
+				return given == o || len(o) == 2 && o[0] == '-' && shortFlag(a.s, o[1]) ||
+					prefix && len(given) > 2 && strings.HasPrefix(given, "--") && strings.HasPrefix(o, given)
 			})
 		})
 	}
+	has := func(opts ...string) bool { return match(true, opts...) }
+	listing := func(opts ...string) bool { return match(false, opts...) }
 	switch sub {
 	case "log", "show", "diff", "status", "blame", "annotate", "ls-files", "ls-tree", "rev-parse", "rev-list",
 		"describe", "shortlog", "cat-file", "whatchanged", "show-ref", "for-each-ref", "name-rev", "merge-base",
 		"count-objects", "verify-commit", "verify-tag", "var", "version", "help", "check-ignore", "check-attr",
 		"diff-tree", "diff-files", "diff-index", "cherry", "range-diff", "show-branch", "fsck", "grep":
-		if sub == "grep" && has("-O", "--open-files-in-pager", "--open-files-in-pager=") {
+		if sub == "grep" && has("-O", "--open-files-in-pager") {
 			c.addAs(name+" -O", ClassExec, "runs a pager command")
+		}
+		if sub == "help" && has("-w", "-m", "-i") {
+			c.addAs(name, ClassExec, "starts a browser, man or info")
 		}
 	case "reflog":
 		if first == "expire" || first == "delete" || first == "drop" {
@@ -903,12 +478,12 @@ sub:
 		}
 	case "branch":
 		if has("-d", "-D", "--delete", "-m", "-M", "--move", "-c", "-C", "--copy", "-f", "--force", "-u", "--set-upstream-to", "--set-upstream-to=", "--unset-upstream", "--edit-description", "-t", "--track", "--track=") ||
-			len(positionals(rest)) > 0 && !has("-l", "--list", "--contains", "--no-contains", "--merged", "--no-merged", "--points-at") {
+			len(positionals(rest)) > 0 && !listing("-l", "--list", "--contains", "--no-contains", "--merged", "--no-merged", "--points-at") {
 			c.addAs(name, ClassWrite, "creates, renames or deletes branches")
 		}
 	case "tag":
 		if has("-d", "--delete", "-a", "--annotate", "-s", "--sign", "-u", "--local-user", "--local-user=", "-f", "--force", "-m", "--message", "--message=", "-F", "--file", "--file=") ||
-			len(positionals(rest)) > 0 && !has("-l", "--list", "--contains", "--no-contains", "--merged", "--no-merged", "--points-at") {
+			len(positionals(rest)) > 0 && !listing("-l", "--list", "--contains", "--no-contains", "--merged", "--no-merged", "--points-at") {
 			c.addAs(name, ClassWrite, "creates or deletes tags")
 		}
 	case "remote":
@@ -920,7 +495,8 @@ sub:
 			c.addAs(name+" "+first, ClassWrite, "changes the repository's remotes")
 		}
 	case "config":
-		if !has("--get", "--get-all", "--get-regexp", "--get-urlmatch", "--list", "-l", "get", "list") && first != "get" && first != "list" {
+		if !listing("--get", "--get-all", "--get-regexp", "--get-urlmatch", "--list", "-l") && first != "get" && first != "list" ||
+			has("--add", "--unset", "--unset-all", "--replace-all", "--rename-section", "--remove-section", "-e", "--edit") {
 			c.addAs(name, ClassWrite, "changes git configuration")
 		}
 	case "stash":

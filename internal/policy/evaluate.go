@@ -6,8 +6,9 @@ import (
 	"github.com/toolagent/toolagent/internal/hldp"
 )
 
-// CmdParam is the param whose value an exec tool runs under /bin/sh -c,
-// and which the shell policy judges.
+// CmdParam is the param whose value an exec tool runs under
+// /bin/bash -p -c (the dialect the shell policy parses), and which the
+// shell policy judges.
 const CmdParam = "cmd"
 
 // MethodExec is the method whose cmd param is a shell command line.

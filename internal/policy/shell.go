@@ -348,7 +348,17 @@ func (j *judge) command(cmd syntax.Command, stdin stdinSrc) {
 		j.stmts(c.Cond, stdin)
 		j.stmts(c.Do, stdin)
 	case *syntax.ForClause:
-		j.subst(c.Loop)
+		switch l := c.Loop.(type) {
+		case *syntax.WordIter:
+			j.subst(l)
+			if l.Name != nil {
+				j.setVar(l.Name.Value, false)
+			}
+		case *syntax.CStyleLoop:
+			j.arith(l.Init)
+			j.arith(l.Cond)
+			j.arith(l.Post)
+		}
 		j.stmts(c.Do, stdin)
 	case *syntax.CaseClause:
 		j.subst(c.Word)
@@ -367,17 +377,15 @@ func (j *judge) command(cmd syntax.Command, stdin stdinSrc) {
 		j.stmt(c.Body, stdin)
 		j.fstack = j.fstack[:len(j.fstack)-1]
 	case *syntax.ArithmCmd:
-		j.subst(c.X)
+		j.arith(c.X)
 	case *syntax.TestClause:
-		j.subst(c.X)
+		j.test(c.X)
 	case *syntax.LetClause:
 		for _, x := range c.Exprs {
-			j.subst(x)
+			j.arith(x)
 		}
 	case *syntax.DeclClause:
-		for _, a := range c.Args {
-			j.assign(a)
-		}
+		j.decl(c)
 	case *syntax.TimeClause:
 		j.stmt(c.Stmt, stdin)
 	case *syntax.CoprocClause:
@@ -408,27 +416,100 @@ func (j *judge) subst(n syntax.Node) {
 		case *syntax.ProcSubst:
 			j.stmts(n.Stmts, stdinSrc{desc: "the standard input of a process substitution"})
 			return false
+		case *syntax.ArithmExp:
+			j.arith(n.X)
+			return false
+		case *syntax.ParamExp:
+			if n.Index != nil {
+				j.arith(n.Index)
+			}
+			if n.Slice != nil {
+				j.arith(n.Slice.Offset)
+				j.arith(n.Slice.Length)
+			}
+			if n.Exp != nil {
+				j.subst(n.Exp.Word)
+			}
+			if n.Repl != nil {
+				j.subst(n.Repl.Orig)
+				j.subst(n.Repl.With)
+			}
+			return false
 		}
 		return true
 	})
 }
 
-// sensitiveVars change how later commands are found or run.
+// sensitiveVars change how later commands are found or run, even when
+// they are not exported (or are exported already).
 var sensitiveVars = map[string]bool{
 	"PATH": true, "IFS": true, "ENV": true, "BASH_ENV": true, "SHELLOPTS": true, "BASHOPTS": true,
-	"PS4": true, "PROMPT_COMMAND": true, "HOME": true, "PAGER": true, "EDITOR": true, "VISUAL": true,
-	"LESSOPEN": true, "LESSCLOSE": true, "MANPAGER": true, "GIT_PAGER": true, "GIT_SSH": true,
-	"GIT_SSH_COMMAND": true, "GIT_EXTERNAL_DIFF": true, "GIT_EXEC_PATH": true, "GIT_DIR": true,
-	"GIT_CONFIG": true, "GIT_CONFIG_GLOBAL": true, "GIT_CONFIG_SYSTEM": true, "GIT_CONFIG_COUNT": true,
-	"GIT_ASKPASS": true, "SSH_ASKPASS": true, "PYTHONPATH": true, "PYTHONSTARTUP": true, "PERL5OPT": true,
-	"PERL5LIB": true, "NODE_OPTIONS": true, "RUBYOPT": true, "TMPDIR": false,
+	"PS0": true, "PS1": true, "PS2": true, "PS3": true, "PS4": true, "PROMPT_COMMAND": true, "HOME": true,
+	"PAGER": true, "EDITOR": true, "VISUAL": true, "BROWSER": true, "LESS": true, "LESSOPEN": true,
+	"LESSCLOSE": true, "LESSKEY": true, "LESSKEYIN": true, "MANPAGER": true, "MANOPT": true,
+	"SYSTEMD_PAGER": true, "SYSTEMD_EDITOR": true, "SYSTEMD_LESS": true, "SSH_ASKPASS": true,
+	"PYTHONPATH": true, "PYTHONSTARTUP": true, "PYTHONHOME": true, "PERL5OPT": true, "PERL5LIB": true,
+	"PERLLIB": true, "NODE_OPTIONS": true, "NODE_PATH": true, "RUBYOPT": true, "RUBYLIB": true,
+	"CDPATH": true, "GLOBIGNORE": true, "EXECIGNORE": true, "BASH_CMDS": true, "BASH_ALIASES": true,
+	"BASH_COMPAT": true, "BASH_XTRACEFD": true, "BASH_LOADABLES_PATH": true, "HISTFILE": true,
+	"INPUTRC": true, "TMPDIR": true, "POSIXLY_CORRECT": true,
 }
+
+// sensitivePrefixes start the names of whole families of such variables.
+var sensitivePrefixes = []string{"LD_", "GIT_", "BASH_FUNC_", "DYLD_", "PYTHON", "PERL", "RUBY", "NODE_", "LESS", "npm_config_", "SUDO_"}
 
 func sensitiveVar(name string) bool {
-	return sensitiveVars[name] || strings.HasPrefix(name, "LD_") || strings.HasPrefix(name, "GIT_CONFIG_")
+	if sensitiveVars[name] {
+		return true
+	}
+	for _, p := range sensitivePrefixes {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
 }
 
-func (j *judge) assign(a *syntax.Assign) {
+// harmlessVars may be exported to a program (X=1 cmd, env X=1 cmd, export
+// X=1): they only change how it formats its output. Any other exported
+// variable may change what a program does (many read their own variables:
+// GIT_*, LESSOPEN, PAGER, ...), so it makes the command not read.
+var harmlessVars = map[string]bool{
+	"LANG": true, "LANGUAGE": true, "LC_ALL": true, "TZ": true, "TERM": true, "COLUMNS": true, "LINES": true,
+	"NO_COLOR": true, "CLICOLOR": true, "COLORTERM": true, "TIME_STYLE": true, "QUOTING_STYLE": true,
+	"BLOCK_SIZE": true, "BLOCKSIZE": true, "DF_BLOCK_SIZE": true, "DU_BLOCK_SIZE": true, "LS_BLOCK_SIZE": true,
+	"LS_COLORS": true, "GREP_COLORS": true,
+}
+
+func harmlessVar(name string) bool {
+	return harmlessVars[name] || strings.HasPrefix(name, "LC_") && !strings.ContainsAny(name, "[")
+}
+
+// setVar judges a command that sets the variable name (a static name,
+// possibly with a subscript: a[1]). exported is whether the value reaches
+// the environment of programs.
+func (j *judge) setVar(name string, exported bool) {
+	base, sub, hasSub := strings.Cut(name, "[")
+	if hasSub && strings.ContainsAny(sub, "$`") {
+		j.add(fmt.Sprintf("variable `%s`", short(name)), ClassDynamic, "has an array subscript that bash expands when it sets the variable, running any command substitution in it")
+		return
+	}
+	switch {
+	case sensitiveVar(base):
+		j.add(fmt.Sprintf("assignment `%s=`", short(base)), ClassEnvironment, "changes how later commands are found or run")
+	case exported && !harmlessVar(base):
+		j.add(fmt.Sprintf("assignment `%s=`", short(base)), ClassEnvironment, "exports a variable the policy does not know to be harmless, and programs read their own variables")
+	}
+}
+
+// reEvaluated reports a static string holding an array subscript with an
+// expansion: bash expands it again when the value is used in arithmetic
+// or as a variable name (x='a[$(cmd)]'; (( x ))).
+func reEvaluated(s string) bool {
+	return strings.Contains(s, "[") && strings.ContainsAny(s, "$`")
+}
+
+func (j *judge) assign(a *syntax.Assign, exported bool) {
 	if a == nil {
 		return
 	}
@@ -437,16 +518,144 @@ func (j *judge) assign(a *syntax.Assign) {
 		j.subst(a.Array)
 	}
 	if a.Index != nil {
-		j.subst(a.Index)
+		j.arith(a.Index)
 	}
-	if a.Name != nil && !a.Naked && sensitiveVar(a.Name.Value) {
-		j.add(fmt.Sprintf("assignment `%s=`", a.Name.Value), ClassEnvironment, "changes how later commands are found or run")
+	if a.Name == nil {
+		return
 	}
+	if a.Value != nil {
+		if v := j.word(a.Value); v.static && reEvaluated(v.s) {
+			j.add(fmt.Sprintf("assignment `%s=`", short(a.Name.Value)), ClassDynamic, "stores an array subscript with an expansion, which bash runs when the value is used in arithmetic")
+		}
+	}
+	j.setVar(a.Name.Value, exported)
+}
+
+// arith judges an arithmetic expression: its command substitutions, and
+// quoted strings in it that bash expands again (a['$(cmd)']).
+func (j *judge) arith(x syntax.ArithmExpr) {
+	if x == nil {
+		return
+	}
+	j.subst(x)
+	syntax.Walk(x, func(n syntax.Node) bool {
+		switch n := n.(type) {
+		case *syntax.CmdSubst, *syntax.ProcSubst:
+			return false
+		case *syntax.SglQuoted:
+			if strings.ContainsAny(n.Value, "$`") {
+				j.add(fmt.Sprintf("arithmetic `%s`", short(n.Value)), ClassDynamic, "holds a string that bash expands again in arithmetic")
+			}
+		case *syntax.Lit:
+			if strings.ContainsAny(n.Value, "$`") {
+				j.add(fmt.Sprintf("arithmetic `%s`", short(n.Value)), ClassDynamic, "holds a string that bash expands again in arithmetic")
+			}
+		}
+		return true
+	})
+}
+
+// test judges a [[ ]] expression: -v NAME and the operands of -eq, -lt,
+// ... are evaluated by bash again (array subscripts, arithmetic).
+func (j *judge) test(x syntax.TestExpr) {
+	j.subst(x)
+	syntax.Walk(x, func(n syntax.Node) bool {
+		switch n := n.(type) {
+		case *syntax.UnaryTest:
+			if n.Op == syntax.TsVarSet || n.Op == syntax.TsRefVar {
+				if w, ok := n.X.(*syntax.Word); ok {
+					j.varRef(j.word(w))
+				}
+			}
+		case *syntax.BinaryTest:
+			switch n.Op {
+			case syntax.TsEql, syntax.TsNeq, syntax.TsLeq, syntax.TsGeq, syntax.TsLss, syntax.TsGtr:
+				for _, o := range []syntax.TestExpr{n.X, n.Y} {
+					if w, ok := o.(*syntax.Word); ok {
+						if a := j.word(w); a.static && strings.ContainsAny(a.s, "$`") {
+							j.add(fmt.Sprintf("test operand `%s`", short(a.s)), ClassDynamic, "is evaluated as arithmetic, which expands it again")
+						}
+					}
+				}
+			}
+		}
+		return true
+	})
+}
+
+// varRef judges a word a builtin takes as a variable name to read or
+// unset (test -v NAME, unset NAME): a subscript with an expansion runs.
+func (j *judge) varRef(a arg) {
+	switch {
+	case !a.static:
+		j.add(fmt.Sprintf("variable name `%s`", short(a.s)), ClassDynamic, "is a variable name not known until the command runs, and bash expands a subscript in it")
+	case reEvaluated(a.s):
+		j.add(fmt.Sprintf("variable `%s`", short(a.s)), ClassDynamic, "has an array subscript that bash expands, running any command substitution in it")
+	}
+}
+
+// decl judges declare, local, export, readonly and typeset: the
+// variables they set, whether they export them, and namerefs (-n).
+func (j *judge) decl(c *syntax.DeclClause) {
+	exported := c.Variant != nil && c.Variant.Value == "export"
+	nameref := false
+	for _, a := range c.Args {
+		if !a.Naked || a.Value == nil {
+			continue
+		}
+		if v := j.word(a.Value); v.static && len(v.s) > 1 && v.s[0] == '-' {
+			exported = exported || strings.Contains(v.s, "x")
+			nameref = nameref || strings.Contains(v.s, "n")
+		}
+	}
+	for _, a := range c.Args {
+		switch {
+		case a.Naked && a.Value != nil:
+			v := j.word(a.Value)
+			j.subst(a.Value)
+			switch {
+			case !v.static:
+				j.add(fmt.Sprintf("%s `%s`", declName(c), short(v.s)), ClassDynamic, "declares a variable whose name is not known until the command runs")
+			case len(v.s) > 0 && (v.s[0] == '-' || v.s[0] == '+'):
+			default:
+				j.declText(v.s, exported)
+			}
+		case a.Naked && a.Name != nil:
+			j.setVar(a.Name.Value, exported)
+		default:
+			j.assign(a, exported)
+			if nameref && a.Value != nil {
+				if v := j.word(a.Value); v.static {
+					j.setVar(v.s, exported) // the variable the reference stands for
+				} else {
+					j.add(fmt.Sprintf("nameref `%s`", short(v.s)), ClassDynamic, "refers to a variable not known until the command runs")
+				}
+			}
+		}
+	}
+}
+
+func declName(c *syntax.DeclClause) string {
+	if c.Variant != nil {
+		return c.Variant.Value
+	}
+	return "declare"
+}
+
+// declText judges a quoted "NAME=VALUE" argument of declare and its kin,
+// which bash parses as an assignment after quote removal.
+func (j *judge) declText(s string, exported bool) {
+	name, val, _ := strings.Cut(s, "=")
+	if strings.HasPrefix(val, "(") {
+		j.add(fmt.Sprintf("declaration `%s`", short(s)), ClassDynamic, "is a compound assignment in a string, which bash parses and expands again")
+		return
+	}
+	j.setVar(strings.TrimSuffix(name, "+"), exported)
 }
 
 func (j *judge) call(c *syntax.CallExpr, stdin stdinSrc) {
 	for _, a := range c.Assigns {
-		j.assign(a)
+		j.assign(a, len(c.Args) > 0) // X=1 cmd: cmd gets X in its environment
 	}
 	for _, w := range c.Args {
 		j.subst(w)
@@ -466,14 +675,26 @@ type arg struct {
 	s       string // the value when static, else the source text
 	static  bool   // no expansion: the value is known before running
 	pattern bool   // unquoted glob, brace or tilde: expands at run time
+	lead    string // the static text before the first expansion
+	split   bool   // has an unquoted expansion, which may split into words
 }
 
 func dynamicArg(s string) arg { return arg{s: s} }
 
-// word resolves w to its value when that is known statically.
+// word resolves w to its value when that is known statically. $'...' is
+// decoded as bash does, so $'\x72\x6d' is rm.
 func (j *judge) word(w *syntax.Word) arg {
 	var b strings.Builder
 	a := arg{static: true}
+	leading := true
+	dyn := func(split bool) {
+		if leading {
+			a.lead = b.String()
+			leading = false
+		}
+		a.static = false
+		a.split = a.split || split
+	}
 	for i, part := range w.Parts {
 		switch p := part.(type) {
 		case *syntax.Lit:
@@ -485,23 +706,24 @@ func (j *judge) word(w *syntax.Word) arg {
 			b.WriteString(v)
 		case *syntax.SglQuoted:
 			if p.Dollar {
-				a.static = false
+				b.WriteString(ansiC(p.Value))
+				continue
 			}
 			b.WriteString(p.Value)
 		case *syntax.DblQuoted:
-			if p.Dollar {
-				a.static = false
+			if p.Dollar { // $"...": translated at run time
+				dyn(false)
 			}
 			for _, q := range p.Parts {
 				l, ok := q.(*syntax.Lit)
 				if !ok {
-					a.static = false
+					dyn(false)
 					continue
 				}
 				b.WriteString(unescapeDbl(l.Value))
 			}
 		default:
-			a.static = false
+			dyn(true)
 		}
 	}
 	if !a.static {
@@ -509,7 +731,87 @@ func (j *judge) word(w *syntax.Word) arg {
 		return a
 	}
 	a.s = b.String()
+	a.lead = a.s
 	return a
+}
+
+// ansiC decodes the body of a $'...' string as bash does.
+func ansiC(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	num := func(i, max, base int) (int, int) { // value and digits read at s[i:]
+		v, n := 0, 0
+		for ; n < max && i+n < len(s); n++ {
+			d := strings.IndexByte("0123456789abcdef", byte(unicode.ToLower(rune(s[i+n]))))
+			if d < 0 || d >= base {
+				break
+			}
+			v = v*base + d
+		}
+		return v, n
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] != '\\' || i+1 >= len(s) {
+			b.WriteByte(s[i])
+			continue
+		}
+		i++
+		switch c := s[i]; c {
+		case 'a':
+			b.WriteByte(7)
+		case 'b':
+			b.WriteByte(8)
+		case 'e', 'E':
+			b.WriteByte(27)
+		case 'f':
+			b.WriteByte(12)
+		case 'n':
+			b.WriteByte('\n')
+		case 'r':
+			b.WriteByte('\r')
+		case 't':
+			b.WriteByte('\t')
+		case 'v':
+			b.WriteByte(11)
+		case '\\', '\'', '"', '?':
+			b.WriteByte(c)
+		case 'c':
+			if i+1 < len(s) {
+				i++
+				b.WriteByte(byte(unicode.ToUpper(rune(s[i]))) & 0x1f)
+			}
+		case 'x', 'u', 'U':
+			max := map[byte]int{'x': 2, 'u': 4, 'U': 8}[c]
+			v, n := num(i+1, max, 16)
+			if n == 0 {
+				b.WriteByte('\\')
+				b.WriteByte(c)
+				continue
+			}
+			i += n
+			if c == 'x' {
+				b.WriteByte(byte(v))
+			} else {
+				b.WriteRune(rune(v))
+			}
+		default:
+			if c >= '0' && c <= '7' {
+				v, n := num(i, 3, 8)
+				i += n - 1
+				b.WriteByte(byte(v))
+				continue
+			}
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		}
+	}
+	out := b.String()
+	if k := strings.IndexByte(out, 0); k >= 0 {
+		out = out[:k] // bash ends the string at a NUL
+	}
+	return out
 }
 
 // text is the source text of n, for messages.
@@ -536,7 +838,7 @@ func unescape(s string) (string, bool) {
 			i++
 			b.WriteByte(s[i])
 			continue
-		case c == '*' || c == '?' || c == '[':
+		case c == '*' || c == '?' || c == '[' && strings.Contains(s[i+1:], "]"):
 			pat = true
 		case c == '{' && (strings.Contains(s[i:], ",") || strings.Contains(s[i:], "..")) && strings.Contains(s[i:], "}"):
 			pat = true
