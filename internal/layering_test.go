@@ -18,6 +18,7 @@ var allowed = map[string][]string{
 	"internal/match":                {},
 	"internal/match/matcheval":      {"internal/match"},
 	"internal/proc":                 {},
+	"internal/grant":                {},
 	"internal/repo":                 {},
 	"internal/cache":                {"internal/hldp"},
 	"internal/catalog":              {"internal/hldp", "internal/match"},
@@ -25,7 +26,7 @@ var allowed = map[string][]string{
 	"internal/policy":               {"internal/hldp"},
 	"internal/scan":                 {"internal/hldp", "internal/cache", "internal/catalog"},
 	"internal/executors/shell":      {"internal/executors", "internal/hldp", "internal/proc", "internal/policy"},
-	"internal/executors/gatekeeper": {"internal/executors", "internal/hldp"},
+	"internal/executors/gatekeeper": {"internal/executors", "internal/hldp", "internal/grant"},
 	"internal/executors/hlpdapi":    {"internal/executors", "internal/hldp"},
 	"internal/executors/forgejo":    {"internal/executors", "internal/hldp"},
 	"internal/approval":             {"internal/hldp"},
@@ -33,7 +34,7 @@ var allowed = map[string][]string{
 	"internal/reload":               {"internal/catalog", "internal/scan"},
 	"internal/api":                  {"internal/catalog", "internal/dispatch", "internal/reload", "internal/hldp"},
 	"internal/mcpserver":            {"internal/catalog", "internal/dispatch", "internal/hldp"},
-	"internal/gatekeeper":           {"internal/proc", "internal/policy"},
+	"internal/gatekeeper":           {"internal/proc", "internal/policy", "internal/grant"},
 
 	// The canned Gitea API of the git-forgejo protocol tests: stdlib only.
 	"internal/executors/forgejo/forgejotest": {},

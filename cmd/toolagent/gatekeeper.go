@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/toolagent/toolagent/internal/gatekeeper"
+	"github.com/toolagent/toolagent/internal/proc"
 )
 
 // defaultGatekeeperListen is where `toolagent gatekeeper` listens unless
@@ -25,17 +26,30 @@ type listFlag []string
 func (l *listFlag) String() string     { return strings.Join(*l, ",") }
 func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
 
+// gatekeeperTokenEnv holds the gatekeeper's accepted token; it is removed
+// from the process environment once read.
+const gatekeeperTokenEnv = "TOOLAGENT_GATEKEEPER_TOKEN"
+
 // runGatekeeper serves the gatekeeper protocol (internal/gatekeeper,
 // PROTOCOL.md) until ctx ends: other hosts' toolagent daemons run the
 // tools of executor gatekeeper here. The token comes from the environment
-// (TOOLAGENT_GATEKEEPER_TOKEN) or a file, never from a flag.
+// (TOOLAGENT_GATEKEEPER_TOKEN, dropped from the environment once read) or
+// a file, never from a flag. Every command runs in the bubblewrap sandbox,
+// which hides the token file, unless --sandbox=off says otherwise; a
+// sandbox that cannot be set up stops the start with the reason.
 func runGatekeeper(ctx context.Context, e env, args []string) error {
 	fs := newFlagSet("gatekeeper", e)
 	listen := fs.String("listen", defaultGatekeeperListen, "address to listen on, host:port (port 0: any free port); a non-loopback address needs a token")
 	tokenFile := fs.String("token-file", "", "`FILE` holding the accepted bearer token (or set TOOLAGENT_GATEKEEPER_TOKEN)")
 	var hashes listFlag
 	fs.Var(&hashes, "token-sha256", "accepted token given as its hex SHA-256 digest (`printf %s \"$TOKEN\" | sha256sum`); repeatable")
-	allow := fs.String("allow", "", "comma-separated `PROGRAMS` that may run (base names); empty: any")
+	allow := fs.String("allow", "", "comma-separated `PROGRAMS` that may run (names found in /usr/local/bin:/usr/bin:/bin, or absolute paths); with a list, cmd must be one simple command; empty: any")
+	sandboxMode := e.getenv("TOOLAGENT_SANDBOX")
+	if sandboxMode == "" {
+		sandboxMode = sandboxOn
+	}
+	fs.StringVar(&sandboxMode, "sandbox", sandboxMode, "run every command in the bubblewrap sandbox: on or off (env TOOLAGENT_SANDBOX; default on)")
+	bwrap := fs.String("sandbox-bwrap", e.getenv("TOOLAGENT_SANDBOX_BWRAP"), "the bubblewrap `PROGRAM` (env TOOLAGENT_SANDBOX_BWRAP; default: bwrap, looked up in /usr/local/bin:/usr/bin:/bin)")
 	maxTimeout := fs.Duration("max-timeout", gatekeeper.DefaultMaxTimeout, "longest timeout a request may ask for (longer ones are clamped)")
 	maxOutput := fs.Int64("max-output", gatekeeper.DefaultMaxOutputCap, "largest output cap per stream, in bytes, a request may ask for")
 	maxConcurrent := fs.Int("max-concurrent", gatekeeper.DefaultMaxConcurrent, "most commands running at once; more get 503 busy")
@@ -64,8 +78,12 @@ func runGatekeeper(ctx context.Context, e env, args []string) error {
 		MaxConcurrent: *maxConcurrent,
 		MaxBodyBytes:  *bodyLimit,
 	}
-	if tok := e.getenv("TOOLAGENT_GATEKEEPER_TOKEN"); tok != "" {
+	if tok := e.getenv(gatekeeperTokenEnv); tok != "" {
 		opts.Tokens = append(opts.Tokens, tok)
+	}
+	if e.unsetenv != nil {
+		// Read once; no child (and no later reader of os.Environ) gets it.
+		_ = e.unsetenv(gatekeeperTokenEnv)
 	}
 	if *tokenFile != "" {
 		tok, err := readSecret("gatekeeper", *tokenFile, log)
@@ -82,6 +100,23 @@ func runGatekeeper(ctx context.Context, e env, args []string) error {
 	if err := opts.Validate(); err != nil {
 		return usageError{err}
 	}
+	switch sandboxMode {
+	case sandboxOn:
+		var hide []string
+		if *tokenFile != "" {
+			hide = append(hide, *tokenFile)
+		}
+		sb, err := proc.NewSandbox(proc.SandboxOptions{Bwrap: *bwrap, Hide: hide})
+		if err != nil {
+			return fmt.Errorf("gatekeeper: %w", err)
+		}
+		opts.Sandbox = sb
+	case sandboxOff:
+		log.Warn("the sandbox is off; commands run with the gatekeeper's own view of the host",
+			"flag", "--sandbox=off", "risk", "its files, its network and its other processes")
+	default:
+		return usageError{fmt.Errorf("--sandbox: want on or off, got %q", sandboxMode)}
+	}
 	hasToken := len(opts.Tokens)+len(opts.TokenSHA256) > 0
 	if err := gatekeeper.ListenCheck(*listen, hasToken); err != nil {
 		return err
@@ -96,7 +131,11 @@ func runGatekeeper(ctx context.Context, e env, args []string) error {
 	if !hasToken {
 		auth = "none (loopback clients only)"
 	}
-	log.Info("listening", "addr", ln.Addr().String(), "auth", auth, "allow", opts.Allow,
+	sandbox := "off"
+	if opts.Sandbox != nil {
+		sandbox = opts.Sandbox.Version()
+	}
+	log.Info("listening", "addr", ln.Addr().String(), "auth", auth, "allow", opts.Allow, "sandbox", sandbox,
 		"max_timeout", *maxTimeout, "max_output", *maxOutput, "max_concurrent", *maxConcurrent)
 
 	// Commands run on cmdCtx: a signal stops new requests at once, running

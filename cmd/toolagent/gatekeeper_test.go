@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -22,10 +23,15 @@ type gatekeeperServer struct {
 
 // startGatekeeper runs `toolagent gatekeeper` with args (which should
 // include --listen) and env, and waits for its "listening" log line. It
-// is stopped at cleanup.
+// is stopped at cleanup. The server sandboxes its commands (the default)
+// unless TOOLAGENT_TEST_NO_SANDBOX=1.
 func startGatekeeper(t *testing.T, env map[string]string, args ...string) *gatekeeperServer {
 	t.Helper()
-	p := startInProcess(t, env, append([]string{"gatekeeper", "--log-format", "json"}, args...))
+	full := []string{"gatekeeper", "--log-format", "json"}
+	if os.Getenv("TOOLAGENT_TEST_NO_SANDBOX") == "1" {
+		full = append(full, "--sandbox=off")
+	}
+	p := startInProcess(t, env, append(full, args...))
 	return &gatekeeperServer{inProcess: p, url: "http://" + p.addr}
 }
 
@@ -113,13 +119,18 @@ func TestServeGatekeeper(t *testing.T) {
 		"BACKUP_GATEKEEPER_TOKEN":    gatekeeperTestToken,
 	}, "--tools", tools, "--config", cfg, "--health-schedule", "@every 1s")
 
+	// du's path lies outside /tmp, which is private in the sandbox.
+	here, err := filepath.Abs(".")
+	if err != nil {
+		t.Fatal(err)
+	}
 	calls := []struct {
 		tool    string
 		params  map[string]any
 		wantOut string
 	}{
 		{"shell-exec", map[string]any{"cmd": "echo hello"}, "hello\n"},
-		{"disk-usage", map[string]any{"path": tools}, tools + "\n"},
+		{"disk-usage", map[string]any{"path": here}, here + "\n"},
 		{"backup-echo", map[string]any{"msg": "hi; rm -rf /"}, "hi; rm -rf /\n"},
 	}
 	for _, c := range calls {
@@ -183,6 +194,9 @@ func TestGatekeeperCommand(t *testing.T) {
 		{"bad digest", nil, []string{"--listen", "127.0.0.1:0", "--token-sha256", "xyz"}, "not a hex SHA-256 digest"},
 		{"missing token file", nil, []string{"--listen", "127.0.0.1:0", "--token-file", filepath.Join(t.TempDir(), "none")}, "token file"},
 		{"arguments", nil, []string{"extra"}, "takes no arguments"},
+		{"bad sandbox mode", nil, []string{"--listen", "127.0.0.1:0", "--sandbox", "maybe"}, "--sandbox: want on or off"},
+		{"bad sandbox mode from env", map[string]string{"TOOLAGENT_SANDBOX": "maybe"}, []string{"--listen", "127.0.0.1:0"}, "--sandbox: want on or off"},
+		{"sandbox cannot start", nil, []string{"--listen", "127.0.0.1:0", "--sandbox-bwrap", "/nonexistent/bwrap"}, "/nonexistent/bwrap"},
 	}
 	for _, tc := range tests {
 		err := run(t.Context(), append([]string{"gatekeeper"}, tc.args...), func(k string) string { return tc.env[k] }, strings.NewReader(""), io.Discard, io.Discard)
@@ -207,5 +221,57 @@ func TestGatekeeperCommand(t *testing.T) {
 		if resp.StatusCode != tc.want {
 			t.Errorf("POST /exec with token %.5s… = %d %s; want %d", tc.token, resp.StatusCode, b, tc.want)
 		}
+	}
+}
+
+// TestGatekeeperSandbox: `toolagent gatekeeper` runs its commands in the
+// sandbox by default: a command cannot read the token file, and sees
+// neither the token nor the server's processes; with --sandbox=off it
+// says so at start.
+func TestGatekeeperSandbox(t *testing.T) {
+	if os.Getenv("TOOLAGENT_TEST_NO_SANDBOX") == "1" {
+		t.Skip("TOOLAGENT_TEST_NO_SANDBOX=1: sandbox tests skipped (install bubblewrap and unset it to run them)")
+	}
+	// The token file must lie outside /tmp, which a sandbox replaces
+	// anyway: under /var/lib, which needs root.
+	dir, err := os.MkdirTemp("/var/lib", "toolagent-gatekeeper-test-")
+	if err != nil {
+		t.Skipf("no writable directory outside /tmp for the token file (run as root for /var/lib): %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	tokenFile := filepath.Join(dir, "gk.token")
+	const fileToken = "gatekeeper-file-token-0123456789"
+	if err := os.WriteFile(tokenFile, []byte(fileToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g := startGatekeeper(t, map[string]string{"TOOLAGENT_GATEKEEPER_TOKEN": gatekeeperTestToken}, "--listen", "127.0.0.1:0", "--token-file", tokenFile)
+	if !strings.Contains(g.logs.String(), `"sandbox":"bubblewrap`) {
+		t.Errorf("the listening line does not name the sandbox:\n%s", g.logs)
+	}
+	body, _ := json.Marshal(map[string]string{"cmd": "cat " + tokenFile + " /proc/1/environ; ls /proc"})
+	req, _ := http.NewRequest("POST", g.url+"/exec", strings.NewReader(string(body)))
+	req.Header.Set("Authorization", "Bearer "+fileToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out struct {
+		Stdout, Stderr string
+	}
+	err = json.NewDecoder(resp.Body).Decode(&out)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("POST /exec = %d, %v", resp.StatusCode, err)
+	}
+	if strings.Contains(out.Stdout, fileToken) || strings.Contains(out.Stdout, gatekeeperTestToken) {
+		t.Errorf("a sandboxed command read a token:\n%s", out.Stdout)
+	}
+	if strings.Contains(out.Stdout, "\n"+strconv.Itoa(os.Getpid())+"\n") {
+		t.Errorf("a sandboxed command sees the server's process %d in /proc:\n%s", os.Getpid(), out.Stdout)
+	}
+
+	off := startGatekeeper(t, nil, "--listen", "127.0.0.1:0", "--sandbox=off")
+	if !strings.Contains(off.logs.String(), `"msg":"the sandbox is off`) || !strings.Contains(off.logs.String(), `"sandbox":"off"`) {
+		t.Errorf("--sandbox=off is not logged as a warning:\n%s", off.logs)
 	}
 }

@@ -68,6 +68,9 @@ type Options struct {
 	// daemon: its HTTP API; the CLI: `toolagent approvals`). nil: both are
 	// named.
 	ApproveHint func(id string) string
+	// DescribeSandbox says what an approved call of a tool may change and
+	// reach, for the approval record (nil: the declared grant as written).
+	DescribeSandbox func(*hldp.Tool) string
 	// NoQueueReason replaces the default explanation given when Approvals
 	// is nil (e.g. "the approval queue belongs to the daemon running on
 	// this state directory; call through it").
@@ -218,6 +221,9 @@ func (d *Dispatcher) hold(c Call, t *hldp.Tool, rev string, params map[string]an
 		// Once approved, the call runs with the tool's declared grant;
 		// the approver sees it before deciding.
 		in.Sandbox = t.Sandbox.String()
+		if d.opts.DescribeSandbox != nil {
+			in.Sandbox = d.opts.DescribeSandbox(t)
+		}
 	}
 	a, err := d.opts.Approvals.CreateWith(in)
 	if err != nil {

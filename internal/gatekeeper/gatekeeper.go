@@ -5,26 +5,32 @@
 //
 // NewHandler serves POST /exec and GET /healthz. Every command runs through
 // proc.Run, so it gets exactly the limits of the shell executor: its own
-// process group killed at the timeout (SIGTERM, then SIGKILL after a
-// grace), stdout and stderr each capped, and a minimal environment instead
-// of the server's own. The client's requested timeout and output cap are
-// clamped to the server's maxima; a bearer token is compared in constant
-// time; an optional allowlist, an optional Check hook and the shell policy
-// (internal/policy, the built-in default unless configured) refuse
-// commands right before they would start; every exec writes one audit
-// line.
+// process group killed at the timeout, stdout and stderr each capped, a
+// minimal environment instead of the server's own, and — with
+// Options.Sandbox — the daemon's sandbox (bubblewrap): its own PID, mount
+// and network namespaces, the filesystem read-only, the server's secrets
+// hidden. The client's requested timeout and output cap are clamped to the
+// server's maxima; a bearer token is compared in constant time.
 //
-// The shell policy is defence in depth: the daemon judged the call before
-// sending it, and the server judges a cmd again with policy.CheckCommand.
-// A command the policy denies never runs; one it wants confirmed runs only
-// when the request carries the id of the approval the daemon claimed
-// ("approval"). The server cannot verify that id (approvals live in the
-// daemon): the check guards against a daemon that forgot the approval, not
-// against a client that holds a valid token and lies.
+// Right before a command would start it passes, in order: the allowlist
+// (Options.Allow; it judges the program that will actually run: cmd must
+// then be one plain simple command, and the program is resolved on the
+// child's PATH), the Check hook, the grant, and the shell policy
+// (internal/policy, the built-in default unless configured), which judges
+// cmd requests and argv requests alike (an argv as its quoted command
+// line). A command the policy denies never runs. One it wants confirmed
+// runs only with a grant (internal/grant) the server verifies: an
+// HMAC-SHA256 signed, with a key derived from the bearer token of the
+// request, over the approval id, tool, revision, params hash, the digest
+// of this exact command, the sandbox it may use and an expiry. A bare
+// approval id is not trusted. A command with a verified grant runs with
+// the grant's sandbox (write paths, network); every other command runs
+// read-only without network, whatever the request says. Every exec writes
+// one audit line naming the resolved program.
 //
 // A handler is safe for concurrent use; it bounds the number of commands
-// running at once and answers "busy" beyond that. The package imports proc
-// and policy and is imported only by cmd/toolagent.
+// running at once and answers "busy" beyond that. The package imports
+// proc, policy and grant and is imported only by cmd/toolagent.
 package gatekeeper
 
 import (
@@ -39,10 +45,12 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
 
+	"github.com/toolagent/toolagent/internal/grant"
 	"github.com/toolagent/toolagent/internal/policy"
 	"github.com/toolagent/toolagent/internal/proc"
 )
@@ -55,7 +63,10 @@ const (
 	DefaultMaxOutputCap  = 16 << 20
 	DefaultMaxBodyBytes  = 1 << 20
 	DefaultMaxConcurrent = 8
-	DefaultShell         = "/bin/sh"
+	// DefaultShell runs cmd requests (as DefaultShell -p -c cmd): bash,
+	// the dialect the shell policy parses; -p keeps it from reading
+	// BASH_ENV or ENV and from importing functions.
+	DefaultShell = "/bin/bash"
 )
 
 // Error codes of the protocol (the "code" field of an error response).
@@ -81,11 +92,19 @@ type Options struct {
 	// server's configuration need not hold the token itself
 	// (`printf %s "$TOKEN" | sha256sum`).
 	TokenSHA256 []string
-	// Allow, when non-empty, is the list of programs that may run: the
-	// base name of argv[0] for argv requests, the base name of the first
-	// word for cmd requests. With an allowlist, a cmd that contains shell
-	// control syntax (; & | < > ` $ ( ) newline) is refused, since it could
-	// start programs the first word does not name.
+	// Allow, when non-empty, is the list of programs that may run, as
+	// names ("ls") or absolute paths ("/opt/bin/tool"). It judges the
+	// program that will run: argv[0], or the command name of a cmd, is
+	// resolved to an absolute file (a bare name on the child's PATH,
+	// proc.MinimalPath), which is allowed when it equals an absolute
+	// entry, or when its base name is an entry's base name and it lies in
+	// one of the PATH directories. With an allowlist a cmd must be
+	// exactly one simple command with a plain command name: no list or
+	// pipeline, no assignment prefix (X=... changes how the program is
+	// found or runs), no redirection, no expansion; anything else is
+	// refused, since it could start programs the name does not say. An
+	// allowed cmd runs with its command name replaced by the resolved
+	// path, so no shell builtin or function stands in for the program.
 	Allow []string
 	// Check, when set, is called right before a process would start, with
 	// the cmd of a cmd request (argv nil) or the argv of an argv request
@@ -93,18 +112,26 @@ type Options struct {
 	// the error's text. It is the hook for the per-argument shell policy;
 	// it must be safe for concurrent use.
 	Check func(cmd string, argv []string) error
-	// Policy judges every cmd request (policy.CheckCommand) right before
-	// it would start, after the allowlist and the Check hook: a deny is
-	// refused, a confirm is refused unless the request names an approval.
-	// nil means policy.DefaultShellPolicy(). argv requests are not judged
-	// by it (no shell parses them; use Allow for those), as the daemon's
-	// policy judges only exec commands.
+	// Policy judges every request (policy.CheckCommand) right before it
+	// would start, after the allowlist, the Check hook and the grant: a
+	// cmd as it is, an argv as the command line of its quoted elements
+	// (syntax.Quote). A deny is refused; a confirm is refused unless the
+	// request carries a grant this server verified. nil means
+	// policy.DefaultShellPolicy().
 	Policy *policy.ShellPolicy
 	// NoPolicy turns the shell policy off: only Allow and Check guard
 	// commands. For a server whose every client judges its own commands.
 	NoPolicy bool
-	// Shell runs cmd requests as Shell -c cmd; "" means DefaultShell.
+	// Shell runs cmd requests as Shell -p -c cmd; "" means DefaultShell.
+	// It must be bash (or accept -p -c the same way): the policy parses
+	// bash.
 	Shell string
+	// Sandbox, when non-nil, runs every command inside it
+	// (proc.Spec.Sandbox): read-only with no network, or with the write
+	// paths and network of a verified grant. nil runs commands
+	// unsandboxed, as the server's own user with its view of the host;
+	// `toolagent gatekeeper` does that only with an explicit --sandbox=off.
+	Sandbox *proc.Sandbox
 	// Env holds extra KEY=VALUE entries added after proc.MinimalEnv for
 	// every command. Do not put secrets here.
 	Env []string
@@ -178,9 +205,13 @@ type ExecRequest struct {
 	MaxOutputBytes int64    `json:"max_output_bytes,omitempty"`
 	Tool           string   `json:"tool,omitempty"`
 	Revision       string   `json:"revision,omitempty"`
-	// Approval is the id of the approval the daemon claimed for this call;
-	// the shell policy lets a command it wants confirmed run only with one.
+	// Approval is the bare id of an approval, as older clients send it.
+	// It is not trusted: only Grant lets a command the policy wants
+	// confirmed run. It is accepted (and named in a refusal) so that an
+	// older client gets a clear answer instead of "unknown field".
 	Approval string `json:"approval,omitempty"`
+	// Grant is the signed approval of this call (internal/grant).
+	Grant *grant.Grant `json:"grant,omitempty"`
 }
 
 // maxApprovalLen bounds the approval field (ids are 32 hex digits).
@@ -213,8 +244,9 @@ type ErrorResponse struct {
 type handler struct {
 	opts    Options
 	policy  *policy.ShellPolicy // nil when Options.NoPolicy
-	hashes  [][sha256.Size]byte
-	allow   map[string]bool
+	hashes  [][sha256.Size]byte // the tokens' digests, which are also their grant keys
+	allow   *allowlist          // nil: no allowlist
+	sb      *proc.Sandbox       // nil: unsandboxed
 	sem     chan struct{}
 	log     *slog.Logger
 	shell   string
@@ -231,7 +263,7 @@ func NewHandler(opts Options, logger *slog.Logger) http.Handler {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	h := &handler{opts: opts, log: logger, shell: opts.Shell}
+	h := &handler{opts: opts, log: logger, shell: opts.Shell, sb: opts.Sandbox}
 	if h.shell == "" {
 		h.shell = DefaultShell
 	}
@@ -261,12 +293,7 @@ func NewHandler(opts Options, logger *slog.Logger) http.Handler {
 			h.policy = policy.DefaultShellPolicy()
 		}
 	}
-	if len(opts.Allow) > 0 {
-		h.allow = make(map[string]bool, len(opts.Allow))
-		for _, a := range opts.Allow {
-			h.allow[filepath.Base(a)] = true
-		}
-	}
+	h.allow = newAllowlist(opts.Allow)
 	h.sem = make(chan struct{}, o.MaxConcurrent)
 
 	mux := http.NewServeMux()
@@ -294,24 +321,33 @@ func orDefault[T int | int64 | time.Duration](v, def T) T {
 	return v
 }
 
-// authorize checks the bearer token. It returns the token's id (a short
-// digest prefix, safe to log) or writes the error answer and returns ok
-// false. Without configured tokens only loopback peers are accepted.
-func (h *handler) authorize(w http.ResponseWriter, r *http.Request) (id string, ok bool) {
+// caller is who sent a request: the id of its token (a short digest
+// prefix, safe to log) and the key of the grants it may send, the
+// token's SHA-256 (grant.Key). A server without tokens has no key.
+type caller struct {
+	tokenID string
+	key     [sha256.Size]byte
+	hasKey  bool
+}
+
+// authorize checks the bearer token. It returns the caller or writes the
+// error answer and returns ok false. Without configured tokens only
+// loopback peers are accepted.
+func (h *handler) authorize(w http.ResponseWriter, r *http.Request) (c caller, ok bool) {
 	if h.noToken {
 		host, _, _ := net.SplitHostPort(r.RemoteAddr)
 		if !isLoopbackHost(host) {
 			writeError(w, http.StatusForbidden, CodeForbidden, "this gatekeeper has no token configured and only accepts loopback clients")
-			return "", false
+			return caller{}, false
 		}
-		return "none", true
+		return caller{tokenID: "none"}, true
 	}
 	auth := r.Header.Get("Authorization")
 	scheme, tok, found := strings.Cut(auth, " ")
 	if !found || !strings.EqualFold(scheme, "Bearer") || tok == "" {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="gatekeeper"`)
 		writeError(w, http.StatusUnauthorized, CodeUnauthorized, "missing bearer token (send Authorization: Bearer <token>)")
-		return "", false
+		return caller{}, false
 	}
 	d := sha256.Sum256([]byte(tok))
 	match := 0
@@ -321,9 +357,11 @@ func (h *handler) authorize(w http.ResponseWriter, r *http.Request) (id string, 
 	if match != 1 {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="gatekeeper", error="invalid_token"`)
 		writeError(w, http.StatusUnauthorized, CodeUnauthorized, "invalid bearer token")
-		return "", false
+		return caller{}, false
 	}
-	return hex.EncodeToString(d[:4]), true
+	// The key is the digest of the token that authenticated this request,
+	// so a grant binds to that token and no other.
+	return caller{tokenID: hex.EncodeToString(d[:4]), key: d, hasKey: true}, true
 }
 
 // healthz answers liveness without a token. A request that carries an
@@ -338,7 +376,7 @@ func (h *handler) healthz(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) exec(w http.ResponseWriter, r *http.Request) {
-	tokenID, ok := h.authorize(w, r)
+	who, ok := h.authorize(w, r)
 	if !ok {
 		h.log.WarnContext(r.Context(), "gatekeeper request refused", "remote", r.RemoteAddr, "reason", "unauthorized")
 		return
@@ -365,12 +403,16 @@ func (h *handler) exec(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, CodeBadRequest, err.Error())
 		return
 	}
-	audit := h.auditAttrs(r, req, tokenID, spec)
-	if err := h.guard(req); err != nil {
+	prog := analyze(req)
+	audit := h.auditAttrs(r, req, who.tokenID, spec, prog)
+	v, err := h.guard(req, prog, who)
+	audit = append(audit, "approval", v.approval, "sandbox", h.sandboxText(v.grant))
+	if err != nil {
 		h.log.WarnContext(r.Context(), "gatekeeper exec refused", append(audit, "reason", err.Error())...)
 		writeError(w, http.StatusForbidden, CodeRefused, err.Error())
 		return
 	}
+	spec.Argv, spec.Grant = v.argv, v.grant
 	select {
 	case h.sem <- struct{}{}:
 		defer func() { <-h.sem }()
@@ -422,6 +464,8 @@ func (h *handler) spec(req ExecRequest) (proc.Spec, error) {
 		return proc.Spec{}, fmt.Errorf("cwd %q must be an absolute path", req.Cwd)
 	case len(req.Approval) > maxApprovalLen:
 		return proc.Spec{}, fmt.Errorf("approval id longer than %d bytes", maxApprovalLen)
+	case strings.Contains(req.Cmd, "\x00") || slices.ContainsFunc(req.Argv, func(a string) bool { return strings.Contains(a, "\x00") }):
+		return proc.Spec{}, errors.New("cmd and argv must not contain NUL bytes")
 	}
 	timeout := h.opts.DefaultTimeout
 	if req.TimeoutMS > 0 {
@@ -431,38 +475,51 @@ func (h *handler) spec(req ExecRequest) (proc.Spec, error) {
 	if req.MaxOutputBytes > 0 {
 		maxOut = min(req.MaxOutputBytes, h.opts.MaxOutput)
 	}
-	argv := req.Argv
-	if req.Cmd != "" {
-		argv = []string{h.shell, "-c", req.Cmd}
+	env := proc.MinimalEnv(req.Cwd)
+	if h.sb != nil {
+		env = proc.SandboxEnv() // HOME is the sandbox's private /tmp
 	}
 	return proc.Spec{
-		Argv:      argv,
+		Argv:      h.argv(req.Cmd, req.Argv),
 		Dir:       req.Cwd,
-		Env:       append(proc.MinimalEnv(req.Cwd), h.opts.Env...),
+		Env:       append(env, h.opts.Env...),
 		Timeout:   timeout,
 		Grace:     h.opts.Grace,
 		MaxOutput: maxOut,
+		Sandbox:   h.sb,
 	}, nil
 }
 
-// shellSyntax are the bytes that let one cmd start more than the program
-// its first word names; refused when an allowlist is configured.
-const shellSyntax = ";&|<>`$()\n\r"
+// argv is what runs for a cmd (under the shell) or an argv.
+func (h *handler) argv(cmd string, argv []string) []string {
+	if cmd != "" {
+		return []string{h.shell, "-p", "-c", cmd}
+	}
+	return argv
+}
 
-// guard applies the allowlist, the Check hook and the shell policy, in
-// that order, right before the process would start.
-func (h *handler) guard(req ExecRequest) error {
+// verdict is what guard decided for a request that may run.
+type verdict struct {
+	argv     []string   // what runs (the allowlist pins the program's path)
+	grant    proc.Grant // the sandbox grant it runs with
+	approval string     // the approval id of a verified grant, or ""
+}
+
+// guard applies the allowlist, the Check hook, the grant and the shell
+// policy, in that order, right before the process would start. The error
+// says why the request is refused.
+func (h *handler) guard(req ExecRequest, prog program, who caller) (verdict, error) {
+	v := verdict{argv: h.argv(req.Cmd, req.Argv)}
 	if h.allow != nil {
-		// Shell syntax first: with it, the first word does not say what
-		// runs, so naming it as "the program" would mislead.
-		if req.Cmd != "" {
-			if i := strings.IndexAny(req.Cmd, shellSyntax); i >= 0 {
-				return fmt.Errorf("cmd contains shell syntax %q, which an allowlist cannot vouch for; send argv instead", req.Cmd[i:i+1])
-			}
+		if err := h.allow.check(prog); err != nil {
+			return v, err
 		}
-		prog := program(req)
-		if !h.allow[prog] {
-			return fmt.Errorf("program %q is not in this gatekeeper's allowlist", prog)
+		// Run exactly the program the allowlist judged: by its path, so
+		// neither PATH order nor a shell builtin can put another in.
+		if req.Cmd != "" {
+			v.argv = h.argv(req.Cmd[:prog.start]+prog.path+req.Cmd[prog.end:], nil)
+		} else {
+			v.argv = append([]string{prog.path}, req.Argv[1:]...)
 		}
 	}
 	if h.opts.Check != nil {
@@ -473,30 +530,70 @@ func (h *handler) guard(req ExecRequest) error {
 			err = h.opts.Check("", append([]string(nil), req.Argv...))
 		}
 		if err != nil {
-			return fmt.Errorf("policy: %w", err)
+			return v, fmt.Errorf("policy: %w", err)
 		}
 	}
-	if h.policy != nil && req.Cmd != "" {
+	approved := false
+	if req.Grant != nil {
+		g, err := h.verifyGrant(req, who)
+		if err != nil {
+			return v, fmt.Errorf("grant refused: %w", err)
+		}
+		approved, v.approval, v.grant = true, req.Grant.Approval, g
+	}
+	if h.policy != nil {
+		line := req.Cmd
+		if line == "" {
+			var err error
+			if line, err = quoteArgv(req.Argv); err != nil {
+				return v, fmt.Errorf("argv cannot be judged: %w", err)
+			}
+		}
 		// The error names the rule: "refused by policy: shell: command
 		// `rm` deletes files (default policy: delete): ...".
-		if err := policy.CheckCommand(req.Cmd, h.policy, req.Approval != ""); err != nil {
-			return err
+		if err := policy.CheckCommand(line, h.policy, approved); err != nil {
+			var re *policy.RefusedError
+			if errors.As(err, &re) && re.Unapproved && req.Approval != "" {
+				return v, fmt.Errorf("%w (the request names approval %q without a signed grant; this gatekeeper does not trust a bare approval id: the daemon must send the grant signed with its token)", err, req.Approval)
+			}
+			return v, err
 		}
 	}
-	return nil
+	return v, nil
 }
 
-// program is the base name of the program a request names: argv[0], or
-// the first word of cmd.
-func program(req ExecRequest) string {
-	if req.Cmd == "" {
-		return filepath.Base(req.Argv[0])
+// verifyGrant checks req.Grant for who and returns the sandbox grant the
+// command runs with.
+func (h *handler) verifyGrant(req ExecRequest, who caller) (proc.Grant, error) {
+	g := req.Grant
+	if !who.hasKey {
+		return proc.Grant{}, errors.New("this gatekeeper has no token, so it cannot verify a grant (configure a token)")
 	}
-	f := strings.Fields(req.Cmd)
-	if len(f) == 0 {
-		return ""
+	if err := g.Verify(who.key, time.Now(), grant.CommandDigest(req.Cmd, req.Argv)); err != nil {
+		return proc.Grant{}, err
 	}
-	return filepath.Base(f[0])
+	for _, f := range []struct{ name, req, grant string }{
+		{"tool", req.Tool, g.Tool}, {"revision", req.Revision, g.Revision}, {"approval", req.Approval, g.Approval},
+	} {
+		if f.req != "" && f.req != f.grant {
+			return proc.Grant{}, fmt.Errorf("the grant is for %s %q, the request names %s %q", f.name, f.grant, f.name, f.req)
+		}
+	}
+	pg := proc.Grant{Write: slices.Clone(g.Sandbox.Write), Network: g.Sandbox.Network}
+	if h.sb != nil {
+		if err := h.sb.CheckGrant(pg); err != nil {
+			return proc.Grant{}, err
+		}
+	}
+	return pg, nil
+}
+
+// sandboxText says what a command runs with, for the audit line.
+func (h *handler) sandboxText(g proc.Grant) string {
+	if h.sb == nil {
+		return "off"
+	}
+	return g.String()
 }
 
 // auditAttrs are the attributes of the audit line of one exec. The
@@ -504,7 +601,7 @@ func program(req ExecRequest) string {
 // (a password on a command line), so the line holds the program name and
 // a SHA-256 of the full command, never its text: an operator who has the
 // command can prove it ran; the log alone does not leak it.
-func (h *handler) auditAttrs(r *http.Request, req ExecRequest, tokenID string, spec proc.Spec) []any {
+func (h *handler) auditAttrs(r *http.Request, req ExecRequest, tokenID string, spec proc.Spec, prog program) []any {
 	mode := "argv"
 	full := strings.Join(req.Argv, "\x00")
 	if req.Cmd != "" {
@@ -512,8 +609,8 @@ func (h *handler) auditAttrs(r *http.Request, req ExecRequest, tokenID string, s
 	}
 	sum := sha256.Sum256([]byte(full))
 	return []any{
-		"remote", r.RemoteAddr, "token_id", tokenID, "tool", req.Tool, "rev", req.Revision, "approval", req.Approval,
-		"mode", mode, "program", program(req), "cmd_sha256", hex.EncodeToString(sum[:]),
+		"remote", r.RemoteAddr, "token_id", tokenID, "tool", req.Tool, "rev", req.Revision,
+		"mode", mode, "program", prog.audit(h.shell), "cmd_sha256", hex.EncodeToString(sum[:]),
 		"cmd_bytes", len(full), "cwd", req.Cwd,
 		"timeout_ms", spec.Timeout.Milliseconds(), "max_output_bytes", spec.MaxOutput,
 	}

@@ -1,19 +1,27 @@
 package gatekeeper
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/toolagent/toolagent/internal/grant"
 	"github.com/toolagent/toolagent/internal/policy"
+	"github.com/toolagent/toolagent/internal/proc"
 )
 
 func TestListenCheck(t *testing.T) {
@@ -87,6 +95,7 @@ func TestHandlerProtocol(t *testing.T) {
 	sum := sha256.Sum256([]byte("hashed-token"))
 	withToken := NewHandler(Options{Tokens: []string{"plain-token"}, TokenSHA256: []string{hex.EncodeToString(sum[:])}, MaxBodyBytes: 200}, nil)
 	noToken := NewHandler(Options{}, nil)
+	noPolicy := NewHandler(Options{Tokens: []string{"plain-token"}, NoPolicy: true}, nil)
 
 	tests := []struct {
 		name       string
@@ -113,7 +122,8 @@ func TestHandlerProtocol(t *testing.T) {
 		{name: "neither", h: withToken, method: "POST", path: "/exec", remote: local, auth: "Bearer plain-token", body: `{}`, wantStatus: 400, wantCode: CodeBadRequest},
 		{name: "relative cwd", h: withToken, method: "POST", path: "/exec", remote: local, auth: "Bearer plain-token", body: `{"cmd":"true","cwd":"tmp"}`, wantStatus: 400, wantCode: CodeBadRequest},
 		{name: "body too large", h: withToken, method: "POST", path: "/exec", remote: local, auth: "Bearer plain-token", body: `{"cmd":"` + strings.Repeat("x", 300) + `"}`, wantStatus: 413, wantCode: CodeTooLarge},
-		{name: "program not found", h: withToken, method: "POST", path: "/exec", remote: local, auth: "Bearer plain-token", body: `{"argv":["no-such-program-xyz"]}`, wantStatus: 422, wantCode: CodeStartFailed},
+		{name: "program not found", h: noPolicy, method: "POST", path: "/exec", remote: local, auth: "Bearer plain-token", body: `{"argv":["no-such-program-xyz"]}`, wantStatus: 422, wantCode: CodeStartFailed},
+		{name: "unknown program needs an approval", h: withToken, method: "POST", path: "/exec", remote: local, auth: "Bearer plain-token", body: `{"argv":["no-such-program-xyz"]}`, wantStatus: 403, wantCode: CodeRefused},
 		{name: "GET exec", h: withToken, method: "GET", path: "/exec", remote: local, auth: "Bearer plain-token", wantStatus: 405, wantCode: CodeMethodNotAllowed},
 		{name: "unknown path", h: withToken, method: "GET", path: "/run", remote: local, wantStatus: 404, wantCode: CodeNotFound},
 		{name: "healthz without auth", h: withToken, method: "GET", path: "/healthz", remote: remote, wantStatus: 200},
@@ -199,10 +209,11 @@ func TestBusy(t *testing.T) {
 	<-done
 }
 
-// TestShellPolicy: right before a cmd would start, the server judges it
-// with the shell policy: a command that needs an approval runs only with
-// one, a catastrophic one never, and every refusal is 403 refused naming
-// the rule. argv requests are not parsed as shell.
+// TestShellPolicy: right before a command would start, the server judges
+// it with the shell policy: a command that needs an approval runs only
+// with a verified grant, a catastrophic one never, and every refusal is
+// 403 refused naming the rule. An argv request is judged as the command
+// line of its quoted elements.
 func TestShellPolicy(t *testing.T) {
 	victim := filepath.Join(t.TempDir(), "x")
 	mk := func() {
@@ -215,7 +226,10 @@ func TestShellPolicy(t *testing.T) {
 		b, _ := json.Marshal(ExecRequest{Cmd: cmd, Approval: approval})
 		return string(b)
 	}
-	const id = "0123456789abcdef0123456789abcdef"
+	argv := func(argv ...string) string {
+		b, _ := json.Marshal(ExecRequest{Argv: argv})
+		return string(b)
+	}
 	lax := policy.DefaultShellPolicy()
 	lax.Commands["rm"] = policy.Allow
 	def := NewHandler(Options{Tokens: []string{"t"}}, nil)
@@ -229,11 +243,15 @@ func TestShellPolicy(t *testing.T) {
 	}{
 		{"rm -rf without approval", def, body("rm -rf "+victim, ""), 403, "needs an approval and has none: shell: command `rm` deletes files", false},
 		{"hidden behind a read", def, body("ls / && rm -rf "+victim, ""), 403, "command `rm`", false},
-		{"argv is not parsed as shell", def, `{"argv":["echo","rm -rf /"]}`, 200, "", false},
-		{"catastrophic even with approval", def, body("rm -rf /", id), 403, "refused by policy: shell: command `rm -rf /`", false},
+		{"a bare approval id is not trusted", def, body("rm -rf "+victim, approvalID), 403, "does not trust a bare approval id", false},
+		{"argv is judged", def, argv("rm", "-rf", victim), 403, "needs an approval and has none: shell: command `rm` deletes files", false},
+		{"argv catastrophic", def, argv("rm", "-rf", "/"), 403, "refused by policy: shell: command `rm -rf /`", false},
+		{"argv elements stay one word", def, argv("echo", "rm -rf /"), 200, "", false},
+		{"argv shell -c is judged inside", def, argv("bash", "-c", "rm -rf "+victim), 403, "command `rm`", false},
+		{"catastrophic even with approval", def, body("rm -rf /", approvalID), 403, "refused by policy: shell: command `rm -rf /`", false},
 		{"unparseable", def, body("echo 'x", ""), 403, "shell: cannot parse", false},
 		{"too long approval id", def, body("true", strings.Repeat("a", 200)), 400, "approval id", false},
-		{"approved rm runs", def, body("rm -rf "+victim, id), 200, "", true},
+		{"NUL in argv", def, `{"argv":["echo","a\u0000b"]}`, 400, "NUL", false},
 		{"operator override", NewHandler(Options{Tokens: []string{"t"}, Policy: lax}, nil), body("rm -rf "+victim, ""), 200, "", true},
 		{"policy off", NewHandler(Options{Tokens: []string{"t"}, NoPolicy: true}, nil), body("rm -rf "+victim, ""), 200, "", true},
 	}
@@ -258,5 +276,315 @@ func TestShellPolicy(t *testing.T) {
 				t.Errorf("victim removed = %v, want %v", gone, tt.removed)
 			}
 		})
+	}
+}
+
+const approvalID = "0123456789abcdef0123456789abcdef"
+
+// newGrant returns a grant for cmd (or argv) signed under token, valid for
+// a minute, with sandbox sb.
+func newGrant(token, cmd string, argv []string, sb grant.Sandbox) *grant.Grant {
+	g := &grant.Grant{
+		Approval:   approvalID,
+		Tool:       "shell-exec",
+		Revision:   "rev1",
+		ParamsHash: grant.ParamsHash(map[string]any{"cmd": cmd}),
+		Command:    grant.CommandDigest(cmd, argv),
+		Sandbox:    sb,
+		ExpiresAt:  time.Now().Add(time.Minute).UTC().Format(time.RFC3339),
+	}
+	if g.Sandbox.Write == nil {
+		g.Sandbox.Write = []string{}
+	}
+	g.Sign(grant.Key(token))
+	return g
+}
+
+func grantBody(cmd string, argv []string, g *grant.Grant) string {
+	req := ExecRequest{Cmd: cmd, Argv: argv, Grant: g, Tool: "shell-exec", Revision: "rev1"}
+	b, _ := json.Marshal(req)
+	return string(b)
+}
+
+// TestGrant: a command the policy wants confirmed runs with a grant the
+// server verifies (signed under the token of the request, for this
+// command, not expired), and is refused, with the reason, for every other
+// grant: any field changed after signing, another token, expired, another
+// command, or a server without a token to verify it with.
+func TestGrant(t *testing.T) {
+	victim := filepath.Join(t.TempDir(), "x")
+	cmd := "rm -rf " + victim
+	rmArgv := []string{"rm", "-rf", victim}
+	digest := sha256.Sum256([]byte("hashed-token"))
+	withToken := NewHandler(Options{Tokens: []string{"t"}}, nil)
+	hashedOnly := NewHandler(Options{TokenSHA256: []string{hex.EncodeToString(digest[:])}}, nil)
+	noToken := NewHandler(Options{}, nil)
+
+	tamper := func(f func(*grant.Grant)) *grant.Grant {
+		g := newGrant("t", cmd, nil, grant.Sandbox{})
+		f(g)
+		return g
+	}
+	expired := &grant.Grant{Approval: approvalID, Tool: "shell-exec", Revision: "rev1", Command: grant.CommandDigest(cmd, nil),
+		Sandbox: grant.Sandbox{Write: []string{}}, ExpiresAt: time.Now().Add(-time.Second).UTC().Format(time.RFC3339)}
+	expired.Sign(grant.Key("t"))
+
+	tests := []struct {
+		name    string
+		h       http.Handler
+		auth    string
+		body    string
+		status  int
+		want    string
+		removed bool
+	}{
+		{name: "valid grant runs", h: withToken, body: grantBody(cmd, nil, newGrant("t", cmd, nil, grant.Sandbox{})), status: 200, removed: true},
+		{name: "valid argv grant runs", h: withToken, body: grantBody("", rmArgv, newGrant("t", "", rmArgv, grant.Sandbox{})), status: 200, removed: true},
+		{name: "token given as digest", h: hashedOnly, auth: "Bearer hashed-token", body: grantBody(cmd, nil, newGrant("hashed-token", cmd, nil, grant.Sandbox{})), status: 200, removed: true},
+		{name: "tampered approval", h: withToken, body: grantBody(cmd, nil, tamper(func(g *grant.Grant) { g.Approval = "ffffffffffffffffffffffffffffffff" })), status: 403, want: "grant refused: grant signature does not match"},
+		{name: "tampered tool", h: withToken, body: grantBody(cmd, nil, tamper(func(g *grant.Grant) { g.Tool = "other" })), status: 403, want: "signature does not match"},
+		{name: "tampered revision", h: withToken, body: grantBody(cmd, nil, tamper(func(g *grant.Grant) { g.Revision = "rev2" })), status: 403, want: "signature does not match"},
+		{name: "tampered params hash", h: withToken, body: grantBody(cmd, nil, tamper(func(g *grant.Grant) { g.ParamsHash = grant.ParamsHash(nil) })), status: 403, want: "signature does not match"},
+		{name: "tampered command", h: withToken, body: grantBody("rm -rf /srv", nil, tamper(func(g *grant.Grant) { g.Command = grant.CommandDigest("rm -rf /srv", nil) })), status: 403, want: "signature does not match"},
+		{name: "tampered write", h: withToken, body: grantBody(cmd, nil, tamper(func(g *grant.Grant) { g.Sandbox.Write = []string{"/"} })), status: 403, want: "signature does not match"},
+		{name: "tampered network", h: withToken, body: grantBody(cmd, nil, tamper(func(g *grant.Grant) { g.Sandbox.Network = true })), status: 403, want: "signature does not match"},
+		{name: "tampered expiry", h: withToken, body: grantBody(cmd, nil, tamper(func(g *grant.Grant) { g.ExpiresAt = time.Now().Add(time.Hour).UTC().Format(time.RFC3339) })), status: 403, want: "signature does not match"},
+		{name: "forged mac", h: withToken, body: grantBody(cmd, nil, tamper(func(g *grant.Grant) { g.MAC = strings.Repeat("0", 64) })), status: 403, want: "signature does not match"},
+		{name: "mac is not hex", h: withToken, body: grantBody(cmd, nil, tamper(func(g *grant.Grant) { g.MAC = "approved" })), status: 403, want: "malformed grant"},
+		{name: "signed with another token", h: withToken, body: grantBody(cmd, nil, newGrant("other-token", cmd, nil, grant.Sandbox{})), status: 403, want: "signature does not match"},
+		{name: "expired", h: withToken, body: grantBody(cmd, nil, expired), status: 403, want: "grant refused: grant expired"},
+		{name: "grant for another command", h: withToken, body: grantBody(cmd, nil, newGrant("t", "rm -rf /srv/other", nil, grant.Sandbox{})), status: 403, want: "grant refused: grant is for a different command"},
+		{name: "cmd grant used for argv", h: withToken, body: grantBody("", rmArgv, newGrant("t", strings.Join(rmArgv, " "), nil, grant.Sandbox{})), status: 403, want: "different command"},
+		{name: "grant for another tool than the request names", h: withToken, body: strings.Replace(grantBody(cmd, nil, newGrant("t", cmd, nil, grant.Sandbox{})), `"tool":"shell-exec"`, `"tool":"other"`, 1), status: 403, want: `the grant is for tool "shell-exec", the request names tool "other"`},
+		{name: "server without token cannot verify", h: noToken, auth: "-", body: grantBody(cmd, nil, newGrant("", cmd, nil, grant.Sandbox{})), status: 403, want: "cannot verify a grant"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := os.MkdirAll(victim, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			auth := tt.auth
+			switch auth {
+			case "":
+				auth = "Bearer t"
+			case "-":
+				auth = ""
+			}
+			status, m := do(t, tt.h, "POST", "/exec", "127.0.0.1:1", auth, tt.body)
+			if status != tt.status {
+				t.Fatalf("exec = %d %v, want %d", status, m, tt.status)
+			}
+			if msg, _ := m["error"].(string); !strings.Contains(msg, tt.want) || status == 403 && m["code"] != CodeRefused {
+				t.Errorf("exec = %v; want code %s and an error saying %q", m, CodeRefused, tt.want)
+			}
+			_, err := os.Stat(victim)
+			if gone := errors.Is(err, os.ErrNotExist); gone != tt.removed {
+				t.Errorf("victim removed = %v, want %v", gone, tt.removed)
+			}
+		})
+	}
+}
+
+// TestAllowlist: the allowlist judges the program that will run, so
+// assignments, paths outside PATH, lists, wrappers, expansions and
+// anything else that could start another program are refused; an allowed
+// program runs by its resolved path and is audited by it.
+func TestAllowlist(t *testing.T) {
+	evil := filepath.Join(t.TempDir(), "evil")
+	if err := os.MkdirAll(evil, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fake := filepath.Join(evil, "ls")
+	if err := os.WriteFile(fake, []byte("#!/bin/sh\necho pwned\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	h := NewHandler(Options{Tokens: []string{"t"}, Allow: []string{"ls", "/bin/echo", "cat"}}, slog.New(slog.NewJSONHandler(&logs, nil)))
+	cmd := func(c string) string { b, _ := json.Marshal(ExecRequest{Cmd: c}); return string(b) }
+	argv := func(a ...string) string { b, _ := json.Marshal(ExecRequest{Argv: a}); return string(b) }
+	tests := []struct {
+		name string
+		body string
+		want string // "" = runs; else a substring of the refusal
+	}{
+		{"plain", cmd("ls /"), ""},
+		{"absolute in PATH", cmd("/usr/bin/ls /"), ""},
+		{"argv", argv("ls", "/"), ""},
+		{"absolute entry, by name", cmd("echo hi"), ""},
+		{"assignment prefix", cmd("X=/ls cat /etc/passwd"), "assignment X="},
+		{"PATH prefix", cmd("PATH=" + evil + " ls"), "assignment PATH="},
+		{"program outside PATH", cmd(fake + " /"), "lies outside PATH"},
+		{"argv outside PATH", argv(fake, "/"), "lies outside PATH"},
+		{"dot-dot to outside PATH", cmd("/usr/bin/../.." + fake + " /"), "lies outside PATH"},
+		{"relative path", cmd("./ls"), "relative path"},
+		{"list", cmd("ls; id"), "holds 2 commands"},
+		{"and list", cmd("ls && id"), "not one simple command"},
+		{"pipeline", cmd("ls | sh"), "not one simple command"},
+		{"background", cmd("ls & id"), "holds 2 commands"},
+		{"newline", cmd("ls\nid"), "holds 2 commands"},
+		{"wrapper", cmd("env ls"), "program /usr/bin/env is not in this gatekeeper's allowlist"},
+		{"argv wrapper", argv("env", "ls"), "program /usr/bin/env is not in this gatekeeper's allowlist"},
+		{"command substitution as name", cmd("$(echo ls)"), "command substitution"},
+		{"command substitution in an argument", cmd("ls $(id)"), "command substitution"},
+		{"backquotes", cmd("ls `id`"), "command substitution"},
+		{"variable as name", cmd("$SHELL"), "parameter expansion"},
+		{"process substitution", cmd("cat <(id)"), "process substitution"},
+		{"redirection", cmd("ls > /tmp/out"), "redirection"},
+		{"here-string", cmd("cat <<< hi"), "redirection"},
+		{"quoted name", cmd("'l's /"), "not a plain word"},
+		{"escaped name", cmd("l\\s /"), "not a plain word"},
+		{"brace name", cmd("{ls,id}"), "not a plain word"},
+		{"subshell", cmd("(ls)"), "not one simple command"},
+		{"function", cmd("ls() { id; }; ls"), "holds 2 commands"},
+		{"keyword", cmd("time id"), "not one simple command"},
+		{"not listed", cmd("id"), "program /usr/bin/id is not in this gatekeeper's allowlist"},
+		{"not found", cmd("no-such-program-xyz"), `program "no-such-program-xyz" is not in this gatekeeper's allowlist`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, m := do(t, h, "POST", "/exec", "127.0.0.1:1", "Bearer t", tt.body)
+			if tt.want == "" {
+				if status != 200 || strings.Contains(m["stdout"].(string), "pwned") {
+					t.Errorf("exec %s = %d %v, want it to run", tt.body, status, m)
+				}
+				return
+			}
+			msg, _ := m["error"].(string)
+			if status != 403 || m["code"] != CodeRefused || !strings.Contains(msg, tt.want) {
+				t.Errorf("exec %s = %d %v, want 403 refused saying %q", tt.body, status, m, tt.want)
+			}
+		})
+	}
+
+	// The allowed program runs by its path: no builtin stands in for it.
+	// The shell's builtin echo prints --version; /bin/echo does not.
+	status, m := do(t, h, "POST", "/exec", "127.0.0.1:1", "Bearer t", cmd("echo --version"))
+	if status != 200 || m["stdout"] == "--version\n" {
+		t.Errorf("exec echo --version = %d %v; want /bin/echo's answer, not the builtin's", status, m)
+	}
+	if !strings.Contains(logs.String(), `"program":"/usr/bin/ls"`) && !strings.Contains(logs.String(), `"program":"/bin/ls"`) {
+		t.Errorf("audit log does not name the resolved program of ls:\n%s", logs.String())
+	}
+	if strings.Contains(logs.String(), `"program":"ls"`) {
+		t.Errorf("audit log names a bare program:\n%s", logs.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the handler's concurrent writes.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// newSandbox builds a sandbox or fails the test: the sandbox is part of
+// the product (bubblewrap is installed here and in CI).
+// TOOLAGENT_TEST_NO_SANDBOX=1 skips, saying so.
+func newSandbox(t *testing.T, opts proc.SandboxOptions) *proc.Sandbox {
+	t.Helper()
+	if os.Getenv("TOOLAGENT_TEST_NO_SANDBOX") == "1" {
+		t.Skip("TOOLAGENT_TEST_NO_SANDBOX=1: sandbox tests skipped (install bubblewrap and unset it to run them)")
+	}
+	sb, err := proc.NewSandbox(opts)
+	if err != nil {
+		t.Fatalf("NewSandbox: %v", err)
+	}
+	return sb
+}
+
+// hostDir returns a new directory outside /tmp and /var/tmp (which are
+// private in a sandbox, so a write there proves nothing), removed at the
+// end of the test: under /var/lib, which needs root.
+func hostDir(t *testing.T) string {
+	t.Helper()
+	d, err := os.MkdirTemp("/var/lib", "toolagent-gatekeeper-test-")
+	if err != nil {
+		t.Skipf("no writable directory outside /tmp for a sandbox test (run as root for /var/lib): %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
+// TestSandboxWrites: a sandboxed command changes nothing without a grant,
+// and with a verified grant only the grant's write paths.
+func TestSandboxWrites(t *testing.T) {
+	sb := newSandbox(t, proc.SandboxOptions{})
+	granted, other := hostDir(t), hostDir(t)
+	h := NewHandler(Options{Tokens: []string{"t"}, NoPolicy: true, Sandbox: sb}, nil)
+	strict := NewHandler(Options{Tokens: []string{"t"}, Sandbox: sb}, nil)
+	write := grant.Sandbox{Write: []string{granted}}
+	tests := []struct {
+		name    string
+		h       http.Handler
+		cmd     string
+		grant   *grant.Grant
+		file    string
+		created bool
+	}{
+		{name: "no grant: read-only", h: h, cmd: "touch " + granted + "/a", file: granted + "/a"},
+		{name: "granted path", h: h, cmd: "touch " + granted + "/b", grant: newGrant("t", "touch "+granted+"/b", nil, write), file: granted + "/b", created: true},
+		{name: "outside the grant", h: h, cmd: "touch " + other + "/c", grant: newGrant("t", "touch "+other+"/c", nil, write), file: other + "/c"},
+		{name: "policy confirm with grant", h: strict, cmd: "touch " + granted + "/d", grant: newGrant("t", "touch "+granted+"/d", nil, write), file: granted + "/d", created: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, m := do(t, tt.h, "POST", "/exec", "127.0.0.1:1", "Bearer t", grantBody(tt.cmd, nil, tt.grant))
+			if status != 200 {
+				t.Fatalf("exec %q = %d %v, want 200", tt.cmd, status, m)
+			}
+			_, err := os.Stat(tt.file)
+			if created := err == nil; created != tt.created {
+				t.Errorf("exec %q (exit %v, stderr %q): %s created = %v, want %v", tt.cmd, m["exit_code"], m["stderr"], tt.file, created, tt.created)
+			}
+			if !tt.created && m["exit_code"] == 0.0 {
+				t.Errorf("exec %q exited 0; want touch to fail on a read-only file system", tt.cmd)
+			}
+		})
+	}
+}
+
+// TestSandboxHidesTheServer: a sandboxed command sees no secret of the
+// server's environment: not in its own environment, not through
+// /proc/$PPID/environ, and no process of the host at all (a process of
+// the server's user that holds the secret in its environment, which an
+// unsandboxed command can read, is not there).
+func TestSandboxHidesTheServer(t *testing.T) {
+	sb := newSandbox(t, proc.SandboxOptions{})
+	secret := "gatekeeper-test-secret-" + strconv.Itoa(os.Getpid())
+	t.Setenv("TOOLAGENT_TEST_GATEKEEPER_SECRET", secret)
+	holder := exec.Command("/bin/sleep", "300")
+	holder.Env = []string{"TOOLAGENT_TEST_GATEKEEPER_SECRET=" + secret}
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { holder.Process.Kill(); holder.Wait() })
+	script := fmt.Sprintf("env; cat /proc/$PPID/environ /proc/1/environ /proc/%d/environ /proc/%d/environ", holder.Process.Pid, os.Getpid())
+	body, _ := json.Marshal(ExecRequest{Cmd: script})
+
+	open := NewHandler(Options{Tokens: []string{"t"}, NoPolicy: true}, nil)
+	if status, m := do(t, open, "POST", "/exec", "127.0.0.1:1", "Bearer t", string(body)); status != 200 || !strings.Contains(m["stdout"].(string), secret) {
+		t.Fatalf("unsandboxed control: exec = %d %v; want the secret readable through /proc, or this test proves nothing", status, m)
+	}
+	h := NewHandler(Options{Tokens: []string{"t"}, NoPolicy: true, Sandbox: sb}, nil)
+	status, m := do(t, h, "POST", "/exec", "127.0.0.1:1", "Bearer t", string(body))
+	if status != 200 {
+		t.Fatalf("exec = %d %v", status, m)
+	}
+	if out := m["stdout"].(string); strings.Contains(out, secret) {
+		t.Errorf("a sandboxed command read the server's secret:\n%s", out)
+	}
+	if !strings.Contains(m["stdout"].(string), "PATH="+proc.MinimalPath) {
+		t.Errorf("exec env = %q; want the minimal environment", m["stdout"])
 	}
 }

@@ -244,22 +244,25 @@ func TestSandboxNothingOutlivesTheCall(t *testing.T) {
 	sb := newSandbox(t, proc.SandboxOptions{})
 	marker := "toolagent-escape-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	// Each escape names the marker in its own argv, so it can be counted.
+	// The script waits (bounded) until all four escapees run, and says
+	// how many it saw, so the test knows they started.
 	script := fmt.Sprintf(`
-setsid -f sleep 1000 %[1]s-setsid
+setsid -f bash -c 'exec -a %[1]s-setsid sleep 1000'
 ( ( exec -a %[1]s-double sleep 1000 ) & ) &
 perl -e 'setpgrp(0,0); exec {"sleep"} "%[1]s-setpgrp", "1000"' &
 nohup bash -c 'exec -a %[1]s-nohup sleep 1000' >/dev/null 2>&1 &
 disown -a
-echo started`, marker)
+for i in $(seq 200); do [ "$(pgrep -fc ^%[1]s)" -ge 4 ] && break; sleep 0.05; done
+echo "running $(pgrep -fc ^%[1]s)"`, marker)
 	out := bash(t, sb, proc.Grant{}, script)
-	if !strings.Contains(string(out.Stdout), "started") {
-		t.Fatalf("stdout %q stderr %q", out.Stdout, out.Stderr)
+	if !strings.Contains(string(out.Stdout), "running 4") {
+		t.Fatalf("the escapees did not all start: stdout %q stderr %q", out.Stdout, out.Stderr)
 	}
 	waitNoneMarked(t, marker, 30*time.Second)
 
 	// The same at a timeout: the call is killed while its escapees run.
 	s := proc.Spec{
-		Argv:    []string{"/bin/bash", "-c", fmt.Sprintf(`setsid -f sleep 1000 %[1]s-t; ( (exec -a %[1]s-t2 sleep 1000) & ) & echo ready; sleep 1000`, marker)},
+		Argv:    []string{"/bin/bash", "-c", fmt.Sprintf(`setsid -f bash -c 'exec -a %[1]s-t sleep 1000'; ( (exec -a %[1]s-t2 sleep 1000) & ) & echo ready; sleep 1000`, marker)},
 		Env:     proc.SandboxEnv(),
 		Timeout: 2 * time.Second,
 		Sandbox: sb,

@@ -5,7 +5,7 @@
 //
 // Methods (Tool.Method):
 //
-//   - exec: the tool's "cmd" param runs under the server's /bin/sh -c;
+//   - exec: the tool's "cmd" param runs under the server's /bin/bash -p -c;
 //     optional "cwd" param (absolute path on the server).
 //   - run: the tool's argv template, filled by hldp.(*Tool).RenderArgv,
 //     sent as argv (no shell on the server either); optional "cwd" param.
@@ -15,17 +15,26 @@
 // and output caps; this client enforces the output cap again on what it
 // receives and reads at most a bounded response.
 //
+// Approvals: the server judges every command again with its shell policy
+// right before it starts, and runs one the policy wants confirmed only
+// with a grant it can verify. When dispatch claimed an approval for the
+// call (executors.Request.Approval), the client sends that grant
+// (internal/grant): the approval id, tool, revision, params hash, the
+// digest of the exact command, the tool's declared sandbox (write paths,
+// network) and an expiry (now + the tool's timeout + GrantSlack), signed
+// with HMAC-SHA256 under the SHA-256 of the target's token. Without an
+// approval no grant is sent, and the server runs the command read-only
+// without network.
+//
 // Errors are classified so a caller never has to guess: ErrUnreachable
 // (network), ErrUnauthorized (token refused, 401/403), executors.ErrRefused
-// (the server's allowlist or policy refused the command; the server
-// re-checks an exec command with its shell policy right before it starts,
-// and the client sends the id of the approval dispatch claimed, so a
-// confirmed command runs and an unapproved one is refused), *RemoteError for
-// every other protocol error. A command that ran and failed or timed out
+// (the server's allowlist, policy or grant check refused the command, or
+// the tool's sandbox cannot be granted remotely), *RemoteError for every
+// other protocol error. A command that ran and failed or timed out
 // is an Outcome, not an error (TimedOut set from the server's timed_out).
 // Tokens never appear in errors, plans or logs.
 //
-// An Executor is safe for concurrent use. Imports: executors, hldp.
+// An Executor is safe for concurrent use. Imports: executors, hldp, grant.
 // Imported only by cmd/toolagent.
 package gatekeeper
 
@@ -47,6 +56,7 @@ import (
 	"time"
 
 	"github.com/toolagent/toolagent/internal/executors"
+	"github.com/toolagent/toolagent/internal/grant"
 	"github.com/toolagent/toolagent/internal/hldp"
 )
 
@@ -59,9 +69,14 @@ const (
 // Methods lists the gatekeeper executor's methods in a stable order.
 var Methods = []string{MethodExec, MethodRun}
 
-// RemoteShell is the shell a gatekeeper server runs cmd under, shown in
-// plans (the server's own setting decides).
-const RemoteShell = "/bin/sh"
+// RemoteShell is the shell a gatekeeper server runs cmd under (as
+// RemoteShell -p -c cmd), shown in plans (the server's own setting
+// decides).
+const RemoteShell = "/bin/bash"
+
+// GrantSlack is how long a grant outlives the tool's timeout: room for the
+// request to travel and for clock skew between daemon and server.
+const GrantSlack = 60 * time.Second
 
 // ErrUnreachable marks a call or health check that got no HTTP answer from
 // the target: connection refused, DNS failure, TLS failure, reset.
@@ -247,9 +262,9 @@ type wireRequest struct {
 	MaxOutputBytes int64    `json:"max_output_bytes"`
 	Tool           string   `json:"tool,omitempty"`
 	Revision       string   `json:"revision,omitempty"`
-	// Approval is the id of the approval dispatch claimed for this call,
-	// so the server's policy re-check lets a confirmed command run.
-	Approval string `json:"approval,omitempty"`
+	// Grant is the signed approval dispatch claimed for this call, so the
+	// server's policy re-check lets a confirmed command run.
+	Grant *grant.Grant `json:"grant,omitempty"`
 }
 
 // wireResponse is the 200 answer of POST /exec.
@@ -303,7 +318,6 @@ func (e *Executor) prepare(req executors.Request) (call, error) {
 	}
 	c := call{target: tg, timeout: timeout, maxOut: maxOut, body: wireRequest{
 		Cwd: cwd, TimeoutMS: timeout.Milliseconds(), MaxOutputBytes: maxOut, Tool: t.Name, Revision: req.Rev,
-		Approval: req.Approval,
 	}}
 	switch t.Method {
 	case MethodExec:
@@ -312,7 +326,7 @@ func (e *Executor) prepare(req executors.Request) (call, error) {
 			return call{}, fmt.Errorf("tool %s: %w", t.Name, err)
 		}
 		c.body.Cmd = cmd
-		c.plan.Argv = []string{RemoteShell, "-c", cmd}
+		c.plan.Argv = []string{RemoteShell, "-p", "-c", cmd}
 	case MethodRun:
 		argv, err := t.RenderArgv(req.Params)
 		if err != nil {
@@ -324,12 +338,53 @@ func (e *Executor) prepare(req executors.Request) (call, error) {
 		c.body.Argv = argv
 		c.plan.Argv = argv
 	}
+	sandbox := "read-only, no network (without an approval)"
+	if req.Approval != "" {
+		g, err := signGrant(req, tg, c.body.Cmd, c.body.Argv, timeout)
+		if err != nil {
+			return call{}, fmt.Errorf("tool %s: %w", t.Name, err)
+		}
+		c.body.Grant = g
+		sandbox = t.Sandbox.String()
+	}
 	c.plan.Dir = cwd
 	c.plan.Timeout = timeout
 	c.plan.TimeoutMS = timeout.Milliseconds()
 	c.plan.MaxOutputBytes = maxOut
-	c.plan.Extra = map[string]string{"target": tg.name, "url": tg.raw + "/exec", "http": "POST"}
+	c.plan.Extra = map[string]string{"target": tg.name, "url": tg.raw + "/exec", "http": "POST", "sandbox": sandbox}
 	return c, nil
+}
+
+// signGrant returns the grant of an approved call: bound to the approval,
+// the tool, its revision and params, this exact command, the tool's
+// declared sandbox, and an expiry of now + timeout + GrantSlack; signed
+// under the target's token. A target without a token gets no grant (its
+// server has no key to verify one and judges the call as unapproved).
+func signGrant(req executors.Request, tg target, cmd string, argv []string, timeout time.Duration) (*grant.Grant, error) {
+	if tg.token == "" {
+		return nil, nil
+	}
+	sb := req.Tool.Sandbox
+	if sb.None {
+		return nil, fmt.Errorf("%w: sandbox: none cannot be granted on gatekeeper target %s: its server sandboxes every command; declare the write paths and network the tool needs instead", executors.ErrRefused, tg.name)
+	}
+	if slices.Contains(sb.Write, hldp.SandboxFilesRoot) {
+		return nil, fmt.Errorf("%w: the sandbox grant names %s, which is the daemon's files root, not a path on gatekeeper target %s", executors.ErrRefused, hldp.SandboxFilesRoot, tg.name)
+	}
+	g := &grant.Grant{
+		Approval:   req.Approval,
+		Tool:       req.Tool.Name,
+		Revision:   req.Rev,
+		ParamsHash: grant.ParamsHash(req.Params),
+		Command:    grant.CommandDigest(cmd, argv),
+		Sandbox:    grant.Sandbox{Write: slices.Clone(sb.Write), Network: sb.Network},
+		ExpiresAt:  time.Now().Add(timeout + GrantSlack).UTC().Format(time.RFC3339),
+	}
+	if g.Sandbox.Write == nil {
+		g.Sandbox.Write = []string{} // "write": [] on the wire, not null
+	}
+	g.Sign(grant.Key(tg.token))
+	return g, nil
 }
 
 // Plan returns what Execute would send: the argv the server would run

@@ -3,7 +3,9 @@ package gatekeeper_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -14,10 +16,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/toolagent/toolagent/internal/approval"
 	"github.com/toolagent/toolagent/internal/executors"
 	"github.com/toolagent/toolagent/internal/executors/gatekeeper"
 	server "github.com/toolagent/toolagent/internal/gatekeeper"
+	"github.com/toolagent/toolagent/internal/grant"
 	"github.com/toolagent/toolagent/internal/hldp"
+	"github.com/toolagent/toolagent/internal/proc"
 )
 
 const token = "s3cret-token-value"
@@ -332,8 +339,8 @@ func TestRunMethod(t *testing.T) {
 	if err != nil || out.ExitCode != 0 || !strings.Contains(string(out.Output), dir) {
 		t.Errorf("run du %s = %q, exit %d, %v", dir, out.Output, out.ExitCode, err)
 	}
-	if !strings.Contains(logs.String(), `"mode":"argv"`) || !strings.Contains(logs.String(), `"program":"du"`) {
-		t.Errorf("audit log lacks mode argv / program du:\n%s", logs)
+	if !strings.Contains(logs.String(), `"mode":"argv"`) || !strings.Contains(logs.String(), `"program":"/usr/bin/du"`) {
+		t.Errorf("audit log lacks mode argv / program /usr/bin/du:\n%s", logs)
 	}
 	plan, err := ex.Plan(executors.Request{Tool: tool, Params: map[string]any{"path": dir}})
 	if err != nil || plan.Argv[0] != "du" || plan.Extra["target"] != "main" || strings.Contains(plan.Extra["url"], token) {
@@ -353,10 +360,12 @@ func TestServerGuards(t *testing.T) {
 		}{
 			{cmd: "echo ok", allowed: true},
 			{cmd: "ls /", allowed: true},
-			{cmd: "rm -rf /tmp/x", why: `program "rm" is not in this gatekeeper's allowlist`},
-			{cmd: "echo ok; rm -rf /tmp/x", why: "shell syntax"},
-			{cmd: "uptime; id", why: "shell syntax"}, // not "program \"uptime;\""
-			{cmd: "echo $(id)", why: "shell syntax"},
+			{cmd: "rm -rf /tmp/x", why: `program /usr/bin/rm is not in this gatekeeper's allowlist`},
+			{cmd: "echo ok; rm -rf /tmp/x", why: "holds 2 commands"},
+			{cmd: "uptime; id", why: "holds 2 commands"}, // not "program \"uptime;\""
+			{cmd: "echo $(id)", why: "command substitution"},
+			{cmd: "X=/ls cat /etc/passwd", why: "assignment X="},
+			{cmd: "env ls", why: "program /usr/bin/env is not in this gatekeeper's allowlist"},
 		}
 		for _, tt := range tests {
 			_, err := call(t, ex, tool, map[string]any{"cmd": tt.cmd})
@@ -394,9 +403,9 @@ func TestServerGuards(t *testing.T) {
 	})
 }
 
-// TestApprovalReachesTheServer: the client sends the claimed approval id,
-// so the server's shell policy runs a confirmed command with one and
-// refuses it, naming the rule, without one.
+// TestApprovalReachesTheServer: the client sends a signed grant for the
+// approval dispatch claimed, so the server's shell policy runs a
+// confirmed command with it and refuses it, naming the rule, without.
 func TestApprovalReachesTheServer(t *testing.T) {
 	srv, logs := startServer(t, server.Options{})
 	ex := gatekeeper.New(gatekeeper.Options{Targets: map[string]gatekeeper.Target{"main": {URL: srv.URL, Token: token}}})
@@ -416,16 +425,164 @@ func TestApprovalReachesTheServer(t *testing.T) {
 	if _, err := os.Stat(victim); err != nil {
 		t.Fatalf("the refused command ran: %v", err)
 	}
-	const id = "0123456789abcdef0123456789abcdef"
-	out, err := ex.Execute(t.Context(), executors.Request{Tool: tool, Params: params, Rev: "r", Approval: id})
+	out, err := ex.Execute(t.Context(), executors.Request{Tool: tool, Params: params, Rev: "r", Approval: approvalID})
 	if err != nil || out.ExitCode != 0 {
 		t.Fatalf("Execute(rm, approved) = %+v, %v", out, err)
 	}
 	if _, err := os.Stat(victim); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the approved command did not run: %v", err)
 	}
-	if !strings.Contains(logs.String(), `"approval":"`+id+`"`) {
+	if !strings.Contains(logs.String(), `"approval":"`+approvalID+`"`) {
 		t.Errorf("the server's audit line lacks the approval id:\n%s", logs)
+	}
+
+	// A target without a token cannot sign: its server (loopback, no
+	// token) has no key to verify a grant with and judges the call as
+	// unapproved.
+	if err := os.MkdirAll(victim, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	open, _ := startServer(t, server.Options{Tokens: []string{}})
+	ex = gatekeeper.New(gatekeeper.Options{Targets: map[string]gatekeeper.Target{"main": {URL: open.URL}}})
+	_, err = ex.Execute(t.Context(), executors.Request{Tool: tool, Params: params, Rev: "r", Approval: approvalID})
+	if !errors.Is(err, executors.ErrRefused) || !strings.Contains(err.Error(), "needs an approval and has none") {
+		t.Errorf("Execute(rm, approved, no token) = %v; want ErrRefused: unapproved", err)
+	}
+	if _, err := os.Stat(victim); err != nil {
+		t.Errorf("the command ran without a verifiable grant: %v", err)
+	}
+}
+
+const approvalID = "0123456789abcdef0123456789abcdef"
+
+// TestGrantOnTheWire: the grant the client sends names the approval, the
+// tool, its revision, the approval's params hash, the exact command and
+// the tool's declared sandbox, expires after the tool's timeout plus
+// GrantSlack, and verifies under the target token's key. A call without
+// an approval, or to a target without a token, carries none.
+func TestGrantOnTheWire(t *testing.T) {
+	var got server.ExecRequest
+	fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = server.ExecRequest{}
+		if err := json.NewDecoder(r.Body).Decode(&got); err != nil {
+			t.Errorf("request body: %v", err)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"stdout":"","stderr":"","exit_code":0}`)
+	}))
+	t.Cleanup(fake.Close)
+	ex := gatekeeper.New(gatekeeper.Options{Targets: map[string]gatekeeper.Target{
+		"main": {URL: fake.URL, Token: token}, "open": {URL: fake.URL},
+	}, Default: "main"})
+	tool := withLimits(seedTool(t), 5*time.Second, 0)
+	tool.Sandbox = hldp.Sandbox{Write: []string{"/srv/out"}, Network: true}
+	params, err := tool.CheckParams(map[string]any{"cmd": "touch /srv/out/x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now()
+	if _, err := ex.Execute(t.Context(), executors.Request{Tool: tool, Params: params, Rev: "rev7", Approval: approvalID}); err != nil {
+		t.Fatal(err)
+	}
+	g := got.Grant
+	if g == nil {
+		t.Fatalf("approved call sent no grant: %+v", got)
+	}
+	want := grant.Grant{
+		Approval: approvalID, Tool: tool.Name, Revision: "rev7", ParamsHash: approval.HashParams(params),
+		Command: grant.CommandDigest("touch /srv/out/x", nil), Sandbox: grant.Sandbox{Write: []string{"/srv/out"}, Network: true},
+		ExpiresAt: g.ExpiresAt, MAC: g.MAC,
+	}
+	if diff := cmp.Diff(want, *g); diff != "" {
+		t.Errorf("grant differs (-want +got):\n%s", diff)
+	}
+	exp, err := time.Parse(time.RFC3339, g.ExpiresAt)
+	lo, hi := before.Add(5*time.Second+gatekeeper.GrantSlack).Add(-time.Second), time.Now().Add(5*time.Second+gatekeeper.GrantSlack)
+	if err != nil || exp.Before(lo) || exp.After(hi) {
+		t.Errorf("expires_at = %s, want between %s and %s", g.ExpiresAt, lo, hi)
+	}
+	if err := g.Verify(grant.Key(token), time.Now(), grant.CommandDigest("touch /srv/out/x", nil)); err != nil {
+		t.Errorf("the grant does not verify under the target's token: %v", err)
+	}
+	if got.Approval != "" {
+		t.Errorf("the bare approval field was sent: %q", got.Approval)
+	}
+
+	for _, tc := range []struct {
+		name     string
+		target   string
+		approval string
+	}{{"no approval", "", ""}, {"target without a token", "open", approvalID}} {
+		tl := *tool
+		tl.Target = tc.target
+		if _, err := ex.Execute(t.Context(), executors.Request{Tool: &tl, Params: params, Rev: "rev7", Approval: tc.approval}); err != nil {
+			t.Fatal(err)
+		}
+		if got.Grant != nil {
+			t.Errorf("%s: a grant was sent: %+v", tc.name, got.Grant)
+		}
+	}
+
+	// A sandbox the server cannot be granted is refused before sending.
+	for _, sb := range []hldp.Sandbox{{None: true}, {Write: []string{hldp.SandboxFilesRoot}}} {
+		tl := *tool
+		tl.Sandbox = sb
+		if _, err := ex.Execute(t.Context(), executors.Request{Tool: &tl, Params: params, Rev: "rev7", Approval: approvalID}); !errors.Is(err, executors.ErrRefused) {
+			t.Errorf("Execute(sandbox %s, approved) = %v, want ErrRefused", sb, err)
+		}
+	}
+}
+
+// TestApprovedSandbox: against a sandboxed server, an approved call may
+// change the paths its tool declares, and nothing else; an unapproved one
+// is refused by the server's policy.
+func TestApprovedSandbox(t *testing.T) {
+	if os.Getenv("TOOLAGENT_TEST_NO_SANDBOX") == "1" {
+		t.Skip("TOOLAGENT_TEST_NO_SANDBOX=1: sandbox tests skipped (install bubblewrap and unset it to run them)")
+	}
+	sb, err := proc.NewSandbox(proc.SandboxOptions{})
+	if err != nil {
+		t.Fatalf("NewSandbox: %v", err)
+	}
+	dirs := make([]string, 2)
+	for i := range dirs {
+		d, err := os.MkdirTemp("/var/lib", "toolagent-gatekeeper-test-")
+		if err != nil {
+			t.Skipf("no writable directory outside /tmp for a sandbox test (run as root for /var/lib): %v", err)
+		}
+		t.Cleanup(func() { os.RemoveAll(d) })
+		dirs[i] = d
+	}
+	granted, other := dirs[0], dirs[1]
+	srv, logs := startServer(t, server.Options{Sandbox: sb})
+	ex := gatekeeper.New(gatekeeper.Options{Targets: map[string]gatekeeper.Target{"main": {URL: srv.URL, Token: token}}})
+	tool := seedTool(t)
+	tool.Sandbox = hldp.Sandbox{Write: []string{granted}}
+
+	run := func(cmd, approval string) (executors.Outcome, error) {
+		params, err := tool.CheckParams(map[string]any{"cmd": cmd})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ex.Execute(t.Context(), executors.Request{Tool: tool, Params: params, Rev: "r", Approval: approval})
+	}
+	if _, err := run("touch "+granted+"/a", ""); !errors.Is(err, executors.ErrRefused) {
+		t.Errorf("unapproved touch = %v, want ErrRefused", err)
+	}
+	if out, err := run("touch "+granted+"/b", approvalID); err != nil || out.ExitCode != 0 {
+		t.Errorf("approved touch in the granted path = %+v, %v; want exit 0", out, err)
+	}
+	if _, err := os.Stat(granted + "/b"); err != nil {
+		t.Errorf("approved touch did not create the file: %v", err)
+	}
+	if out, err := run("touch "+other+"/c", approvalID); err != nil || out.ExitCode == 0 {
+		t.Errorf("approved touch outside the grant = %+v, %v; want a failed touch", out, err)
+	}
+	if _, err := os.Stat(other + "/c"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a touch outside the grant created the file: %v", err)
+	}
+	if !strings.Contains(logs.String(), `"sandbox":"write `+granted+`, no network"`) {
+		t.Errorf("the server's audit line lacks the sandbox grant:\n%s", logs)
 	}
 }
 

@@ -253,6 +253,23 @@ func (e *Executor) prepare(req executors.Request) (call, error) {
 	return c, nil
 }
 
+// DescribeGrant says what an approved call of t may change and reach, as
+// the approver should see it: the declared grant with ${files_root}
+// resolved, or that the sandbox is off.
+func (e *Executor) DescribeGrant(t *hldp.Tool) string {
+	if e.sandbox == nil {
+		return "off (the daemon runs without a sandbox): unconfined"
+	}
+	if t.Sandbox.None {
+		return t.Sandbox.String()
+	}
+	_, g, err := e.grant(executors.Request{Tool: t, Approval: "(for the description)"})
+	if err != nil {
+		return t.Sandbox.String() + " (" + err.Error() + ")"
+	}
+	return g.String()
+}
+
 // grant picks what a child of req may touch: see the package doc. It
 // reports false when the child runs outside the sandbox.
 func (e *Executor) grant(req executors.Request) (bool, proc.Grant, error) {

@@ -1,0 +1,375 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// runMainEnv makes the test binary run main() instead of the tests, so a
+// test can start a real daemon process (and SIGKILL it).
+const runMainEnv = "TOOLAGENT_TEST_RUN_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(runMainEnv) == "1" {
+		main()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// hostDir returns a new directory outside /tmp and /var/tmp (which are
+// private inside the sandbox, so a secret there proves nothing), removed
+// at the end of the test.
+func hostDir(t testing.TB) string {
+	t.Helper()
+	for _, base := range []string{"/var/lib", os.Getenv("HOME")} {
+		if base == "" {
+			continue
+		}
+		if d, err := os.MkdirTemp(base, "toolagent-test-"); err == nil {
+			t.Cleanup(func() { os.RemoveAll(d) })
+			return d
+		}
+	}
+	t.Skip("no writable directory outside /tmp (/var/lib or $HOME) for a sandbox test")
+	return ""
+}
+
+// listener counts the connections a loopback TCP server gets.
+func listener(t *testing.T) (port int, conns *atomic.Int64) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	conns = new(atomic.Int64)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns.Add(1)
+			c.Write([]byte("HTTP/1.0 200 OK\r\n\r\nreached\n"))
+			c.Close()
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr).Port, conns
+}
+
+// TestSandboxHoldsAgainstACaller: a caller with only the call role sends
+// a representative command of every bypass class found against the
+// default shell policy, through the shipped shell-exec and through a tool
+// with no policy at all (every command runs: only the sandbox stands in
+// the way). Afterwards nothing outside the grant changed, the network was
+// not reached, and no planted secret came back, whatever the verdicts.
+func TestSandboxHoldsAgainstACaller(t *testing.T) {
+	const secret = "SECRET-7f3a9c"
+	t.Setenv("TOOLAGENT_TEST_PLANTED", secret) // the daemon's own environment
+	state, victim, files := hostDir(t), hostDir(t), hostDir(t)
+	if err := os.WriteFile(filepath.Join(state, "planted-secret"), []byte(secret), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(victim, "existing"), []byte("a\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tokensFile := filepath.Join(hostDir(t), "tokens")
+	if err := os.WriteFile(tokensFile, []byte("mallory:call:mallory-"+secret+"\nbob:approve:bob-"+secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	port, conns := listener(t)
+
+	tools := t.TempDir()
+	putTool(t, tools, "shell-exec", shellExec(t))
+	putTool(t, tools, "file-write", fileWriteTool(t))
+	// The same shell tool without any policy: what the sandbox alone holds.
+	putTool(t, tools, "shell-open", testTool("shell-open", `intent: run a command with no policy
+method: exec
+executor: shell
+params_schema:
+  cmd: { type: string, required: true }
+  cwd: { type: string, required: false }
+constraints: { timeout_ms: 20000, shell_policy: none }
+`))
+	d := startDaemon(t, map[string]string{}, "--tools", tools, "--state", state, "--files-root", files, "--tokens-file", tokensFile)
+	d.token = "mallory-" + secret
+
+	v := victim
+	attacks := []string{
+		// secrets
+		`tr "\0" "\n" < /proc/$PPID/environ; cat /proc/*/environ`,
+		`cat ` + state + `/planted-secret; ls -la ` + state + `; grep -r SECRET ` + state + ` ` + tokensFile,
+		`cat ` + tokensFile,
+		// dash/bash differences
+		`[[ -n $(touch ` + v + `/dbl-bracket) ]]`,
+		`(( x = $(touch ` + v + `/arith) ))`,
+		`$'\x74ouch' ` + v + `/ansi-c`,
+		// an option spelled with an expansion
+		`find ` + v + ` -ex${u}ec touch ` + v + `/find-exec \;`,
+		`sort --out${u}put=` + v + `/sort-out /etc/hostname`,
+		// abbreviated long options
+		`sed --in-pl=.bak s/a/b/ ` + v + `/existing`,
+		`sort --out=` + v + `/sort-abbrev /etc/hostname`,
+		`tar --checkpoint-act=exec='touch ` + v + `/tar-cp' --checkpoint=1 -cf /dev/null /etc/hostname`,
+		// options after --
+		`env -- touch ` + v + `/env-dashdash`,
+		// write/exec options of read-only programs
+		`awk 'BEGIN { system("touch ` + v + `/awk") }'`,
+		`sort --compress-program=sh -S 1 /etc/services > /dev/null; touch ` + v + `/sort-prog`,
+		`tar -I 'sh -c "touch ` + v + `/tar-I"' -cf /dev/null /etc/hostname`,
+		// wrappers modelled wrong
+		`ionice -t touch ` + v + `/ionice`,
+		// the environment
+		`BASH_ENV=/dev/stdin bash -c true <<< 'touch ` + v + `/bash-env'`,
+		`PS4='$(touch ` + v + `/ps4)' bash -xc true`,
+		// the network
+		fmt.Sprintf(`exec 3<>/dev/tcp/127.0.0.1/%d; cat <&3`, port),
+		fmt.Sprintf(`curl -s http://127.0.0.1:%d/`, port),
+		// two steps: a planted rc file, then an interactive shell there
+		`bash -ic true`,
+		// processes that try to outlive the call
+		`setsid -f bash -c 'exec -a toolagent-escapee-` + secret[7:] + ` sleep 1000'`,
+	}
+	// Step one of the two-step chain: file-write is allowed without an
+	// approval; the rc file it plants runs read-only below.
+	code, res := d.call(t, "file-write", map[string]any{"path": ".bashrc", "content": "touch " + v + "/bashrc\n"})
+	if code != http.StatusOK {
+		t.Fatalf("file-write .bashrc: %d %+v", code, res)
+	}
+
+	var ran int
+	for _, tool := range []string{"shell-exec", "shell-open"} {
+		for _, cmd := range attacks {
+			_, res := d.call(t, tool, map[string]any{"cmd": cmd, "cwd": files})
+			if res.Status == "success" || res.Status == "error" || res.Status == "no_data" {
+				ran++
+			}
+			for _, out := range []string{res.Output, res.Stderr, res.Error} {
+				if strings.Contains(out, secret) {
+					t.Errorf("%s %q: a planted secret came back: %q", tool, cmd, out)
+				}
+			}
+			if res.Status == "approval_required" && !strings.Contains(res.Suggestion, "approv") {
+				t.Errorf("%s %q: held without saying how to approve: %+v", tool, cmd, res)
+			}
+		}
+	}
+	if ran < len(attacks) {
+		t.Errorf("only %d of %d commands ran: the policy-free tool must run every one, so the sandbox is what is tested", ran, 2*len(attacks))
+	}
+	ents, err := os.ReadDir(victim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if e.Name() != "existing" {
+			t.Errorf("a command wrote %s outside its grant", filepath.Join(victim, e.Name()))
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(victim, "existing")); string(b) != "a\n" {
+		t.Errorf("%s/existing changed to %q", victim, b)
+	}
+	if n := conns.Load(); n != 0 {
+		t.Errorf("the loopback listener got %d connections from commands without a network grant", n)
+	}
+	waitFor(t, 30*time.Second, "escaped processes to be gone", func() bool {
+		return countMarked("toolagent-escapee-"+secret[7:]) == 0
+	})
+}
+
+// fileWriteTool is the shipped file-write.
+func fileWriteTool(t testing.TB) string {
+	b, err := os.ReadFile("../../native-repo/tools/file-write/TOOL.hdlp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestSandboxApprovedCallGetsTheDeclaredGrant: an approved shell-exec
+// call may write the files root (its declared grant); the same command
+// without approval could not, and the approval record shows the grant.
+func TestSandboxApprovedCallGetsTheDeclaredGrant(t *testing.T) {
+	files := hostDir(t)
+	tools := t.TempDir()
+	putTool(t, tools, "shell-exec", shellExec(t))
+	d := startDaemon(t, map[string]string{}, "--tools", tools, "--files-root", files, "--allow-self-approval")
+	target := filepath.Join(files, "approved.txt")
+	code, res := d.call(t, "shell-exec", map[string]any{"cmd": "echo approved > " + target})
+	if code != http.StatusAccepted || res.ApprovalID == "" {
+		t.Fatalf("a write: %d %+v; want approval_required", code, res)
+	}
+	code, body := d.request(t, "GET", "/v1/approvals/"+res.ApprovalID, "")
+	var ap struct{ Sandbox string }
+	if err := json.Unmarshal(body, &ap); err != nil || code != 200 || ap.Sandbox != "write "+files+", network" {
+		t.Errorf("GET approval: %d %s; want sandbox %q shown to the approver", code, body, "write "+files+", network")
+	}
+	code, body = d.request(t, "POST", "/v1/approvals/"+res.ApprovalID, `{"decision":"approve"}`)
+	if code != 200 {
+		t.Fatalf("approve: %d %s", code, body)
+	}
+	if b, err := os.ReadFile(target); err != nil || string(b) != "approved\n" {
+		t.Errorf("after approval: %q, %v; want the file written inside the grant (answer %s)", b, err, body)
+	}
+}
+
+// TestSandboxSIGKILLedDaemonLeavesNothing: a real daemon process runs a
+// tool whose processes try to escape (setsid, a double fork); the daemon
+// is killed with SIGKILL; every one of them is gone, long before the
+// tool's ten-minute timeout.
+func TestSandboxSIGKILLedDaemonLeavesNothing(t *testing.T) {
+	tools := t.TempDir()
+	putTool(t, tools, "long", testTool("long", `intent: run for a long time
+method: exec
+executor: shell
+params_schema:
+  cmd: { type: string, required: true }
+constraints: { timeout_ms: 600000, shell_policy: none }
+`))
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "serve", "--listen", "127.0.0.1:0", "--log-format", "json", "--state", t.TempDir(), "--tools", tools)
+	cmd.Env = append(os.Environ(), runMainEnv+"=1")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			var line struct{ Msg, Addr string }
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "listening" {
+				addr <- line.Addr
+			}
+		}
+		io.Copy(io.Discard, stderr)
+	}()
+	var url string
+	select {
+	case a := <-addr:
+		url = "http://" + a
+	case <-time.After(60 * time.Second):
+		t.Fatal("the daemon process did not log listening within 60s")
+	}
+	waitFor(t, 60*time.Second, "the daemon process to be ready", func() bool {
+		resp, err := http.Get(url + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+	marker := "toolagent-sigkill-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	body := fmt.Sprintf(`{"tool":"long","params":{"cmd":"setsid -f bash -c 'exec -a %[1]s-a sleep 1000'; ( (exec -a %[1]s-b sleep 1000) & ) & exec -a %[1]s-c sleep 1000"}}`, marker)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		resp, err := http.Post(url+"/v1/call", "application/json", strings.NewReader(body))
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			t.Logf("the call answered %d %s", resp.StatusCode, b)
+		}
+	})
+	waitFor(t, 60*time.Second, "the tool's three processes to run", func() bool { return countMarked(marker) >= 3 })
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	waitFor(t, 60*time.Second, "every process of the call to be gone after the daemon's SIGKILL", func() bool {
+		return countMarked(marker) == 0
+	})
+	wg.Wait()
+}
+
+// TestServeRefusesWithoutBubblewrap: with the sandbox on (the default)
+// and no bubblewrap, the daemon does not start, and says what to install
+// and how to start without it.
+func TestServeRefusesWithoutBubblewrap(t *testing.T) {
+	err := run(t.Context(), []string{"serve", "--listen", "127.0.0.1:0", "--state", t.TempDir(), "--sandbox-bwrap", "/nonexistent/bwrap"},
+		func(string) string { return "" }, strings.NewReader(""), io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "apt-get install bubblewrap") || !strings.Contains(err.Error(), "--sandbox=off") {
+		t.Errorf("serve without bubblewrap: %v; want a refusal naming the package and --sandbox=off", err)
+	}
+}
+
+// TestServeSandboxStatus: /v1/status says whether the sandbox is on and
+// which mechanism; --sandbox=off says so and warns at start.
+func TestServeSandboxStatus(t *testing.T) {
+	for _, mode := range []string{"on", "off"} {
+		t.Run(mode, func(t *testing.T) {
+			d := startDaemon(t, map[string]string{}, "--tools", t.TempDir(), "--sandbox", mode)
+			code, body := d.request(t, "GET", "/v1/status", "")
+			var st struct {
+				Sandbox struct {
+					Active    bool
+					Mechanism string
+					Warning   string
+				}
+			}
+			if err := json.Unmarshal(body, &st); err != nil || code != 200 {
+				t.Fatalf("GET /v1/status: %d %s", code, body)
+			}
+			if got := st.Sandbox; (mode == "on") != got.Active || (mode == "on" && got.Mechanism != "bubblewrap") || (mode == "off" && got.Warning == "") {
+				t.Errorf("--sandbox=%s: status sandbox = %+v", mode, got)
+			}
+			if warned := strings.Contains(d.logs.String(), "the sandbox is off"); warned != (mode == "off") {
+				t.Errorf("--sandbox=%s: start-up warning logged = %v", mode, warned)
+			}
+		})
+	}
+}
+
+// BenchmarkServeEcho: `echo hello` through POST /v1/call, with and
+// without the sandbox, in one run (compare the two lines' ns/op):
+//
+//	go test -run '^$' -bench ServeEcho -benchtime 2000x ./cmd/toolagent/
+func BenchmarkServeEcho(b *testing.B) {
+	for _, mode := range []string{"off", "on"} {
+		b.Run("sandbox="+mode, func(b *testing.B) {
+			tools := b.TempDir()
+			putTool(b, tools, "shell-exec", shellExec(b))
+			d := startDaemon(b, map[string]string{}, "--tools", tools, "--sandbox", mode, "--log-level", "warn")
+			body := `{"tool":"shell-exec","params":{"cmd":"echo hello"}}`
+			b.SetParallelism(16)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					resp, err := d.client.Post(d.url+"/v1/call", "application/json", strings.NewReader(body))
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					var r struct{ Output string }
+					json.NewDecoder(resp.Body).Decode(&r)
+					resp.Body.Close()
+					if r.Output != "hello\n" {
+						b.Errorf("output %q", r.Output)
+						return
+					}
+				}
+			})
+		})
+	}
+}
