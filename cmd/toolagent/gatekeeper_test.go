@@ -119,11 +119,9 @@ func TestServeGatekeeper(t *testing.T) {
 		"BACKUP_GATEKEEPER_TOKEN":    gatekeeperTestToken,
 	}, "--tools", tools, "--config", cfg, "--health-schedule", "@every 1s")
 
-	// du's path lies outside /tmp, which is private in the sandbox.
-	here, err := filepath.Abs(".")
-	if err != nil {
-		t.Fatal(err)
-	}
+	// du's path lies outside /tmp, which is private in the sandbox (the
+	// checkout may be under /tmp).
+	here := hostDir(t)
 	calls := []struct {
 		tool    string
 		params  map[string]any
