@@ -29,6 +29,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// sandboxDrainBound bounds the wait for a sandboxed child's pipes to
+// reach EOF after it exited; see Run.
+const sandboxDrainBound = time.Minute
+
 // DefaultGrace is the time between SIGTERM and SIGKILL when Spec.Grace is 0.
 const DefaultGrace = 2 * time.Second
 
@@ -250,14 +254,27 @@ func Run(ctx context.Context, s Spec) (Outcome, error) {
 
 	// The group is dead, so the pipes reach EOF unless a process that left
 	// the group (setsid) holds them; bound that wait by the grace period.
+	// In a sandbox nothing can leave: EOF comes once the kernel has torn
+	// the PID namespace down, which a loaded host may take longer for, so
+	// the bound is only a safety net there.
 	readersDone := make(chan struct{})
 	go func() { wg.Wait(); close(readersDone) }()
-	t := time.NewTimer(grace)
+	bound := grace
+	if sb != nil {
+		bound = max(grace, sandboxDrainBound)
+	}
+	t := time.NewTimer(bound)
 	select {
 	case <-readersDone:
 		t.Stop()
 	case <-t.C:
-		closeAll(outR, errR) // unblocks the readers
+		// A deadline, not a close: the readers still take what the pipes
+		// hold (output written before the child exited is never lost),
+		// then stop instead of waiting for an EOF that may not come.
+		now := time.Now()
+		if outR.SetReadDeadline(now) != nil || errR.SetReadDeadline(now) != nil {
+			closeAll(outR, errR)
+		}
 		<-readersDone
 	}
 
