@@ -29,12 +29,15 @@ var allowed = map[string][]string{
 	"internal/executors/gatekeeper": {"internal/executors", "internal/hldp", "internal/grant"},
 	"internal/executors/hlpdapi":    {"internal/executors", "internal/hldp"},
 	"internal/executors/forgejo":    {"internal/executors", "internal/hldp"},
-	"internal/approval":             {"internal/hldp"},
+	"internal/approval":             {"internal/hldp", "internal/grant"},
 	"internal/dispatch":             {"internal/catalog", "internal/executors", "internal/hldp", "internal/policy", "internal/approval"},
 	"internal/reload":               {"internal/catalog", "internal/scan"},
 	"internal/api":                  {"internal/catalog", "internal/dispatch", "internal/reload", "internal/hldp"},
 	"internal/mcpserver":            {"internal/catalog", "internal/dispatch", "internal/hldp"},
 	"internal/gatekeeper":           {"internal/proc", "internal/policy", "internal/grant"},
+
+	// Test helpers of sandboxed children: proc only.
+	"internal/proc/proctest": {"internal/proc"},
 
 	// The canned Gitea API of the git-forgejo protocol tests: stdlib only.
 	"internal/executors/forgejo/forgejotest": {},

@@ -149,6 +149,7 @@ func runApprovals(ctx context.Context, e env, args []string) error {
 	store := new(catalog.Store)
 	var execs map[hldp.ExecutorKind]executors.Executor
 	if verb == "approve" {
+		c.runsTools = true
 		l, err := c.load(e, true)
 		if err != nil {
 			return err

@@ -34,6 +34,7 @@ func runCall(ctx context.Context, e env, args []string) error {
 	if *paramsJSON != "" && len(kvs) > 0 {
 		return usageError{errors.New("call: give params either as k=v arguments or as --params JSON, not both")}
 	}
+	c.runsTools = true
 	l, err := c.load(e, true)
 	if err != nil {
 		return err

@@ -12,9 +12,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/toolagent/toolagent/internal/proc/proctest"
 )
 
 // cli runs the toolagent command in-process, with the environment given as
@@ -192,42 +193,8 @@ constraints: { timeout_ms: 200, shell_policy: none }
 		t.Fatalf("got %+v (exit %d), want timeout with the partial output", r, code)
 	}
 	waitFor(t, 10*time.Second, "the background sleep to be gone", func() bool {
-		return countMarked(marker) == 0
+		return proctest.CountMarked(marker) == 0
 	})
-}
-
-// countMarked counts the live processes whose command line contains
-// marker (zombies are dead and do not count).
-func countMarked(marker string) int {
-	n := 0
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && strings.Contains(string(b), marker) && !gone(pid) {
-			n++
-		}
-	}
-	return n
-}
-
-// gone reports whether pid no longer runs. A zombie counts as gone: where
-// PID 1 does not reap orphans, a killed grandchild stays a zombie.
-func gone(pid int) bool {
-	if syscall.Kill(pid, 0) == syscall.ESRCH {
-		return true
-	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return true
-	}
-	// The state follows the parenthesised command name.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i >= 0 && i+2 < len(s) && s[i+2] == 'Z'
 }
 
 // TestOutputCap: `yes` with max_output_bytes 1024 returns exactly 1024

@@ -82,20 +82,13 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (*core, err
 	if err != nil {
 		return nil, err
 	}
-	if mode == noApprovals {
-		c.sandboxMode = sandboxOff
-	}
+	c.runsTools = mode != noApprovals // sync runs no tool
 	execs, err := c.executors()
 	if err != nil {
 		return nil, err
 	}
-	switch {
-	case mode == noApprovals:
-		// sync runs no tool: it neither needs nor probes a sandbox.
-	case c.sandbox == nil:
-		log.Warn("the sandbox is off (--sandbox=off): tool processes run unconfined, with the daemon's view of the host's files, network and processes")
-	default:
-		log.Info("sandbox", "mechanism", c.sandbox.Mechanism(), "version", c.sandbox.Version(), "hidden", len(c.sandbox.Hidden()))
+	if c.runsTools {
+		logSandbox(log, c.sandbox, "tool processes")
 	}
 	hc, err := remoteExecutors(execs, e, cfg, log)
 	if err != nil {

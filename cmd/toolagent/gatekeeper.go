@@ -44,11 +44,8 @@ func runGatekeeper(ctx context.Context, e env, args []string) error {
 	var hashes listFlag
 	fs.Var(&hashes, "token-sha256", "accepted token given as its hex SHA-256 digest (`printf %s \"$TOKEN\" | sha256sum`); repeatable")
 	allow := fs.String("allow", "", "comma-separated `PROGRAMS` that may run (names found in /usr/local/bin:/usr/bin:/bin, or absolute paths); with a list, cmd must be one simple command; empty: any")
-	sandboxMode := e.getenv("TOOLAGENT_SANDBOX")
-	if sandboxMode == "" {
-		sandboxMode = sandboxOn
-	}
-	fs.StringVar(&sandboxMode, "sandbox", sandboxMode, "run every command in the bubblewrap sandbox: on or off (env TOOLAGENT_SANDBOX; default on)")
+	var sandboxMode string
+	sandboxFlag(fs, e, &sandboxMode, "every command")
 	bwrap := fs.String("sandbox-bwrap", e.getenv("TOOLAGENT_SANDBOX_BWRAP"), "the bubblewrap `PROGRAM` (env TOOLAGENT_SANDBOX_BWRAP; default: bwrap, looked up in /usr/local/bin:/usr/bin:/bin)")
 	maxTimeout := fs.Duration("max-timeout", gatekeeper.DefaultMaxTimeout, "longest timeout a request may ask for (longer ones are clamped)")
 	maxOutput := fs.Int64("max-output", gatekeeper.DefaultMaxOutputCap, "largest output cap per stream, in bytes, a request may ask for")
@@ -100,23 +97,12 @@ func runGatekeeper(ctx context.Context, e env, args []string) error {
 	if err := opts.Validate(); err != nil {
 		return usageError{err}
 	}
-	switch sandboxMode {
-	case sandboxOn:
-		var hide []string
-		if *tokenFile != "" {
-			hide = append(hide, *tokenFile)
-		}
-		sb, err := proc.NewSandbox(proc.SandboxOptions{Bwrap: *bwrap, Hide: hide})
-		if err != nil {
-			return fmt.Errorf("gatekeeper: %w", err)
-		}
-		opts.Sandbox = sb
-	case sandboxOff:
-		log.Warn("the sandbox is off; commands run with the gatekeeper's own view of the host",
-			"flag", "--sandbox=off", "risk", "its files, its network and its other processes")
-	default:
-		return usageError{fmt.Errorf("--sandbox: want on or off, got %q", sandboxMode)}
+	sb, err := openSandbox(sandboxMode, proc.SandboxOptions{Bwrap: *bwrap, Hide: []string{*tokenFile}})
+	if err != nil {
+		return fmt.Errorf("gatekeeper: %w", err)
 	}
+	opts.Sandbox = sb
+	logSandbox(log, sb, "commands")
 	hasToken := len(opts.Tokens)+len(opts.TokenSHA256) > 0
 	if err := gatekeeper.ListenCheck(*listen, hasToken); err != nil {
 		return err

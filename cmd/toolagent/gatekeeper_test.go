@@ -13,6 +13,7 @@ import (
 
 	"github.com/toolagent/toolagent/internal/catalog"
 	"github.com/toolagent/toolagent/internal/dispatch"
+	"github.com/toolagent/toolagent/internal/proc/proctest"
 )
 
 // gatekeeperServer is a `toolagent gatekeeper` running in-process.
@@ -28,7 +29,7 @@ type gatekeeperServer struct {
 func startGatekeeper(t *testing.T, env map[string]string, args ...string) *gatekeeperServer {
 	t.Helper()
 	full := []string{"gatekeeper", "--log-format", "json"}
-	if os.Getenv("TOOLAGENT_TEST_NO_SANDBOX") == "1" {
+	if os.Getenv(proctest.NoSandboxEnv) == "1" {
 		full = append(full, "--sandbox=off")
 	}
 	p := startInProcess(t, env, append(full, args...))
@@ -121,7 +122,7 @@ func TestServeGatekeeper(t *testing.T) {
 
 	// du's path lies outside /tmp, which is private in the sandbox (the
 	// checkout may be under /tmp).
-	here := hostDir(t)
+	here := proctest.HostDir(t)
 	calls := []struct {
 		tool    string
 		params  map[string]any
@@ -227,16 +228,10 @@ func TestGatekeeperCommand(t *testing.T) {
 // neither the token nor the server's processes; with --sandbox=off it
 // says so at start.
 func TestGatekeeperSandbox(t *testing.T) {
-	if os.Getenv("TOOLAGENT_TEST_NO_SANDBOX") == "1" {
-		t.Skip("TOOLAGENT_TEST_NO_SANDBOX=1: sandbox tests skipped (install bubblewrap and unset it to run them)")
-	}
+	proctest.SkipWithoutSandbox(t)
 	// The token file must lie outside /tmp, which a sandbox replaces
-	// anyway: under /var/lib, which needs root.
-	dir, err := os.MkdirTemp("/var/lib", "toolagent-gatekeeper-test-")
-	if err != nil {
-		t.Skipf("no writable directory outside /tmp for the token file (run as root for /var/lib): %v", err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	// anyway.
+	dir := proctest.HostDir(t)
 	tokenFile := filepath.Join(dir, "gk.token")
 	const fileToken = "gatekeeper-file-token-0123456789"
 	if err := os.WriteFile(tokenFile, []byte(fileToken+"\n"), 0o600); err != nil {

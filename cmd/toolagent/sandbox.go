@@ -1,11 +1,54 @@
 package main
 
 import (
+	"flag"
 	"fmt"
+	"log/slog"
 	"os/user"
 	"strconv"
 	"syscall"
+
+	"github.com/toolagent/toolagent/internal/proc"
 )
+
+// Sandbox modes (--sandbox).
+const (
+	sandboxOn  = "on"
+	sandboxOff = "off"
+)
+
+// sandboxFlag registers --sandbox (default: TOOLAGENT_SANDBOX, else on)
+// on a subcommand's own flag set; serve, mcp and sync take it from Config.
+func sandboxFlag(fs *flag.FlagSet, e env, mode *string, what string) {
+	def := e.getenv("TOOLAGENT_SANDBOX")
+	if def == "" {
+		def = sandboxOn
+	}
+	fs.StringVar(mode, "sandbox", def, "run "+what+" in the bubblewrap sandbox: on or off (env TOOLAGENT_SANDBOX; default on)")
+}
+
+// openSandbox returns the sandbox mode asks for: nil when it is off, and
+// NewSandbox's error (it names what is missing) when it cannot be built.
+func openSandbox(mode string, opts proc.SandboxOptions) (*proc.Sandbox, error) {
+	switch mode {
+	case sandboxOff:
+		return nil, nil
+	case "", sandboxOn:
+		return proc.NewSandbox(opts)
+	}
+	return nil, usageError{fmt.Errorf("--sandbox: want on or off, got %q", mode)}
+}
+
+// logSandbox says at start what runs the processes of a subcommand: the
+// sandbox, or a warning that there is none.
+func logSandbox(log *slog.Logger, sb *proc.Sandbox, what string) {
+	if sb == nil {
+		log.Warn("the sandbox is off (--sandbox=off): "+what+" run unconfined, with this process's view of the host's files, network and processes",
+			"flag", "--sandbox=off")
+		return
+	}
+	log.Info("sandbox", "mechanism", sb.Mechanism(), "version", sb.Version(), "hidden", len(sb.Hidden()))
+}
 
 // secretFiles are the files holding the daemon's secrets; the sandbox
 // hides them from every tool (the state directory is hidden as well).

@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/toolagent/toolagent/internal/proc/proctest"
 )
 
 // runMainEnv makes the test binary run main() instead of the tests, so a
@@ -29,24 +31,6 @@ func TestMain(m *testing.M) {
 		return
 	}
 	os.Exit(m.Run())
-}
-
-// hostDir returns a new directory outside /tmp and /var/tmp (which are
-// private inside the sandbox, so a secret there proves nothing), removed
-// at the end of the test.
-func hostDir(t testing.TB) string {
-	t.Helper()
-	for _, base := range []string{"/var/lib", os.Getenv("HOME")} {
-		if base == "" {
-			continue
-		}
-		if d, err := os.MkdirTemp(base, "toolagent-test-"); err == nil {
-			t.Cleanup(func() { os.RemoveAll(d) })
-			return d
-		}
-	}
-	t.Skip("no writable directory outside /tmp (/var/lib or $HOME) for a sandbox test")
-	return ""
 }
 
 // listener counts the connections a loopback TCP server gets.
@@ -81,14 +65,14 @@ func listener(t *testing.T) (port int, conns *atomic.Int64) {
 func TestSandboxHoldsAgainstACaller(t *testing.T) {
 	const secret = "SECRET-7f3a9c"
 	t.Setenv("TOOLAGENT_TEST_PLANTED", secret) // the daemon's own environment
-	state, victim, files := hostDir(t), hostDir(t), hostDir(t)
+	state, victim, files := proctest.HostDir(t), proctest.HostDir(t), proctest.HostDir(t)
 	if err := os.WriteFile(filepath.Join(state, "planted-secret"), []byte(secret), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(victim, "existing"), []byte("a\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	tokensFile := filepath.Join(hostDir(t), "tokens")
+	tokensFile := filepath.Join(proctest.HostDir(t), "tokens")
 	if err := os.WriteFile(tokensFile, []byte("mallory:call:mallory-"+secret+"\nbob:approve:bob-"+secret+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +172,7 @@ constraints: { timeout_ms: 20000, shell_policy: none }
 		t.Errorf("the loopback listener got %d connections from commands without a network grant", n)
 	}
 	waitFor(t, 30*time.Second, "escaped processes to be gone", func() bool {
-		return countMarked("toolagent-escapee-"+secret[7:]) == 0
+		return proctest.CountMarked("toolagent-escapee-"+secret[7:]) == 0
 	})
 }
 
@@ -205,7 +189,7 @@ func fileWriteTool(t testing.TB) string {
 // call may write the files root (its declared grant); the same command
 // without approval could not, and the approval record shows the grant.
 func TestSandboxApprovedCallGetsTheDeclaredGrant(t *testing.T) {
-	files := hostDir(t)
+	files := proctest.HostDir(t)
 	tools := t.TempDir()
 	putTool(t, tools, "shell-exec", shellExec(t))
 	d := startDaemon(t, map[string]string{}, "--tools", tools, "--files-root", files, "--allow-self-approval")
@@ -292,13 +276,13 @@ constraints: { timeout_ms: 600000, shell_policy: none }
 			t.Logf("the call answered %d %s", resp.StatusCode, b)
 		}
 	})
-	waitFor(t, 60*time.Second, "the tool's three processes to run", func() bool { return countMarked(marker) >= 3 })
+	waitFor(t, 60*time.Second, "the tool's three processes to run", func() bool { return proctest.CountMarked(marker) >= 3 })
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	cmd.Wait()
 	waitFor(t, 60*time.Second, "every process of the call to be gone after the daemon's SIGKILL", func() bool {
-		return countMarked(marker) == 0
+		return proctest.CountMarked(marker) == 0
 	})
 	wg.Wait()
 }

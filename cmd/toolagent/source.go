@@ -40,19 +40,16 @@ type common struct {
 	shellPolicy *policy.ShellPolicy
 
 	// sandboxMode is "on" or "off" (--sandbox); sandboxOpts its settings,
-	// hidden the secret files beyond the state directory (token files,
-	// the config file); sandbox is set by executors when it is on.
+	// hidden the secret files beyond the state directory (token and key
+	// files); sandbox is set by executors when it is on.
 	sandboxMode string
 	sandboxOpts proc.SandboxOptions
 	hidden      []string
 	sandbox     *proc.Sandbox
+	// runsTools is set by the commands that run tools (serve, mcp, call,
+	// approvals approve): only they build, and need, a sandbox.
+	runsTools bool
 }
-
-// Sandbox modes (--sandbox).
-const (
-	sandboxOn  = "on"
-	sandboxOff = "off"
-)
 
 // sandboxStatus is what /v1/status says of c's sandbox.
 func (c *common) sandboxStatus() api.SandboxStatus {
@@ -66,17 +63,10 @@ func (c *common) sandboxStatus() api.SandboxStatus {
 // state directory (approvals, parse cache, repository clone) and every
 // secret file, and shows the files root read-only inside it.
 func (c *common) newSandbox() (*proc.Sandbox, error) {
-	switch c.sandboxMode {
-	case sandboxOff:
-		return nil, nil
-	case "", sandboxOn:
-	default:
-		return nil, fmt.Errorf("--sandbox: want on or off, got %q", c.sandboxMode)
-	}
 	opts := c.sandboxOpts
 	opts.Hide = append(append([]string{c.state}, c.hidden...), opts.Hide...)
 	opts.Expose = append(opts.Expose, c.filesRoot)
-	return proc.NewSandbox(opts)
+	return openSandbox(c.sandboxMode, opts)
 }
 
 func newFlagSet(name string, e env) *flag.FlagSet {
@@ -90,11 +80,7 @@ func (c *common) register(fs *flag.FlagSet, e env) {
 	fs.StringVar(&c.tools, "tools", e.getenv("TOOLAGENT_TOOLS"), "tools tree `DIR` (env TOOLAGENT_TOOLS; default: the checkout's native-repo/tools, else the embedded copy)")
 	fs.StringVar(&c.state, "state", e.getenv("TOOLAGENT_STATE"), "state `DIR` (env TOOLAGENT_STATE; default $XDG_STATE_HOME/toolagent or ~/.local/state/toolagent)")
 	fs.StringVar(&c.filesRoot, "files-root", e.getenv("TOOLAGENT_FILES_ROOT"), "root `DIR` the file-read and file-write tools are confined to (env TOOLAGENT_FILES_ROOT; default STATE/files)")
-	mode := e.getenv("TOOLAGENT_SANDBOX")
-	if mode == "" {
-		mode = sandboxOn
-	}
-	fs.StringVar(&c.sandboxMode, "sandbox", mode, "run tool processes in the bubblewrap sandbox: on or off (env TOOLAGENT_SANDBOX; default on)")
+	sandboxFlag(fs, e, &c.sandboxMode, "tool processes")
 }
 
 // parseArgs parses flags anywhere among the arguments (so `call NAME
@@ -180,8 +166,8 @@ func (c *common) openTree() (scan.Tree, func(), error) {
 	return t, func() { dir.Close() }, nil
 }
 
-// executors builds the executors configured on this host, and the sandbox
-// their processes run in.
+// executors builds the executors configured on this host, and, for a
+// command that runs tools, the sandbox their processes run in.
 func (c *common) executors() (map[hldp.ExecutorKind]executors.Executor, error) {
 	// The state directory holds approvals, the parse cache and the
 	// repository clone: the daemon's user only.
@@ -194,9 +180,12 @@ func (c *common) executors() (map[hldp.ExecutorKind]executors.Executor, error) {
 	if err := os.MkdirAll(c.filesRoot, 0o750); err != nil {
 		return nil, fmt.Errorf("files root: %w", err)
 	}
-	sb, err := c.newSandbox()
-	if err != nil {
-		return nil, err
+	var sb *proc.Sandbox
+	if c.runsTools {
+		var err error
+		if sb, err = c.newSandbox(); err != nil {
+			return nil, err
+		}
 	}
 	c.sandbox = sb
 	return map[hldp.ExecutorKind]executors.Executor{

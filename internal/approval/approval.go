@@ -26,21 +26,20 @@ package approval
 import (
 	"bytes"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/toolagent/toolagent/internal/grant"
 )
 
 // DefaultTTL is how long a request waits for a decision, and how long an
@@ -300,7 +299,7 @@ func (s *Store) CreateWith(in Request) (Request, error) {
 	if err != nil {
 		return Request{}, err
 	}
-	hash, err := hashParams(params)
+	hash, err := grant.HashParams(params)
 	if err != nil {
 		return Request{}, fmt.Errorf("approval: %w", err)
 	}
@@ -383,7 +382,7 @@ func (s *Store) Decide(id, decider string, approve bool, editedParams map[string
 		if edited, err = clone(norm); err != nil {
 			return Request{}, fmt.Errorf("%w: %w", ErrInvalidEdit, err)
 		}
-		if editedHash, err = hashParams(edited); err != nil {
+		if editedHash, err = grant.HashParams(edited); err != nil {
 			return Request{}, fmt.Errorf("%w: %w", ErrInvalidEdit, err)
 		}
 	}
@@ -583,101 +582,8 @@ func short(h string) string {
 	return h
 }
 
-// HashParams is the SHA-256 (hex) of the canonical JSON of params: object
-// keys sorted, no insignificant space, numbers in one spelling (an integral
-// value as an integer: 1, 1.0 and json.Number("1") hash alike), and an
-// empty or nil map as {}. Approvals bind to it; dispatch and audit lines
-// should use it too. Values that are not JSON hash as "unhashable:" plus
-// the error, which matches no approval.
-func HashParams(params map[string]any) string {
-	h, err := hashParams(params)
-	if err != nil {
-		return "unhashable: " + err.Error()
-	}
-	return h
-}
-
-func hashParams(params map[string]any) (string, error) {
-	if params == nil {
-		params = map[string]any{}
-	}
-	b, err := json.Marshal(params)
-	if err != nil {
-		return "", fmt.Errorf("params are not JSON: %w", err)
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return "", err
-	}
-	var buf bytes.Buffer
-	if err := canonical(&buf, v); err != nil {
-		return "", err
-	}
-	sum := sha256.Sum256(buf.Bytes())
-	return hex.EncodeToString(sum[:]), nil
-}
-
-func canonical(buf *bytes.Buffer, v any) error {
-	switch v := v.(type) {
-	case nil:
-		buf.WriteString("null")
-	case bool:
-		buf.WriteString(strconv.FormatBool(v))
-	case json.Number:
-		buf.WriteString(canonicalNumber(v))
-	case string:
-		b, _ := json.Marshal(v)
-		buf.Write(b)
-	case []any:
-		buf.WriteByte('[')
-		for i, e := range v {
-			if i > 0 {
-				buf.WriteByte(',')
-			}
-			if err := canonical(buf, e); err != nil {
-				return err
-			}
-		}
-		buf.WriteByte(']')
-	case map[string]any:
-		keys := make([]string, 0, len(v))
-		for k := range v {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		buf.WriteByte('{')
-		for i, k := range keys {
-			if i > 0 {
-				buf.WriteByte(',')
-			}
-			b, _ := json.Marshal(k)
-			buf.Write(b)
-			buf.WriteByte(':')
-			if err := canonical(buf, v[k]); err != nil {
-				return err
-			}
-		}
-		buf.WriteByte('}')
-	default:
-		return fmt.Errorf("unexpected %T in params", v)
-	}
-	return nil
-}
-
-// canonicalNumber spells a JSON number one way: integers (including 1.0
-// and 1e3) as integers, others in Go's shortest float form.
-func canonicalNumber(n json.Number) string {
-	if i, err := strconv.ParseInt(string(n), 10, 64); err == nil {
-		return strconv.FormatInt(i, 10)
-	}
-	f, err := strconv.ParseFloat(string(n), 64)
-	if err != nil {
-		return string(n)
-	}
-	if f == math.Trunc(f) && math.Abs(f) < 1<<53 {
-		return strconv.FormatInt(int64(f), 10)
-	}
-	return strconv.FormatFloat(f, 'g', -1, 64)
-}
+// HashParams is the SHA-256 (hex) of the canonical JSON of params
+// (grant.HashParams, the project's one params hash): approvals bind to it;
+// dispatch and audit lines use it too. Values that are not JSON hash as
+// "unhashable:" plus the error, which matches no approval.
+func HashParams(params map[string]any) string { return grant.ParamsHash(params) }

@@ -22,6 +22,7 @@ import (
 	"github.com/toolagent/toolagent/internal/grant"
 	"github.com/toolagent/toolagent/internal/policy"
 	"github.com/toolagent/toolagent/internal/proc"
+	"github.com/toolagent/toolagent/internal/proc/proctest"
 )
 
 func TestListenCheck(t *testing.T) {
@@ -488,39 +489,11 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-// newSandbox builds a sandbox or fails the test: the sandbox is part of
-// the product (bubblewrap is installed here and in CI).
-// TOOLAGENT_TEST_NO_SANDBOX=1 skips, saying so.
-func newSandbox(t *testing.T, opts proc.SandboxOptions) *proc.Sandbox {
-	t.Helper()
-	if os.Getenv("TOOLAGENT_TEST_NO_SANDBOX") == "1" {
-		t.Skip("TOOLAGENT_TEST_NO_SANDBOX=1: sandbox tests skipped (install bubblewrap and unset it to run them)")
-	}
-	sb, err := proc.NewSandbox(opts)
-	if err != nil {
-		t.Fatalf("NewSandbox: %v", err)
-	}
-	return sb
-}
-
-// hostDir returns a new directory outside /tmp and /var/tmp (which are
-// private in a sandbox, so a write there proves nothing), removed at the
-// end of the test: under /var/lib, which needs root.
-func hostDir(t *testing.T) string {
-	t.Helper()
-	d, err := os.MkdirTemp("/var/lib", "toolagent-gatekeeper-test-")
-	if err != nil {
-		t.Skipf("no writable directory outside /tmp for a sandbox test (run as root for /var/lib): %v", err)
-	}
-	t.Cleanup(func() { os.RemoveAll(d) })
-	return d
-}
-
 // TestSandboxWrites: a sandboxed command changes nothing without a grant,
 // and with a verified grant only the grant's write paths.
 func TestSandboxWrites(t *testing.T) {
-	sb := newSandbox(t, proc.SandboxOptions{})
-	granted, other := hostDir(t), hostDir(t)
+	sb := proctest.NewSandbox(t, proc.SandboxOptions{})
+	granted, other := proctest.HostDir(t), proctest.HostDir(t)
 	h := NewHandler(Options{Tokens: []string{"t"}, NoPolicy: true, Sandbox: sb}, nil)
 	strict := NewHandler(Options{Tokens: []string{"t"}, Sandbox: sb}, nil)
 	write := grant.Sandbox{Write: []string{granted}}
@@ -560,7 +533,7 @@ func TestSandboxWrites(t *testing.T) {
 // the server's user that holds the secret in its environment, which an
 // unsandboxed command can read, is not there).
 func TestSandboxHidesTheServer(t *testing.T) {
-	sb := newSandbox(t, proc.SandboxOptions{})
+	sb := proctest.NewSandbox(t, proc.SandboxOptions{})
 	secret := "gatekeeper-test-secret-" + strconv.Itoa(os.Getpid())
 	t.Setenv("TOOLAGENT_TEST_GATEKEEPER_SECRET", secret)
 	holder := exec.Command("/bin/sleep", "300")

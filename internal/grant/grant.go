@@ -174,33 +174,42 @@ func (g Grant) Verify(key [KeySize]byte, now time.Time, command string) error {
 	return nil
 }
 
-// ParamsHash is the SHA-256 (hex) of the canonical JSON of params: object
+// HashParams is the SHA-256 (hex) of the canonical JSON of params: object
 // keys sorted, no insignificant space, numbers in one spelling (an
 // integral value as an integer: 1, 1.0 and json.Number("1") hash alike),
-// and an empty or nil map as {}. It is the same function as
-// approval.HashParams (a test holds them equal), written here because the
-// gatekeeper client may not import internal/approval; values that are not
-// JSON hash as "unhashable:" plus the error.
-func ParamsHash(params map[string]any) string {
+// and an empty or nil map as {}. It is the one params hash of the
+// project: approvals (internal/approval) bind to it and grants carry it.
+// The error says why params are not JSON.
+func HashParams(params map[string]any) (string, error) {
 	if params == nil {
 		params = map[string]any{}
 	}
 	b, err := json.Marshal(params)
 	if err != nil {
-		return "unhashable: params are not JSON: " + err.Error()
+		return "", fmt.Errorf("params are not JSON: %w", err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
-		return "unhashable: " + err.Error()
+		return "", err
 	}
 	var buf bytes.Buffer
 	if err := canonical(&buf, v); err != nil {
-		return "unhashable: " + err.Error()
+		return "", err
 	}
 	sum := sha256.Sum256(buf.Bytes())
-	return hex.EncodeToString(sum[:])
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// ParamsHash is HashParams, with values that are not JSON hashing as
+// "unhashable:" plus the error, which matches no approval.
+func ParamsHash(params map[string]any) string {
+	h, err := HashParams(params)
+	if err != nil {
+		return "unhashable: " + err.Error()
+	}
+	return h
 }
 
 func canonical(buf *bytes.Buffer, v any) error {

@@ -123,7 +123,8 @@ func TestCommandDigest(t *testing.T) {
 }
 
 // TestParamsHashIsApprovals: the client binds the grant to the hash the
-// approval store computed, so the two functions must agree.
+// approval store computed, so the two must agree (approval.HashParams
+// delegates here; this catches a fork of either).
 func TestParamsHashIsApprovals(t *testing.T) {
 	for _, p := range []map[string]any{
 		nil,

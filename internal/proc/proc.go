@@ -192,7 +192,7 @@ func Run(ctx context.Context, s Spec) (Outcome, error) {
 		if context.Cause(runCtx) == errTimeout {
 			timedOut.Store(true)
 		}
-		if s.Sandbox != nil {
+		if sb != nil {
 			// A sandbox ends all at once: SIGKILL to bwrap, whose death
 			// kills the sandbox's first process, and with it the PID
 			// namespace and everything in it.

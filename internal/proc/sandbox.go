@@ -1,12 +1,10 @@
 package proc
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -386,21 +384,18 @@ func (s *Sandbox) args(g Grant, dir string, statusFD, blockFD int) []string {
 }
 
 // sandboxed is the part of Run that belongs to a sandboxed child: the
-// pipes bwrap reports on and waits on, and what it reported.
+// pipe bwrap reports on and, when the daemon sets the limits, the pipe
+// bwrap waits on until they are set.
 type sandboxed struct {
-	s             *Sandbox
-	statusR, blkW *os.File
-	statusW, blkR *os.File
-	status        chan sandboxStatus
-	childPID      int
-	started       bool
+	s                *Sandbox
+	statusR, statusW *os.File
+	blkR, blkW       *os.File // nil when prlimit sets the limits inside
+	status           chan sandboxStatus
 }
 
 // sandboxStatus is what bwrap wrote to its status pipe.
 type sandboxStatus struct {
-	childPID int
 	exitCode *int // nil: the command was never executed
-	raw      string
 }
 
 // prepare wraps cmd in bwrap. It must be called before cmd.Start.
@@ -412,14 +407,14 @@ func (sb *sandboxed) prepare(cmd *exec.Cmd, argv []string, g Grant, dir string) 
 	if sb.statusR, sb.statusW, err = os.Pipe(); err != nil {
 		return err
 	}
-	if sb.blkR, sb.blkW, err = os.Pipe(); err != nil {
-		closeAll(sb.statusR, sb.statusW)
-		return err
-	}
 	// ExtraFiles[i] is descriptor 3+i in bwrap.
-	cmd.ExtraFiles = []*os.File{sb.statusW, sb.blkR}
-	if sb.s.prlimit != "" {
-		cmd.ExtraFiles = cmd.ExtraFiles[:1] // prlimit sets the limits; bwrap need not wait
+	cmd.ExtraFiles = []*os.File{sb.statusW}
+	if sb.s.prlimit == "" {
+		if sb.blkR, sb.blkW, err = os.Pipe(); err != nil {
+			closeAll(sb.statusR, sb.statusW)
+			return err
+		}
+		cmd.ExtraFiles = append(cmd.ExtraFiles, sb.blkR)
 	}
 	cmd.Path = sb.s.bwrap
 	cmd.Args = append(append([]string{"bwrap"}, sb.s.args(g, dir, 3, 4)...), argv...)
@@ -429,50 +424,48 @@ func (sb *sandboxed) prepare(cmd *exec.Cmd, argv []string, g Grant, dir string) 
 	return nil
 }
 
-// afterStart closes the parent's copies of bwrap's ends, reads the
-// child's pid from the status pipe, sets the rlimits on it and lets it go
-// on. Reading stops when ctx is done (then the call is being killed).
+// afterStart closes the parent's copies of bwrap's ends and reads the
+// status pipe in the background. When the daemon sets the limits, it
+// waits for the child's pid, sets the rlimits on it and lets it go on;
+// waiting stops when ctx is done (then the call is being killed).
 func (sb *sandboxed) afterStart(ctx context.Context) error {
 	closeAll(sb.statusW, sb.blkR)
 	sb.status = make(chan sandboxStatus, 1)
 	first := make(chan int, 1)
 	go func() {
 		defer sb.statusR.Close()
-		st := sandboxStatus{}
+		var st sandboxStatus
 		dec := json.NewDecoder(sb.statusR)
-		var raw bytes.Buffer
 		for {
-			var doc map[string]json.RawMessage
+			var doc struct {
+				ChildPID *int `json:"child-pid"`
+				ExitCode *int `json:"exit-code"`
+			}
 			if err := dec.Decode(&doc); err != nil {
 				break
 			}
-			if v, ok := doc["child-pid"]; ok {
-				st.childPID, _ = strconv.Atoi(string(v))
-				first <- st.childPID
+			if doc.ChildPID != nil {
+				first <- *doc.ChildPID
 			}
-			if v, ok := doc["exit-code"]; ok {
-				if n, err := strconv.Atoi(string(v)); err == nil {
-					st.exitCode = &n
-				}
+			if doc.ExitCode != nil {
+				st.exitCode = doc.ExitCode
 			}
-			b, _ := json.Marshal(doc)
-			raw.Write(b)
 		}
 		close(first)
-		st.raw = raw.String()
 		sb.status <- st
 	}()
+	if sb.blkW == nil {
+		return nil // prlimit sets the limits inside; bwrap does not wait
+	}
 	defer sb.blkW.Close() // lets bwrap go on, or fail, in every case
+	var pid int
 	select {
-	case pid, ok := <-first:
+	case p, ok := <-first:
 		if !ok {
 			return nil // bwrap failed before it started the sandbox; Wait tells
 		}
-		sb.childPID = pid
+		pid = p
 	case <-ctx.Done():
-		return nil
-	}
-	if sb.s.prlimit != "" {
 		return nil
 	}
 	l := sb.s.limits
@@ -485,9 +478,9 @@ func (sb *sandboxed) afterStart(ctx context.Context) error {
 		{unix.RLIMIT_NOFILE, uint64(l.MaxOpenFiles)},
 	} {
 		lim := unix.Rlimit{Cur: r.n, Max: r.n}
-		if err := unix.Prlimit(sb.childPID, r.res, &lim, nil); err != nil && !errors.Is(err, unix.ESRCH) {
+		if err := unix.Prlimit(pid, r.res, &lim, nil); err != nil && !errors.Is(err, unix.ESRCH) {
 			// Without its limits the sandbox must not run: kill it.
-			_ = unix.Kill(sb.childPID, unix.SIGKILL)
+			_ = unix.Kill(pid, unix.SIGKILL)
 			return fmt.Errorf("%w: set resource limits: %v", ErrSandbox, err)
 		}
 	}
@@ -506,5 +499,3 @@ func (sb *sandboxed) wait() sandboxStatus {
 func (sb *sandboxed) cleanupBeforeStart() {
 	closeAll(sb.statusR, sb.statusW, sb.blkR, sb.blkW)
 }
-
-var _ io.Closer = (*os.File)(nil)

@@ -14,23 +14,8 @@ import (
 	"time"
 
 	"github.com/toolagent/toolagent/internal/proc"
+	"github.com/toolagent/toolagent/internal/proc/proctest"
 )
-
-// newSandbox builds a sandbox or fails the test: the sandbox is part of
-// the product, so its tests do not skip when bubblewrap is missing (.ci/run
-// installs it). TOOLAGENT_TEST_NO_SANDBOX=1 skips them on a machine
-// without it, saying so.
-func newSandbox(t testing.TB, opts proc.SandboxOptions) *proc.Sandbox {
-	t.Helper()
-	if os.Getenv("TOOLAGENT_TEST_NO_SANDBOX") == "1" {
-		t.Skip("TOOLAGENT_TEST_NO_SANDBOX=1: sandbox tests skipped (install bubblewrap and unset it to run them)")
-	}
-	sb, err := proc.NewSandbox(opts)
-	if err != nil {
-		t.Fatalf("NewSandbox: %v", err)
-	}
-	return sb
-}
 
 // bash runs script under /bin/bash in sb with grant g.
 func bash(t *testing.T, sb *proc.Sandbox, g proc.Grant, script string) proc.Outcome {
@@ -51,35 +36,17 @@ func must(t *testing.T, err error) {
 	}
 }
 
-// hostDir returns a new directory outside /tmp and /var/tmp (which are
-// private in a sandbox), removed at the end of the test: under /var/lib
-// when that is writable (root), else under the home directory.
-func hostDir(t *testing.T) string {
-	t.Helper()
-	for _, base := range []string{"/var/lib", os.Getenv("HOME")} {
-		if base == "" {
-			continue
-		}
-		if d, err := os.MkdirTemp(base, "toolagent-test-"); err == nil {
-			t.Cleanup(func() { os.RemoveAll(d) })
-			return d
-		}
-	}
-	t.Skip("no writable directory outside /tmp (/var/lib or $HOME) for a sandbox test")
-	return ""
-}
-
-// worldDir returns a hostDir every user can enter and write, so a sandbox
+// worldDir returns a proctest.HostDir every user can enter and write, so a sandbox
 // running as another user can use it.
 func worldDir(t *testing.T) string {
 	t.Helper()
-	d := hostDir(t)
+	d := proctest.HostDir(t)
 	must(t, os.Chmod(d, 0o777))
 	return d
 }
 
 func TestSandboxRunsAndReportsTheExitCode(t *testing.T) {
-	sb := newSandbox(t, proc.SandboxOptions{})
+	sb := proctest.NewSandbox(t, proc.SandboxOptions{})
 	out := bash(t, sb, proc.Grant{}, `echo hello; echo oops >&2; exit 7`)
 	if string(out.Stdout) != "hello\n" || string(out.Stderr) != "oops\n" || out.ExitCode != 7 {
 		t.Errorf("got stdout %q stderr %q exit %d; want hello, oops, 7", out.Stdout, out.Stderr, out.ExitCode)
@@ -91,8 +58,8 @@ func TestSandboxRunsAndReportsTheExitCode(t *testing.T) {
 }
 
 func TestSandboxFilesystemIsReadOnlyOutsideTheGrant(t *testing.T) {
-	sb := newSandbox(t, proc.SandboxOptions{})
-	dir, granted := hostDir(t), hostDir(t)
+	sb := proctest.NewSandbox(t, proc.SandboxOptions{})
+	dir, granted := proctest.HostDir(t), proctest.HostDir(t)
 	script := fmt.Sprintf(`touch %s/outside; touch %s/inside && echo wrote`, dir, granted)
 
 	out := bash(t, sb, proc.Grant{}, script)
@@ -116,7 +83,7 @@ func TestSandboxFilesystemIsReadOnlyOutsideTheGrant(t *testing.T) {
 }
 
 func TestSandboxTmpIsPrivateAndGone(t *testing.T) {
-	sb := newSandbox(t, proc.SandboxOptions{})
+	sb := proctest.NewSandbox(t, proc.SandboxOptions{})
 	marker := "toolagent-tmp-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	out := bash(t, sb, proc.Grant{}, `echo x > /tmp/`+marker+` && ls -A /tmp && echo "HOME=$HOME"`)
 	if got := string(out.Stdout); got != marker+"\nHOME=/tmp\n" {
@@ -134,14 +101,14 @@ func TestSandboxTmpIsPrivateAndGone(t *testing.T) {
 func TestSandboxHidesSecrets(t *testing.T) {
 	// Not under /tmp: the sandbox's /tmp is private anyway, so a secret
 	// there would be hidden without Hide doing anything.
-	base2 := hostDir(t)
+	base2 := proctest.HostDir(t)
 	secretDir := filepath.Join(base2, "state")
 	secretFile := filepath.Join(base2, "token")
 	must(t, os.MkdirAll(secretDir, 0o700))
 	must(t, os.WriteFile(filepath.Join(secretDir, "approvals.json"), []byte("SECRET-IN-STATE"), 0o600))
 	must(t, os.WriteFile(secretFile, []byte("SECRET-TOKEN"), 0o600))
 	must(t, os.WriteFile(filepath.Join(base2, "visible"), []byte("visible"), 0o644))
-	sb := newSandbox(t, proc.SandboxOptions{Hide: []string{secretDir, secretFile}})
+	sb := proctest.NewSandbox(t, proc.SandboxOptions{Hide: []string{secretDir, secretFile}})
 
 	out := bash(t, sb, proc.Grant{}, fmt.Sprintf(`cat %[1]s/visible; echo; cat %[1]s/token; ls -A %[1]s/state; cat %[1]s/state/approvals.json; grep -r SECRET %[1]s`, base2))
 	if strings.Contains(string(out.Stdout), "SECRET") {
@@ -158,7 +125,7 @@ func TestSandboxHidesSecrets(t *testing.T) {
 
 func TestSandboxSeesNoDaemon(t *testing.T) {
 	t.Setenv("TOOLAGENT_TEST_SECRET", "SECRET-IN-ENV")
-	sb := newSandbox(t, proc.SandboxOptions{})
+	sb := proctest.NewSandbox(t, proc.SandboxOptions{})
 	out := bash(t, sb, proc.Grant{}, fmt.Sprintf(`echo "ppid=$PPID"; ls /proc | grep -c '^[0-9]'; cat /proc/%d/environ; tr '\0' '\n' < /proc/$PPID/environ; cat /proc/1/environ`, os.Getpid()))
 	if bytes.Contains(out.Stdout, []byte("SECRET-IN-ENV")) || bytes.Contains(out.Stderr, []byte("SECRET-IN-ENV")) {
 		t.Fatalf("the daemon's environment reached the sandbox: %q", out.Stdout)
@@ -186,7 +153,7 @@ func TestSandboxNetwork(t *testing.T) {
 		}
 	}()
 	port := ln.Addr().(*net.TCPAddr).Port
-	sb := newSandbox(t, proc.SandboxOptions{})
+	sb := proctest.NewSandbox(t, proc.SandboxOptions{})
 	script := fmt.Sprintf(`exec 3<>/dev/tcp/127.0.0.1/%d && cat <&3`, port)
 
 	out := bash(t, sb, proc.Grant{}, script)
@@ -203,33 +170,12 @@ func TestSandboxNetwork(t *testing.T) {
 	}
 }
 
-// countMarked counts the processes whose command line contains marker.
-func countMarked(marker string) int {
-	n := 0
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && bytes.Contains(b, []byte(marker)) && !isZombieName(e.Name()) {
-			n++
-		}
-	}
-	return n
-}
-
-func isZombieName(pid string) bool {
-	n, _ := strconv.Atoi(pid)
-	return isZombie(n)
-}
-
 // waitNoneMarked waits until no process carries marker, failing after d.
 func waitNoneMarked(t *testing.T, marker string, d time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for {
-		n := countMarked(marker)
+		n := proctest.CountMarked(marker)
 		if n == 0 {
 			return
 		}
@@ -241,7 +187,7 @@ func waitNoneMarked(t *testing.T, marker string, d time.Duration) {
 }
 
 func TestSandboxNothingOutlivesTheCall(t *testing.T) {
-	sb := newSandbox(t, proc.SandboxOptions{})
+	sb := proctest.NewSandbox(t, proc.SandboxOptions{})
 	marker := "toolagent-escape-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	// Each escape names the marker in its own argv, so it can be counted.
 	// The script waits (bounded) until all four escapees run, and says
@@ -279,7 +225,7 @@ func TestSandboxLimits(t *testing.T) {
 		t.Skip("needs root to run the sandbox as another user (RLIMIT_NPROC does not bind uid 0)")
 	}
 	nobody := &syscall.Credential{Uid: 65534, Gid: 65534}
-	sb := newSandbox(t, proc.SandboxOptions{User: nobody, Limits: proc.Limits{MaxProcs: 16, MaxMemory: 256 << 20}})
+	sb := proctest.NewSandbox(t, proc.SandboxOptions{User: nobody, Limits: proc.Limits{MaxProcs: 16, MaxMemory: 256 << 20}})
 	dir := worldDir(t)
 
 	// Process count: dash reports a failed fork at once (bash retries).
@@ -312,7 +258,7 @@ func TestSandboxLimits(t *testing.T) {
 }
 
 func TestSandboxSetupFailureIsAStartError(t *testing.T) {
-	sb := newSandbox(t, proc.SandboxOptions{})
+	sb := proctest.NewSandbox(t, proc.SandboxOptions{})
 	_, err := proc.Run(t.Context(), proc.Spec{
 		Argv: []string{"/bin/true"}, Env: proc.SandboxEnv(), Timeout: 30 * time.Second, Sandbox: sb,
 		Grant: proc.Grant{Write: []string{"/nonexistent/toolagent"}},
@@ -337,7 +283,7 @@ func TestNewSandboxWithoutBubblewrap(t *testing.T) {
 }
 
 func BenchmarkRunTrueSandboxed(b *testing.B) {
-	sb := newSandbox(b, proc.SandboxOptions{})
+	sb := proctest.NewSandbox(b, proc.SandboxOptions{})
 	b.ReportAllocs()
 	s := proc.Spec{Argv: []string{"true"}, Timeout: 10 * time.Second, Sandbox: sb, Env: proc.SandboxEnv()}
 	for b.Loop() {

@@ -25,6 +25,7 @@ import (
 	"github.com/toolagent/toolagent/internal/grant"
 	"github.com/toolagent/toolagent/internal/hldp"
 	"github.com/toolagent/toolagent/internal/proc"
+	"github.com/toolagent/toolagent/internal/proc/proctest"
 )
 
 const token = "s3cret-token-value"
@@ -537,22 +538,8 @@ func TestGrantOnTheWire(t *testing.T) {
 // change the paths its tool declares, and nothing else; an unapproved one
 // is refused by the server's policy.
 func TestApprovedSandbox(t *testing.T) {
-	if os.Getenv("TOOLAGENT_TEST_NO_SANDBOX") == "1" {
-		t.Skip("TOOLAGENT_TEST_NO_SANDBOX=1: sandbox tests skipped (install bubblewrap and unset it to run them)")
-	}
-	sb, err := proc.NewSandbox(proc.SandboxOptions{})
-	if err != nil {
-		t.Fatalf("NewSandbox: %v", err)
-	}
-	dirs := make([]string, 2)
-	for i := range dirs {
-		d, err := os.MkdirTemp("/var/lib", "toolagent-gatekeeper-test-")
-		if err != nil {
-			t.Skipf("no writable directory outside /tmp for a sandbox test (run as root for /var/lib): %v", err)
-		}
-		t.Cleanup(func() { os.RemoveAll(d) })
-		dirs[i] = d
-	}
+	sb := proctest.NewSandbox(t, proc.SandboxOptions{})
+	dirs := []string{proctest.HostDir(t), proctest.HostDir(t)}
 	granted, other := dirs[0], dirs[1]
 	srv, logs := startServer(t, server.Options{Sandbox: sb})
 	ex := gatekeeper.New(gatekeeper.Options{Targets: map[string]gatekeeper.Target{"main": {URL: srv.URL, Token: token}}})

@@ -238,17 +238,13 @@ func (e *Executor) prepare(req executors.Request) (call, error) {
 		return call{}, fmt.Errorf("tool %s: %w", req.Tool.Name, err)
 	}
 	if m := req.Tool.Method; m == MethodExec || m == MethodRun {
-		if c.sandboxed, c.grant, err = e.grant(req); err != nil {
+		if c.sandboxed, c.grant, err = e.grant(req.Tool, req.Approval != ""); err != nil {
 			return call{}, fmt.Errorf("tool %s: %w", req.Tool.Name, err)
 		}
 		if c.sandboxed {
 			c.plan.Env = append(proc.SandboxEnv(), e.env...)
-			c.plan.Extra = map[string]string{"sandbox": c.grant.String()}
-		} else if e.sandbox == nil {
-			c.plan.Extra = map[string]string{"sandbox": "off (the daemon runs without a sandbox)"}
-		} else {
-			c.plan.Extra = map[string]string{"sandbox": req.Tool.Sandbox.String()}
 		}
+		c.plan.Extra = map[string]string{"sandbox": e.describe(req.Tool, c.sandboxed, c.grant)}
 	}
 	return c, nil
 }
@@ -257,27 +253,32 @@ func (e *Executor) prepare(req executors.Request) (call, error) {
 // the approver should see it: the declared grant with ${files_root}
 // resolved, or that the sandbox is off.
 func (e *Executor) DescribeGrant(t *hldp.Tool) string {
-	if e.sandbox == nil {
-		return "off (the daemon runs without a sandbox): unconfined"
-	}
-	if t.Sandbox.None {
-		return t.Sandbox.String()
-	}
-	_, g, err := e.grant(executors.Request{Tool: t, Approval: "(for the description)"})
+	sandboxed, g, err := e.grant(t, true)
 	if err != nil {
 		return t.Sandbox.String() + " (" + err.Error() + ")"
+	}
+	return e.describe(t, sandboxed, g)
+}
+
+// describe says in one line what a call of t runs with (see grant).
+func (e *Executor) describe(t *hldp.Tool, sandboxed bool, g proc.Grant) string {
+	switch {
+	case e.sandbox == nil:
+		return "off (the daemon runs without a sandbox)"
+	case !sandboxed:
+		return t.Sandbox.String() // sandbox: none
 	}
 	return g.String()
 }
 
-// grant picks what a child of req may touch: see the package doc. It
-// reports false when the child runs outside the sandbox.
-func (e *Executor) grant(req executors.Request) (bool, proc.Grant, error) {
-	t := req.Tool
+// grant picks what a child of a call of t may touch, approved or not: see
+// the package doc. It reports false when the child runs outside the
+// sandbox.
+func (e *Executor) grant(t *hldp.Tool, approved bool) (bool, proc.Grant, error) {
 	if e.sandbox == nil || t.Sandbox.None {
 		return false, proc.Grant{}, nil
 	}
-	if t.Method == MethodExec && req.Approval == "" {
+	if t.Method == MethodExec && !approved {
 		return true, proc.Grant{}, nil // judged read-only: read-only it runs
 	}
 	g := proc.Grant{Network: t.Sandbox.Network}

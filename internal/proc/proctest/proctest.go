@@ -1,0 +1,90 @@
+// Package proctest helps the tests of packages whose children run in a
+// proc.Sandbox: a sandbox that fails the test when it cannot be built
+// (bubblewrap is part of the product, and .ci/run installs it) and skips
+// only when asked to, a host directory the sandbox does not replace with a
+// private one, and a count of processes by a marker in their argv, which
+// works across the sandbox's PID namespaces.
+//
+// Imports: proc. Imported only by tests.
+package proctest
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/toolagent/toolagent/internal/proc"
+)
+
+// NoSandboxEnv set to 1 skips the tests that need a sandbox, on a machine
+// without bubblewrap.
+const NoSandboxEnv = "TOOLAGENT_TEST_NO_SANDBOX"
+
+// SkipWithoutSandbox skips the test when NoSandboxEnv asks for it.
+func SkipWithoutSandbox(t testing.TB) {
+	t.Helper()
+	if os.Getenv(NoSandboxEnv) == "1" {
+		t.Skip(NoSandboxEnv + "=1: sandbox tests skipped (install bubblewrap and unset it to run them)")
+	}
+}
+
+// NewSandbox builds a sandbox or fails the test (see SkipWithoutSandbox).
+func NewSandbox(t testing.TB, opts proc.SandboxOptions) *proc.Sandbox {
+	t.Helper()
+	SkipWithoutSandbox(t)
+	sb, err := proc.NewSandbox(opts)
+	if err != nil {
+		t.Fatalf("NewSandbox: %v", err)
+	}
+	return sb
+}
+
+// HostDir returns a new directory outside /tmp and /var/tmp (which are
+// private inside a sandbox, so a secret or a write there proves nothing),
+// removed at the end of the test: under /var/lib when that is writable
+// (root), else under the home directory; the test is skipped without
+// either.
+func HostDir(t testing.TB) string {
+	t.Helper()
+	for _, base := range []string{"/var/lib", os.Getenv("HOME")} {
+		if base == "" {
+			continue
+		}
+		if d, err := os.MkdirTemp(base, "toolagent-test-"); err == nil {
+			t.Cleanup(func() { os.RemoveAll(d) })
+			return d
+		}
+	}
+	t.Skip("no writable directory outside /tmp (/var/lib or $HOME) for a sandbox test")
+	return ""
+}
+
+// CountMarked counts the live processes whose command line contains
+// marker; a zombie is dead and does not count.
+func CountMarked(marker string) int {
+	n := 0
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && bytes.Contains(b, []byte(marker)) && !zombie(e.Name()) {
+			n++
+		}
+	}
+	return n
+}
+
+// zombie reports whether process pid is a zombie (state Z).
+func zombie(pid string) bool {
+	b, err := os.ReadFile(filepath.Join("/proc", pid, "stat"))
+	if err != nil {
+		return true // gone
+	}
+	// Format: pid (comm) state ...; comm may hold spaces: cut at the last ')'.
+	i := bytes.LastIndexByte(b, ')')
+	return i >= 0 && i+2 < len(b) && b[i+2] == 'Z'
+}
