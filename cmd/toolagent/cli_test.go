@@ -68,6 +68,7 @@ type result struct {
 	OutputB    int64  `json:"output_bytes"`
 	Found      *bool  `json:"found"`
 	Suggestion string `json:"suggestion"`
+	Sandbox    string `json:"sandbox"`
 	Plan       *struct {
 		Argv      []string `json:"argv"`
 		TimeoutMS int64    `json:"timeout_ms"`

@@ -210,6 +210,9 @@ func TestSandboxApprovedCallGetsTheDeclaredGrant(t *testing.T) {
 	if b, err := os.ReadFile(target); err != nil || string(b) != "approved\n" {
 		t.Errorf("after approval: %q, %v; want the file written inside the grant (answer %s)", b, err, body)
 	}
+	if want := `"sandbox":"write ` + files + `, network; limits: `; !strings.Contains(string(body), want) {
+		t.Errorf("the approved call's result %s does not state its grant (%s...)", body, want)
+	}
 }
 
 // TestSandboxSIGKILLedDaemonLeavesNothing: a real daemon process runs a
@@ -355,5 +358,45 @@ func BenchmarkServeEcho(b *testing.B) {
 				}
 			})
 		})
+	}
+}
+
+// TestSandboxGitOpsCreatesNoRef: git-ops declares no write grant, so
+// `git branch NAME` and `git tag NAME` (op branch or tag with a ref) fail
+// in the read-only sandbox and the repository keeps its refs.
+func TestSandboxGitOpsCreatesNoRef(t *testing.T) {
+	git, err := exec.LookPath("git")
+	if err != nil {
+		t.Skip("git not installed")
+	}
+	repo := proctest.HostDir(t)
+	for _, args := range [][]string{
+		{"init", "--quiet", "-b", "main"},
+		{"-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "--quiet", "--allow-empty", "-m", "one"},
+	} {
+		if out, err := exec.Command(git, append([]string{"-C", repo}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	tools := toolsCopy(t)
+	for _, op := range []string{"branch", "tag"} {
+		r, _ := callTool(t, tools, "git-ops", "op="+op, "ref=planted", "repo="+repo)
+		if r.Status == "success" {
+			t.Errorf("git-ops op=%s ref=planted succeeded: %+v", op, r)
+		}
+		if !strings.Contains(r.Stderr, "Read-only file system") {
+			t.Errorf("git-ops op=%s ref=planted: stderr %q; want git's read-only failure", op, r.Stderr)
+		}
+		if !strings.HasPrefix(r.Sandbox, "read-only, no network; limits: ") {
+			t.Errorf("git-ops result sandbox = %q; want the read-only grant and its limits", r.Sandbox)
+		}
+	}
+	out, err := exec.Command(git, "-C", repo, "for-each-ref", "--format=%(refname)").Output()
+	if err != nil || strings.TrimSpace(string(out)) != "refs/heads/main" {
+		t.Errorf("refs after git-ops: %q, %v; want only refs/heads/main", out, err)
+	}
+	// Listing still works.
+	if r, _ := callTool(t, tools, "git-ops", "op=branch", "repo="+repo); r.Status != "success" || !strings.Contains(r.Output, "main") {
+		t.Errorf("git-ops op=branch (list): %+v", r)
 	}
 }

@@ -293,6 +293,7 @@ func (r *Result) fill(o executors.Outcome) {
 		r.OutputBytes = int64(len(o.Output))
 	}
 	r.HTTPStatus = o.HTTPStatus
+	r.Sandbox = o.Sandbox
 	r.DurationMS = o.Duration.Milliseconds()
 }
 

@@ -67,6 +67,10 @@ type Result struct {
 	StderrEncoding string `json:"stderr_encoding,omitempty"`
 	// HTTPStatus is the upstream status code of an HTTP executor.
 	HTTPStatus int `json:"http_status,omitempty"`
+	// Sandbox says what the tool's process could change and reach and
+	// under which resource limits, so a write refused as "Read-only file
+	// system" or a failed fork can be read against it (executors.Outcome).
+	Sandbox string `json:"sandbox,omitempty"`
 	// Found is false for not_found (the seed's found:false).
 	Found *bool `json:"found,omitempty"`
 	// Suggestion tells a caller what to do next (not_found, approval_required).

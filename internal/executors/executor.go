@@ -52,6 +52,10 @@ type Outcome struct {
 	OutputBytes int64 // bytes the command produced on stdout, before the cap
 	TimedOut    bool
 	Duration    time.Duration
+	// Sandbox says what the process could change and reach, and under
+	// which limits ("read-only, no network; limits: ..."); "" for
+	// executors that start no local process.
+	Sandbox string
 }
 
 // Plan is what a call would do, for dry runs.

@@ -64,6 +64,26 @@ type Limits struct {
 	MaxTmp int64 `json:"max_tmp_bytes"`
 }
 
+// String says the limits in one line: "256 processes, 4 GiB address
+// space per process, 1024 open files, 256 MiB /tmp".
+func (l Limits) String() string {
+	return fmt.Sprintf("%d processes, %s address space per process, %d open files, %s /tmp",
+		l.MaxProcs, byteSize(l.MaxMemory), l.MaxOpenFiles, byteSize(l.MaxTmp))
+}
+
+// byteSize spells n in the largest binary unit that divides it.
+func byteSize(n int64) string {
+	for _, u := range []struct {
+		name  string
+		shift uint
+	}{{"GiB", 30}, {"MiB", 20}, {"KiB", 10}} {
+		if n >= 1<<u.shift && n%(1<<u.shift) == 0 {
+			return fmt.Sprintf("%d %s", n>>u.shift, u.name)
+		}
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
 func (l Limits) withDefaults() Limits {
 	if l.MaxProcs <= 0 {
 		l.MaxProcs = DefaultMaxProcs

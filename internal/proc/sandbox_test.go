@@ -293,3 +293,10 @@ func BenchmarkRunTrueSandboxed(b *testing.B) {
 		}
 	}
 }
+
+func TestLimitsString(t *testing.T) {
+	got := proc.Limits{MaxProcs: 256, MaxMemory: 4 << 30, MaxOpenFiles: 1024, MaxTmp: 256<<20 + 1}.String()
+	if want := "256 processes, 4 GiB address space per process, 1024 open files, 268435457 bytes /tmp"; got != want {
+		t.Errorf("Limits.String() = %q, want %q", got, want)
+	}
+}

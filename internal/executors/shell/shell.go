@@ -427,6 +427,10 @@ func (e *Executor) run(ctx context.Context, c call) (executors.Outcome, error) {
 	if err != nil {
 		return executors.Outcome{}, err
 	}
+	sandbox := c.plan.Extra["sandbox"]
+	if c.sandboxed {
+		sandbox += "; limits: " + e.sandbox.Limits().String()
+	}
 	return executors.Outcome{
 		Output:      o.Stdout,
 		Stderr:      o.Stderr,
@@ -435,6 +439,7 @@ func (e *Executor) run(ctx context.Context, c call) (executors.Outcome, error) {
 		OutputBytes: o.StdoutBytes,
 		TimedOut:    o.TimedOut,
 		Duration:    o.Duration,
+		Sandbox:     sandbox,
 	}, nil
 }
 
