@@ -282,6 +282,13 @@ func TestDecodeErrors(t *testing.T) {
 		{"wrong type", `{"tool":5}`, 400, `field "tool": want a string, found a JSON number`},
 		{"unknown field", `{"tool":"echo","parms":{}}`, 400, `unknown field "parms"`},
 		{"trailing", `{"tool":"echo"} {}`, 400, "found more data after it"},
+		// encoding/json matches names without regard to case; the API does not.
+		{"key in upper case", `{"TOOL":"echo"}`, 400, `unknown field "TOOL" (field names are exact: dry_run, params, tool)`},
+		{"key in mixed case", `{"tool":"echo","Dry_Run":true}`, 400, `unknown field "Dry_Run"`},
+		// encoding/json keeps the last of two equal keys; the API refuses.
+		{"duplicate key", `{"tool":"rm-all","tool":"echo"}`, 400, `key "tool" appears twice in the request`},
+		{"duplicate param", `{"tool":"echo","params":{"msg":"a","msg":"b"}}`, 400, `key "msg" appears twice in params`},
+		{"duplicate nested key", `{"tool":"echo","params":{"msg":"a","o":{"k":1,"l":[{"x":1,"x":2}]}}}`, 400, `key "x" appears twice in params.o.l[]`},
 		{"no tool", `{"params":{}}`, 400, "tool is required"},
 		{"too large", big, 413, "larger than the limit of 1048576 bytes"},
 	}

@@ -1,13 +1,17 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"strings"
+
+	"github.com/toolagent/toolagent/internal/dispatch"
 )
 
 // apiError is an error with the HTTP status it maps to. Its message is
@@ -31,20 +35,52 @@ type errorBody struct {
 // decode reads one JSON object from r's body into v: at most limit bytes,
 // no unknown fields, nothing after the object. The error is an *apiError
 // that says what is wrong in words a client can act on.
+//
+// Keys must be spelled exactly as v's fields (encoding/json alone would
+// take "TOOL" for "tool"), and no object in the body, at any depth, may
+// name a key twice (encoding/json alone keeps the last one silently).
 func decode(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		return decodeError(err, limit)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return decodeError(err, limit)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return decodeError(err, limit)
-		}
 		return errorf(http.StatusBadRequest, "request body: want one JSON object; found more data after it")
 	}
+	if err := dispatch.CheckKeys(data, "", fieldNames(v)); err != nil {
+		return errorf(http.StatusBadRequest, "request body: %v", err)
+	}
 	return nil
+}
+
+// fieldNames returns the JSON names of the fields of the struct v points
+// to.
+func fieldNames(v any) map[string]bool {
+	t := reflect.TypeOf(v)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	names := map[string]bool{}
+	if t.Kind() != reflect.Struct {
+		return names
+	}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" || !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		names[name] = true
+	}
+	return names
 }
 
 func decodeError(err error, limit int64) *apiError {

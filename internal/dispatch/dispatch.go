@@ -27,6 +27,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/toolagent/toolagent/internal/approval"
 	"github.com/toolagent/toolagent/internal/catalog"
@@ -160,8 +161,9 @@ func (d *Dispatcher) invoke(ctx context.Context, c Call) (Result, map[string]any
 	params, err := t.CheckParams(raw)
 	if err != nil {
 		r.Status = InvalidParams
-		r.Problems = splitErrors(err)
-		r.Error = fmt.Sprintf("%d problem(s) with the params of %s: %s", len(r.Problems), t.Name, strings.Join(r.Problems, "; "))
+		probs := splitErrors(err)
+		r.Problems = capList(probs, MaxProblems, "problems")
+		r.Error = fmt.Sprintf("%d problem(s) with the params of %s: %s", len(probs), t.Name, strings.Join(r.Problems, "; "))
 		return r, raw
 	}
 	ex, ok := d.execs[t.Executor]
@@ -398,10 +400,46 @@ func decodeParams(raw json.RawMessage) (map[string]any, error) {
 	if dec.More() {
 		return nil, errors.New("params must be one JSON object; found trailing data")
 	}
+	if err := CheckKeys(raw, "params", nil); err != nil {
+		return nil, err
+	}
 	if m == nil {
 		m = map[string]any{}
 	}
 	return m, nil
+}
+
+// Bounds of what a caller's input can make the daemon say.
+const (
+	// MaxProblems is the most params problems a result lists; the count
+	// of the rest follows them.
+	MaxProblems = 50
+	// MaxAuditNames is the most param names an audit line lists.
+	MaxAuditNames = 64
+	// maxAuditString caps a caller-chosen string (a tool or param name)
+	// in an audit line.
+	maxAuditString = 200
+)
+
+// capList returns the first n of list, and then "... and K more what"
+// when there were more.
+func capList(list []string, n int, what string) []string {
+	if len(list) <= n {
+		return list
+	}
+	return append(list[:n:n], fmt.Sprintf("... and %d more %s", len(list)-n, what))
+}
+
+// clip cuts s to maxAuditString bytes (on a rune boundary), saying so.
+func clip(s string) string {
+	if len(s) <= maxAuditString {
+		return s
+	}
+	cut := maxAuditString
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + fmt.Sprintf("... (%d bytes)", len(s))
 }
 
 func splitErrors(err error) []string {
@@ -426,17 +464,17 @@ func splitErrors(err error) []string {
 func (d *Dispatcher) audit(ctx context.Context, c Call, r Result, params map[string]any, took time.Duration, extra ...slog.Attr) {
 	names := make([]string, 0, len(params))
 	for k := range params {
-		names = append(names, k)
+		names = append(names, clip(k))
 	}
 	slices.Sort(names)
 	attrs := []slog.Attr{
 		slog.String("caller", c.Caller),
-		slog.String("tool", c.Tool),
+		slog.String("tool", clip(c.Tool)),
 		slog.String("revision", r.Revision),
 		slog.String("status", string(r.Status)),
 		slog.Int("exit_code", r.ExitCode),
 		slog.Int64("duration_ms", took.Milliseconds()),
-		slog.Any("param_names", names),
+		slog.Any("param_names", capList(names, MaxAuditNames, "names")),
 		slog.String("params_sha256", ParamsHash(params)),
 		slog.Bool("dry_run", c.DryRun),
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -246,5 +247,44 @@ func TestAuditNeverLogsValues(t *testing.T) {
 	}
 	if names, _ := m["param_names"].([]any); len(names) != 1 || names[0] != "cmd" {
 		t.Errorf("param_names = %v", m["param_names"])
+	}
+}
+
+// TestBoundedAnswers: a request with 80,000 unknown params gets an answer
+// and an audit line of bounded size that still count every problem, and
+// a duplicate key in params (from any door) is refused, not resolved
+// silently to its last value.
+func TestBoundedAnswers(t *testing.T) {
+	var audit bytes.Buffer
+	st := newStore(t, catalog.Entry{Name: "ok", Tool: parse(t, "ok", ""), Rev: "rev1", Status: catalog.Enabled})
+	d := New(st, map[hldp.ExecutorKind]executors.Executor{hldp.Shell: fakeExec{behave}}, Options{Audit: slog.New(slog.NewJSONHandler(&audit, nil))})
+	var b strings.Builder
+	b.WriteString(`{"cmd":"true"`)
+	const n = 80000
+	for i := range n {
+		fmt.Fprintf(&b, `,"p%d":1`, i)
+	}
+	b.WriteString("}")
+	r := d.Invoke(context.Background(), Call{Tool: "ok", Params: json.RawMessage(b.String())})
+	if r.Status != InvalidParams {
+		t.Fatalf("status %s, want invalid_params", r.Status)
+	}
+	if len(r.Problems) != MaxProblems+1 || !strings.HasPrefix(r.Problems[MaxProblems], fmt.Sprintf("... and %d more problems", n-MaxProblems)) {
+		t.Errorf("problems: %d listed, last %q; want %d and the count of the rest", len(r.Problems), r.Problems[len(r.Problems)-1], MaxProblems)
+	}
+	if !strings.HasPrefix(r.Error, fmt.Sprintf("%d problem(s)", n)) {
+		t.Errorf("error %.80q does not count all %d problems", r.Error, n)
+	}
+	body, _ := json.Marshal(r)
+	if len(body) > 64<<10 {
+		t.Errorf("answer is %d bytes for %d problems; want it bounded", len(body), n)
+	}
+	if audit.Len() > 16<<10 {
+		t.Errorf("audit line is %d bytes; want it bounded", audit.Len())
+	}
+
+	r = d.Invoke(context.Background(), Call{Tool: "ok", Params: json.RawMessage(`{"cmd":"rm -rf /","cmd":"true"}`)})
+	if r.Status != InvalidParams || !strings.Contains(r.Error, `key "cmd" appears twice in params`) {
+		t.Errorf("duplicate param: %s %q; want invalid_params naming the key", r.Status, r.Error)
 	}
 }
