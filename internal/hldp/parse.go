@@ -132,7 +132,13 @@ func (p *parser) addAt(line int, problem, want, got, hint string) {
 
 func (p *parser) parse(data []byte) *Tool {
 	if len(data) > MaxFileSize {
-		p.addAt(0, "file too large", fmt.Sprintf("at most %d bytes", MaxFileSize), fmt.Sprintf("%d bytes", len(data)), "")
+		// A reader that stops at MaxFileSize+1 bytes (scan does) does not
+		// know the real size: say only what is true.
+		got := fmt.Sprintf("%d bytes", len(data))
+		if len(data) == MaxFileSize+1 {
+			got = fmt.Sprintf("more than %d bytes", MaxFileSize)
+		}
+		p.addAt(0, "file too large", fmt.Sprintf("at most %d bytes", MaxFileSize), got, "")
 		return nil
 	}
 	if !p.checkText(data) {

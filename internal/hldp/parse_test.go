@@ -331,6 +331,8 @@ func TestParseWholeFile(t *testing.T) {
 		wantErr string // "" = parses
 	}{
 		{"huge file", tooLarge, fmt.Sprintf("t.hdlp: file too large; want at most %d bytes, got %d bytes", MaxFileSize, len(tooLarge))},
+		// Read only up to the limit (as scan reads): the size is unknown.
+		{"huge file read up to the limit", tooLarge[:MaxFileSize+1], fmt.Sprintf("t.hdlp: file too large; want at most %d bytes, got more than %d bytes", MaxFileSize, MaxFileSize)},
 		{"exactly the limit", atLimit, ""},
 		{"whitespace only", []byte("  \n\n \t\n"), "t.hdlp:1: empty file"},
 		{"control character", []byte("name: t\ndisplay: \x07bell\n"), "t.hdlp:2:10: control character; want UTF-8 text, got U+0007"},

@@ -27,7 +27,9 @@ const FileName = "TOOL.hdlp"
 // are discarded when it differs, so an upgrade never serves stale outcomes.
 //
 // 2: constraints.rules and constraints.shell_policy. 3: sandbox.
-const FormatVersion = 3
+// 4: "file too large" says "more than N bytes" for a file read only up to
+// the limit.
+const FormatVersion = 4
 
 // ExecutorKind names an executor; the value is the wire word used in
 // TOOL.hdlp and in results.

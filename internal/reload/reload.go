@@ -301,7 +301,11 @@ func (l *Loop) Run(ctx context.Context, trigger <-chan struct{}) error {
 			l.mu.Lock()
 			l.status.Next = l.now().Add(wait)
 			l.mu.Unlock()
-			log.Error("reload failed; the last good snapshot keeps serving", "err", err, "failures", st.Failures, "retry_in", wait)
+			msg := "reload failed; the last good snapshot keeps serving"
+			if l.Store.Load() == nil {
+				msg = "reload failed; no snapshot was ever loaded, so no tool is served yet"
+			}
+			log.Error(msg, "err", err, "failures", st.Failures, "retry_in", wait)
 			retry = time.NewTimer(wait)
 		}
 	}

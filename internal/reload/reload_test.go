@@ -1,11 +1,14 @@
 package reload
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -369,4 +372,37 @@ func TestWatch(t *testing.T) {
 		s.change()
 		waitFor(t, s.name+": "+s.tool+" = "+s.want, func() bool { return intent(s.tool) == s.want })
 	}
+}
+
+// TestRunFailureLogSaysWhatServes: a failure before anything was ever
+// loaded does not claim a last good snapshot; one after does.
+func TestRunFailureLogSaysWhatServes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		var logs bytes.Buffer
+		src := &fakeSource{}
+		src.set("echo/TOOL.hdlp", toolFile("echo", "one"))
+		src.fail(errors.New("connection refused"))
+		l, _ := newLoop(src)
+		l.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+		l.Backoff = Backoff{Min: time.Second, Max: time.Second}
+		trig := NewTrigger()
+		go l.Run(ctx, trig.C())
+		synctest.Wait()
+		if got := logs.String(); !strings.Contains(got, "no snapshot was ever loaded") || strings.Contains(got, "last good snapshot") {
+			t.Errorf("first failure logged %q; want it to say nothing is served yet", got)
+		}
+		src.fail(nil)
+		time.Sleep(time.Until(l.Status().Next))
+		synctest.Wait()
+		logs.Reset()
+		src.fail(errors.New("connection refused"))
+		trig.Poke()
+		time.Sleep(time.Minute) // past any debounce; the fake clock only moves when all wait
+		synctest.Wait()
+		if got := logs.String(); !strings.Contains(got, "the last good snapshot keeps serving") {
+			t.Errorf("failure after a load logged %q; want the last good snapshot named", got)
+		}
+	})
 }

@@ -22,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 
 	"go.yaml.in/yaml/v3"
 
@@ -84,6 +85,25 @@ type Report struct {
 // ErrSymlinkEscape marks a path that is a symlink leaving the tools tree.
 var ErrSymlinkEscape = errors.New("symlink leaves the tools tree")
 
+// ErrSymlinkLoop marks a path whose symlinks point at each other.
+var ErrSymlinkLoop = errors.New("symlink loop")
+
+// ErrSymlinkDangling marks a symlink to something that does not exist.
+var ErrSymlinkDangling = errors.New("symlink to nothing")
+
+// symlinkErr says what is wrong with a symlink that cannot be followed:
+// a loop, a target that does not exist, or (what os.Root refuses) a
+// target outside the tools tree.
+func symlinkErr(err error) error {
+	switch {
+	case errors.Is(err, syscall.ELOOP):
+		return fmt.Errorf("%w (refused: %v)", ErrSymlinkLoop, unwrapPathErr(err))
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%w (%v)", ErrSymlinkDangling, unwrapPathErr(err))
+	}
+	return fmt.Errorf("%w (refused: %v)", ErrSymlinkEscape, unwrapPathErr(err))
+}
+
 // Build scans t into a new snapshot. prev (may be nil) supplies the last
 // good definitions of files that no longer parse, and parse results for
 // unchanged blobs; c (may be nil) memoises parse outcomes across builds.
@@ -128,7 +148,7 @@ func Build(prev *catalog.Snapshot, t Tree, c *cache.Cache, opts Options) (*catal
 		if d.Type()&fs.ModeSymlink != 0 {
 			fi, err := fs.Stat(fsys, name)
 			if err != nil {
-				err = fmt.Errorf("%s%s: %w (refused: %v)", opts.Prefix, name, ErrSymlinkEscape, unwrapPathErr(err))
+				err = fmt.Errorf("%s%s: %w", opts.Prefix, name, symlinkErr(err))
 				rep.Problems = append(rep.Problems, err)
 				entries = append(entries, catalog.Entry{Name: name, File: name + "/" + hldp.FileName, Status: catalog.Failed, Reason: err.Error(), LoadErr: err})
 				continue
@@ -287,14 +307,14 @@ func readLimited(fsys fs.FS, name string) ([]byte, error) {
 	return io.ReadAll(io.LimitReader(f, hldp.MaxFileSize+1))
 }
 
-// escapeErr turns an open error caused by a symlink out of the tree into
-// ErrSymlinkEscape, so the message says what happened.
+// escapeErr turns an open error caused by a symlink into ErrSymlinkEscape,
+// ErrSymlinkLoop or ErrSymlinkDangling, so the message says what happened.
 func escapeErr(fsys fs.FS, rel string, err error) error {
-	if errors.Is(err, ErrSymlinkEscape) {
+	if errors.Is(err, ErrSymlinkEscape) || errors.Is(err, ErrSymlinkLoop) || errors.Is(err, ErrSymlinkDangling) {
 		return err
 	}
 	if fi, lerr := fs.Lstat(fsys, rel); lerr == nil && fi.Mode()&fs.ModeSymlink != 0 {
-		return fmt.Errorf("%w (refused: %v)", ErrSymlinkEscape, unwrapPathErr(err))
+		return symlinkErr(err)
 	}
 	if strings.Contains(err.Error(), "path escapes from parent") {
 		return fmt.Errorf("%w (refused: %v)", ErrSymlinkEscape, unwrapPathErr(err))

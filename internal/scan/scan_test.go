@@ -409,3 +409,39 @@ func TestListingSkipsTreeReads(t *testing.T) {
 		}
 	}
 }
+
+// TestSymlinkProblemsSayWhatTheyAre: a symlink loop and a symlink to
+// nothing are reported as such, not as leaving the tools tree.
+func TestSymlinkProblemsSayWhatTheyAre(t *testing.T) {
+	dir := t.TempDir()
+	mustWrite(t, filepath.Join(dir, "good", "TOOL.hdlp"), def("good", "x"))
+	for _, l := range []struct{ target, link string }{
+		// Relative targets, as `ln -s b a` writes them (os.Root takes an
+		// absolute target as leaving the tree, whatever it names).
+		{"loop-b", filepath.Join(dir, "loop-a")},
+		{"loop-a", filepath.Join(dir, "loop-b")},
+		{"missing", filepath.Join(dir, "dangling")},
+	} {
+		if err := os.Symlink(l.target, l.link); err != nil {
+			t.Fatal(err)
+		}
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	s, _, err := Build(nil, FromFS(root.FS(), ""), nil, Options{Catalog: catalog.Options{LazyIndex: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]error{"loop-a": ErrSymlinkLoop, "loop-b": ErrSymlinkLoop, "dangling": ErrSymlinkDangling} {
+		e, ok := s.Lookup(name)
+		if !ok || e.Status != catalog.Failed || !errors.Is(e.LoadErr, want) || errors.Is(e.LoadErr, ErrSymlinkEscape) {
+			t.Errorf("%s: entry %+v, want failed with %v only", name, e, want)
+		}
+	}
+	if e, _ := s.Lookup("good"); e.Status != catalog.Enabled {
+		t.Errorf("good: status %v, want enabled", e.Status)
+	}
+}
