@@ -95,6 +95,8 @@ func statusExit(s dispatch.ResultStatus) error {
 		return exitError{code: exitNotFound}
 	case dispatch.Timeout:
 		return exitError{code: exitTimeout}
+	case dispatch.Cancelled:
+		return exitError{code: exitFailed}
 	case dispatch.Disabled, dispatch.ApprovalRequired, dispatch.Denied, dispatch.Busy:
 		return exitError{code: exitRefused}
 	default:

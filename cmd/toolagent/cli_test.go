@@ -213,6 +213,11 @@ constraints: { max_output_bytes: 1024, timeout_ms: 20000 }
 	if len(r.Output) != 1024 || !r.Truncated || r.OutputB <= 1024 {
 		t.Errorf("got %d bytes truncated=%v output_bytes=%d, want 1024, true, more than 1024", len(r.Output), r.Truncated, r.OutputB)
 	}
+	// yes dies of SIGPIPE once the runtime closes its pipe: that is the
+	// cap's doing, reported as truncated output, with the real exit code.
+	if r.Status != "success" || r.ExitCode != 141 || !strings.Contains(r.Error, "SIGPIPE") {
+		t.Errorf("status %s exit %d error %q; want success, 141 and the SIGPIPE named", r.Status, r.ExitCode, r.Error)
+	}
 	if time.Since(start) > 15*time.Second {
 		t.Errorf("yes ran %v: it was not stopped after the cap", time.Since(start))
 	}

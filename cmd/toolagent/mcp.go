@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/toolagent/toolagent/internal/api"
+	"github.com/toolagent/toolagent/internal/dispatch"
 	"github.com/toolagent/toolagent/internal/mcpserver"
 )
 
@@ -42,13 +43,16 @@ func runMCP(ctx context.Context, e env, args []string) error {
 	}
 	srv := mcpserver.New(cr.store, cr.disp, mcpserver.Options{Logger: log.With(slog.String("log", "mcp")), MetaOnly: metaOnly})
 
-	g, gctx := errgroup.WithContext(ctx)
-	runCtx, stop := context.WithCancel(gctx)
-	defer stop()
+	// Calls learn why they end: a signal is a shutdown, the client closing
+	// stdin is the client gone (dispatch says which in the result).
+	base, stop := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer stop(nil)
+	defer context.AfterFunc(ctx, func() { stop(dispatch.ErrShutdown) })()
+	g, runCtx := errgroup.WithContext(base)
 	cr.start(runCtx, g)
 	g.Go(func() error { return srv.Run(runCtx) })
 	g.Go(func() error {
-		defer stop() // the client closed stdin: stop the loops too
+		defer stop(context.Canceled) // the client closed stdin: stop the loops too
 		t := &mcp.IOTransport{Reader: io.NopCloser(e.stdin), Writer: nopWriteCloser{e.stdout}}
 		if err := srv.MCP().Run(runCtx, t); err != nil && !clientGone(err) {
 			return err

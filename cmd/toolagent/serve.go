@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/toolagent/toolagent/internal/api"
+	"github.com/toolagent/toolagent/internal/dispatch"
 	"github.com/toolagent/toolagent/internal/mcpserver"
 	"github.com/toolagent/toolagent/internal/reload"
 )
@@ -81,7 +82,8 @@ func runServe(ctx context.Context, e env, args []string) error {
 
 	// Calls run on callsCtx, not on ctx: a signal stops new work at once,
 	// but running calls get the grace period before this is cancelled.
-	callsCtx, cancelCalls := context.WithCancel(context.WithoutCancel(ctx))
+	callsCtx, cancelCallsCause := context.WithCancelCause(context.WithoutCancel(ctx))
+	cancelCalls := func() { cancelCallsCause(dispatch.ErrShutdown) } // results say cancelled: shutdown
 	defer cancelCalls()
 	srv := &http.Server{
 		Handler:           handler,

@@ -509,7 +509,7 @@ func TestServeShutdown(t *testing.T) {
 		maxWait    time.Duration // from cancel to run returning
 	}{
 		{"finishes within grace", "10s", "sleep 2; echo done", dispatch.Success, "done\n", 9 * time.Second},
-		{"killed after grace", "100ms", "sleep 30; echo never", dispatch.Error, "", 4 * time.Second},
+		{"killed after grace", "100ms", "sleep 30; echo never", dispatch.Cancelled, "", 4 * time.Second},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -539,6 +539,9 @@ func TestServeShutdown(t *testing.T) {
 			a := <-got
 			if a.res.Status != tc.wantStatus || a.res.Output != tc.wantOutput {
 				t.Errorf("the running call = HTTP %d %s %q; want %s %q", a.code, a.res.Status, a.res.Output, tc.wantStatus, tc.wantOutput)
+			}
+			if tc.wantStatus == dispatch.Cancelled && (!strings.HasPrefix(a.res.Error, "cancelled: shutdown") || a.res.ExitCode <= 128) {
+				t.Errorf("the call killed at shutdown: error %q, exit %d; want cancelled: shutdown and the real signal exit code", a.res.Error, a.res.ExitCode)
 			}
 			pollUntil(t, "no child processes", func() bool { return len(descendants(t)) == 0 })
 		})

@@ -261,6 +261,12 @@ func (d *Dispatcher) execute(ctx context.Context, ex executors.Executor, req exe
 	}
 	var refused *policy.RefusedError
 	switch {
+	case ctx.Err() != nil && !errors.As(err, &refused) && !out.TimedOut:
+		// Ended from outside: the caller or the daemon, not the tool.
+		r.Status, r.Error = Cancelled, "cancelled: "+cancelCause(ctx)
+		if err != nil {
+			r.Error += ": " + err.Error()
+		}
 	case errors.As(err, &refused):
 		// The executor's own re-check refused what dispatch let through:
 		// a policy mismatch (e.g. a different shell policy override) or a
@@ -274,6 +280,15 @@ func (d *Dispatcher) execute(ctx context.Context, ex executors.Executor, req exe
 		r.Status, r.Error = Error, err.Error()
 	case out.TimedOut:
 		r.Status, r.Error = Timeout, fmt.Sprintf("timed out after %s; the process group was killed", t.Constraints.Timeout)
+	case errors.Is(xctx.Err(), context.DeadlineExceeded):
+		// The executor's own timeout did not fire, the backstop did (the
+		// process did not even start within timeout+backstop, or the
+		// executor hung): a timeout all the same, not the tool's failure.
+		r.Status, r.Error = Timeout, fmt.Sprintf("timed out: the call did not finish within its timeout of %s plus the %s backstop (queued %s before its process started)", t.Constraints.Timeout, backstop, out.Queued.Round(time.Millisecond))
+	case out.CutOff && out.ExitCode == sigpipeExit:
+		// Its only problem is the cap: the runtime closed the pipe it
+		// wrote past max_output_bytes to, and SIGPIPE ended it.
+		r.Status, r.Error = Success, fmt.Sprintf("output cut at max_output_bytes (%d): the runtime stopped reading after %d bytes and closed the pipe, and the tool died of SIGPIPE (exit status %d)", t.Constraints.MaxOutputBytes, out.OutputBytes, out.ExitCode)
 	case out.ExitCode != 0:
 		r.Status, r.Error = Error, fmt.Sprintf("exit status %d", out.ExitCode)
 	case out.HTTPStatus >= 300:
@@ -297,6 +312,7 @@ func (r *Result) fill(o executors.Outcome) {
 	r.HTTPStatus = o.HTTPStatus
 	r.Sandbox = o.Sandbox
 	r.DurationMS = o.Duration.Milliseconds()
+	r.QueuedMS = o.Queued.Milliseconds()
 }
 
 // acquire takes a global slot and a slot of the tool's own cap. It returns
@@ -407,6 +423,27 @@ func decodeParams(raw json.RawMessage) (map[string]any, error) {
 		m = map[string]any{}
 	}
 	return m, nil
+}
+
+// sigpipeExit is the exit code of a process killed by SIGPIPE (128+13).
+const sigpipeExit = 128 + 13
+
+// ErrShutdown is the cause a daemon cancels its calls' context with when
+// it shuts down, so their results say cancelled: shutdown.
+var ErrShutdown = errors.New("shutdown (the daemon is stopping)")
+
+// cancelCause says who ended a call whose context is done.
+func cancelCause(ctx context.Context) string {
+	switch cause := context.Cause(ctx); {
+	case errors.Is(cause, ErrShutdown):
+		return cause.Error()
+	case errors.Is(cause, context.Canceled):
+		return "client gone (the caller hung up or cancelled the call)"
+	case errors.Is(cause, context.DeadlineExceeded):
+		return "the caller's deadline passed"
+	default:
+		return cause.Error()
+	}
 }
 
 // Bounds of what a caller's input can make the daemon say.

@@ -288,3 +288,36 @@ func TestBoundedAnswers(t *testing.T) {
 		t.Errorf("duplicate param: %s %q; want invalid_params naming the key", r.Status, r.Error)
 	}
 }
+
+// TestCancelledSaysWho: a call ended from outside is cancelled, with who
+// ended it and the real exit code; the tool's own failure is not claimed.
+func TestCancelledSaysWho(t *testing.T) {
+	st := newStore(t, catalog.Entry{Name: "ok", Tool: parse(t, "ok", ""), Rev: "rev1", Status: catalog.Enabled})
+	running := make(chan struct{}, 1)
+	wait := func(ctx context.Context, req executors.Request) (executors.Outcome, error) {
+		running <- struct{}{}
+		<-ctx.Done()
+		return executors.Outcome{Output: []byte("part"), ExitCode: 137}, nil
+	}
+	d := New(st, map[hldp.ExecutorKind]executors.Executor{hldp.Shell: fakeExec{wait}}, Options{})
+	for _, tc := range []struct {
+		name  string
+		cause error
+		want  string
+	}{
+		{"shutdown", ErrShutdown, "cancelled: shutdown"},
+		{"client gone", nil, "cancelled: client gone"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancelCause(context.Background())
+			got := make(chan Result, 1)
+			go func() { got <- d.Invoke(ctx, Call{Tool: "ok", Params: json.RawMessage(`{"cmd":"sleep 9"}`)}) }()
+			<-running
+			cancel(tc.cause) // nil: context.Canceled, what net/http does when the client hangs up
+			r := <-got
+			if r.Status != Cancelled || !strings.HasPrefix(r.Error, tc.want) || r.ExitCode != 137 || r.Output != "part" || r.OK {
+				t.Errorf("result %s %q exit %d output %q; want cancelled %q, exit 137, the partial output", r.Status, r.Error, r.ExitCode, r.Output, tc.want)
+			}
+		})
+	}
+}

@@ -39,6 +39,11 @@ const (
 	Disabled ResultStatus = "disabled"
 	// Busy: did not run; the concurrency cap (global or the tool's) is reached.
 	Busy ResultStatus = "busy"
+	// Cancelled: the call was ended from outside before it finished: the
+	// daemon shut down, or the caller hung up. Error says which
+	// ("cancelled: shutdown", "cancelled: client gone"); the real exit
+	// code and partial output stay.
+	Cancelled ResultStatus = "cancelled"
 	// DryRun: did not run; Plan holds exactly what would run.
 	DryRun ResultStatus = "dry_run"
 )
@@ -58,6 +63,10 @@ type Result struct {
 	Truncated  bool         `json:"truncated"`
 	Error      string       `json:"error"`
 	DurationMS int64        `json:"duration_ms"`
+	// QueuedMS is the time the call waited before its process started
+	// (forking and sandbox setup on a loaded host); the timeout and
+	// DurationMS count from the start.
+	QueuedMS int64 `json:"queued_ms,omitempty"`
 
 	// OutputBytes is how many bytes the tool wrote to stdout, before the cap.
 	OutputBytes int64 `json:"output_bytes"`

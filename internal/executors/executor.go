@@ -49,9 +49,14 @@ type Outcome struct {
 	ExitCode    int
 	HTTPStatus  int   // for HTTP executors; 0 otherwise
 	Truncated   bool  // Output or Stderr was cut at the tool's cap
+	// CutOff: the runtime closed an output pipe past the cap, so a
+	// SIGPIPE death is the cap's doing, not the tool's failure.
+	CutOff bool
 	OutputBytes int64 // bytes the command produced on stdout, before the cap
 	TimedOut    bool
 	Duration    time.Duration
+	// Queued is how long the call waited before its process started.
+	Queued time.Duration
 	// Sandbox says what the process could change and reach, and under
 	// which limits ("read-only, no network; limits: ..."); "" for
 	// executors that start no local process.

@@ -40,6 +40,8 @@ func headline(st dispatch.ResultStatus) string {
 		return "the call did not run: the tool exists but cannot run here"
 	case dispatch.Busy:
 		return "the call did not run: too many calls are running; retry later"
+	case dispatch.Cancelled:
+		return "the call was cancelled before it finished (the server shut down, or the client cancelled it)"
 	}
 	return "the call did not succeed"
 }

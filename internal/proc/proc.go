@@ -102,11 +102,20 @@ type Outcome struct {
 	Signal string
 	// Truncated reports that stdout or stderr was cut at MaxOutput.
 	Truncated bool
+	// CutOff reports that Run closed a stream's pipe because the child
+	// wrote past MaxOutput+DrainLimit: a child that then dies of SIGPIPE
+	// died of the cap, not of its own failure.
+	CutOff bool
 	// TimedOut reports that Spec.Timeout fired and the child was signalled
 	// because of it. It is false when the caller's context ended first.
 	TimedOut bool
-	// Duration is the wall time from start until both streams were read.
+	// Duration is the wall time from the start of the process (in a
+	// sandbox: once it is set up) until both streams were read; the
+	// timeout counts on the same clock.
 	Duration time.Duration
+	// Queued is the wall time from the call of Run until the process
+	// started: forking, and setting up the sandbox, on a loaded host.
+	Queued time.Duration
 }
 
 // errTimeout is the cause of the context Run derives from Spec.Timeout; it
@@ -138,6 +147,7 @@ func MinimalEnv(home string) []string {
 // and its pipes closed. After the child exits, the process group always
 // gets SIGKILL, so no background grandchild outlives the call.
 func Run(ctx context.Context, s Spec) (Outcome, error) {
+	entered := time.Now()
 	if len(s.Argv) == 0 {
 		return Outcome{}, errors.New("start: empty argv")
 	}
@@ -167,12 +177,11 @@ func Run(ctx context.Context, s Spec) (Outcome, error) {
 		}
 	}
 
-	runCtx := ctx
-	if s.Timeout > 0 {
-		var cancel context.CancelFunc
-		runCtx, cancel = context.WithTimeoutCause(ctx, s.Timeout, errTimeout)
-		defer cancel()
-	}
+	// The timeout counts from the start of the process, not from here: a
+	// loaded host may take long to fork, and that time is the call's wait
+	// (Outcome.Queued), not the tool's run time. Its timer starts below.
+	runCtx, cancelRun := context.WithCancelCause(ctx)
+	defer cancelRun(nil)
 
 	cmd := exec.CommandContext(runCtx, path)
 	cmd.Args = append([]string(nil), s.Argv...) // Args[0] as the caller wrote it
@@ -218,16 +227,10 @@ func Run(ctx context.Context, s Spec) (Outcome, error) {
 	}
 	cmd.Stdout, cmd.Stderr = outW, errW
 
-	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		closeAll(outR, outW, errR, errW)
 		if sb != nil {
 			sb.cleanupBeforeStart()
-		}
-		if context.Cause(runCtx) == errTimeout {
-			// The timeout fired before the child could start (a loaded
-			// host): the call timed out, it did not fail to start.
-			return Outcome{ExitCode: -1, TimedOut: true, Duration: time.Since(start)}, nil
 		}
 		return Outcome{}, fmt.Errorf("start %q: %w", s.Argv[0], err)
 	}
@@ -244,6 +247,13 @@ func Run(ctx context.Context, s Spec) (Outcome, error) {
 		if sbErr = sb.afterStart(runCtx); sbErr != nil {
 			_ = signalGroup(pid, syscall.SIGKILL)
 		}
+	}
+	// The process runs (in a sandbox: it is set up and released): its
+	// time starts now.
+	start := time.Now()
+	if s.Timeout > 0 {
+		timer := time.AfterFunc(s.Timeout, func() { cancelRun(errTimeout) })
+		defer timer.Stop()
 	}
 
 	waitErr := cmd.Wait()
@@ -284,8 +294,10 @@ func Run(ctx context.Context, s Spec) (Outcome, error) {
 		StdoutBytes: stdout.n,
 		StderrBytes: stderr.n,
 		Truncated:   stdout.n > maxOut || stderr.n > maxOut,
+		CutOff:      stdout.cut || stderr.cut,
 		TimedOut:    timedOut.Load(),
 		Duration:    time.Since(start),
+		Queued:      start.Sub(entered),
 	}
 	st := cmd.ProcessState
 	if st == nil {
@@ -355,6 +367,7 @@ type capture struct {
 	buf     []byte // len <= cap <= max
 	n       int64  // bytes read from the stream
 	discard []byte // read buffer once buf is full; allocated only then
+	cut     bool   // reading stopped at the drain limit and the pipe was closed
 }
 
 // drain reads r until EOF, an error, or the drain limit, then closes r.
@@ -382,6 +395,7 @@ func (c *capture) drain(r *os.File) {
 			return
 		}
 	}
+	c.cut = true // past the drain limit: closing r sends the writer SIGPIPE
 }
 
 // grow doubles buf's capacity, starting at 4 KiB and never beyond max.

@@ -395,15 +395,21 @@ func BenchmarkExecTrue(b *testing.B) {
 	}
 }
 
-// TestTimeoutBeforeStart: a timeout that fires before the child starts is
-// a timeout, not a start failure (seen on loaded hosts with short
-// timeouts). A 1ns timeout is over before exec can run.
-func TestTimeoutBeforeStart(t *testing.T) {
-	out, err := proc.Run(t.Context(), proc.Spec{Argv: []string{"/bin/true"}, Timeout: time.Nanosecond})
+// TestTimeoutCountsFromTheStart: the timeout counts from the start of
+// the process, so even a 1ns timeout starts the child and then kills it
+// (a timeout, never a start failure), and the time before the start is
+// reported apart, as Queued, not as run time.
+func TestTimeoutCountsFromTheStart(t *testing.T) {
+	before := time.Now()
+	out, err := proc.Run(t.Context(), proc.Spec{Argv: []string{"/bin/sleep", "5"}, Timeout: time.Nanosecond})
+	total := time.Since(before)
 	if err != nil {
 		t.Fatalf("Run(timeout 1ns) error = %v; want a timed-out outcome", err)
 	}
-	if !out.TimedOut {
-		t.Errorf("Run(timeout 1ns) = %+v; want TimedOut", out)
+	if !out.TimedOut || out.ExitCode != 128+int(syscall.SIGTERM) {
+		t.Errorf("Run(sleep 5, timeout 1ns) = %+v; want TimedOut and killed by SIGTERM", out)
+	}
+	if out.Queued <= 0 || out.Queued+out.Duration > total {
+		t.Errorf("Queued %v + Duration %v; want a positive wait reported apart, within the %v the call took", out.Queued, out.Duration, total)
 	}
 }

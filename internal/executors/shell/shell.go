@@ -436,9 +436,11 @@ func (e *Executor) run(ctx context.Context, c call) (executors.Outcome, error) {
 		Stderr:      o.Stderr,
 		ExitCode:    o.ExitCode,
 		Truncated:   o.Truncated,
+		CutOff:      o.CutOff,
 		OutputBytes: o.StdoutBytes,
 		TimedOut:    o.TimedOut,
 		Duration:    o.Duration,
+		Queued:      o.Queued,
 		Sandbox:     sandbox,
 	}, nil
 }
