@@ -44,14 +44,14 @@ type Request struct {
 
 // Outcome is the raw result of one execution.
 type Outcome struct {
-	Output      []byte
-	Stderr      []byte
-	ExitCode    int
-	HTTPStatus  int   // for HTTP executors; 0 otherwise
-	Truncated   bool  // Output or Stderr was cut at the tool's cap
+	Output     []byte
+	Stderr     []byte
+	ExitCode   int
+	HTTPStatus int  // for HTTP executors; 0 otherwise
+	Truncated  bool // Output or Stderr was cut at the tool's cap
 	// CutOff: the runtime closed an output pipe past the cap, so a
 	// SIGPIPE death is the cap's doing, not the tool's failure.
-	CutOff bool
+	CutOff      bool
 	OutputBytes int64 // bytes the command produced on stdout, before the cap
 	TimedOut    bool
 	Duration    time.Duration
