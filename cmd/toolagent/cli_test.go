@@ -175,21 +175,23 @@ func writeTool(t *testing.T, tools, name, body string) {
 	}
 }
 
-// TestTimeoutKillsTheGroup: a tool with timeout_ms 200 running `sleep 5`
-// in a background child returns timeout with the partial output, and the
-// child is gone afterwards (counted by a marker in its argv: in the
-// sandbox, pids are the sandbox's own). shell_policy: none, so the
-// command runs without an approval.
+// TestTimeoutKillsTheGroup: a tool whose background child runs past the
+// tool's timeout returns timeout with the partial output, and the child is
+// gone afterwards (counted by its name: in the sandbox, pids are the
+// sandbox's own). The command says "started" only once the child runs, so
+// the test knows it had something to kill; the timeout is long enough for
+// that on a loaded machine, and the child sleeps far longer.
+// shell_policy: none, so the command runs without an approval.
 func TestTimeoutKillsTheGroup(t *testing.T) {
 	tools := toolsCopy(t)
 	writeTool(t, tools, "slow", `method: exec
 executor: shell
 params_schema:
   cmd: { type: string, required: true }
-constraints: { timeout_ms: 200, shell_policy: none }
+constraints: { timeout_ms: 5000, shell_policy: none }
 `)
 	marker := "toolagent-timeout-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	r, code := callTool(t, tools, "slow", "cmd=echo started; (exec -a "+marker+" sleep 5) & wait")
+	r, code := callTool(t, tools, "slow", "cmd=(exec -a "+marker+" sleep 1000) & until pgrep -f ^"+marker+" >/dev/null; do sleep 0.01; done; echo started; wait")
 	if r.Status != "timeout" || code != exitTimeout || r.Output != "started\n" {
 		t.Fatalf("got %+v (exit %d), want timeout with the partial output", r, code)
 	}

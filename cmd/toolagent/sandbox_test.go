@@ -127,7 +127,7 @@ constraints: { timeout_ms: 20000, shell_policy: none }
 		// two steps: a planted rc file, then an interactive shell there
 		`bash -ic true`,
 		// processes that try to outlive the call
-		`setsid -f bash -c 'exec -a toolagent-escapee-` + secret[7:] + ` sleep 1000'`,
+		`setsid -f bash -c 'exec -a toolagent-escapee-` + secret[7:] + ` sleep 1000'; until pgrep -f ^toolagent-escapee-` + secret[7:] + `; do sleep 0.01; done`,
 	}
 	// Step one of the two-step chain: file-write is allowed without an
 	// approval; the rc file it plants runs read-only below.
@@ -219,20 +219,22 @@ func TestSandboxApprovedCallGetsTheDeclaredGrant(t *testing.T) {
 // tool whose processes try to escape (setsid, a double fork); the daemon
 // is killed with SIGKILL; every one of them is gone, long before the
 // tool's ten-minute timeout.
-func TestSandboxSIGKILLedDaemonLeavesNothing(t *testing.T) {
-	tools := t.TempDir()
-	putTool(t, tools, "long", testTool("long", `intent: run for a long time
-method: exec
-executor: shell
-params_schema:
-  cmd: { type: string, required: true }
-constraints: { timeout_ms: 600000, shell_policy: none }
-`))
+// daemonProcess is `toolagent serve` as a real process (the test binary
+// running main), so a test can SIGKILL it.
+type daemonProcess struct {
+	cmd *exec.Cmd
+	url string
+}
+
+// startDaemonProcess starts serve with args on 127.0.0.1:0 and waits until
+// it is ready. It is killed at cleanup if still running.
+func startDaemonProcess(t *testing.T, args ...string) *daemonProcess {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(exe, "serve", "--listen", "127.0.0.1:0", "--log-format", "json", "--state", t.TempDir(), "--tools", tools)
+	cmd := exec.Command(exe, append([]string{"serve", "--listen", "127.0.0.1:0", "--log-format", "json"}, args...)...)
 	cmd.Env = append(os.Environ(), runMainEnv+"=1")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -253,41 +255,118 @@ constraints: { timeout_ms: 600000, shell_policy: none }
 		}
 		io.Copy(io.Discard, stderr)
 	}()
-	var url string
+	d := &daemonProcess{cmd: cmd}
 	select {
 	case a := <-addr:
-		url = "http://" + a
+		d.url = "http://" + a
 	case <-time.After(60 * time.Second):
 		t.Fatal("the daemon process did not log listening within 60s")
 	}
 	waitFor(t, 60*time.Second, "the daemon process to be ready", func() bool {
-		resp, err := http.Get(url + "/readyz")
+		resp, err := http.Get(d.url + "/readyz")
 		if err != nil {
 			return false
 		}
 		resp.Body.Close()
 		return resp.StatusCode == 200
 	})
+	return d
+}
+
+// post sends body to path and returns the status and the answer.
+func (d *daemonProcess) post(path, body string) (int, string, error) {
+	resp, err := http.Post(d.url+path, "application/json", strings.NewReader(body))
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
+}
+
+// kill SIGKILLs the daemon process and reaps it.
+func (d *daemonProcess) kill(t *testing.T) {
+	t.Helper()
+	if err := d.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	d.cmd.Wait()
+}
+
+// longTool runs its cmd for up to ten minutes, unjudged; with confirm,
+// every call needs an approval.
+func longTool(confirm bool) string {
+	return testTool("long", fmt.Sprintf(`intent: run for a long time
+method: exec
+executor: shell
+params_schema:
+  cmd: { type: string, required: true }
+constraints: { timeout_ms: 600000, shell_policy: none, require_confirm: %v }
+`, confirm))
+}
+
+func TestSandboxSIGKILLedDaemonLeavesNothing(t *testing.T) {
+	tools := t.TempDir()
+	putTool(t, tools, "long", longTool(false))
+	d := startDaemonProcess(t, "--state", t.TempDir(), "--tools", tools)
 	marker := "toolagent-sigkill-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	body := fmt.Sprintf(`{"tool":"long","params":{"cmd":"setsid -f bash -c 'exec -a %[1]s-a sleep 1000'; ( (exec -a %[1]s-b sleep 1000) & ) & exec -a %[1]s-c sleep 1000"}}`, marker)
 	var wg sync.WaitGroup
-	wg.Go(func() {
-		resp, err := http.Post(url+"/v1/call", "application/json", strings.NewReader(body))
-		if err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			t.Logf("the call answered %d %s", resp.StatusCode, b)
-		}
-	})
+	wg.Go(func() { d.post("/v1/call", body) }) // answers nothing: the daemon dies
 	waitFor(t, 60*time.Second, "the tool's three processes to run", func() bool { return proctest.CountMarked(marker) >= 3 })
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	cmd.Wait()
+	d.kill(t)
 	waitFor(t, 60*time.Second, "every process of the call to be gone after the daemon's SIGKILL", func() bool {
 		return proctest.CountMarked(marker) == 0
 	})
 	wg.Wait()
+}
+
+// TestApprovedCallInterruptedByACrash: an approved call runs when its
+// daemon is SIGKILLed; the restarted daemon shows it interrupted (when,
+// why), does not run it again, and answers 409 to a new decision.
+func TestApprovedCallInterruptedByACrash(t *testing.T) {
+	tools, state := t.TempDir(), t.TempDir()
+	putTool(t, tools, "long", longTool(true))
+	d := startDaemonProcess(t, "--state", state, "--tools", tools, "--allow-self-approval")
+	marker := "toolagent-interrupted-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	code, body, err := d.post("/v1/call", fmt.Sprintf(`{"tool":"long","params":{"cmd":"exec -a %s sleep 1000"}}`, marker))
+	var held struct {
+		ApprovalID string `json:"approval_id"`
+	}
+	if err != nil || code != http.StatusAccepted || json.Unmarshal([]byte(body), &held) != nil || held.ApprovalID == "" {
+		t.Fatalf("the call: %d %s %v; want 202 with an approval id", code, body, err)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { // runs the call; answers nothing: the daemon dies
+		code, body, err := d.post("/v1/approvals/"+held.ApprovalID, `{"decision":"approve"}`)
+		t.Logf("approve: %d %s %v", code, body, err)
+	})
+	waitFor(t, 60*time.Second, "the approved call to run", func() bool { return proctest.CountMarked(marker) > 0 })
+	d.kill(t)
+	wg.Wait()
+	waitFor(t, 60*time.Second, "the call's process to be gone", func() bool { return proctest.CountMarked(marker) == 0 })
+
+	d2 := startDaemonProcess(t, "--state", state, "--tools", tools, "--allow-self-approval")
+	resp, err := http.Get(d2.url + "/v1/approvals/" + held.ApprovalID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Status        string    `json:"status"`
+		InterruptedAt time.Time `json:"interrupted_at"`
+		Note          string    `json:"note"`
+	}
+	json.NewDecoder(resp.Body).Decode(&got)
+	resp.Body.Close()
+	if got.Status != "interrupted" || got.InterruptedAt.IsZero() || !strings.Contains(got.Note, "does not run again") {
+		t.Errorf("after the restart the approval is %+v; want interrupted, with when and why", got)
+	}
+	if n := proctest.CountMarked(marker); n != 0 {
+		t.Errorf("the restarted daemon ran the interrupted call again (%d processes)", n)
+	}
+	if code, body, _ := d2.post("/v1/approvals/"+held.ApprovalID, `{"decision":"approve"}`); code != http.StatusConflict {
+		t.Errorf("approving the interrupted call: %d %s; want 409", code, body)
+	}
 }
 
 // TestServeRefusesWithoutBubblewrap: with the sandbox on (the default)

@@ -55,7 +55,8 @@ type Status string
 
 // The statuses of a request. Pending moves to approved, denied or expired;
 // approved moves to running (Claim), expired, or invalid (the binding no
-// longer matches); running moves to executed (Complete).
+// longer matches); running moves to executed (Complete), or to
+// interrupted when a new process opens the store and finds it running.
 const (
 	Pending  Status = "pending"
 	Approved Status = "approved"
@@ -66,11 +67,15 @@ const (
 	// Invalid: a Claim found the tool, revision or params changed since
 	// the approval; the approval is void and a new one is needed.
 	Invalid Status = "invalid"
+	// Interrupted: the call was running when the process that ran it
+	// stopped (a crash, a SIGKILL); Open finds it so. Its result is
+	// unknown and it does not run again by itself: a new call is needed.
+	Interrupted Status = "interrupted"
 )
 
 // Final reports whether no further transition is possible.
 func (s Status) Final() bool {
-	return s == Denied || s == Expired || s == Executed || s == Invalid
+	return s == Denied || s == Expired || s == Executed || s == Invalid || s == Interrupted
 }
 
 // Errors of the Store; test with errors.Is. Messages wrapping them add the
@@ -110,14 +115,17 @@ type Request struct {
 	CreatedAt time.Time `json:"created_at"`
 	// ExpiresAt is when a pending request expires; once approved, when the
 	// approval expires unless claimed.
-	ExpiresAt    time.Time       `json:"expires_at"`
-	Status       Status          `json:"status"`
-	Decider      string          `json:"decider,omitempty"`
-	DecidedAt    time.Time       `json:"decided_at,omitzero"`
-	EditedParams map[string]any  `json:"edited_params,omitempty"`
-	ClaimedAt    time.Time       `json:"claimed_at,omitzero"`
-	CompletedAt  time.Time       `json:"completed_at,omitzero"`
-	Result       json.RawMessage `json:"result,omitempty"`
+	ExpiresAt    time.Time      `json:"expires_at"`
+	Status       Status         `json:"status"`
+	Decider      string         `json:"decider,omitempty"`
+	DecidedAt    time.Time      `json:"decided_at,omitzero"`
+	EditedParams map[string]any `json:"edited_params,omitempty"`
+	ClaimedAt    time.Time      `json:"claimed_at,omitzero"`
+	CompletedAt  time.Time      `json:"completed_at,omitzero"`
+	// InterruptedAt is when a new process found the call still running
+	// (status interrupted); Note says why.
+	InterruptedAt time.Time       `json:"interrupted_at,omitzero"`
+	Result        json.RawMessage `json:"result,omitempty"`
 	// Note says why a request became invalid or expired.
 	Note string `json:"note,omitempty"`
 }
@@ -234,6 +242,17 @@ func Open(opts Options) (*Store, error) {
 			os.Remove(file)
 			continue
 		}
+		if r.Status == Running {
+			// This process holds the lock, so whoever was running the
+			// call is gone, and with it the call (its sandbox died with
+			// it). Say so, and never run it again by itself.
+			r.Status, r.InterruptedAt = Interrupted, now
+			r.Note = fmt.Sprintf("interrupted: the toolagent process that started this call at %s stopped before the call finished (a crash or a kill), so its result is unknown; it does not run again by itself: call the tool again for a new approval", r.ClaimedAt.UTC().Format(time.RFC3339))
+			if err := s.save(r); err != nil {
+				opts.Logger.Warn("could not record an interrupted approval", "id", id, "err", err)
+			}
+			opts.Logger.Warn("approved call interrupted by the previous process's end", "id", id, "tool", r.Tool, "claimed_at", r.ClaimedAt)
+		}
 		s.reqs[id] = r
 	}
 	return s, nil
@@ -254,7 +273,7 @@ func decode(data []byte) (*Request, error) {
 
 func (r *Request) lastChange() time.Time {
 	t := r.CreatedAt
-	for _, u := range []time.Time{r.DecidedAt, r.ClaimedAt, r.CompletedAt, r.ExpiresAt} {
+	for _, u := range []time.Time{r.DecidedAt, r.ClaimedAt, r.CompletedAt, r.ExpiresAt, r.InterruptedAt} {
 		if u.After(t) {
 			t = u
 		}
@@ -438,7 +457,7 @@ func (s *Store) Claim(id, tool, rev, paramsHash string) (Request, error) {
 	case Approved:
 	case Expired:
 		return Request{}, fmt.Errorf("%w: %s expired at %s", ErrExpired, id, r.ExpiresAt.Format(time.RFC3339))
-	case Running, Executed:
+	case Running, Executed, Interrupted:
 		return Request{}, fmt.Errorf("%w: %s was claimed at %s", ErrAlreadyUsed, id, r.ClaimedAt.Format(time.RFC3339))
 	case Invalid:
 		return Request{}, fmt.Errorf("%w: %s is void: %s", ErrBindingMismatch, id, r.Note)

@@ -303,8 +303,10 @@ func TestPersistence(t *testing.T) {
 	for _, r := range s3.List(false) {
 		left = append(left, r.Status)
 	}
-	if len(left) != 2 || !slices.Contains(left, Running) || !slices.Contains(left, Expired) {
-		t.Errorf("after the retention: %v; want the running and the newly expired request kept, the executed one removed", left)
+	// The one claimed in s2 was running when s2 closed: interrupted now
+	// (issue: it stayed running forever), and kept within the retention.
+	if len(left) != 2 || !slices.Contains(left, Interrupted) || !slices.Contains(left, Expired) {
+		t.Errorf("after the retention: %v; want the interrupted and the newly expired request kept, the executed one removed", left)
 	}
 }
 
@@ -384,5 +386,49 @@ func TestOpenLocksTheDirectory(t *testing.T) {
 	s2 := open(t, dir, c)
 	if got, err := s2.Get(r.ID); err != nil || got.Status != Pending {
 		t.Errorf("Get(%s) after reopen = %v, %v; want pending", r.ID, got.Status, err)
+	}
+}
+
+// TestRunningBecomesInterrupted: a call claimed (running) when its process
+// died is interrupted at the next Open, with when and why, on disk too;
+// it cannot be decided or claimed again.
+func TestRunningBecomesInterrupted(t *testing.T) {
+	dir := t.TempDir()
+	c := &clock{t: time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)}
+	s, err := Open(Options{Dir: dir, Now: c.Now, AllowSelfApproval: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	params := map[string]any{"cmd": "sleep 1000"}
+	r, err := s.Create("shell-exec", "rev1", params, "alice", "why")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Decide(r.ID, "bob", true, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Claim(r.ID, "shell-exec", "rev1", HashParams(params)); err != nil {
+		t.Fatal(err)
+	}
+	s.Close() // the process dies here: no Complete
+	for range 2 { // the second Open reads what the first one wrote
+		s2, err := Open(Options{Dir: dir, Now: c.Now, AllowSelfApproval: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := s2.Get(r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status != Interrupted || got.InterruptedAt.IsZero() || !strings.Contains(got.Note, "does not run again") {
+			t.Errorf("after a restart: %+v; want interrupted with when and why", got)
+		}
+		if _, err := s2.Decide(r.ID, "bob", true, nil, nil); !errors.Is(err, ErrAlreadyDecided) {
+			t.Errorf("Decide(interrupted) = %v; want ErrAlreadyDecided", err)
+		}
+		if _, err := s2.Claim(r.ID, "shell-exec", "rev1", HashParams(params)); !errors.Is(err, ErrAlreadyUsed) {
+			t.Errorf("Claim(interrupted) = %v; want ErrAlreadyUsed", err)
+		}
+		s2.Close()
 	}
 }

@@ -61,8 +61,10 @@ func HostDir(t testing.TB) string {
 	return ""
 }
 
-// CountMarked counts the live processes whose command line contains
-// marker; a zombie is dead and does not count.
+// CountMarked counts the live processes whose name, argv[0], begins with
+// marker (`exec -a MARKER sleep 9` names one); a zombie is dead and does
+// not count. Only the name counts, not the arguments: bwrap and the shell
+// that start a marked process carry the marker in theirs.
 func CountMarked(marker string) int {
 	n := 0
 	ents, _ := os.ReadDir("/proc")
@@ -71,7 +73,8 @@ func CountMarked(marker string) int {
 			continue
 		}
 		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && bytes.Contains(b, []byte(marker)) && !zombie(e.Name()) {
+		name, _, _ := bytes.Cut(b, []byte{0})
+		if err == nil && bytes.HasPrefix(name, []byte(marker)) && !zombie(e.Name()) {
 			n++
 		}
 	}
