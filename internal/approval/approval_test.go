@@ -410,7 +410,7 @@ func TestRunningBecomesInterrupted(t *testing.T) {
 	if _, err := s.Claim(r.ID, "shell-exec", "rev1", HashParams(params)); err != nil {
 		t.Fatal(err)
 	}
-	s.Close() // the process dies here: no Complete
+	s.Close()     // the process dies here: no Complete
 	for range 2 { // the second Open reads what the first one wrote
 		s2, err := Open(Options{Dir: dir, Now: c.Now, AllowSelfApproval: true})
 		if err != nil {
