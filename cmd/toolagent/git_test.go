@@ -892,3 +892,119 @@ func TestGitForgejoReal(t *testing.T) {
 	})
 	d.callVersion(t, "forgejo webhook", "alpha", "v2", updated.Commit.SHA)
 }
+
+// TestGitForcePushRemovesATool: a tool added in a commit that a
+// force-push then drops is not served any more; the served catalog is the
+// tools tree of the served commit (issue 12, item 1), over smart HTTP and
+// over git daemon's git://.
+func TestGitForcePushRemovesATool(t *testing.T) {
+	for _, proto := range []string{"http", "git"} {
+		t.Run(proto, func(t *testing.T) {
+			const secret = "webhook-secret-0123456789"
+			r := newGitRepo(t)
+			url := r.url()
+			if proto == "git" {
+				url = r.gitDaemon(t)
+			}
+			r.write("tools/base/TOOL.hdlp", versionTool("base", "b0"))
+			c1 := r.commit("base")
+			d := startDaemon(t, nil, "--repo", url, "--schedule", "@every 30s", "--webhook-secret-file", writeSecret(t, secret))
+			d.waitRev(t, c1)
+
+			r.write("tools/t1/TOOL.hdlp", versionTool("t1", "one"))
+			c2 := r.commit("t1")
+			d.hook(t, "X-Forgejo-Signature", secret, "refs/heads/main")
+			d.waitRev(t, c2)
+			d.callVersion(t, "t1 added", "t1", "one", c2)
+
+			r.run(r.work, "reset", "--quiet", "--hard", "HEAD~1")
+			r.write("tools/t2/TOOL.hdlp", versionTool("t2", "two"))
+			c3 := r.commit("t2 instead") // force-pushed
+			d.hook(t, "X-Forgejo-Signature", secret, "refs/heads/main")
+			d.waitRev(t, c3)
+			d.callVersion(t, "t2 after the force-push", "t2", "two", c3)
+			if code, res := d.call(t, "t1", map[string]any{}); code != http.StatusNotFound || res.Status != dispatch.NotFound {
+				t.Errorf("t1 after the force-push dropped it: %d %s (revision %s); want 404 not_found", code, res.Status, res.Revision)
+			}
+			_, tools := d.toolsByName(t)
+			if _, ok := tools["t1"]; ok || len(tools) != 2 {
+				t.Errorf("tools after the force-push: %v; want base and t2 only", tools)
+			}
+		})
+	}
+}
+
+// gitDaemon serves r's bare repository with `git daemon` on loopback as
+// well, for the rest of the test, and returns its git:// URL.
+func (r *gitRepo) gitDaemon(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close() // git daemon binds it next; nothing else here takes ports
+	cmd := exec.Command(r.git, "daemon", "--reuseaddr", "--export-all", "--listen=127.0.0.1", fmt.Sprintf("--port=%d", port), "--base-path="+r.root, r.root)
+	cmd.Env = r.env()
+	if err := cmd.Start(); err != nil {
+		t.Skipf("git daemon: %v", err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	pollUntil(t, "git daemon to listen", func() bool {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	return "git://" + addr + "/tools.git"
+}
+
+// TestStaleSurvivesARestart: a tool whose newest definition is broken
+// keeps serving its last good definition (stale) after the daemon
+// restarts, for a git source and a directory source alike (issue 12,
+// item 4).
+func TestStaleSurvivesARestart(t *testing.T) {
+	t.Run("git", func(t *testing.T) {
+		r := newGitRepo(t)
+		r.write("tools/alpha/TOOL.hdlp", versionTool("alpha", "a1"))
+		c1 := r.commit("alpha")
+		state := t.TempDir()
+		d := startDaemon(t, nil, "--repo", r.url(), "--schedule", "off", "--state", state)
+		d.waitRev(t, c1)
+		r.write("tools/alpha/TOOL.hdlp", brokenTool)
+		c2 := r.commit("broken alpha")
+		d.syncNow(t)
+		d.waitRev(t, c2)
+		d.callVersion(t, "broken", "alpha", "a1", c1)
+		if err := d.stop(t); err != nil {
+			t.Fatal(err)
+		}
+		d2 := startDaemon(t, nil, "--repo", r.url(), "--schedule", "off", "--state", state)
+		d2.waitRev(t, c2)
+		d2.callVersion(t, "after the restart", "alpha", "a1", c1)
+		if _, tools := d2.toolsByName(t); tools["alpha"].Status != catalog.Stale || tools["alpha"].LoadError == "" {
+			t.Errorf("after the restart alpha = %+v; want stale with the load error", tools["alpha"])
+		}
+	})
+	t.Run("directory", func(t *testing.T) {
+		tools, state := t.TempDir(), t.TempDir()
+		putTool(t, tools, "alpha", versionTool("alpha", "a1"))
+		d := startDaemon(t, nil, "--tools", tools, "--state", state)
+		pollUntil(t, "alpha to be served", func() bool { code, _ := d.call(t, "alpha", map[string]any{}); return code == 200 })
+		putTool(t, tools, "alpha", brokenTool)
+		pollUntil(t, "alpha to turn stale", func() bool { _, tl := d.toolsByName(t); return tl["alpha"].Status == catalog.Stale })
+		if err := d.stop(t); err != nil {
+			t.Fatal(err)
+		}
+		d2 := startDaemon(t, nil, "--tools", tools, "--state", state)
+		_, tl := d2.toolsByName(t)
+		if a := tl["alpha"]; a.Status != catalog.Stale || a.LoadError == "" {
+			t.Errorf("after the restart alpha = %+v; want stale with the load error", a)
+		}
+		if code, res := d2.call(t, "alpha", map[string]any{}); code != 200 || res.Output != "a1\n" {
+			t.Errorf("after the restart call alpha = %d %s %q; want the last good a1", code, res.Status, res.Output)
+		}
+	})
+}

@@ -14,6 +14,7 @@
 package cache
 
 import (
+	"maps"
 	"sync"
 	"sync/atomic"
 
@@ -51,6 +52,11 @@ type Cache struct {
 	listTree string
 	listing  map[string]string
 
+	// lastGood maps a definition file's path to the blob hash of its last
+	// version that loaded, so a file that breaks serves its last good
+	// definition (stale) across a restart too. Replaced whole.
+	lastGood map[string]string
+
 	hits, misses atomic.Int64
 }
 
@@ -78,12 +84,13 @@ func (c *Cache) Put(k Key, o Outcome) {
 	c.mu.Unlock()
 }
 
-// Retain drops every key not in keep, so the cache does not grow without
-// bound as definitions change.
+// Retain drops every key not in keep, except the last good versions
+// (SetLastGood), so the cache does not grow without bound as definitions
+// change.
 func (c *Cache) Retain(keep map[Key]bool) {
 	c.mu.Lock()
 	for k := range c.m {
-		if !keep[k] {
+		if !keep[k] && c.lastGood[k.Path] != k.Blob {
 			delete(c.m, k)
 			c.dirty = true
 		}
@@ -132,6 +139,37 @@ func (c *Cache) Listing(tree string) (blobs map[string]string, ok bool) {
 		return nil, false
 	}
 	return c.listing, true
+}
+
+// SetLastGood records, for each definition file's path, the blob hash of
+// its last version that loaded (replacing what was recorded). Retain keeps
+// their outcomes.
+func (c *Cache) SetLastGood(blobs map[string]string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if maps.Equal(blobs, c.lastGood) {
+		return
+	}
+	c.lastGood = maps.Clone(blobs)
+	c.dirty = true
+}
+
+// LastGood returns the outcome of the last version of the file at path
+// that loaded, with its key; ok is false when none is recorded (or its
+// outcome is gone).
+func (c *Cache) LastGood(path string) (Key, Outcome, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	blob, ok := c.lastGood[path]
+	if !ok {
+		return Key{}, Outcome{}, false
+	}
+	k := Key{Path: path, Blob: blob}
+	o, ok := c.m[k]
+	if !ok || o.Tool == nil {
+		return Key{}, Outcome{}, false
+	}
+	return k, o, true
 }
 
 // Len is the number of stored outcomes.

@@ -33,8 +33,9 @@ type fileEntry struct {
 	Rev   string             // Outcome.Rev
 }
 
-// fileListing is Cache's listing on disk, after the entries. Files written
-// before listings existed end after the entries; they load without one.
+// fileListing is Cache's listing on disk, after the entries; the last good
+// versions ([]Key, sorted by path) follow it. Files written before either
+// existed end earlier; they load without them.
 type fileListing struct {
 	Tree string
 	Keys []Key  // sorted by path
@@ -125,6 +126,18 @@ func Open(path string) (*Cache, error) {
 			c.listing[k.Path] = k.Blob
 		}
 	}
+	var lg []Key
+	switch err := dec.Decode(&lg); {
+	case errors.Is(err, io.EOF):
+		// Written before last good versions were kept.
+	case err != nil:
+		return c, fmt.Errorf("cache: the last good versions in %s are corrupt (ignored): %w", path, err)
+	default:
+		c.lastGood = make(map[string]string, len(lg))
+		for _, k := range lg {
+			c.lastGood[k.Path] = k.Blob
+		}
+	}
 	return c, nil
 }
 
@@ -157,8 +170,13 @@ func (c *Cache) Save() error {
 	for p, b := range c.listing {
 		l.Keys = append(l.Keys, Key{Path: p, Blob: b})
 	}
+	lg := make([]Key, 0, len(c.lastGood))
+	for p, b := range c.lastGood {
+		lg = append(lg, Key{Path: p, Blob: b})
+	}
 	c.mu.RUnlock()
 	slices.SortFunc(l.Keys, func(a, b Key) int { return strings.Compare(a.Path, b.Path) })
+	slices.SortFunc(lg, func(a, b Key) int { return strings.Compare(a.Path, b.Path) })
 	l.Sum = listingSum(l.Tree, l.Keys)
 
 	registerValueTypes()
@@ -171,6 +189,9 @@ func (c *Cache) Save() error {
 		return fmt.Errorf("cache: encode: %w", err)
 	}
 	if err := enc.Encode(l); err != nil {
+		return fmt.Errorf("cache: encode: %w", err)
+	}
+	if err := enc.Encode(lg); err != nil {
 		return fmt.Errorf("cache: encode: %w", err)
 	}
 	if err := os.MkdirAll(filepath.Dir(c.path), 0o750); err != nil {

@@ -199,6 +199,15 @@ func Build(prev *catalog.Snapshot, t Tree, c *cache.Cache, opts Options) (*catal
 		}
 	}
 	if c != nil {
+		// The definition each entry serves (a stale one's last good
+		// version) outlives this build in the cache, for a restart.
+		good := make(map[string]string, len(entries))
+		for _, e := range entries {
+			if e.Tool != nil && e.File != "" && e.Blob != "" {
+				good[e.File] = e.Blob
+			}
+		}
+		c.SetLastGood(good)
 		c.Retain(seen)
 		c.SetListing(treeHash, seen)
 	}
@@ -219,7 +228,7 @@ func scanOne(prev *catalog.Snapshot, t Tree, blobHash func(string) (string, erro
 	}
 	if err != nil {
 		err = fmt.Errorf("%s: %w", display, escapeErr(fsys, rel, err))
-		return failOrStale(prev, e, err), cache.Key{}, "", err
+		return failOrStale(prev, c, e, err), cache.Key{}, "", err
 	}
 	key := cache.Key{Path: rel, Blob: blob}
 	e.Blob = blob
@@ -243,7 +252,7 @@ func scanOne(prev *catalog.Snapshot, t Tree, blobHash func(string) (string, erro
 		data, err := readLimited(fsys, rel)
 		if err != nil {
 			err = fmt.Errorf("%s: %w", display, escapeErr(fsys, rel, err))
-			return failOrStale(prev, e, err), cache.Key{}, "", err
+			return failOrStale(prev, c, e, err), cache.Key{}, "", err
 		}
 		rep.Parsed++
 		tool, perr := hldp.Parse(display, data)
@@ -256,7 +265,7 @@ func scanOne(prev *catalog.Snapshot, t Tree, blobHash func(string) (string, erro
 		}
 	}
 	if out.Err != nil {
-		return failOrStale(prev, e, out.Err), key, declName, out.Err
+		return failOrStale(prev, c, e, out.Err), key, declName, out.Err
 	}
 	// A cached outcome keeps the revision its bytes were first parsed at,
 	// so provenance survives a restart (prev is nil then).
@@ -272,10 +281,17 @@ func lookupPrev(prev *catalog.Snapshot, name string) (catalog.Entry, bool) {
 }
 
 // failOrStale marks e as not loading because of err: Stale with the last
-// good definition when prev has one, Failed otherwise.
-func failOrStale(prev *catalog.Snapshot, e catalog.Entry, err error) catalog.Entry {
+// good definition when prev has one, or, after a restart (no prev), when
+// the cache recorded one; Failed otherwise.
+func failOrStale(prev *catalog.Snapshot, c *cache.Cache, e catalog.Entry, err error) catalog.Entry {
 	e.LoadErr = err
-	if p, ok := lookupPrev(prev, e.Name); ok && p.Tool != nil {
+	p, ok := lookupPrev(prev, e.Name)
+	if (!ok || p.Tool == nil) && c != nil {
+		if k, o, found := c.LastGood(e.File); found {
+			p, ok = catalog.Entry{Tool: o.Tool, Rev: o.Rev, Blob: k.Blob}, true
+		}
+	}
+	if ok && p.Tool != nil {
 		e.Tool, e.Rev, e.Blob = p.Tool, p.Rev, p.Blob
 		e.Status = catalog.Stale
 		e.Reason = fmt.Sprintf("the current %s does not load; serving the last good definition from revision %s", hldp.FileName, p.Rev)

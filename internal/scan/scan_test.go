@@ -445,3 +445,58 @@ func TestSymlinkProblemsSayWhatTheyAre(t *testing.T) {
 		t.Errorf("good: status %v, want enabled", e.Status)
 	}
 }
+
+// TestStaleSurvivesARestart: a tool whose newest definition is broken
+// serves its last good one (stale) also when there is no previous snapshot
+// (a restart): the persisted cache keeps the last good version, and keeps
+// it until the file loads again or goes away.
+func TestStaleSurvivesARestart(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "parse-cache")
+	c, _ := cache.Open(file)
+	good := fstest.MapFS{"echo/TOOL.hdlp": {Data: []byte(def("echo", "say a word"))}}
+	s, _, err := Build(nil, FromFS(good, "rev1"), c, Options{Catalog: catalog.Options{LazyIndex: true}})
+	if err != nil || mustLookup(t, s, "echo").Status != catalog.Enabled {
+		t.Fatalf("good build: %v", err)
+	}
+	broken := fstest.MapFS{"echo/TOOL.hdlp": {Data: []byte("name: echo\nintent: [\n")}}
+	if _, _, err := Build(s, FromFS(broken, "rev2"), c, Options{Catalog: catalog.Options{LazyIndex: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Save(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 { // a restart, then another one on what the first wrote
+		c2, err := cache.Open(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s2, _, err := Build(nil, FromFS(broken, "rev2"), c2, Options{Catalog: catalog.Options{LazyIndex: true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := mustLookup(t, s2, "echo")
+		if e.Status != catalog.Stale || e.Tool == nil || e.Tool.Intent != "say a word" || e.Rev != "rev1" || e.LoadErr == nil {
+			t.Errorf("restart %d: echo = %+v; want stale, serving the rev1 definition, with the load error", i+1, e)
+		}
+		if err := c2.Save(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Removed from the tree: no last good version is kept for it.
+	c3, _ := cache.Open(file)
+	if _, _, err := Build(nil, FromFS(fstest.MapFS{"other/TOOL.hdlp": {Data: []byte(def("other", "x"))}}, "rev3"), c3, Options{Catalog: catalog.Options{LazyIndex: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := c3.LastGood("echo/TOOL.hdlp"); ok {
+		t.Errorf("the last good version of a removed tool is still kept")
+	}
+}
+
+func mustLookup(t *testing.T, s *catalog.Snapshot, name string) catalog.Entry {
+	t.Helper()
+	e, ok := s.Lookup(name)
+	if !ok {
+		t.Fatalf("no entry %s", name)
+	}
+	return e
+}
