@@ -61,6 +61,10 @@ const (
 	approvalsIfFree
 )
 
+// retryJitter is the random part of a retry's wait after a failed
+// reload: up to 20 % more, so replicas that failed together spread out.
+const retryJitter = 0.2
+
 // newCore wires the catalog, executors, dispatcher and reload loop from
 // cfg. Nothing runs until start; close releases what it opened.
 func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (*core, error) {
@@ -150,13 +154,15 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (*core, err
 		},
 		Store:    store,
 		Logger:   log.With(slog.String("log", "reload")),
-		Backoff:  reload.Backoff{Min: cfg.RetryMin, Max: cfg.RetryMax},
+		Backoff:  reload.Backoff{Min: cfg.RetryMin, Max: cfg.RetryMax, Jitter: retryJitter},
 		Debounce: reload.Debounce{Min: cfg.ReloadDebounce, Max: cfg.ReloadMaxWait},
 	}
 	loop.Scheduled = src.next // next_sync in /v1/status
+	trigger := reload.NewTrigger()
+	loop.Ticks = trigger.Ticks()
 	return &core{
 		cfg: cfg, log: log, common: c, reg: reg, store: store, execs: execs, disp: disp,
-		loop: loop, trigger: reload.NewTrigger(), watchDir: src.watchDir, health: hc, src: src,
+		loop: loop, trigger: trigger, watchDir: src.watchDir, health: hc, src: src,
 		approvals: ap,
 	}, nil
 }

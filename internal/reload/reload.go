@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -60,9 +61,18 @@ type Debounce struct {
 }
 
 // Backoff spaces the retries after failed reloads: Min after the first
-// failure, doubling with each further failure up to Max.
+// failure, doubling with each further failure up to Max, plus up to
+// Jitter (a fraction, 0.2 = 20 %) of that at random, so that replicas
+// failing together do not retry together.
 type Backoff struct {
 	Min, Max time.Duration
+	Jitter   float64
+}
+
+// Wait is Delay(n) plus the jitter r (in [0, 1)) of it.
+func (b Backoff) Wait(n int, r float64) time.Duration {
+	d := b.Delay(n)
+	return d + time.Duration(float64(d)*b.Jitter*r)
 }
 
 // Delay is the wait before retry number n (1 for the first retry).
@@ -156,6 +166,11 @@ type Loop struct {
 	// Scheduled returns when the next scheduled sync is due, for Status
 	// (nil: no schedule).
 	Scheduled func() time.Time
+	// Ticks are the schedule's triggers (Trigger.Ticks). Unlike the
+	// others (webhooks, POST /v1/sync, file events), a tick that comes
+	// while Run backs off after a failure is dropped: the retry is the
+	// next attempt. nil: no schedule.
+	Ticks <-chan struct{}
 
 	onceMu sync.Mutex // held by Once: one build at a time
 
@@ -297,7 +312,7 @@ func (l *Loop) Run(ctx context.Context, trigger <-chan struct{}) error {
 				return
 			}
 			st := l.Status()
-			wait := l.Backoff.Delay(st.Failures)
+			wait := l.Backoff.Wait(st.Failures, rand.Float64())
 			l.mu.Lock()
 			l.status.Next = l.now().Add(wait)
 			l.mu.Unlock()
@@ -326,6 +341,12 @@ func (l *Loop) Run(ctx context.Context, trigger <-chan struct{}) error {
 				return nil
 			}
 			attempt()
+		case <-l.Ticks:
+			if retry != nil {
+				log.Debug("scheduled sync skipped: backing off after a failure", "retry_at", l.Status().Next)
+				continue
+			}
+			attempt()
 		}
 	}
 }
@@ -351,17 +372,31 @@ func quiesce(ctx context.Context, trigger <-chan struct{}, d Debounce) bool {
 	}
 }
 
-// Trigger is the one capacity-1 channel every reload trigger shares
-// (fsnotify, POST /v1/sync, and later cron and webhooks). A send never
+// Trigger is the capacity-1 channel every reload trigger shares
+// (fsnotify, POST /v1/sync, webhooks), and one for the schedule's ticks. A send never
 // blocks: when a reload is already pending, another signal adds nothing,
 // because the reload reads the latest state anyway. Safe for concurrent
 // use; the zero value is not usable, call NewTrigger.
 type Trigger struct {
-	ch chan struct{}
+	ch   chan struct{}
+	tick chan struct{}
 }
 
-// NewTrigger returns a Trigger with an empty channel.
-func NewTrigger() *Trigger { return &Trigger{ch: make(chan struct{}, 1)} }
+// NewTrigger returns a Trigger with empty channels.
+func NewTrigger() *Trigger {
+	return &Trigger{ch: make(chan struct{}, 1), tick: make(chan struct{}, 1)}
+}
+
+// Tick is Poke for the schedule: Run drops a tick while it backs off.
+func (t *Trigger) Tick() {
+	select {
+	case t.tick <- struct{}{}:
+	default:
+	}
+}
+
+// Ticks is the channel of Tick, for Loop.Ticks.
+func (t *Trigger) Ticks() <-chan struct{} { return t.tick }
 
 // Poke asks for a reload without blocking.
 func (t *Trigger) Poke() {

@@ -406,3 +406,43 @@ func TestRunFailureLogSaysWhatServes(t *testing.T) {
 		}
 	})
 }
+
+// TestRunBackoffDropsTicks: while Run backs off after failures, scheduled
+// ticks do not reach the source (the retry is the next attempt), but a
+// webhook or POST /v1/sync poke still goes through at once; retry waits
+// carry their jitter, within its bound, and Status says when.
+func TestRunBackoffDropsTicks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		src := &fakeSource{}
+		src.set("echo/TOOL.hdlp", toolFile("echo", "one"))
+		src.fail(errors.New("connection refused"))
+		l, _ := newLoop(src)
+		l.Backoff = Backoff{Min: time.Minute, Max: time.Minute, Jitter: 0.5}
+		trig := NewTrigger()
+		l.Ticks = trig.Ticks()
+		go l.Run(ctx, trig.C())
+		synctest.Wait()
+		failedAt := time.Now()
+		next := l.Status().Next
+		if wait := next.Sub(failedAt); wait < time.Minute || wait >= 90*time.Second {
+			t.Errorf("retry in %v; want 1m plus at most 50%% jitter", wait)
+		}
+		n := src.syncs.Load()
+		for range 10 { // a 2 s schedule during the backoff
+			time.Sleep(2 * time.Second)
+			trig.Tick()
+			synctest.Wait()
+		}
+		if got := src.syncs.Load(); got != n {
+			t.Errorf("%d syncs during the backoff from scheduled ticks; want none", got-n)
+		}
+		trig.Poke() // a webhook
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if got := src.syncs.Load(); got != n+1 {
+			t.Errorf("a poke during the backoff gave %d syncs; want 1 at once", got-n)
+		}
+	})
+}

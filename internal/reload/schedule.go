@@ -20,10 +20,9 @@ const DefaultSchedule = "@every 30s"
 var scheduleParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour |
 	cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 
-// Schedule pokes a Trigger at the times of a cron spec (robfig/cron/v3's
-// parser). It is a trigger like the others: a poke that finds a reload
-// pending adds nothing, and one that arrives during a reload causes one
-// more. Next is safe for concurrent use while Run runs.
+// Schedule ticks a Trigger at the times of a cron spec (robfig/cron/v3's
+// parser): a tick that finds one pending adds nothing, and Loop.Run drops
+// ticks while it backs off after a failure. Next is safe for concurrent use while Run runs.
 type Schedule struct {
 	spec  string
 	sched cron.Schedule
@@ -54,7 +53,7 @@ func (s *Schedule) Next() time.Time {
 	return time.Unix(0, n)
 }
 
-// Run pokes trigger at every time of the schedule until ctx is done, then
+// Run ticks trigger at every time of the schedule until ctx is done, then
 // returns nil.
 func (s *Schedule) Run(ctx context.Context, trigger *Trigger) error {
 	defer s.next.Store(0)
@@ -72,7 +71,7 @@ func (s *Schedule) Run(ctx context.Context, trigger *Trigger) error {
 		case <-ctx.Done():
 			return nil
 		case <-timer.C:
-			trigger.Poke()
+			trigger.Tick()
 		}
 	}
 }

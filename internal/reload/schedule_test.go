@@ -45,8 +45,9 @@ func TestParseSchedule(t *testing.T) {
 	}
 }
 
-// TestScheduleRun: the schedule pokes the trigger at each time, Next tells
-// when, and a burst of pokes before the loop reads them coalesces.
+// TestScheduleRun: the schedule ticks the trigger at each time (on the
+// ticks channel, which Run drops while it backs off), Next tells when,
+// and a burst of ticks before the loop reads them coalesces.
 func TestScheduleRun(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s, err := ParseSchedule("@every 30s")
@@ -64,7 +65,7 @@ func TestScheduleRun(t *testing.T) {
 			time.Sleep(30 * time.Second)
 			synctest.Wait()
 			select {
-			case <-tr.C():
+			case <-tr.Ticks():
 			default:
 				t.Fatalf("no poke after %d periods", i+1)
 			}
@@ -72,9 +73,9 @@ func TestScheduleRun(t *testing.T) {
 		// Unread pokes coalesce into one.
 		time.Sleep(90 * time.Second)
 		synctest.Wait()
-		<-tr.C()
+		<-tr.Ticks()
 		select {
-		case <-tr.C():
+		case <-tr.Ticks():
 			t.Error("three unread scheduled pokes gave two reloads, want one")
 		default:
 		}

@@ -307,6 +307,14 @@ func (g *Git) fetchLocked(ctx context.Context, s gitSettings, auth transport.Aut
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("fetch %s branch %s: %w", redactURL(s.url), s.branch, ctx.Err())
 	}
+	if errors.Is(err, transport.ErrEmptyRemoteRepository) {
+		err = fmt.Errorf("%w: %s (the repository has no branch at all)", ErrNoBranch, s.branch)
+	}
+	if errors.Is(err, ErrNoBranch) {
+		// The server answered: the branch is not there. Another fetch, or
+		// a re-clone, would only ask again.
+		return nil, fmt.Errorf("fetch %s: %w", redactURL(s.url), err)
+	}
 	s.log.Debug("git thin fetch failed, fetching with go-git", "err", redact(err, s.secrets...))
 	return g.plainFetchLocked(ctx, s, auth)
 }
@@ -325,6 +333,10 @@ func (g *Git) plainFetchLocked(ctx context.Context, s gitSettings, auth transpor
 		Tags:       git.NoTags,
 		Force:      true,
 	})
+	var noRef git.NoMatchingRefSpecError
+	if errors.As(err, &noRef) {
+		return nil, fmt.Errorf("fetch %s: %w: %s", redactURL(s.url), ErrNoBranch, s.branch)
+	}
 	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
 		return nil, fmt.Errorf("fetch %s branch %s: %w", redactURL(s.url), s.branch, err)
 	}
@@ -452,6 +464,11 @@ func pointLocal(c *clone, branch string) (plumbing.Hash, error) {
 	return head, nil
 }
 
+// ErrNoBranch is the error of a Sync whose server has no branch of that
+// name (deleted, or misspelt): the clone is fine, and re-cloning cannot
+// help.
+var ErrNoBranch = errors.New("repo: the remote has no such branch")
+
 // needsReclone reports whether err, from fetching into the clone and
 // reading the result, means the clone itself is unusable (objects missing
 // after a shallow fetch across a rewrite, a damaged store) rather than the
@@ -472,6 +489,7 @@ func needsReclone(ctx context.Context, err error) bool {
 		errors.Is(err, transport.ErrEmptyRemoteRepository),
 		errors.Is(err, transport.ErrInvalidAuthMethod),
 		errors.Is(err, errNoPath),
+		errors.Is(err, ErrNoBranch),
 		errors.As(err, &netErr):
 		return false
 	}

@@ -764,3 +764,49 @@ func TestGitCompactsPacks(t *testing.T) {
 	}
 	checkTreeFiles(t, tree0, map[string]string{"a/TOOL.hdlp": "v0\n"})
 }
+
+// TestGitBranchDeleted: once the branch is deleted on the server, Sync
+// says so (ErrNoBranch) and neither falls back to another fetch nor
+// re-clones: the clone is fine and asking again cannot help. The clone's
+// last tree stays available offline.
+func TestGitBranchDeleted(t *testing.T) {
+	t.Parallel()
+	r := newRemote(t, "main")
+	r.write("tools/a/TOOL.hdlp", "v1\n")
+	rev := r.commit("v1")
+	srv := serve(t, r, nil)
+	var logs syncLog
+	g := &Git{URL: srv.url(), Dir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	checkTree(t, mustSync(t, g), r, rev, map[string]string{"a/TOOL.hdlp": "v1\n"})
+
+	r.run(r.bare, "branch", "-D", "main")
+	for range 3 {
+		if _, err := g.Sync(t.Context()); !errors.Is(err, ErrNoBranch) {
+			t.Fatalf("Sync() after the branch was deleted: %v; want ErrNoBranch", err)
+		}
+	}
+	if got := logs.String(); strings.Contains(got, "cloning again") || strings.Contains(got, "fetching with go-git") {
+		t.Errorf("a missing branch led to another fetch or a re-clone:\n%s", got)
+	}
+	if tree, err := g.Offline(); err != nil || tree.Rev() != rev {
+		t.Errorf("Offline() after the branch was deleted: %v, %v; want the last synced tree %s", tree, err, rev)
+	}
+}
+
+// syncLog is a log buffer safe for concurrent writes.
+type syncLog struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (l *syncLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *syncLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}

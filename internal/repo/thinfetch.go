@@ -78,7 +78,7 @@ func (g *Git) thinFetchLocked(ctx context.Context, s gitSettings, auth transport
 	branchRef := plumbing.NewBranchReferenceName(s.branch)
 	want, ok := ar.References[branchRef.String()]
 	if !ok {
-		return st, fmt.Errorf("remote has no branch %s", s.branch)
+		return st, fmt.Errorf("%w: %s", ErrNoBranch, s.branch)
 	}
 	remoteRef := plumbing.NewRemoteReferenceName(remoteName, s.branch)
 
