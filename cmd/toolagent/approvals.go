@@ -96,12 +96,13 @@ func (a *approvalFlags) register(fs *flag.FlagSet, e env) {
 	fs.BoolVar(&a.allowSelf, "allow-self-approval", a.allowSelf, "let the user who asked approve the call (env TOOLAGENT_ALLOW_SELF_APPROVAL)")
 }
 
-// cliCaller is who a CLI command acts as: cli:$USER.
+// cliCaller is who a CLI command acts as: $USER, the same name at every
+// door (the door, cli, is recorded apart).
 func cliCaller(e env) string {
 	if u := e.getenv("USER"); u != "" {
-		return "cli:" + u
+		return u
 	}
-	return "cli"
+	return dispatch.Anonymous
 }
 
 // runApprovals decides the approvals of the local queue, STATE/approvals,

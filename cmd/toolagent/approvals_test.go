@@ -319,13 +319,13 @@ func TestApprovalsCLI(t *testing.T) {
 	if _, out, code := approvals(bob, "list"); code != 0 || !strings.Contains(out, id) {
 		t.Errorf("approvals list = exit %d %s; want the held call", code, out)
 	}
-	if a, out, code := approvals(bob, "show", id); code != 0 || a.Status != "pending" || a.Caller != "cli:alice" {
-		t.Errorf("approvals show = exit %d %s; want pending, asked by cli:alice", code, out)
+	if a, out, code := approvals(bob, "show", id); code != 0 || a.Status != "pending" || a.Caller != "alice" || a.Door != "cli" {
+		t.Errorf("approvals show = exit %d %s; want pending, asked by alice through the cli", code, out)
 	}
 	if _, out, code := approvals(alice, "approve", id); code != exitRefused || !strings.Contains(out, "--allow-self-approval") {
 		t.Errorf("alice approving her own call = exit %d %s; want 5 self-approval", code, out)
 	}
-	if a, out, code := approvals(bob, "approve", id); code != 0 || a.Status != "executed" || a.Decider != "cli:bob" || a.res.Output != "from-cli\n" {
+	if a, out, code := approvals(bob, "approve", id); code != 0 || a.Status != "executed" || a.Decider != "bob" || a.res.Output != "from-cli\n" {
 		t.Errorf("bob approves = exit %d %s; want 0 and the run's result", code, out)
 	}
 	if _, out, code := approvals(bob, "approve", id); code != exitRefused {

@@ -74,7 +74,7 @@ func runCall(ctx context.Context, e env, args []string) error {
 			return fmt.Sprintf("an approver on this host: `toolagent approvals approve %s` (or `deny`; --params JSON to approve with edits)", id)
 		},
 	})
-	res := d.Invoke(ctx, dispatch.Call{Tool: name, Params: raw, Caller: cliCaller(e), DryRun: *dryRun})
+	res := d.Invoke(ctx, dispatch.Call{Tool: name, Params: raw, Caller: cliCaller(e), Door: dispatch.DoorCLI, DryRun: *dryRun})
 	if res.Status == dispatch.ApprovalRequired && apErr != nil {
 		res.Suggestion = fmt.Sprintf("an approver must confirm this call, and this command cannot hold it: %v. Call the tool through that daemon (POST /v1/call) to get an approval id", apErr)
 	}

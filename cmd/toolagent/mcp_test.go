@@ -2,13 +2,17 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"io"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolagent/toolagent/internal/dispatch"
 )
 
 func mcpClient(listChanged chan struct{}) *mcp.Client {
@@ -140,5 +144,75 @@ func TestServeMCPHTTP(t *testing.T) {
 	d2 := startDaemon(t, map[string]string{"TOOLAGENT_TOKENS": "reader:read:" + secret}, "--tools", tools)
 	if _, err := mcpClient(make(chan struct{}, 1)).Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: d2.url + "/mcp"}, nil); err == nil {
 		t.Error("connect to /mcp without a token succeeded; want it refused")
+	}
+}
+
+// bearer adds a bearer token to every request of an MCP HTTP client.
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
+}
+
+// TestOneIdentityAtEveryDoor: a caller is one name whatever door its call
+// came through: bob's call held over /mcp cannot be approved by bob over
+// the API (no self-approval), as his call over the API cannot, and bob
+// reads the outcome of his MCP call at /v1/approvals/ID with his token;
+// alice's call over /mcp is approved by bob. The approval records the
+// door apart (issue 20, items 1 and 2).
+func TestOneIdentityAtEveryDoor(t *testing.T) {
+	tools := t.TempDir()
+	putTool(t, tools, "guarded", guardedTool("run a command after an approval"))
+	d := startApprovalDaemon(t, tools)
+	bob, alice := d.as(bobToken), d.as(aliceToken)
+
+	heldOverMCP := func(token, cmd string) string {
+		t.Helper()
+		client := &http.Client{Transport: bearer{token, http.DefaultTransport}}
+		cs, err := mcpClient(make(chan struct{}, 1)).Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: d.url + "/mcp", HTTPClient: client}, nil)
+		if err != nil {
+			t.Fatalf("connect: %v", err)
+		}
+		defer cs.Close()
+		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "guarded", Arguments: map[string]any{"cmd": cmd}})
+		if err != nil {
+			t.Fatalf("tools/call: %v", err)
+		}
+		b, _ := json.Marshal(res.StructuredContent)
+		var r dispatch.Result
+		if json.Unmarshal(b, &r) != nil || r.Status != dispatch.ApprovalRequired || r.ApprovalID == "" {
+			t.Fatalf("tools/call guarded over MCP = %s; want approval_required with an id", b)
+		}
+		return r.ApprovalID
+	}
+
+	// Every pair of doors for bob's own call: refused.
+	for _, door := range []string{"api", "mcp"} {
+		var id string
+		if door == "api" {
+			id = bob.hold(t, "echo "+door).ApprovalID
+		} else {
+			id = heldOverMCP(bobToken, "echo "+door)
+		}
+		code, a, body := bob.approval(t, "GET", id, "")
+		if code != 200 || a.Caller != "bob" || a.Door != door {
+			t.Errorf("bob GET his %s-held approval = %d %s; want 200, caller bob, door %s", door, code, body, door)
+		}
+		if code, _, body := bob.approval(t, "POST", id, `{"decision":"approve"}`); code != 403 {
+			t.Errorf("bob approving his own call held over %s = %d %s; want 403", door, code, body)
+		}
+	}
+	// Someone else's call held over MCP: bob approves it.
+	id := heldOverMCP(aliceToken, "echo from-alice")
+	if code, a, body := bob.approval(t, "POST", id, `{"decision":"approve"}`); code != 200 || a.Caller != "alice" || a.res.Output != "from-alice\n" {
+		t.Errorf("bob approving alice's MCP call = %d %s; want 200 and its result", code, body)
+	}
+	if code, a, _ := alice.approval(t, "GET", id, ""); code != 200 || a.Status != "executed" {
+		t.Errorf("alice reading the outcome of her MCP call = %d %s; want 200 executed", code, a.Status)
 	}
 }

@@ -216,7 +216,7 @@ func TestServeCall(t *testing.T) {
 	if err := d.stop(t); err != nil {
 		t.Errorf("run() = %v after cancel; want nil", err)
 	}
-	if !strings.Contains(d.logs.String(), `"msg":"call","log":"audit","caller":"anonymous","tool":"shell-exec"`) {
+	if !strings.Contains(d.logs.String(), `"msg":"call","log":"audit","caller":"anonymous","door":"api","tool":"shell-exec"`) {
 		t.Errorf("no audit line with caller anonymous in the logs:\n%s", d.logs)
 	}
 }

@@ -320,7 +320,7 @@ func (s *server) handleCall(w http.ResponseWriter, r *http.Request) {
 	}
 	s.metrics.inFlight.Inc()
 	start := s.opts.Now()
-	res := s.inv.Invoke(r.Context(), dispatch.Call{Tool: req.Tool, Params: req.Params, Caller: callerFrom(r.Context()), DryRun: req.DryRun})
+	res := s.inv.Invoke(r.Context(), dispatch.Call{Tool: req.Tool, Params: req.Params, Caller: callerFrom(r.Context()), Door: dispatch.DoorAPI, DryRun: req.DryRun})
 	s.metrics.inFlight.Dec()
 	s.metrics.observe(res, s.opts.Now().Sub(start))
 	code := resultHTTPStatus(res)

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+
+	"github.com/toolagent/toolagent/internal/dispatch"
 )
 
 // Role is what an API token may do. Roles are ordered, read < call <
@@ -61,8 +63,8 @@ func ParseRole(word string) (Role, error) {
 const MinTokenLen = 16
 
 // Anonymous is the caller name of requests on an open daemon (no tokens,
-// loopback only).
-const Anonymous = "anonymous"
+// loopback only): dispatch's, the same through every door.
+const Anonymous = dispatch.Anonymous
 
 var tokenName = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 

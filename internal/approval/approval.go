@@ -110,8 +110,11 @@ type Request struct {
 	// Sandbox is what the call may change and reach once approved (the
 	// tool's declared grant, hldp.Sandbox.String), so the approver sees it
 	// before deciding; "" for tools that start no process.
-	Sandbox   string    `json:"sandbox,omitempty"`
-	Caller    string    `json:"caller"`
+	Sandbox string `json:"sandbox,omitempty"`
+	Caller  string `json:"caller"`
+	// Door is how the call came in (api, mcp, cli); the caller is one
+	// name whatever the door, and only names are compared.
+	Door      string    `json:"door,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 	// ExpiresAt is when a pending request expires; once approved, when the
 	// approval expires unless claimed.
@@ -311,7 +314,8 @@ func (s *Store) Create(tool, rev string, params map[string]any, caller, why stri
 }
 
 // CreateWith records a new pending request from the Tool, Revision,
-// Params, Caller, Why and Sandbox of r; every other field is set here.
+// Params, Caller, Door, Why and Sandbox of r; every other field is set
+// here.
 func (s *Store) CreateWith(in Request) (Request, error) {
 	tool, rev, params, caller, why := in.Tool, in.Revision, in.Params, in.Caller, in.Why
 	id, err := newID()
@@ -327,7 +331,7 @@ func (s *Store) CreateWith(in Request) (Request, error) {
 		return Request{}, fmt.Errorf("approval: %w", err)
 	}
 	now := s.opts.Now()
-	r := &Request{ID: id, Tool: tool, Revision: rev, Params: params, ParamsHash: hash, Why: why, Sandbox: in.Sandbox, Caller: caller,
+	r := &Request{ID: id, Tool: tool, Revision: rev, Params: params, ParamsHash: hash, Why: why, Sandbox: in.Sandbox, Caller: caller, Door: in.Door,
 		CreatedAt: now, ExpiresAt: now.Add(s.opts.TTL), Status: Pending}
 	s.mu.Lock()
 	defer s.mu.Unlock()

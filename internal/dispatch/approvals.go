@@ -178,7 +178,7 @@ func (d *Dispatcher) RunApproved(ctx context.Context, id string) (Approval, *Res
 		return Approval{}, nil, err
 	}
 	start := d.opts.Now()
-	call := Call{Tool: a.Tool, Caller: a.Caller}
+	call := Call{Tool: a.Tool, Caller: a.Caller, Door: a.Door}
 	finish := func(r Result, params map[string]any) *Result {
 		if r.DurationMS == 0 && r.ExitCode >= 0 {
 			r.DurationMS = d.opts.Now().Sub(start).Milliseconds()

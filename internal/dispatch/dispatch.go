@@ -118,9 +118,26 @@ func New(store *catalog.Store, execs map[hldp.ExecutorKind]executors.Executor, o
 type Call struct {
 	Tool   string          // exact tool name
 	Params json.RawMessage // a JSON object; empty means {}
-	Caller string          // who asks, for the audit log
-	DryRun bool            // validate and plan, do not run
+	// Caller is who asks: one name whatever door the call came through
+	// (the token's name; Anonymous without tokens; the operator's user
+	// name on the CLI). Approvals compare it, so it never carries the door.
+	Caller string
+	// Door is how the call came in (DoorAPI, DoorMCP, DoorCLI), recorded
+	// beside the caller in the audit line and the approval.
+	Door   string
+	DryRun bool // validate and plan, do not run
 }
+
+// Anonymous is the caller of a daemon without tokens (loopback only),
+// through every door.
+const Anonymous = "anonymous"
+
+// The doors a call comes through (Call.Door).
+const (
+	DoorAPI = "api"
+	DoorMCP = "mcp"
+	DoorCLI = "cli"
+)
 
 // Invoke runs c and returns its result. It never panics on bad input and
 // never returns a Go error: every outcome is a status.
@@ -218,7 +235,7 @@ func (d *Dispatcher) hold(c Call, t *hldp.Tool, rev string, params map[string]an
 		}
 		return
 	}
-	in := approval.Request{Tool: t.Name, Revision: rev, Params: params, Caller: c.Caller, Why: v.Rule + ": " + v.Reason}
+	in := approval.Request{Tool: t.Name, Revision: rev, Params: params, Caller: c.Caller, Door: c.Door, Why: v.Rule + ": " + v.Reason}
 	if t.Executor == hldp.Shell || t.Executor == hldp.Gatekeeper {
 		// Once approved, the call runs with the tool's declared grant;
 		// the approver sees it before deciding.
@@ -506,6 +523,7 @@ func (d *Dispatcher) audit(ctx context.Context, c Call, r Result, params map[str
 	slices.Sort(names)
 	attrs := []slog.Attr{
 		slog.String("caller", c.Caller),
+		slog.String("door", c.Door),
 		slog.String("tool", clip(c.Tool)),
 		slog.String("revision", r.Revision),
 		slog.String("status", string(r.Status)),

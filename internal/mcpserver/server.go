@@ -232,19 +232,22 @@ func (s *Server) Sync() {
 // time, so a call never runs a definition older than the catalog's.
 func (s *Server) catalogHandler(name string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		r := s.inv.Invoke(ctx, dispatch.Call{Tool: name, Params: req.Params.Arguments, Caller: s.opts.Caller(ctx, req)})
+		r := s.inv.Invoke(ctx, dispatch.Call{Tool: name, Params: req.Params.Arguments, Caller: s.opts.Caller(ctx, req), Door: dispatch.DoorMCP})
 		return callResult(r), nil
 	}
 }
 
-// DefaultCaller names the caller for the audit line: "mcp:<user>" when the
-// HTTP auth middleware recorded a user (auth.TokenInfo.UserID), else "mcp".
-// The client's self-declared name is not an identity and is not used.
+// DefaultCaller names the caller: the token's name when the HTTP auth
+// middleware recorded one (auth.TokenInfo.UserID), else dispatch.Anonymous
+// (stdio, or a daemon without tokens) -- the same name the caller has at
+// the API's door, so approvals see one identity; the door is recorded
+// apart (dispatch.DoorMCP). The client's self-declared name is not an
+// identity and is not used.
 func DefaultCaller(_ context.Context, req *mcp.CallToolRequest) string {
 	if req != nil && req.Extra != nil && req.Extra.TokenInfo != nil && req.Extra.TokenInfo.UserID != "" {
-		return "mcp:" + req.Extra.TokenInfo.UserID
+		return req.Extra.TokenInfo.UserID
 	}
-	return "mcp"
+	return dispatch.Anonymous
 }
 
 // mcpTool is what clients see of t in tools/list.

@@ -323,7 +323,7 @@ func TestTransports(t *testing.T) {
 					t.Errorf("echo hello: text content = %q, want exactly [\"hello\\n\"]", texts)
 				}
 				// Same dispatch path as /v1/call: the dispatcher's audit line.
-				wantContains(t, "audit log", f.audit.String(), `"caller":"mcp"`, `"tool":"shell-exec"`, `"status":"success"`)
+				wantContains(t, "audit log", f.audit.String(), `"caller":"anonymous","door":"mcp"`, `"tool":"shell-exec"`, `"status":"success"`)
 			})
 
 			t.Run("call no output", func(t *testing.T) {
@@ -671,7 +671,7 @@ func TestRequireToken(t *testing.T) {
 	if res, texts, _ := c.call(t, "shell-exec", map[string]any{"cmd": "echo hello"}); res.IsError {
 		t.Fatalf("echo hello: %q", texts)
 	}
-	wantContains(t, "audit log", f.audit.String(), `"caller":"mcp:alice"`)
+	wantContains(t, "audit log", f.audit.String(), `"caller":"alice","door":"mcp"`)
 }
 
 // bearer adds an Authorization header to every request.
