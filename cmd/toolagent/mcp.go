@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"syscall"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -41,7 +42,7 @@ func runMCP(ctx context.Context, e env, args []string) error {
 		cr.close()
 		return err
 	}
-	srv := mcpserver.New(cr.store, cr.disp, mcpserver.Options{Logger: log.With(slog.String("log", "mcp")), MetaOnly: metaOnly})
+	srv := mcpserver.New(cr.store, cr.disp, mcpserver.Options{Version: buildVersion(), Logger: log.With(slog.String("log", "mcp")), MetaOnly: metaOnly})
 
 	// Calls learn why they end: a signal is a shutdown, the client closing
 	// stdin is the client gone (dispatch says which in the result).
@@ -78,8 +79,8 @@ func (nopWriteCloser) Close() error { return nil }
 // mcpHandler is the streamable HTTP MCP endpoint of the daemon (/mcp),
 // behind the same tokens as the API: tools/call needs the call role, so
 // the endpoint as a whole does. With no tokens (loopback only) it is open.
-func mcpHandler(srv *mcpserver.Server, tokens *api.Tokens, maxBody int64) http.Handler {
-	h := srv.HTTPHandler(&mcp.StreamableHTTPOptions{MaxRequestBodyBytes: maxBody})
+func mcpHandler(srv *mcpserver.Server, tokens *api.Tokens, maxBody int64, origins []string) http.Handler {
+	h := mcpserver.CheckOrigin(origins, srv.HTTPHandler(&mcp.StreamableHTTPOptions{MaxRequestBodyBytes: maxBody}))
 	if tokens.Len() == 0 {
 		return h
 	}
@@ -91,4 +92,15 @@ func mcpHandler(srv *mcpserver.Server, tokens *api.Tokens, maxBody int64) http.H
 		}
 		return name, roles, ok
 	}, api.RoleCall.String(), h)
+}
+
+// splitList splits a comma-separated setting, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
 }

@@ -216,3 +216,85 @@ func TestOneIdentityAtEveryDoor(t *testing.T) {
 		t.Errorf("alice reading the outcome of her MCP call = %d %s; want 200 executed", code, a.Status)
 	}
 }
+
+// TestMCPOrigin: /mcp refuses a browser request from a foreign origin
+// (403, against DNS rebinding), serves its own origin, a configured one,
+// and clients that send no Origin (issue 20, item 5).
+func TestMCPOrigin(t *testing.T) {
+	tools := t.TempDir()
+	putTool(t, tools, "shell-exec", shellExec(t))
+	d := startDaemon(t, nil, "--tools", tools, "--mcp-allowed-origins", "https://console.example:8443")
+	initBody := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}`
+	for _, tc := range []struct {
+		origin string
+		want   int
+	}{
+		{"http://evil.example", 403},
+		{"null", 403},
+		{"http://" + d.addr + ".evil.example", 403},
+		{"http://" + d.addr, 200},
+		{"https://console.example:8443", 200},
+		{"", 200},
+	} {
+		req, _ := http.NewRequest("POST", d.url+"/mcp", strings.NewReader(initBody))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if tc.origin != "" {
+			req.Header.Set("Origin", tc.origin)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("POST /mcp initialize with Origin %q = %d; want %d", tc.origin, resp.StatusCode, tc.want)
+		}
+	}
+}
+
+// TestMCPAnnotationsAndVersion: the shipped tools carry hints derived
+// from their sandbox grants, call_tool is offered over HTTP too, and
+// serverInfo names the build, not "dev" (issue 20, items 6 and 7).
+func TestMCPAnnotationsAndVersion(t *testing.T) {
+	d := startDaemon(t, nil, "--tools", nativeTools(t))
+	cs, err := mcpClient(make(chan struct{}, 1)).Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: d.url + "/mcp"}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer cs.Close()
+	if v := cs.InitializeResult().ServerInfo.Version; v == "" || v == "dev" {
+		t.Errorf("serverInfo.version = %q; want the build's version", v)
+	}
+	res, err := cs.ListTools(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type hints struct{ readOnly, destructive, openWorld bool }
+	want := map[string]hints{
+		"git-ops":      {readOnly: true},
+		"file-read":    {readOnly: true},
+		"file-write":   {destructive: true},
+		"shell-exec":   {destructive: true, openWorld: true},
+		"http-request": {destructive: true, openWorld: true},
+	}
+	got := map[string]hints{}
+	for _, tl := range res.Tools {
+		a := tl.Annotations
+		if a == nil {
+			continue
+		}
+		got[tl.Name] = hints{a.ReadOnlyHint, a.DestructiveHint != nil && *a.DestructiveHint, a.OpenWorldHint == nil || *a.OpenWorldHint}
+		if w, ok := want[tl.Name]; ok && a.Title != tl.Title {
+			t.Errorf("%s: annotations title %q, want the display name %q (%v)", tl.Name, a.Title, tl.Title, w)
+		}
+	}
+	for name, w := range want {
+		if got[name] != w {
+			t.Errorf("%s: hints %+v; want %+v", name, got[name], w)
+		}
+	}
+	if _, ok := got["call_tool"]; !ok {
+		t.Errorf("call_tool is not offered over HTTP: %v", got)
+	}
+}

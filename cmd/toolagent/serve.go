@@ -63,9 +63,9 @@ func runServe(ctx context.Context, e env, args []string) error {
 	// MCP over streamable HTTP beside the API (api may not import
 	// mcpserver: both sit on one layer). No write timeout applies: its
 	// long-lived stream carries list_changed.
-	mcpSrv := mcpserver.New(store, disp, mcpserver.Options{Logger: log.With(slog.String("log", "mcp"))})
+	mcpSrv := mcpserver.New(store, disp, mcpserver.Options{Version: buildVersion(), Logger: log.With(slog.String("log", "mcp"))})
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", mcpHandler(mcpSrv, tokens, cfg.MaxBodyBytes))
+	mux.Handle("/mcp", mcpHandler(mcpSrv, tokens, cfg.MaxBodyBytes, splitList(cfg.MCPAllowedOrigins)))
 	mux.Handle("/", apiHandler)
 	handler := mux
 

@@ -59,13 +59,20 @@ func newCallTool() *hldp.Tool {
 func (s *Server) addMetaTools() {
 	s.find, s.call = newFindTool(), newCallTool()
 	s.mcp.AddTool(metaTool(s.find), s.findTool)
-	if s.opts.MetaOnly {
-		s.mcp.AddTool(metaTool(s.call), s.callTool)
-	}
+	// call_tool in every mode: a client that found a tool with find_tool
+	// can call it by name even before its tools/list caught up.
+	s.mcp.AddTool(metaTool(s.call), s.callTool)
 }
 
 func metaTool(t *hldp.Tool) *mcp.Tool {
-	return &mcp.Tool{Name: t.Name, Title: t.Display, Description: t.Intent, InputSchema: t.InputSchema()}
+	// find_tool only reads the catalog; call_tool can call any tool, so it
+	// gets no promise (MCP's defaults: may destroy, open world).
+	a := &mcp.ToolAnnotations{Title: t.Display, ReadOnlyHint: t.Name == FindToolName}
+	if a.ReadOnlyHint {
+		closed := false
+		a.OpenWorldHint = &closed
+	}
+	return &mcp.Tool{Name: t.Name, Title: t.Display, Description: t.Intent, InputSchema: t.InputSchema(), Annotations: a}
 }
 
 // findTool answers an intent query from the current snapshot: the

@@ -12,8 +12,9 @@
 //   - the mapping of a dispatch.Result to an MCP CallToolResult (isError,
 //     labelled stderr/error text, the whole Result as structured content),
 //     which exists here and nowhere else;
-//   - the meta-tools find_tool (intent search, 1-3 candidates) and, with
-//     Options.MetaOnly, call_tool (call any catalog tool by name), for
+//   - the meta-tools find_tool (intent search, 1-3 candidates) and
+//     call_tool (call any catalog tool by name; the only way to call with
+//     Options.MetaOnly), for
 //     catalogs too large to list;
 //   - liveness: Run watches Store.Changed, diffs what clients see, and
 //     adds/removes SDK tools, so connected clients get
@@ -259,7 +260,37 @@ func mcpTool(t *hldp.Tool) *mcp.Tool {
 		// Always {"type":"object",...} (hldp guarantees it, STYLE.md 7
 		// "MCP schema guard"); AddTool panics otherwise.
 		InputSchema: t.InputSchema(),
+		Annotations: annotations(t),
 	}
+}
+
+// annotations derives the MCP hints of t from what the runtime lets its
+// calls do, not from what the author says: a shell tool whose sandbox
+// grants no write path cannot change anything, even when an approver
+// confirms a call (read-only); one that may write can overwrite
+// (destructive); a grant of the network, or an executor that is a remote
+// server, reaches an open world. Tools of other executors get only the
+// title: their effects are the server's.
+func annotations(t *hldp.Tool) *mcp.ToolAnnotations {
+	a := &mcp.ToolAnnotations{Title: t.Display}
+	yes, no := true, false
+	switch t.Executor {
+	case hldp.Shell:
+		// The network is a write too: a request can change the far side.
+		writes := t.Sandbox.None || len(t.Sandbox.Write) > 0 || t.Sandbox.Network || t.Method == "write"
+		a.ReadOnlyHint = !writes
+		if writes {
+			a.DestructiveHint = &yes
+		}
+		if t.Sandbox.None || t.Sandbox.Network {
+			a.OpenWorldHint = &yes
+		} else {
+			a.OpenWorldHint = &no
+		}
+	case hldp.HlpdAPI, hldp.GitForgejo:
+		a.OpenWorldHint = &yes
+	}
+	return a
 }
 
 // description is the tool's intent, then its display name and why it

@@ -289,7 +289,7 @@ func TestTransports(t *testing.T) {
 			t.Logf("negotiated protocol version %s", c.cs.InitializeResult().ProtocolVersion)
 
 			t.Run("list", func(t *testing.T) {
-				want := []string{"disk-free", "find_tool", "restart-service", "shell-exec"} // remote-exec is disabled
+				want := []string{"call_tool", "disk-free", "find_tool", "restart-service", "shell-exec"} // remote-exec is disabled
 				if got := c.toolNames(t); !slices.Equal(got, want) {
 					t.Fatalf("tools/list names = %v, want %v", got, want)
 				}
