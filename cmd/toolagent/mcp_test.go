@@ -298,3 +298,54 @@ func TestMCPAnnotationsAndVersion(t *testing.T) {
 		t.Errorf("call_tool is not offered over HTTP: %v", got)
 	}
 }
+
+// TestShutdownEndsIdleMCPStreams: an open GET /mcp stream (a client's
+// notification stream, nothing running) does not hold shutdown for the
+// grace period: the daemon stops without the "grace period over" warning,
+// and the stream ends (issue 20, item 4).
+func TestShutdownEndsIdleMCPStreams(t *testing.T) {
+	tools := t.TempDir()
+	putTool(t, tools, "shell-exec", shellExec(t))
+	d := startDaemon(t, nil, "--tools", tools, "--shutdown-grace", "20s")
+	post := func(session, body string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest("POST", d.url+"/mcp", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if session != "" {
+			req.Header.Set("Mcp-Session-Id", session)
+			req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	resp := post("", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}`)
+	session := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != 200 || session == "" {
+		t.Fatalf("initialize: %d, session %q", resp.StatusCode, session)
+	}
+	post(session, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	req, _ := http.NewRequest("GET", d.url+"/mcp", nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", session)
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	stream, err := http.DefaultClient.Do(req)
+	if err != nil || stream.StatusCode != 200 {
+		t.Fatalf("GET /mcp: %v %v", stream, err)
+	}
+	ended := make(chan struct{})
+	go func() { io.Copy(io.Discard, stream.Body); close(ended) }()
+
+	if err := d.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(d.logs.String(), "grace period over") {
+		t.Errorf("an idle MCP stream held the shutdown for the grace period:\n%s", d.logs)
+	}
+	<-ended // the stream was closed, not left hanging
+}

@@ -64,8 +64,13 @@ func runServe(ctx context.Context, e env, args []string) error {
 	// mcpserver: both sit on one layer). No write timeout applies: its
 	// long-lived stream carries list_changed.
 	mcpSrv := mcpserver.New(store, disp, mcpserver.Options{Version: buildVersion(), Logger: log.With(slog.String("log", "mcp"))})
+	// An MCP client's standalone GET /mcp stream carries notifications,
+	// never a call: it ends as soon as shutdown begins instead of holding
+	// the grace period that running calls get.
+	streams, endStreams := context.WithCancel(context.Background())
+	defer endStreams()
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", mcpHandler(mcpSrv, tokens, cfg.MaxBodyBytes, splitList(cfg.MCPAllowedOrigins)))
+	mux.Handle("/mcp", endGetsOn(streams, mcpHandler(mcpSrv, tokens, cfg.MaxBodyBytes, splitList(cfg.MCPAllowedOrigins))))
 	mux.Handle("/", apiHandler)
 	handler := mux
 
@@ -94,6 +99,7 @@ func runServe(ctx context.Context, e env, args []string) error {
 		BaseContext:       func(net.Listener) context.Context { return callsCtx },
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+	srv.RegisterOnShutdown(endStreams)
 
 	g, gctx := errgroup.WithContext(ctx)
 	cr.start(gctx, g)
@@ -113,6 +119,21 @@ func runServe(ctx context.Context, e env, args []string) error {
 	cr.close() // after every goroutine that reads trees or runs calls has ended
 	log.Info("stopped")
 	return err
+}
+
+// endGetsOn ends the GET requests h serves when ctx is done (their
+// request contexts are cancelled); other methods are left alone.
+func endGetsOn(ctx context.Context, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet {
+			h.ServeHTTP(w, r)
+			return
+		}
+		rctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		defer context.AfterFunc(ctx, cancel)()
+		h.ServeHTTP(w, r.WithContext(rctx))
+	})
 }
 
 // syncer joins the reload loop's status and its trigger into api.Syncer.
