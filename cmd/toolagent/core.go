@@ -121,12 +121,6 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (*core, err
 		Approvals:     ap,
 		ShellPolicy:   sp,
 		NoQueueReason: noQueue,
-		DescribeSandbox: func(t *hldp.Tool) string {
-			if d, ok := execs[t.Executor].(interface{ DescribeGrant(*hldp.Tool) string }); ok {
-				return d.DescribeGrant(t)
-			}
-			return t.Sandbox.String()
-		},
 		// The daemon (and mcp) own the queue: approvers use the HTTP API.
 		ApproveHint: func(id string) string {
 			return fmt.Sprintf("an approver with the approve role: POST /v1/approvals/%s {\"decision\":\"approve\"} (or \"deny\"; \"params\" to approve with edits)", id)

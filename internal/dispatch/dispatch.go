@@ -69,9 +69,6 @@ type Options struct {
 	// daemon: its HTTP API; the CLI: `toolagent approvals`). nil: both are
 	// named.
 	ApproveHint func(id string) string
-	// DescribeSandbox says what an approved call of a tool may change and
-	// reach, for the approval record (nil: the declared grant as written).
-	DescribeSandbox func(*hldp.Tool) string
 	// NoQueueReason replaces the default explanation given when Approvals
 	// is nil (e.g. "the approval queue belongs to the daemon running on
 	// this state directory; call through it").
@@ -240,8 +237,8 @@ func (d *Dispatcher) hold(c Call, t *hldp.Tool, rev string, params map[string]an
 		// Once approved, the call runs with the tool's declared grant;
 		// the approver sees it before deciding.
 		in.Sandbox = t.Sandbox.String()
-		if d.opts.DescribeSandbox != nil {
-			in.Sandbox = d.opts.DescribeSandbox(t)
+		if g, ok := d.execs[t.Executor].(grantDescriber); ok {
+			in.Sandbox = g.DescribeGrant(t) // ${files_root} resolved, or "off"
 		}
 	}
 	a, err := d.opts.Approvals.CreateWith(in)
@@ -444,6 +441,13 @@ func decodeParams(raw json.RawMessage) (map[string]any, error) {
 
 // sigpipeExit is the exit code of a process killed by SIGPIPE (128+13).
 const sigpipeExit = 128 + 13
+
+// grantDescriber is an executor that says what an approved call of a tool
+// may change and reach, as the approver should see it (the shell
+// executor); for others the approval shows the declared grant.
+type grantDescriber interface {
+	DescribeGrant(*hldp.Tool) string
+}
 
 // ErrShutdown is the cause a daemon cancels its calls' context with when
 // it shuts down, so their results say cancelled: shutdown.

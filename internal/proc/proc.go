@@ -192,7 +192,15 @@ func Run(ctx context.Context, s Spec) (Outcome, error) {
 	var sb *sandboxed
 	if s.Sandbox != nil {
 		sb = &sandboxed{s: s.Sandbox}
-		if err := sb.prepare(cmd, append([]string{path}, s.Argv[1:]...), s.Grant, s.Dir); err != nil {
+		dir := s.Dir
+		if dir == "" {
+			// The daemon's own, as for an unsandboxed child; bwrap
+			// changes into it inside the sandbox.
+			if dir, err = os.Getwd(); err != nil {
+				return Outcome{}, fmt.Errorf("start %q: working directory: %w", s.Argv[0], err)
+			}
+		}
+		if err := sb.prepare(cmd, append([]string{path}, s.Argv[1:]...), s.Grant, dir); err != nil {
 			return Outcome{}, fmt.Errorf("start %q: %w", s.Argv[0], err)
 		}
 	}

@@ -277,15 +277,12 @@ func resolved(p string) string {
 }
 
 // pruneHidden drops duplicates and paths inside another hidden directory
-// (covering the directory already hides them), and paths in the private
-// /tmp, which a child never sees anyway.
+// (covering the directory already hides them). Paths under /tmp stay: the
+// working directory of a call may be shown there (see args).
 func pruneHidden(hs []hidden) []hidden {
 	slices.SortFunc(hs, func(a, b hidden) int { return strings.Compare(a.path, b.path) })
 	var out []hidden
 	for _, h := range hs {
-		if within(h.path, SandboxTmp) || within(h.path, "/var/tmp") {
-			continue
-		}
 		if slices.ContainsFunc(out, func(o hidden) bool { return o.dir && within(h.path, o.path) }) {
 			continue
 		}
@@ -367,6 +364,12 @@ func (s *Sandbox) args(g Grant, dir string, statusFD, blockFD int) []string {
 	}
 	if !g.Network {
 		a = append(a, "--unshare-net", "--tmpfs", "/run")
+	}
+	// A working directory under the private /tmp or /var/tmp (a checkout
+	// in /tmp) is shown read-only, and only it: the rest of the host's
+	// /tmp stays out of sight. What is hidden inside it is covered below.
+	if dir != "" && (within(dir, SandboxTmp) || within(dir, "/var/tmp")) {
+		a = append(a, "--ro-bind", dir, dir)
 	}
 	// Hidden paths first, then what is shown or granted inside them, then
 	// the covers are made read-only.

@@ -300,3 +300,37 @@ func TestLimitsString(t *testing.T) {
 		t.Errorf("Limits.String() = %q, want %q", got, want)
 	}
 }
+
+// TestSandboxShowsAWorkingDirectoryInTmp: a working directory under /tmp
+// (a checkout there) is visible read-only in the sandbox, and only it; a
+// hidden path inside it stays hidden, and the rest of the host's /tmp is
+// out of sight. With no Dir, the daemon's own working directory counts.
+func TestSandboxShowsAWorkingDirectoryInTmp(t *testing.T) {
+	work, other := t.TempDir(), t.TempDir()
+	must(t, os.WriteFile(filepath.Join(work, "README"), []byte("checkout"), 0o644))
+	must(t, os.MkdirAll(filepath.Join(work, "state"), 0o700))
+	must(t, os.WriteFile(filepath.Join(work, "state", "secret"), []byte("SECRET"), 0o600))
+	must(t, os.WriteFile(filepath.Join(other, "neighbour"), []byte("NEIGHBOUR"), 0o644))
+	sb := proctest.NewSandbox(t, proc.SandboxOptions{Hide: []string{filepath.Join(work, "state")}})
+	script := fmt.Sprintf(`cat README; cat state/secret; cat %s/neighbour; touch written`, other)
+	for _, tc := range []struct {
+		name string
+		dir  string
+	}{{"Dir", work}, {"the daemon's own", ""}} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.dir == "" {
+				t.Chdir(work)
+			}
+			o := mustRun(t, t.Context(), proc.Spec{Argv: []string{"/bin/bash", "-c", script}, Dir: tc.dir, Env: proc.SandboxEnv(), Timeout: 30 * time.Second, Sandbox: sb})
+			if !strings.HasPrefix(string(o.Stdout), "checkout") {
+				t.Errorf("stdout %q stderr %q; want the working directory's file", o.Stdout, o.Stderr)
+			}
+			if strings.Contains(string(o.Stdout), "SECRET") || strings.Contains(string(o.Stdout), "NEIGHBOUR") {
+				t.Errorf("stdout %q: a hidden file or another /tmp directory was visible", o.Stdout)
+			}
+			if _, err := os.Stat(filepath.Join(work, "written")); err == nil {
+				t.Errorf("the working directory in /tmp was writable")
+			}
+		})
+	}
+}
