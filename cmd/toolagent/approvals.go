@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/toolagent/toolagent/internal/approval"
@@ -106,7 +107,8 @@ func cliCaller(e env) string {
 }
 
 // runApprovals decides the approvals of the local queue, STATE/approvals,
-// as the operator on the host: the ones `toolagent call` held. A running
+// as the operator on the host: the ones `toolagent call` held, and those
+// of a running `toolagent mcp`, through its control socket. A running
 // daemon owns its state directory's queue; decide those through its API.
 func runApprovals(ctx context.Context, e env, args []string) error {
 	var c common
@@ -141,6 +143,12 @@ func runApprovals(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	st, err := openApprovals(c.state, af.ttl, af.allowSelf, slog.New(slog.NewTextHandler(e.stderr, nil)))
+	if errors.Is(err, approval.ErrLocked) {
+		// A running `toolagent mcp` owns the queue: decide through it.
+		if cc, ok := dialControl(c.state); ok {
+			return approvalsViaControl(ctx, e, cc, verb, strings.Join(rest, ""), *all, *edits)
+		}
+	}
 	if err != nil {
 		return err
 	}

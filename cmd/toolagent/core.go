@@ -61,6 +61,20 @@ const (
 	approvalsIfFree
 )
 
+// approveHint says how a held call is decided: through the daemon's API
+// (serve), or on this host with `toolagent approvals`, which reaches a
+// running `toolagent mcp` through its control socket.
+func approveHint(mode approvalMode, state string) func(id string) string {
+	if mode == approvalsIfFree { // toolagent mcp over stdio
+		return func(id string) string {
+			return fmt.Sprintf("an operator on this host, while this MCP server runs: `toolagent approvals approve %[1]s --state %[2]s` (or deny; --params to approve with edits; `toolagent approvals list --state %[2]s` shows what waits)", id, state)
+		}
+	}
+	return func(id string) string {
+		return fmt.Sprintf("an approver with the approve role: POST /v1/approvals/%s {\"decision\":\"approve\"} (or \"deny\"; \"params\" to approve with edits)", id)
+	}
+}
+
 // retryJitter is the random part of a retry's wait after a failed
 // reload: up to 20 % more, so replicas that failed together spread out.
 const retryJitter = 0.2
@@ -121,10 +135,7 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (*core, err
 		Approvals:     ap,
 		ShellPolicy:   sp,
 		NoQueueReason: noQueue,
-		// The daemon (and mcp) own the queue: approvers use the HTTP API.
-		ApproveHint: func(id string) string {
-			return fmt.Sprintf("an approver with the approve role: POST /v1/approvals/%s {\"decision\":\"approve\"} (or \"deny\"; \"params\" to approve with edits)", id)
-		},
+		ApproveHint:   approveHint(mode, c.state),
 	})
 	parseCache := openParseCache(c.state, log)
 	vocab, err := loadVocab(cfg.VocabFile)

@@ -52,6 +52,12 @@ func runMCP(ctx context.Context, e env, args []string) error {
 	g, runCtx := errgroup.WithContext(base)
 	cr.start(runCtx, g)
 	g.Go(func() error { return srv.Run(runCtx) })
+	if cr.approvals != nil {
+		// Its held calls are decided on this host while it runs.
+		g.Go(func() error {
+			return serveControl(runCtx, cr.common.state, cr.disp, log.With(slog.String("log", "approvals")))
+		})
+	}
 	g.Go(func() error {
 		defer stop(context.Canceled) // the client closed stdin: stop the loops too
 		t := &mcp.IOTransport{Reader: io.NopCloser(e.stdin), Writer: nopWriteCloser{e.stdout}}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os/user"
 	"slices"
 	"strings"
 	"testing"
@@ -348,4 +349,61 @@ func TestShutdownEndsIdleMCPStreams(t *testing.T) {
 		t.Errorf("an idle MCP stream held the shutdown for the grace period:\n%s", d.logs)
 	}
 	<-ended // the stream was closed, not left hanging
+}
+
+// TestMCPStdioApprovalsWhileRunning: a call held over stdio is decided
+// while `toolagent mcp` runs: the hint names `toolagent approvals`, which
+// finds the queue locked by the running server and decides through its
+// control socket, as the user the kernel says it is (issue 20, item 3).
+func TestMCPStdioApprovalsWhileRunning(t *testing.T) {
+	tools, state := t.TempDir(), t.TempDir()
+	putTool(t, tools, "guarded", guardedTool("run a command after an approval"))
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	logs := &syncBuffer{}
+	done := make(chan error, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		done <- run(ctx, []string{"mcp", "--tools", tools, "--state", state}, func(string) string { return "" }, inR, outW, logs)
+		outW.Close()
+	}()
+	cs, err := mcpClient(make(chan struct{}, 1)).Connect(ctx, &mcp.IOTransport{Reader: outR, Writer: inW}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v\n%s", err, logs)
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "guarded", Arguments: map[string]any{"cmd": "echo decided-while-running"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(res.StructuredContent)
+	var held dispatch.Result
+	if json.Unmarshal(b, &held) != nil || held.ApprovalID == "" || !strings.Contains(held.Suggestion, "toolagent approvals approve "+held.ApprovalID) {
+		t.Fatalf("held call = %s; want an approval id and a hint naming toolagent approvals", b)
+	}
+	pollUntil(t, "the control socket", func() bool { _, ok := dialControl(state); return ok })
+
+	out, errOut, code := cli(t, nil, "approvals", "list", "--state", state)
+	if code != 0 || !strings.Contains(out, held.ApprovalID) {
+		t.Fatalf("approvals list while mcp runs = exit %d %s %s; want the held call", code, out, errOut)
+	}
+	out, errOut, code = cli(t, nil, "approvals", "approve", held.ApprovalID, "--state", state)
+	if code != 0 || !strings.Contains(out, `"status": "executed"`) || !strings.Contains(out, "decided-while-running") {
+		t.Fatalf("approvals approve while mcp runs = exit %d %s %s; want executed with the output", code, out, errOut)
+	}
+	me, _ := user.Current()
+	if !strings.Contains(out, `"decider": "`+me.Username+`"`) {
+		t.Errorf("the decider is not the peer's user %s: %s", me.Username, out)
+	}
+	if _, _, code := cli(t, nil, "approvals", "approve", held.ApprovalID, "--state", state); code != exitRefused {
+		t.Errorf("approving again = exit %d; want %d", code, exitRefused)
+	}
+	cs.Close()
+	inW.Close()
+	if err := <-done; err != nil {
+		t.Errorf("mcp returned %v", err)
+	}
+	if _, ok := dialControl(state); ok {
+		t.Errorf("the control socket outlives the server")
+	}
 }
