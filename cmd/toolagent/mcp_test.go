@@ -1,11 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
 	"os/user"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -405,5 +409,90 @@ func TestMCPStdioApprovalsWhileRunning(t *testing.T) {
 	}
 	if _, ok := dialControl(state); ok {
 		t.Errorf("the control socket outlives the server")
+	}
+}
+
+// TestMCPWithTheTypeScriptSDK drives `toolagent mcp` (stdio) and /mcp
+// (streamable HTTP) with a client written against another implementation,
+// the official TypeScript SDK (testdata/mcp-ts-client.mjs under Debian's
+// nodejs): initialize, tools/list, a call with Chinese text, invalid
+// params as a tool error, find_tool. It needs the SDK installed: set
+// TOOLAGENT_TEST_MCP_SDK_DIR to a directory where `npm install
+// @modelcontextprotocol/sdk` ran (.ci/run does).
+func TestMCPWithTheTypeScriptSDK(t *testing.T) {
+	sdk := os.Getenv("TOOLAGENT_TEST_MCP_SDK_DIR")
+	node, err := exec.LookPath("node")
+	if sdk == "" || err != nil {
+		t.Skip("set TOOLAGENT_TEST_MCP_SDK_DIR to a directory where `npm install @modelcontextprotocol/sdk` ran, with node on PATH, to run the TypeScript SDK client (.ci/run does)")
+	}
+	script, err := filepath.Abs("testdata/mcp-ts-client.mjs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t, nil, "--tools", nativeTools(t))
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"stdio", []string{"stdio", exe, "mcp", "--tools", nativeTools(t), "--state", t.TempDir(), "--log-level", "warn"}},
+		{"http", []string{"http", d.url + "/mcp"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.CommandContext(t.Context(), node, append([]string{script}, tc.args...)...)
+			cmd.Env = append(os.Environ(), "MCP_SDK_DIR="+sdk, runMainEnv+"=1")
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("node client: %v\n%s", err, stderr.String())
+			}
+			var got struct {
+				Server struct{ Name, Version string }
+				Tools  []struct {
+					Name, Title, SchemaType string
+					Annotations             map[string]any
+				}
+				Call struct {
+					IsError bool
+					Text    string
+				}
+				Bad  struct{ IsError bool }
+				Find struct {
+					Found      bool
+					Candidates []struct{ Name string }
+				}
+			}
+			if err := json.Unmarshal(out, &got); err != nil {
+				t.Fatalf("client output %q: %v", out, err)
+			}
+			if got.Server.Name != "toolagent" || got.Server.Version == "" || got.Server.Version == "dev" {
+				t.Errorf("serverInfo = %+v; want toolagent and the build's version", got.Server)
+			}
+			names := map[string]bool{}
+			for _, tl := range got.Tools {
+				names[tl.Name] = true
+				if tl.SchemaType != "object" || tl.Annotations == nil {
+					t.Errorf("tool %s: inputSchema type %q, annotations %v; want an object schema and annotations", tl.Name, tl.SchemaType, tl.Annotations)
+				}
+			}
+			for _, want := range []string{"shell-exec", "git-ops", "file-read", "file-write", "http-request", "find_tool", "call_tool"} {
+				if !names[want] {
+					t.Errorf("tools/list lacks %s: %v", want, names)
+				}
+			}
+			if got.Call.IsError || got.Call.Text != "你好\n" {
+				t.Errorf("call shell-exec echo 你好 = %+v; want the raw output", got.Call)
+			}
+			if !got.Bad.IsError {
+				t.Errorf("a call with unknown params was not a tool error")
+			}
+			if !got.Find.Found || len(got.Find.Candidates) == 0 || got.Find.Candidates[0].Name != "git-ops" {
+				t.Errorf("find_tool 查看最近的提交记录 = %+v; want git-ops first", got.Find)
+			}
+		})
 	}
 }
