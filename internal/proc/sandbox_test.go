@@ -17,11 +17,14 @@ import (
 	"github.com/toolagent/toolagent/internal/proc/proctest"
 )
 
-// bash runs script under /bin/bash in sb with grant g.
+// bash runs script under /bin/bash in sb with grant g, in /: the test's
+// own working directory may be under /tmp, and would then be shown there
+// (TestSandboxShowsAWorkingDirectoryInTmp).
 func bash(t *testing.T, sb *proc.Sandbox, g proc.Grant, script string) proc.Outcome {
 	t.Helper()
 	return mustRun(t, t.Context(), proc.Spec{
 		Argv:    []string{"/bin/bash", "-c", script},
+		Dir:     "/",
 		Env:     proc.SandboxEnv(),
 		Timeout: 30 * time.Second,
 		Sandbox: sb,
