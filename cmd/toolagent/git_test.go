@@ -1008,3 +1008,62 @@ func TestStaleSurvivesARestart(t *testing.T) {
 		}
 	})
 }
+
+// TestGitProvenance: a tool's revision is the commit at which the daemon
+// first served its current definition, kept while each sync moves the
+// branch one commit forward; when a sync brings several commits, or
+// history was rewritten, every tool cites the new head (the clone is one
+// commit deep: the head is the commit known to hold the definition). A
+// restart at the same head keeps the revisions (issue 12, item 9).
+func TestGitProvenance(t *testing.T) {
+	r := newGitRepo(t)
+	r.write("tools/alpha/TOOL.hdlp", versionTool("alpha", "a1"))
+	c1 := r.commit("alpha")
+	state := t.TempDir()
+	d := startDaemon(t, nil, "--repo", r.url(), "--schedule", "off", "--state", state)
+	d.waitRev(t, c1)
+
+	// One commit forward: alpha still cites c1.
+	r.write("tools/beta/TOOL.hdlp", versionTool("beta", "b1"))
+	c2 := r.commit("beta")
+	d.syncNow(t)
+	d.waitRev(t, c2)
+	d.callVersion(t, "one commit", "alpha", "a1", c1)
+	d.callVersion(t, "one commit", "beta", "b1", c2)
+
+	// Two commits in one fetch: every tool cites the head.
+	r.write("tools/gamma/TOOL.hdlp", versionTool("gamma", "g1"))
+	r.run(r.work, "add", "-A")
+	r.run(r.work, "commit", "--quiet", "-m", "gamma")
+	r.write("tools/beta/TOOL.hdlp", versionTool("beta", "b2"))
+	c4 := r.commit("beta v2")
+	d.syncNow(t)
+	d.waitRev(t, c4)
+	for _, tc := range []struct{ name, version string }{{"alpha", "a1"}, {"beta", "b2"}, {"gamma", "g1"}} {
+		d.callVersion(t, "two commits at once", tc.name, tc.version, c4)
+	}
+
+	// A rewrite: back to c1, a new commit. alpha, unchanged since c1, must
+	// not cite a commit the branch lost (c4), nor keep anything older.
+	r.run(r.work, "reset", "--quiet", "--hard", c1)
+	r.write("tools/delta/TOOL.hdlp", versionTool("delta", "d1"))
+	c5 := r.commit("rewritten")
+	d.syncNow(t)
+	d.waitRev(t, c5)
+	d.callVersion(t, "rewrite", "alpha", "a1", c5)
+	d.callVersion(t, "rewrite", "delta", "d1", c5)
+
+	// One commit forward again, then a restart at that head: kept.
+	r.write("tools/delta/TOOL.hdlp", versionTool("delta", "d2"))
+	c6 := r.commit("delta v2")
+	d.syncNow(t)
+	d.waitRev(t, c6)
+	d.callVersion(t, "after the rewrite, one commit", "alpha", "a1", c5)
+	if err := d.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	d2 := startDaemon(t, nil, "--repo", r.url(), "--schedule", "off", "--state", state)
+	d2.waitRev(t, c6)
+	d2.callVersion(t, "restart", "alpha", "a1", c5)
+	d2.callVersion(t, "restart", "delta", "d2", c6)
+}

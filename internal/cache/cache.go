@@ -52,10 +52,15 @@ type Cache struct {
 	listTree string
 	listing  map[string]string
 
-	// lastGood maps a definition file's path to the blob hash of its last
-	// version that loaded, so a file that breaks serves its last good
-	// definition (stale) across a restart too. Replaced whole.
-	lastGood map[string]string
+	// lastGood maps a definition file's path to the version of it the
+	// last build served: its blob hash (the last version that loaded, for
+	// a stale one) and the revision it cited, so a file that breaks serves
+	// its last good definition across a restart too, citing what it did.
+	// Replaced whole.
+	lastGood map[string]Served
+	// head is the revision of the last build of a git tree (SetHead), so
+	// a restart knows whether the branch moved on from it.
+	head string
 
 	hits, misses atomic.Int64
 }
@@ -90,7 +95,7 @@ func (c *Cache) Put(k Key, o Outcome) {
 func (c *Cache) Retain(keep map[Key]bool) {
 	c.mu.Lock()
 	for k := range c.m {
-		if !keep[k] && c.lastGood[k.Path] != k.Blob {
+		if !keep[k] && c.lastGood[k.Path].Blob != k.Blob {
 			delete(c.m, k)
 			c.dirty = true
 		}
@@ -141,35 +146,56 @@ func (c *Cache) Listing(tree string) (blobs map[string]string, ok bool) {
 	return c.listing, true
 }
 
-// SetLastGood records, for each definition file's path, the blob hash of
-// its last version that loaded (replacing what was recorded). Retain keeps
-// their outcomes.
-func (c *Cache) SetLastGood(blobs map[string]string) {
+// Served is the version of a definition file a build served: its blob
+// hash and the revision it cited.
+type Served struct {
+	Blob, Rev string
+}
+
+// SetLastGood records, for each definition file's path, the version the
+// last build served (replacing what was recorded). Retain keeps their
+// outcomes.
+func (c *Cache) SetLastGood(served map[string]Served) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if maps.Equal(blobs, c.lastGood) {
+	if maps.Equal(served, c.lastGood) {
 		return
 	}
-	c.lastGood = maps.Clone(blobs)
+	c.lastGood = maps.Clone(served)
 	c.dirty = true
 }
 
-// LastGood returns the outcome of the last version of the file at path
-// that loaded, with its key; ok is false when none is recorded (or its
-// outcome is gone).
-func (c *Cache) LastGood(path string) (Key, Outcome, bool) {
+// LastGood returns the version of the file at path the last build served,
+// with its outcome; ok is false when none is recorded (or its outcome is
+// gone).
+func (c *Cache) LastGood(path string) (Served, Outcome, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	blob, ok := c.lastGood[path]
+	v, ok := c.lastGood[path]
 	if !ok {
-		return Key{}, Outcome{}, false
+		return Served{}, Outcome{}, false
 	}
-	k := Key{Path: path, Blob: blob}
-	o, ok := c.m[k]
+	o, ok := c.m[Key{Path: path, Blob: v.Blob}]
 	if !ok || o.Tool == nil {
-		return Key{}, Outcome{}, false
+		return Served{}, Outcome{}, false
 	}
-	return k, o, true
+	return v, o, true
+}
+
+// SetHead records the revision the last build of a git tree was of.
+func (c *Cache) SetHead(rev string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if rev != c.head {
+		c.head, c.dirty = rev, true
+	}
+}
+
+// Head returns what SetHead recorded ("" for nothing).
+func (c *Cache) Head() string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.head
 }
 
 // Len is the number of stored outcomes.

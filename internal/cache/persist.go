@@ -33,8 +33,8 @@ type fileEntry struct {
 	Rev   string             // Outcome.Rev
 }
 
-// fileListing is Cache's listing on disk, after the entries; the last good
-// versions ([]Key, sorted by path) follow it. Files written before either
+// fileListing is Cache's listing on disk, after the entries; fileLast
+// follows it. Files written before either
 // existed end earlier; they load without them.
 type fileListing struct {
 	Tree string
@@ -126,19 +126,31 @@ func Open(path string) (*Cache, error) {
 			c.listing[k.Path] = k.Blob
 		}
 	}
-	var lg []Key
-	switch err := dec.Decode(&lg); {
+	var last fileLast
+	switch err := dec.Decode(&last); {
 	case errors.Is(err, io.EOF):
 		// Written before last good versions were kept.
 	case err != nil:
 		return c, fmt.Errorf("cache: the last good versions in %s are corrupt (ignored): %w", path, err)
 	default:
-		c.lastGood = make(map[string]string, len(lg))
-		for _, k := range lg {
-			c.lastGood[k.Path] = k.Blob
+		c.lastGood = make(map[string]Served, len(last.Good))
+		for _, g := range last.Good {
+			c.lastGood[g.Path] = Served{Blob: g.Blob, Rev: g.Rev}
 		}
+		c.head = last.Head
 	}
 	return c, nil
+}
+
+// fileLast follows the listing: the last good version of each definition
+// file, sorted by path, and the head of the last build of a git tree.
+type fileLast struct {
+	Good []fileServed
+	Head string
+}
+
+type fileServed struct {
+	Path, Blob, Rev string
 }
 
 // Save writes the cache to the file it was opened from, atomically (a
@@ -170,13 +182,13 @@ func (c *Cache) Save() error {
 	for p, b := range c.listing {
 		l.Keys = append(l.Keys, Key{Path: p, Blob: b})
 	}
-	lg := make([]Key, 0, len(c.lastGood))
-	for p, b := range c.lastGood {
-		lg = append(lg, Key{Path: p, Blob: b})
+	last := fileLast{Good: make([]fileServed, 0, len(c.lastGood)), Head: c.head}
+	for p, v := range c.lastGood {
+		last.Good = append(last.Good, fileServed{Path: p, Blob: v.Blob, Rev: v.Rev})
 	}
 	c.mu.RUnlock()
 	slices.SortFunc(l.Keys, func(a, b Key) int { return strings.Compare(a.Path, b.Path) })
-	slices.SortFunc(lg, func(a, b Key) int { return strings.Compare(a.Path, b.Path) })
+	slices.SortFunc(last.Good, func(a, b fileServed) int { return strings.Compare(a.Path, b.Path) })
 	l.Sum = listingSum(l.Tree, l.Keys)
 
 	registerValueTypes()
@@ -191,7 +203,7 @@ func (c *Cache) Save() error {
 	if err := enc.Encode(l); err != nil {
 		return fmt.Errorf("cache: encode: %w", err)
 	}
-	if err := enc.Encode(lg); err != nil {
+	if err := enc.Encode(last); err != nil {
 		return fmt.Errorf("cache: encode: %w", err)
 	}
 	if err := os.MkdirAll(filepath.Dir(c.path), 0o750); err != nil {

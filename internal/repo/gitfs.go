@@ -164,7 +164,11 @@ func newGitTree(clonePath string, commit plumbing.Hash, sub string, prev *Tree) 
 		return nil, err
 	}
 	fsys := &gitFS{o: o, root: root}
-	return &Tree{fsys: fsys, rev: commit.String(), treeHash: root.String(), hash: fsys.blobHash}, nil
+	parents := make([]string, len(c.ParentHashes))
+	for i, h := range c.ParentHashes {
+		parents[i] = h.String()
+	}
+	return &Tree{fsys: fsys, rev: commit.String(), treeHash: root.String(), hash: fsys.blobHash, parents: parents, isGit: true}, nil
 }
 
 // gitFS is an fs.FS over a tree object. Directories are decoded when opened

@@ -10,7 +10,14 @@ type Tree struct {
 	rev      string
 	treeHash string // git tree hash of the sub-tree; "" for local trees
 	hash     func(name string) (string, error)
+	parents  []string // the commit's parents, for git trees
+	isGit    bool
 }
+
+// Parents returns the parent commits of a git tree's commit, and true; for
+// a local tree nil and false. The clone is one commit deep, so these are
+// hashes only: nothing older is there to read.
+func (t *Tree) Parents() ([]string, bool) { return t.parents, t.isGit }
 
 // FS returns the files of the sub-tree. Paths are relative to the sub-tree
 // root and slash-separated, as fs.FS requires (e.g. "shell-exec/TOOL.hdlp").

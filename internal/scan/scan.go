@@ -136,6 +136,7 @@ func Build(prev *catalog.Snapshot, t Tree, c *cache.Cache, opts Options) (*catal
 			}
 		}
 	}
+	carry := carries(t, prev, c, rev)
 	seen := make(map[cache.Key]bool)
 	var entries []catalog.Entry
 	declared := map[string][]string{} // declared tool name -> folders
@@ -158,7 +159,7 @@ func Build(prev *catalog.Snapshot, t Tree, c *cache.Cache, opts Options) (*catal
 		if !isDir {
 			continue // README.md and other files beside the tool folders
 		}
-		e, key, declName, problem := scanOne(prev, t, blobHash, c, opts, name, rev, &rep)
+		e, key, declName, problem := scanOne(prev, t, blobHash, c, opts, name, rev, carry, &rep)
 		if problem != nil {
 			rep.Problems = append(rep.Problems, problem)
 		}
@@ -201,15 +202,20 @@ func Build(prev *catalog.Snapshot, t Tree, c *cache.Cache, opts Options) (*catal
 	if c != nil {
 		// The definition each entry serves (a stale one's last good
 		// version) outlives this build in the cache, for a restart.
-		good := make(map[string]string, len(entries))
+		good := make(map[string]cache.Served, len(entries))
 		for _, e := range entries {
 			if e.Tool != nil && e.File != "" && e.Blob != "" {
-				good[e.File] = e.Blob
+				good[e.File] = cache.Served{Blob: e.Blob, Rev: e.Rev}
 			}
 		}
 		c.SetLastGood(good)
 		c.Retain(seen)
 		c.SetListing(treeHash, seen)
+		if pt, ok := t.(interface{ Parents() ([]string, bool) }); ok {
+			if _, isGit := pt.Parents(); isGit {
+				c.SetHead(rev)
+			}
+		}
 	}
 	return catalog.New(rev, entries, opts.Catalog), rep, nil
 }
@@ -217,7 +223,7 @@ func Build(prev *catalog.Snapshot, t Tree, c *cache.Cache, opts Options) (*catal
 // scanOne scans the folder name, asking blobHash (t's, or the cache's
 // listing of t) for its definition's blob hash. It returns the entry (Name empty for none),
 // the cache key used, the tool name the file declares, and a problem.
-func scanOne(prev *catalog.Snapshot, t Tree, blobHash func(string) (string, error), c *cache.Cache, opts Options, name, rev string, rep *Report) (catalog.Entry, cache.Key, string, error) {
+func scanOne(prev *catalog.Snapshot, t Tree, blobHash func(string) (string, error), c *cache.Cache, opts Options, name, rev string, carry bool, rep *Report) (catalog.Entry, cache.Key, string, error) {
 	fsys := t.FS()
 	rel := name + "/" + hldp.FileName
 	display := opts.Prefix + rel
@@ -237,7 +243,7 @@ func scanOne(prev *catalog.Snapshot, t Tree, blobHash func(string) (string, erro
 	// revision it came from.
 	if p, ok := lookupPrev(prev, name); ok && p.Blob == blob && p.LoadErr == nil && p.Tool != nil {
 		rep.Reused++
-		e.Tool, e.Rev, e.Status = p.Tool, p.Rev, catalog.Enabled
+		e.Tool, e.Rev, e.Status = p.Tool, cited(carry, p.Rev, rev), catalog.Enabled
 		return e, key, p.Tool.Name, nil
 	}
 	var out cache.Outcome
@@ -269,8 +275,49 @@ func scanOne(prev *catalog.Snapshot, t Tree, blobHash func(string) (string, erro
 	}
 	// A cached outcome keeps the revision its bytes were first parsed at,
 	// so provenance survives a restart (prev is nil then).
-	e.Tool, e.Rev, e.Status = out.Tool, cmp.Or(out.Rev, rev), catalog.Enabled
+	// Provenance across a restart (no prev): what the last build cited for
+	// these very bytes, else the revision they were first parsed at.
+	was := cmp.Or(out.Rev, rev)
+	if c != nil && prev == nil {
+		if v, _, ok := c.LastGood(rel); ok && v.Blob == blob && v.Rev != "" {
+			was = v.Rev
+		}
+	}
+	e.Tool, e.Rev, e.Status = out.Tool, cited(carry, was, rev), catalog.Enabled
 	return e, key, out.Tool.Name, nil
+}
+
+// cited is the revision an unchanged definition cites: the one it was
+// first served at (was) while the branch only moved forward (carry), else
+// the head. See Build.
+func cited(carry bool, was, head string) string {
+	if carry {
+		return was
+	}
+	return head
+}
+
+// carries reports whether the revisions definitions cite may carry over
+// to the build of t (see Build): always for trees that are not git
+// commits; for a git commit, when it is the previous build's head or that
+// head's child.
+func carries(t Tree, prev *catalog.Snapshot, c *cache.Cache, rev string) bool {
+	pt, ok := t.(interface{ Parents() ([]string, bool) })
+	if !ok {
+		return true
+	}
+	parents, isGit := pt.Parents()
+	if !isGit {
+		return true
+	}
+	last := ""
+	switch {
+	case prev != nil:
+		last = prev.Rev()
+	case c != nil:
+		last = c.Head()
+	}
+	return last != "" && (last == rev || slices.Contains(parents, last))
 }
 
 func lookupPrev(prev *catalog.Snapshot, name string) (catalog.Entry, bool) {
@@ -287,8 +334,8 @@ func failOrStale(prev *catalog.Snapshot, c *cache.Cache, e catalog.Entry, err er
 	e.LoadErr = err
 	p, ok := lookupPrev(prev, e.Name)
 	if (!ok || p.Tool == nil) && c != nil {
-		if k, o, found := c.LastGood(e.File); found {
-			p, ok = catalog.Entry{Tool: o.Tool, Rev: o.Rev, Blob: k.Blob}, true
+		if v, o, found := c.LastGood(e.File); found {
+			p, ok = catalog.Entry{Tool: o.Tool, Rev: v.Rev, Blob: v.Blob}, true
 		}
 	}
 	if ok && p.Tool != nil {
