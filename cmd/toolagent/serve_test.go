@@ -342,6 +342,11 @@ func TestServe500Calls(t *testing.T) {
 	putTool(t, tools, "fast", testTool("fast", "intent: echo\nmethod: run\nexecutor: shell\nargv: [echo, \"{n}\"]\nparams_schema:\n  n: { type: integer, required: true, description: n }\n"))
 	putTool(t, tools, "failing", testTool("failing", "intent: fail\nmethod: run\nexecutor: shell\nargv: [sh, -c, \"echo no >&2; exit 7\"]\nparams_schema: {}\n"))
 	putTool(t, tools, "slow", testTool("slow", "intent: hang\nmethod: run\nexecutor: shell\nargv: [sleep, \""+marker+"\"]\nparams_schema: {}\nconstraints:\n  timeout_ms: 300\n"))
+	putTool(t, tools, "long", testTool("long", "intent: print too much\nmethod: run\nexecutor: shell\nargv: [seq, \"1\", \"200\"]\nparams_schema: {}\nconstraints:\n  max_output_bytes: 64\n"))
+	seqOut := ""
+	for i := 1; i <= 200; i++ {
+		seqOut += strconv.Itoa(i) + "\n"
+	}
 
 	goroutinesBefore := runtime.NumGoroutine()
 	d := startDaemon(t, nil, "--tools", tools, "--max-concurrent", "400")
@@ -361,13 +366,15 @@ func TestServe500Calls(t *testing.T) {
 			defer wg.Done()
 			var code int
 			var res dispatch.Result
-			switch i % 3 {
+			switch i % 4 {
 			case 0:
 				code, res = d.call(t, "fast", map[string]any{"n": i})
 			case 1:
 				code, res = d.call(t, "failing", nil)
 			case 2:
 				code, res = d.call(t, "slow", nil)
+			case 3:
+				code, res = d.call(t, "long", nil)
 			}
 			results <- outcome{i, code, res}
 		}()
@@ -385,15 +392,18 @@ func TestServe500Calls(t *testing.T) {
 			continue
 		}
 		var ok bool
-		switch o.i % 3 {
+		switch o.i % 4 {
 		case 0:
-			ok = o.code == 200 && o.res.Status == dispatch.Success && o.res.Output == fmt.Sprintf("%d\n", o.i)
+			ok = o.code == 200 && o.res.Status == dispatch.Success && o.res.Output == fmt.Sprintf("%d\n", o.i) && o.res.ExitCode == 0 && !o.res.Truncated
 		case 1:
-			ok = o.code == 200 && o.res.Status == dispatch.Error && o.res.ExitCode == 7 && o.res.Stderr == "no\n"
+			ok = o.code == 200 && o.res.Status == dispatch.Error && o.res.ExitCode == 7 && o.res.Stderr == "no\n" && o.res.Output == ""
 		case 2:
-			// Under this load a 300ms timeout can fire before the process
-			// is even started; that too is a timeout.
-			ok = o.code == 200 && o.res.Status == dispatch.Timeout
+			// The timeout counts from the start of the process, so the
+			// process ran and was killed: a signal's exit code.
+			ok = o.code == 200 && o.res.Status == dispatch.Timeout && o.res.ExitCode > 128
+		case 3:
+			ok = o.code == 200 && o.res.Status == dispatch.Success && o.res.Truncated && o.res.Output == seqOut[:64] &&
+				o.res.OutputBytes == int64(len(seqOut)) && o.res.ExitCode == 0
 		}
 		if !ok {
 			t.Errorf("call %d (tool %s) = HTTP %d %+v; wrong result", o.i, o.res.Tool, o.code, o.res)
