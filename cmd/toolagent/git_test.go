@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -1066,4 +1067,51 @@ func TestGitProvenance(t *testing.T) {
 	d2.waitRev(t, c6)
 	d2.callVersion(t, "restart", "alpha", "a1", c5)
 	d2.callVersion(t, "restart", "delta", "d2", c6)
+}
+
+// TestGitBackoffHoldsTheSchedule: with a 1 s schedule and the git server
+// failing, the daemon does not ask it again at every tick while it backs
+// off (status says when the next retry is, and that is when it comes);
+// POST /v1/sync still goes through at once (issue 12, item 8).
+func TestGitBackoffHoldsTheSchedule(t *testing.T) {
+	r := newGitRepo(t)
+	r.write("tools/alpha/TOOL.hdlp", versionTool("alpha", "a1"))
+	c1 := r.commit("alpha")
+	var requests atomic.Int64
+	var failing atomic.Bool
+	real := r.handler
+	r.handler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		requests.Add(1)
+		if failing.Load() {
+			http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
+			return
+		}
+		real.ServeHTTP(w, req)
+	})
+	r.stop()
+	r.start()
+	d := startDaemon(t, nil, "--repo", r.url(), "--schedule", "@every 1s", "--reload-retry-min", "1h", "--reload-retry-max", "1h")
+	d.waitRev(t, c1)
+
+	failing.Store(true)
+	r.write("tools/alpha/TOOL.hdlp", versionTool("alpha", "a2"))
+	r.commit("alpha v2")
+	// The next tick fails; from then on the daemon backs off for an hour.
+	pollUntil(t, "a failed sync", func() bool { return d.status(t).Failures > 0 })
+	st := d.status(t)
+	if st.Next.IsZero() || time.Until(st.Next) < 50*time.Minute {
+		t.Fatalf("after a failure the next retry is %v; want about an hour away", st.Next)
+	}
+	n := requests.Load()
+	// Three more ticks of the schedule pass (next_sync moves on each).
+	for range 3 {
+		before := d.status(t).NextSync
+		pollUntil(t, "the next schedule tick", func() bool { return d.status(t).NextSync.After(before) })
+	}
+	if got := requests.Load(); got != n {
+		t.Errorf("%d requests reached the failing server during the backoff; want none (ticks wait for the retry)", got-n)
+	}
+	// A manual sync still asks at once.
+	d.syncNow(t)
+	pollUntil(t, "the manual sync to reach the server", func() bool { return requests.Load() > n })
 }
