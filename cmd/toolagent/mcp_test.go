@@ -97,37 +97,61 @@ params_schema:
 	}
 }
 
+// mcpStdio is `toolagent mcp` running in-process on pipes, with an SDK
+// client connected to it, as an MCP client that spawns the process would.
+type mcpStdio struct {
+	cs   *mcp.ClientSession
+	in   *io.PipeWriter
+	done chan error
+	logs *syncBuffer
+}
+
+// startMCPStdio runs `toolagent mcp args...` and connects a client whose
+// list_changed notifications go to listChanged.
+func startMCPStdio(t *testing.T, listChanged chan struct{}, args ...string) *mcpStdio {
+	t.Helper()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	m := &mcpStdio{in: inW, done: make(chan error, 1), logs: &syncBuffer{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() {
+		m.done <- run(ctx, append([]string{"mcp"}, args...), func(string) string { return "" }, inR, outW, m.logs)
+		outW.Close()
+	}()
+	cs, err := mcpClient(listChanged).Connect(ctx, &mcp.IOTransport{Reader: outR, Writer: inW}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v\n%s", err, m.logs)
+	}
+	m.cs = cs
+	return m
+}
+
+// close closes the client and stdin, as a client that goes away does,
+// and returns what mcp returned, failing after 15 s.
+func (m *mcpStdio) close(t *testing.T) error {
+	t.Helper()
+	m.cs.Close()
+	m.in.Close()
+	select {
+	case err := <-m.done:
+		return err
+	case <-time.After(15 * time.Second):
+		t.Fatalf("mcp did not return after stdin closed\n%s", m.logs)
+		return nil
+	}
+}
+
 // TestMCPStdio runs `toolagent mcp` in-process on pipes and drives it with
 // the SDK's client, as an MCP client that spawns the process would.
 func TestMCPStdio(t *testing.T) {
 	tools := t.TempDir()
 	putTool(t, tools, "shell-exec", shellExec(t))
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	logs := &syncBuffer{}
-	done := make(chan error, 1)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		done <- run(ctx, []string{"mcp", "--tools", tools, "--state", t.TempDir(), "--reload-debounce", "20ms"},
-			func(string) string { return "" }, inR, outW, logs)
-		outW.Close()
-	}()
 	listChanged := make(chan struct{}, 1)
-	cs, err := mcpClient(listChanged).Connect(ctx, &mcp.IOTransport{Reader: outR, Writer: inW}, nil)
-	if err != nil {
-		t.Fatalf("connect: %v\n%s", err, logs)
-	}
-	checkMCPSession(t, cs, listChanged, tools)
-	cs.Close()
-	inW.Close() // the client went away: stdin ends, mcp returns
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("mcp returned %v after stdin closed", err)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatalf("mcp did not return after stdin closed\n%s", logs)
+	m := startMCPStdio(t, listChanged, "--tools", tools, "--state", t.TempDir(), "--reload-debounce", "20ms")
+	checkMCPSession(t, m.cs, listChanged, tools)
+	if err := m.close(t); err != nil { // the client went away: stdin ends, mcp returns
+		t.Errorf("mcp returned %v after stdin closed", err)
 	}
 }
 
@@ -362,20 +386,8 @@ func TestShutdownEndsIdleMCPStreams(t *testing.T) {
 func TestMCPStdioApprovalsWhileRunning(t *testing.T) {
 	tools, state := t.TempDir(), t.TempDir()
 	putTool(t, tools, "guarded", guardedTool("run a command after an approval"))
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	logs := &syncBuffer{}
-	done := make(chan error, 1)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		done <- run(ctx, []string{"mcp", "--tools", tools, "--state", state}, func(string) string { return "" }, inR, outW, logs)
-		outW.Close()
-	}()
-	cs, err := mcpClient(make(chan struct{}, 1)).Connect(ctx, &mcp.IOTransport{Reader: outR, Writer: inW}, nil)
-	if err != nil {
-		t.Fatalf("connect: %v\n%s", err, logs)
-	}
+	m := startMCPStdio(t, make(chan struct{}, 1), "--tools", tools, "--state", state)
+	cs, ctx := m.cs, t.Context()
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "guarded", Arguments: map[string]any{"cmd": "echo decided-while-running"}})
 	if err != nil {
 		t.Fatal(err)
@@ -402,9 +414,7 @@ func TestMCPStdioApprovalsWhileRunning(t *testing.T) {
 	if _, _, code := cli(t, nil, "approvals", "approve", held.ApprovalID, "--state", state); code != exitRefused {
 		t.Errorf("approving again = exit %d; want %d", code, exitRefused)
 	}
-	cs.Close()
-	inW.Close()
-	if err := <-done; err != nil {
+	if err := m.close(t); err != nil {
 		t.Errorf("mcp returned %v", err)
 	}
 	if _, ok := dialControl(state); ok {
