@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -85,6 +86,14 @@ func (p *parser) argv(n *yaml.Node, field string, t *Tool) []ArgvItem {
 	for i, c := range n.Content {
 		f := fmt.Sprintf("%s[%d]", field, i)
 		switch c.Kind {
+		case yaml.MappingNode:
+			if i == 0 {
+				p.add(c, f, "", "the program as a plain word", describe(c), "")
+				continue
+			}
+			if it, ok := p.argvCond(c, f, params); ok {
+				out = append(out, it)
+			}
 		case yaml.SequenceNode:
 			if i == 0 {
 				p.add(c, f, "", "the program as a plain word", describe(c), "")
@@ -126,6 +135,84 @@ func (p *parser) argv(n *yaml.Node, field string, t *Tool) []ArgvItem {
 		}
 	}
 	return out
+}
+
+// argvCond parses a conditional group, {if: {PARAM: [VALUES]}, then:
+// [WORDS]}: PARAM a declared string param, each value one it may have
+// (one of its enum when it has one), WORDS as in a group.
+func (p *parser) argvCond(n *yaml.Node, field string, params map[string]Param) (ArgvItem, bool) {
+	var it ArgvItem
+	ok := true
+	entries := p.mapping(n, field, []string{"if", "then"})
+	have := map[string]bool{}
+	for _, e := range entries {
+		have[e.key] = true
+		switch e.key {
+		case "if":
+			if e.v.Kind != yaml.MappingNode || len(e.v.Content) != 2 {
+				p.add(e.v, e.field, "", "a mapping of one string param to the list of its values that keep the group, like {op: [branch, tag]}", describe(e.v), "")
+				ok = false
+				continue
+			}
+			name, vals := e.v.Content[0].Value, e.v.Content[1]
+			vf := e.field + "." + name
+			pr, declared := params[name]
+			switch {
+			case !declared:
+				p.add(e.v.Content[0], vf, "condition on an undeclared param", "a param declared in params_schema", strconv.Quote(name), didYouMean(name, paramNames(params)))
+				ok = false
+				continue
+			case pr.Type != TypeString:
+				p.add(e.v.Content[0], vf, "condition on a non-string param", "a string param", "type "+string(pr.Type), "")
+				ok = false
+				continue
+			}
+			if vals.Kind != yaml.SequenceNode || len(vals.Content) == 0 {
+				p.add(vals, vf, "", "a non-empty list of values", describe(vals), "")
+				ok = false
+				continue
+			}
+			cond := &ArgvCond{Param: name}
+			for j, v := range vals.Content {
+				s, good := p.str(v, fmt.Sprintf("%s[%d]", vf, j), "a value of "+name, false)
+				if !good {
+					ok = false
+					continue
+				}
+				if len(pr.Enum) > 0 && !slices.Contains(pr.Enum, any(s)) {
+					p.add(v, fmt.Sprintf("%s[%d]", vf, j), "not one of the param's enum values", fmt.Sprintf("one of %v", pr.Enum), strconv.Quote(s), "")
+					ok = false
+					continue
+				}
+				cond.Values = append(cond.Values, s)
+			}
+			it.If = cond
+		case "then":
+			if e.v.Kind != yaml.SequenceNode || len(e.v.Content) == 0 {
+				p.add(e.v, e.field, "", "a list of one or more words", describe(e.v), "")
+				ok = false
+				continue
+			}
+			for j, w := range e.v.Content {
+				gf := fmt.Sprintf("%s[%d]", e.field, j)
+				if w.Kind == yaml.SequenceNode || w.Kind == yaml.MappingNode {
+					p.add(w, gf, "groups may not nest", "a word", describe(w), "")
+					ok = false
+					continue
+				}
+				s, good := p.argvWord(w, gf, params)
+				ok = ok && good
+				it.Group = append(it.Group, s)
+			}
+		}
+	}
+	for _, k := range []string{"if", "then"} {
+		if !have[k] {
+			p.add(n, field+"."+k, "missing required field", "a conditional group has if and then", "", "")
+			ok = false
+		}
+	}
+	return it, ok && it.If != nil && len(it.Group) > 0
 }
 
 // argvWord checks one word of the template: a scalar (numbers and booleans
@@ -180,6 +267,8 @@ func paramNames(m map[string]Param) []string {
 //     within that one element, and dropped if any param it names has no value.
 //   - A group is kept only if every param it references has a value; else
 //     all its words are dropped.
+//   - A conditional group ({if: {p: [v1, v2]}, then: [...]}) is kept only
+//     when p has one of those values, and then like a group.
 //
 // Values are formatted as: strings as they are, integers in decimal,
 // numbers with strconv 'g', booleans true/false, objects (and other
@@ -197,6 +286,11 @@ func (t *Tool) RenderArgv(params map[string]any) ([]string, error) {
 	}
 	out := make([]string, 0, len(t.Argv))
 	for i, it := range t.Argv {
+		if it.If != nil {
+			if v, _ := params[it.If.Param].(string); !slices.Contains(it.If.Values, v) {
+				continue
+			}
+		}
 		if it.Group != nil {
 			var words []string
 			keep := true

@@ -172,3 +172,56 @@ func TestParseWord(t *testing.T) {
 		}
 	}
 }
+
+// condTool has a conditional group: branch and tag only ever list.
+const condTool = `name: g
+display: G
+intent: git, read-only
+method: run
+executor: shell
+params_schema:
+  op: { type: string, required: true, enum: [log, branch, tag] }
+  ref: { type: string }
+author: a
+created: 2026-05-31
+why: tests
+argv:
+  - git
+  - "{op}"
+  - { if: { op: [branch, tag] }, then: ["--list"] }
+  - ["{ref}"]
+`
+
+func TestRenderArgvConditional(t *testing.T) {
+	tool := mustParse(t, "g.hdlp", condTool)
+	for _, tc := range []struct {
+		params map[string]any
+		want   []string
+	}{
+		{map[string]any{"op": "branch", "ref": "evil"}, []string{"git", "branch", "--list", "evil"}},
+		{map[string]any{"op": "tag"}, []string{"git", "tag", "--list"}},
+		{map[string]any{"op": "log", "ref": "HEAD~3"}, []string{"git", "log", "HEAD~3"}},
+	} {
+		got, err := tool.RenderArgv(tc.params)
+		if err != nil || !cmp.Equal(got, tc.want) {
+			t.Errorf("RenderArgv(%v) = %q, %v; want %q", tc.params, got, err, tc.want)
+		}
+	}
+}
+
+func TestParseArgvConditionalErrors(t *testing.T) {
+	for _, tc := range []struct{ item, want string }{
+		{`{ if: { opp: [branch] }, then: ["--list"] }`, `argv[2].if.opp: condition on an undeclared param; want a param declared in params_schema, got "opp" (did you mean "op"?)`},
+		{`{ if: { op: [push] }, then: ["--list"] }`, `argv[2].if.op[0]: not one of the param's enum values`},
+		{`{ if: { op: [branch] } }`, `argv[2].then: missing required field`},
+		{`{ if: { op: [branch] }, then: [] }`, `argv[2].then: want a list of one or more words`},
+		{`{ if: { op: [branch] }, then: ["{nope}"] }`, `placeholder of an undeclared param`},
+		{`{ when: { op: [branch] }, then: ["--list"] }`, `argv[2].when: unknown key`},
+	} {
+		src := strings.Replace(condTool, `{ if: { op: [branch, tag] }, then: ["--list"] }`, tc.item, 1)
+		_, err := Parse("g.hdlp", []byte(src))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("argv item %s: Parse error %v; want it to contain %q", tc.item, err, tc.want)
+		}
+	}
+}

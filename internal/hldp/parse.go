@@ -81,7 +81,10 @@ var typeAliases = map[string]ParamType{
 //     declared param; {{ and }} are literal braces. The first item is the
 //     program: a plain word without placeholders. A param of type array may
 //     only appear as a whole word "{p}", which expands to one element per
-//     item. Groups may not nest. See RenderArgv for how a template is filled.
+//     item. Groups may not nest. A conditional group, {if: {p: [values]},
+//     then: [words]}, is kept only when the string param p has one of the
+//     values (each one of p's enum, if it has one). See RenderArgv for how
+//     a template is filled.
 //   - target: the gatekeeper target a tool runs on (executor gatekeeper
 //     only); absent means the default target.
 //   - keywords: a list of extra words for intent matching.

@@ -28,8 +28,8 @@ const FileName = "TOOL.hdlp"
 //
 // 2: constraints.rules and constraints.shell_policy. 3: sandbox.
 // 4: "file too large" says "more than N bytes" for a file read only up to
-// the limit.
-const FormatVersion = 4
+// the limit. 5: conditional argv groups ({if: ..., then: [...]}).
+const FormatVersion = 5
 
 // ExecutorKind names an executor; the value is the wire word used in
 // TOOL.hdlp and in results.
@@ -210,6 +210,17 @@ var ShellPolicies = []string{ShellPolicyDefault, ShellPolicyStrict, ShellPolicyN
 type ArgvItem struct {
 	Word  string
 	Group []string
+	// If, when set, makes Group a conditional group: its words are kept
+	// only when the param If.Param has one of If.Values (argv item
+	// `{if: {op: [branch, tag]}, then: [--list]}`).
+	If *ArgvCond
+}
+
+// ArgvCond is the condition of a conditional argv group: a string param
+// and the values that keep the group.
+type ArgvCond struct {
+	Param  string
+	Values []string
 }
 
 // Param returns the named parameter and whether it exists.
