@@ -116,6 +116,12 @@ func TestSeedAcceptance(t *testing.T) {
 			t.Errorf("got %+v (exit %d), want invalid_params naming op and max_count", r, code)
 		}
 	})
+	t.Run("a path out of the files root is denied, naming why", func(t *testing.T) {
+		r, code := callTool(t, tools, "file-read", "path=../../etc/passwd")
+		if r.Status != "denied" || code != exitRefused || !strings.Contains(r.Error, "files root") {
+			t.Errorf("file-read ../../etc/passwd = %s (exit %d) %q; want denied naming the files root", r.Status, code, r.Error)
+		}
+	})
 	t.Run("run template blocks injection", func(t *testing.T) {
 		r, _ := callTool(t, tools, "git-ops", "op=log", "ref=HEAD; rm -rf /")
 		if r.Status != "invalid_params" {

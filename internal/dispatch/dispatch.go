@@ -287,6 +287,11 @@ func (d *Dispatcher) execute(ctx context.Context, ex executors.Executor, req exe
 		// bug; either way nothing ran, and the rule is named.
 		r.setVerdict(refused.Verdict)
 		r.Status, r.Error = Denied, err.Error()
+	case errors.Is(err, executors.ErrRefused):
+		// A guard of the executor refused the call (a path leaving the
+		// files root, a gatekeeper's allowlist): a refusal, not a failure.
+		r.setVerdict(policy.Verdict{Decision: policy.Deny, Rule: fmt.Sprintf("executor %s refused the call", t.Executor), Reason: err.Error()})
+		r.Status, r.Error = Denied, err.Error()
 	case err != nil && errors.Is(xctx.Err(), context.DeadlineExceeded):
 		r.Status, r.Error = Timeout, fmt.Sprintf("timed out after %s: %v", t.Constraints.Timeout, err)
 		r.DurationMS = d.opts.Now().Sub(start).Milliseconds()

@@ -80,6 +80,8 @@ func behave(ctx context.Context, req executors.Request) (executors.Outcome, erro
 		return executors.Outcome{Output: []byte{0xff, 0xfe, 0}}, nil
 	case "cannot start":
 		return executors.Outcome{}, errors.New("exec: \"nope\": executable file not found in $PATH")
+	case "refused by a guard":
+		return executors.Outcome{}, fmt.Errorf("%w: path \"../x\" is not a relative path inside the files root", executors.ErrRefused)
 	}
 	return executors.Outcome{}, errors.New("unexpected cmd")
 }
@@ -112,6 +114,8 @@ func TestInvokeStatuses(t *testing.T) {
 		{"no data", Call{Tool: "ok", Params: json.RawMessage(`{"cmd":"true"}`)}, NoData, true, "", "", 0, "", ""},
 		{"command fails", Call{Tool: "ok", Params: json.RawMessage(`{"cmd":"ls /nonexistent"}`)}, Error, false, "", "ls: cannot access '/nonexistent': No such file or directory\n", 2, "exit status 2", ""},
 		{"cannot start", Call{Tool: "ok", Params: json.RawMessage(`{"cmd":"cannot start"}`)}, Error, false, "", "", -1, "executable file not found", ""},
+		// A guard of the executor refusing is a refusal, not a failure.
+		{"executor guard refuses", Call{Tool: "ok", Params: json.RawMessage(`{"cmd":"refused by a guard"}`)}, Denied, false, "", "", -1, "not a relative path inside the files root", ""},
 		{"timeout keeps partial output", Call{Tool: "ok", Params: json.RawMessage(`{"cmd":"sleep 5"}`)}, Timeout, false, "partial", "", 143, "timed out after 30s", ""},
 		{"binary output is base64", Call{Tool: "ok", Params: json.RawMessage(`{"cmd":"binary"}`)}, Success, true, "//4A", "", 0, "", ""},
 		{"missing param", Call{Tool: "ok", Params: json.RawMessage(`{}`)}, InvalidParams, false, "", "", -1, "cmd", ""},
