@@ -25,9 +25,11 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -132,10 +134,59 @@ func New(opts Options, store *catalog.Store, inv Invoker, sync Syncer, log *slog
 	s.webhooks = newWebhookCounter(opts.Registry)
 	s.prom = promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{Registry: opts.Registry})
 	mux := http.NewServeMux()
+	methods := map[string][]string{} // path -> the methods it serves
+	var paths []string
 	for _, rt := range s.routes() {
-		mux.Handle(rt.method+" "+rt.path, s.authorize(rt.role, rt.handler))
+		pattern := rt.path
+		if pattern == "/" {
+			pattern = "/{$}" // exactly /, not every path below it
+		}
+		mux.Handle(rt.method+" "+pattern, s.authorize(rt.role, rt.handler))
+		if rt.path == "/" {
+			continue
+		}
+		if methods[rt.path] == nil {
+			paths = append(paths, rt.path)
+		}
+		methods[rt.path] = append(methods[rt.path], rt.method)
 	}
+	// Every error is JSON, also those of the mux: another method on a
+	// route is 405 naming the allowed ones, an unknown path 404 with the
+	// index of the routes, which GET / answers.
+	for _, p := range paths {
+		allow := strings.Join(methods[p], ", ")
+		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", allow)
+			writeError(w, s.log, errorf(http.StatusMethodNotAllowed, "method %s not allowed on %s; use %s", r.Method, r.URL.Path, allow))
+		})
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		encode(w, s.log, http.StatusNotFound, struct {
+			Error  string   `json:"error"`
+			Routes []string `json:"routes"`
+		}{fmt.Sprintf("no route %s %s", r.Method, r.URL.Path), s.index()})
+	})
 	return mux
+}
+
+// index lists the routes, "METHOD /path".
+func (s *server) index() []string {
+	var out []string
+	for _, rt := range s.routes() {
+		out = append(out, rt.method+" "+rt.path)
+	}
+	return out
+}
+
+func (s *server) handleIndex(w http.ResponseWriter, r *http.Request) {
+	encode(w, s.log, http.StatusOK, routeIndex{Name: "toolagent", Routes: s.index(), OpenAPI: "api/openapi.yaml in the repository"})
+}
+
+// routeIndex is GET /: what this daemon serves.
+type routeIndex struct {
+	Name    string   `json:"name"`
+	Routes  []string `json:"routes"`
+	OpenAPI string   `json:"openapi"`
 }
 
 // snapshot returns the current snapshot, or writes 503 before the first.

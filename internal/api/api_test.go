@@ -669,3 +669,25 @@ func BenchmarkExecTrue(b *testing.B) {
 		}
 	}
 }
+
+// TestErrorsAreJSON: the mux's own answers are JSON too: another method
+// on a route is 405 naming the allowed ones, an unknown path 404 with the
+// routes, and GET / the index (issue 14, trap 4).
+func TestErrorsAreJSON(t *testing.T) {
+	f := newFixture(t, nil)
+	for _, tc := range []struct {
+		method, path string
+		code         int
+		want         string
+	}{
+		{"GET", "/v1/call", 405, "method GET not allowed on /v1/call; use POST"},
+		{"DELETE", "/v1/approvals/x", 405, "use GET, POST"},
+		{"GET", "/nope", 404, "no route GET /nope"},
+		{"GET", "/", 200, `"POST /v1/call"`},
+	} {
+		code, body := f.do(t, tc.method, tc.path, "", "")
+		if code != tc.code || !strings.Contains(body, tc.want) || !json.Valid([]byte(body)) {
+			t.Errorf("%s %s = %d %s; want %d JSON containing %q", tc.method, tc.path, code, body, tc.code, tc.want)
+		}
+	}
+}

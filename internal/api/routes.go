@@ -14,6 +14,7 @@ type route struct {
 
 func (s *server) routes() []route {
 	return []route{
+		{"GET", "/", rolePublic, s.handleIndex}, // exactly /: the index of these routes
 		{"GET", "/healthz", rolePublic, s.handleHealthz},
 		{"GET", "/readyz", rolePublic, s.handleReadyz},
 		{"GET", "/metrics", RoleRead, s.handleMetrics},
