@@ -21,6 +21,7 @@ type ToolView struct {
 	LoadError    string           `json:"load_error,omitempty"`
 	ParamsSchema json.RawMessage  `json:"params_schema,omitempty"`
 	Constraints  *ConstraintsView `json:"constraints,omitempty"`
+	Sandbox      *SandboxView     `json:"sandbox,omitempty"`
 	Argv         []any            `json:"argv,omitempty"`
 	Target       string           `json:"target,omitempty"`
 	Keywords     []string         `json:"keywords,omitempty"`
@@ -29,12 +30,25 @@ type ToolView struct {
 	Why          string           `json:"why,omitempty"`
 }
 
-// ConstraintsView is the JSON shape of hldp.Constraints.
+// ConstraintsView is the JSON shape of hldp.Constraints, the call policy
+// included, so an operator sees why a call will be held.
 type ConstraintsView struct {
-	TimeoutMS      int64 `json:"timeout_ms"`
-	MaxOutputBytes int64 `json:"max_output_bytes"`
-	RequireConfirm bool  `json:"require_confirm"`
-	MaxConcurrency int   `json:"max_concurrency,omitempty"`
+	TimeoutMS      int64                    `json:"timeout_ms"`
+	MaxOutputBytes int64                    `json:"max_output_bytes"`
+	RequireConfirm bool                     `json:"require_confirm"`
+	MaxConcurrency int                      `json:"max_concurrency,omitempty"`
+	Rules          map[string]hldp.ArgRules `json:"rules,omitempty"`
+	// ShellPolicy is the method exec tools' shell policy: "default" when
+	// the definition does not say (secure by default).
+	ShellPolicy string `json:"shell_policy,omitempty"`
+}
+
+// SandboxView is the declared sandbox grant of a shell or gatekeeper tool
+// (what its approved calls get; a read-only-judged exec call gets none).
+type SandboxView struct {
+	None    bool     `json:"none,omitempty"`
+	Write   []string `json:"write"`
+	Network bool     `json:"network"`
 }
 
 // View returns the JSON shape of e. When full is false only the summary
@@ -58,11 +72,22 @@ func (e Entry) View(full bool) ToolView {
 		MaxOutputBytes: t.Constraints.MaxOutputBytes,
 		RequireConfirm: t.Constraints.RequireConfirm,
 		MaxConcurrency: t.Constraints.MaxConcurrency,
+		Rules:          t.Constraints.Rules,
+		ShellPolicy:    t.Constraints.ShellPolicy,
+	}
+	if t.Method == "exec" && v.Constraints.ShellPolicy == "" {
+		v.Constraints.ShellPolicy = "default"
+	}
+	if t.Executor == hldp.Shell || t.Executor == hldp.Gatekeeper {
+		v.Sandbox = &SandboxView{None: t.Sandbox.None, Write: append([]string{}, t.Sandbox.Write...), Network: t.Sandbox.Network}
 	}
 	for _, it := range t.Argv {
-		if it.Group != nil {
+		switch {
+		case it.If != nil:
+			v.Argv = append(v.Argv, map[string]any{"if": map[string][]string{it.If.Param: it.If.Values}, "then": it.Group})
+		case it.Group != nil:
 			v.Argv = append(v.Argv, it.Group)
-		} else {
+		default:
 			v.Argv = append(v.Argv, it.Word)
 		}
 	}
