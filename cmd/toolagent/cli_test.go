@@ -403,3 +403,14 @@ func TestBrokenCorpusBesideValidTools(t *testing.T) {
 		t.Errorf("%d failed tools listed, want every broken file (>= 32)", failed)
 	}
 }
+
+// TestVersion: `toolagent version` and `--version` print the build's
+// version, the one MCP's serverInfo reports.
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		out, _, code := cli(t, nil, args...)
+		if code != 0 || out != "toolagent "+buildVersion()+"\n" || buildVersion() == "" {
+			t.Errorf("%v = exit %d %q; want toolagent %s", args, code, out, buildVersion())
+		}
+	}
+}

@@ -59,6 +59,7 @@ func commands() []command {
 		{"new", "scaffold tools/NAME/TOOL.hdlp with every field", runNew},
 		{"match", "find the 1-3 tools that fit an intent in words", runMatch},
 		{"eval", "measure intent matching on a queries.jsonl", runEval},
+		{"version", "print the build's version (also --version)", runVersion},
 	}
 }
 
@@ -76,6 +77,8 @@ func runEnv(ctx context.Context, e env, args []string) error {
 	case "-h", "--help", "help":
 		usage(stdout)
 		return nil
+	case "--version":
+		return runVersion(ctx, e, args[1:])
 	}
 	for _, c := range commands() {
 		if c.name == args[0] {
@@ -141,4 +144,14 @@ func exitCode(err error, stderr io.Writer) int {
 		return exitUsage
 	}
 	return exitFailed
+}
+
+// runVersion prints the build's version: the module version, or devel+
+// the VCS revision (the same string as MCP's serverInfo and /v1/status).
+func runVersion(_ context.Context, e env, args []string) error {
+	if len(args) > 0 {
+		return usageError{fmt.Errorf("version takes no arguments; got %q", args)}
+	}
+	fmt.Fprintln(e.stdout, "toolagent", buildVersion())
+	return nil
 }

@@ -58,7 +58,7 @@ func runServe(ctx context.Context, e env, args []string) error {
 	}
 	store, disp, loop, trigger := cr.store, cr.disp, cr.loop, cr.trigger
 	dropSecretEnv(e, cfg)
-	apiHandler := api.New(api.Options{Tokens: tokens, MaxBodyBytes: cfg.MaxBodyBytes, Registry: cr.reg, Webhook: cr.src.webhook, Approvals: disp, Sandbox: cr.common.sandboxStatus()},
+	apiHandler := api.New(api.Options{Tokens: tokens, MaxBodyBytes: cfg.MaxBodyBytes, Registry: cr.reg, Webhook: cr.src.webhook, Approvals: disp, Sandbox: cr.common.sandboxStatus(), Version: buildVersion()},
 		store, disp, syncer{loop, trigger}, log.With(slog.String("log", "api")))
 	// MCP over streamable HTTP beside the API (api may not import
 	// mcpserver: both sit on one layer). No write timeout applies: its
@@ -83,7 +83,7 @@ func runServe(ctx context.Context, e env, args []string) error {
 	if tokens.Len() == 0 {
 		auth = "open (loopback, no tokens)"
 	}
-	log.Info("listening", "addr", ln.Addr().String(), "source", cr.loop.Status().Source, "auth", auth, "max_concurrent", cfg.MaxConcurrent)
+	log.Info("listening", "version", buildVersion(), "addr", ln.Addr().String(), "source", cr.loop.Status().Source, "auth", auth, "max_concurrent", cfg.MaxConcurrent)
 
 	// Calls run on callsCtx, not on ctx: a signal stops new work at once,
 	// but running calls get the grace period before this is cancelled.

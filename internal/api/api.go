@@ -82,6 +82,8 @@ type Options struct {
 	// Sandbox is what /v1/status says of the sandbox around tool
 	// processes.
 	Sandbox SandboxStatus
+	// Version is the daemon's build version, in /v1/status.
+	Version string
 }
 
 // SandboxStatus says whether tool processes run sandboxed, and how.
@@ -230,9 +232,10 @@ func (s *server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		st.Rev, st.Gen = snap.Rev(), snap.Gen()
 	}
 	encode(w, s.log, http.StatusOK, struct {
+		Version string `json:"version,omitempty"`
 		reload.Status
 		Sandbox SandboxStatus `json:"sandbox"`
-	}{st, s.opts.Sandbox})
+	}{s.opts.Version, st, s.opts.Sandbox})
 }
 
 func (s *server) handleSync(w http.ResponseWriter, r *http.Request) {
