@@ -414,3 +414,45 @@ func TestVersion(t *testing.T) {
 		}
 	}
 }
+
+// TestToolsTreeFoundLikeGit: in a tools repository (tools/*/TOOL.hdlp) the
+// CLI uses that tree, from its root and from a folder below it, not the
+// copy compiled in: validate exits 1 naming the broken tool, call finds
+// it, list says which tree; with no tree anywhere validate refuses to
+// check the embedded copy unless asked by name (issue 14, trap 1).
+func TestToolsTreeFoundLikeGit(t *testing.T) {
+	repo := t.TempDir()
+	writeTool(t, filepath.Join(repo, "tools"), "greet", "method: run\nexecutor: shell\nargv: [echo, hi]\nparams_schema: {}\n")
+	writeTool(t, filepath.Join(repo, "tools"), "broken", "method: run\nexecutor: shell\nargv: [echo]\nparams_schema: {}\nbogus_key: 1\n")
+	deep := filepath.Join(repo, "docs", "deep")
+	if err := os.MkdirAll(deep, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	state := t.TempDir()
+	for _, dir := range []string{repo, deep, filepath.Join(repo, "tools")} {
+		t.Run(dir[len(repo):], func(t *testing.T) {
+			t.Chdir(dir)
+			out, _, code := cli(t, nil, "validate", "--state", state)
+			if code != exitFailed || !strings.Contains(out, "tools tree: "+filepath.Join(repo, "tools")) || !strings.Contains(out, "tools/broken/TOOL.hdlp") {
+				t.Errorf("validate in %s = exit %d\n%s\nwant 1, the repository's tree named, the broken tool named", dir, code, out)
+			}
+			r, _ := callTool(t, "", "greet")
+			if r.Status != "success" || r.Output != "hi\n" {
+				t.Errorf("call greet in %s = %+v; want the repository's greet", dir, r)
+			}
+			out, _, _ = cli(t, nil, "list", "--state", state)
+			if !strings.Contains(out, `"tools_tree": "`+filepath.Join(repo, "tools")+`"`) {
+				t.Errorf("list in %s does not name the tree it used:\n%s", dir, out)
+			}
+		})
+	}
+	t.Run("no tree", func(t *testing.T) {
+		t.Chdir(t.TempDir())
+		if out, errOut, code := cli(t, nil, "validate", "--state", state); code == 0 || !strings.Contains(errOut+out, "no tools tree here") {
+			t.Errorf("validate with no tree anywhere = exit %d %s %s; want a refusal, not the embedded copy", code, out, errOut)
+		}
+		if _, _, code := cli(t, nil, "validate", "--state", state, "embedded"); code != 0 {
+			t.Errorf("validate embedded = exit %d; want 0 (asked by name)", code)
+		}
+	})
+}

@@ -29,7 +29,7 @@ import (
 // table against these tags).
 type Config struct {
 	Listen            string        `yaml:"listen" env:"TOOLAGENT_LISTEN" flag:"listen" default:"127.0.0.1:8765" usage:"address to listen on, host:port (port 0: any free port)"`
-	Tools             string        `yaml:"tools" env:"TOOLAGENT_TOOLS" flag:"tools" default:"" usage:"tools tree DIR, watched for changes (default: the checkout's native-repo/tools, else the embedded copy)"`
+	Tools             string        `yaml:"tools" env:"TOOLAGENT_TOOLS" flag:"tools" default:"" usage:"tools tree DIR, watched for changes (default: found as git finds .git: this directory if it holds */TOOL.hdlp, else ./tools, else the nearest parent's tools/, else the checkout's native-repo/tools, else the embedded copy)"`
 	State             string        `yaml:"state" env:"TOOLAGENT_STATE" flag:"state" default:"" usage:"state DIR (default $XDG_STATE_HOME/toolagent or ~/.local/state/toolagent)"`
 	FilesRoot         string        `yaml:"files_root" env:"TOOLAGENT_FILES_ROOT" flag:"files-root" default:"" usage:"root DIR of the file-read and file-write tools (default STATE/files)"`
 	TokensFile        string        `yaml:"tokens_file" env:"TOOLAGENT_TOKENS_FILE" flag:"tokens-file" default:"" usage:"FILE of API tokens, one name:role:secret a line"`

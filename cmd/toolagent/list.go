@@ -27,10 +27,12 @@ func runList(ctx context.Context, e env, args []string) error {
 		entries = l.snap.All()
 	}
 	out := struct {
+		// Tree is the tools tree used (found as findTools says).
+		Tree     string             `json:"tools_tree"`
 		Revision string             `json:"revision"`
 		Tools    []catalog.ToolView `json:"tools"`
 		Problems []string           `json:"problems,omitempty"`
-	}{Revision: l.snap.Rev(), Tools: []catalog.ToolView{}}
+	}{Tree: c.tools, Revision: l.snap.Rev(), Tools: []catalog.ToolView{}}
 	for _, en := range entries {
 		out.Tools = append(out.Tools, en.View(false))
 	}

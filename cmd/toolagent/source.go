@@ -77,7 +77,7 @@ func newFlagSet(name string, e env) *flag.FlagSet {
 
 // register adds the shared flags; their defaults come from the environment.
 func (c *common) register(fs *flag.FlagSet, e env) {
-	fs.StringVar(&c.tools, "tools", e.getenv("TOOLAGENT_TOOLS"), "tools tree `DIR` (env TOOLAGENT_TOOLS; default: the checkout's native-repo/tools, else the embedded copy)")
+	fs.StringVar(&c.tools, "tools", e.getenv("TOOLAGENT_TOOLS"), "tools tree `DIR` (env TOOLAGENT_TOOLS; default: found as git finds .git: this directory if it holds */TOOL.hdlp, else ./tools, else the nearest parent's tools/, else the checkout's native-repo/tools, else the embedded copy)")
 	fs.StringVar(&c.state, "state", e.getenv("TOOLAGENT_STATE"), "state `DIR` (env TOOLAGENT_STATE; default $XDG_STATE_HOME/toolagent or ~/.local/state/toolagent)")
 	fs.StringVar(&c.filesRoot, "files-root", e.getenv("TOOLAGENT_FILES_ROOT"), "root `DIR` the file-read and file-write tools are confined to (env TOOLAGENT_FILES_ROOT; default STATE/files)")
 	sandboxFlag(fs, e, &c.sandboxMode, "tool processes")
@@ -106,7 +106,7 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 // resolve fills defaults that depend on the machine.
 func (c *common) resolve(e env) error {
 	if c.tools == "" {
-		c.tools = findNativeTools()
+		c.tools = findTools()
 	}
 	if c.state == "" {
 		base := e.getenv("XDG_STATE_HOME")
@@ -125,24 +125,48 @@ func (c *common) resolve(e env) error {
 	return nil
 }
 
-// findNativeTools looks for native-repo/tools in the working directory and
-// its parents (a checkout), and falls back to the embedded copy.
-func findNativeTools() string {
+// findTools finds the tools tree the way git finds .git: the working
+// directory itself when it holds */TOOL.hdlp, else ./tools when it does,
+// else the nearest parent whose tools/ does, else a checkout's
+// native-repo/tools (this repository), else the copy compiled into the
+// binary.
+func findTools() string {
 	dir, err := os.Getwd()
 	if err != nil {
 		return embeddedTools
 	}
-	for {
-		cand := filepath.Join(dir, "native-repo", "tools")
-		if fi, err := os.Stat(cand); err == nil && fi.IsDir() {
-			return cand
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return embeddedTools
-		}
-		dir = parent
+	if holdsTools(dir) {
+		return dir
 	}
+	native := ""
+	for d := dir; ; {
+		if t := filepath.Join(d, "tools"); holdsTools(t) {
+			return t
+		}
+		if t := filepath.Join(d, "native-repo", "tools"); native == "" && isDir(t) {
+			native = t
+		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			break
+		}
+		d = parent
+	}
+	if native != "" {
+		return native
+	}
+	return embeddedTools
+}
+
+// holdsTools reports whether dir has a tool folder: */TOOL.hdlp.
+func holdsTools(dir string) bool {
+	m, _ := filepath.Glob(filepath.Join(dir, "*", hldp.FileName))
+	return len(m) > 0
+}
+
+func isDir(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
 }
 
 // openTree opens the tools tree named by c.tools. The closer releases the

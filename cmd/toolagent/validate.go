@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/toolagent/toolagent/internal/catalog"
+	"github.com/toolagent/toolagent/internal/hldp"
 )
 
 // runValidate lints a tools tree for CI in a tools repository: it prints
@@ -27,6 +28,16 @@ func runValidate(ctx context.Context, e env, args []string) error {
 	default:
 		return usageError{errors.New("validate: want at most one DIR")}
 	}
+	asked := c.tools != ""
+	if err := c.resolve(e); err != nil {
+		return err
+	}
+	if c.tools == embeddedTools && !asked {
+		// A false green is worse than none: in CI, validate checks the
+		// repository's tree or says it found none.
+		return exitError{code: exitFailed, msg: "validate: no tools tree here (no ./tools/*/" + hldp.FileName + " in this directory or a parent): give the DIR, or `validate embedded` for the copy compiled into the binary"}
+	}
+	fmt.Fprintf(e.stdout, "tools tree: %s\n", c.tools)
 	l, err := c.load(e, true)
 	if err != nil {
 		return err
