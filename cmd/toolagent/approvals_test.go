@@ -382,3 +382,19 @@ func TestShellPolicyOverride(t *testing.T) {
 		}
 	}
 }
+
+// TestApproveHintWorksWhereShown: on a daemon without tokens every caller
+// is anonymous and cannot approve its own call, so the hint says so and
+// what would work; with tokens it names the API (issue 14, trap 2's hint).
+func TestApproveHintWorksWhereShown(t *testing.T) {
+	tools := t.TempDir()
+	putTool(t, tools, "guarded", guardedTool("run a command after an approval"))
+	open := startDaemon(t, nil, "--tools", tools)
+	if held := open.hold(t, "echo x"); !strings.Contains(held.Suggestion, "nobody can approve") || !strings.Contains(held.Suggestion, "--allow-self-approval") {
+		t.Errorf("hint on a daemon without tokens: %q; want it to say nobody can approve, and how to change that", held.Suggestion)
+	}
+	withTokens := startApprovalDaemon(t, tools).as(aliceToken)
+	if held := withTokens.hold(t, "echo x"); !strings.Contains(held.Suggestion, "approve role: POST /v1/approvals/"+held.ApprovalID) {
+		t.Errorf("hint on a daemon with tokens: %q; want the approvers' API", held.Suggestion)
+	}
+}

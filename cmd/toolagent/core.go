@@ -64,7 +64,14 @@ const (
 // approveHint says how a held call is decided: through the daemon's API
 // (serve), or on this host with `toolagent approvals`, which reaches a
 // running `toolagent mcp` through its control socket.
-func approveHint(mode approvalMode, state string) func(id string) string {
+func approveHint(mode approvalMode, state string, nobodyCanApprove bool) func(id string) string {
+	if mode == approvalsRequired && nobodyCanApprove {
+		// Without tokens every caller is anonymous, and an anonymous
+		// caller cannot approve its own call: say what would work.
+		return func(id string) string {
+			return fmt.Sprintf("nobody can approve %[1]s on this daemon as it runs: without API tokens every caller is anonymous, and a caller cannot approve its own call; restart it with --allow-self-approval (one person, on loopback) and POST /v1/approvals/%[1]s {\"decision\":\"approve\"}, or configure tokens with the approve role", id)
+		}
+	}
 	if mode == approvalsIfFree { // toolagent mcp over stdio
 		return func(id string) string {
 			return fmt.Sprintf("an operator on this host, while this MCP server runs: `toolagent approvals approve %[1]s --state %[2]s` (or deny; --params to approve with edits; `toolagent approvals list --state %[2]s` shows what waits)", id, state)
@@ -135,7 +142,7 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (*core, err
 		Approvals:     ap,
 		ShellPolicy:   sp,
 		NoQueueReason: noQueue,
-		ApproveHint:   approveHint(mode, c.state),
+		ApproveHint:   approveHint(mode, c.state, cfg.Tokens == "" && cfg.TokensFile == "" && !cfg.AllowSelfApproval),
 	})
 	parseCache := openParseCache(c.state, log)
 	vocab, err := loadVocab(cfg.VocabFile)
