@@ -461,18 +461,29 @@ type primed struct {
 }
 
 // primedLine returns d's primed line; ok is false when it logged none.
+// The daemon is ready once the primed snapshot is published, which comes
+// just before the line is logged: wait for the line (with a deadline)
+// while the daemon's first sync has not settled whether there is one.
 func (d *daemon) primedLine(t testing.TB) (p primed, ok bool) {
 	t.Helper()
-	for _, l := range strings.Split(d.logs.String(), "\n") {
-		var line struct {
-			Msg string `json:"msg"`
-			primed
+	find := func() bool {
+		for _, l := range strings.Split(d.logs.String(), "\n") {
+			var line struct {
+				Msg string `json:"msg"`
+				primed
+			}
+			if json.Unmarshal([]byte(l), &line) == nil && line.Msg == "serving the last synced catalog" {
+				p, ok = line.primed, true
+				return true
+			}
 		}
-		if json.Unmarshal([]byte(l), &line) == nil && line.Msg == "serving the last synced catalog" {
-			return line.primed, true
-		}
+		return false
 	}
-	return primed{}, false
+	deadline := time.Now().Add(15 * time.Second)
+	for !find() && time.Now().Before(deadline) {
+		time.Sleep(2 * time.Millisecond) // polling a condition with a deadline
+	}
+	return p, ok
 }
 
 // TestGitRestart: a restart at an unchanged commit parses nothing (the
