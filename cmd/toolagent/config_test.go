@@ -83,10 +83,10 @@ func TestConfigErrors(t *testing.T) {
 	}
 }
 
-// TestConfigDocumented checks that README's configuration table has one
+// TestConfigDocumented checks that docs/daemon.md's configuration table has one
 // row per Config field with its key, variable, flag and default.
 func TestConfigDocumented(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../docs/daemon.md")
 	if err != nil {
 		t.Fatal(err)
 	}

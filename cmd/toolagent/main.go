@@ -100,7 +100,7 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "Run `toolagent <subcommand> -h` for its flags.")
 }
 
-// Exit codes (documented in README.md).
+// Exit codes (documented in README.md, "A five-minute tour").
 const (
 	exitOK       = 0
 	exitFailed   = 1 // the tool ran and failed, or validation found problems

@@ -81,7 +81,7 @@ type Tool struct {
 	Created     string // YYYY-MM-DD, whether written as a YAML date or a string
 	Why         string
 
-	// Executor-specific and matching extensions (documented in README.md).
+	// Executor-specific and matching extensions (documented in docs/tool-format.md).
 
 	// Argv is the argv template of a tool with method "run" on executor
 	// shell or gatekeeper (nil when absent); see Parse and RenderArgv.
