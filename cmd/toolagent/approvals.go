@@ -115,7 +115,10 @@ func runApprovals(ctx context.Context, e env, args []string) error {
 	var af approvalFlags
 	fs := newFlagSet("approvals", e)
 	c.register(fs, e)
+	c.registerRun(fs, e)
 	af.register(fs, e)
+	var sf serverFlag
+	sf.register(fs, e)
 	all := fs.Bool("all", false, "list: every approval, not only the pending ones")
 	edits := fs.String("params", "", "approve: edited params as one JSON `object`, validated and judged again, in place of the asked ones")
 	pos, err := parseArgs(fs, args)
@@ -139,14 +142,23 @@ func runApprovals(ctx context.Context, e env, args []string) error {
 	case *edits != "" && verb != "approve":
 		return usageError{errors.New("approvals: --params goes with approve only")}
 	}
-	if err := c.resolve(e); err != nil {
+	// A running daemon owns its state directory's queue: decide through
+	// its API, as the operator (or the token in TOOLAGENT_TOKEN).
+	rd, err := findDaemon(ctx, e, &c, sf.url)
+	if err != nil {
 		return err
+	}
+	if rd != nil {
+		do := func(ctx context.Context, method, path string, body any) (int, []byte, error) {
+			return rd.do(ctx, method, path, body, false)
+		}
+		return approvalsVia(ctx, e, do, "/v1", verb, strings.Join(rest, ""), *all, *edits)
 	}
 	st, err := openApprovals(c.state, af.ttl, af.allowSelf, slog.New(slog.NewTextHandler(e.stderr, nil)))
 	if errors.Is(err, approval.ErrLocked) {
 		// A running `toolagent mcp` owns the queue: decide through it.
 		if cc, ok := dialControl(c.state); ok {
-			return approvalsViaControl(ctx, e, cc, verb, strings.Join(rest, ""), *all, *edits)
+			return approvalsVia(ctx, e, cc.do, "", verb, strings.Join(rest, ""), *all, *edits)
 		}
 	}
 	if err != nil {

@@ -267,8 +267,8 @@ func TestApprovalsSurviveRestart(t *testing.T) {
 	d1 := startDaemon(t, nil, "--tools", tools, "--state", state)
 	held := d1.hold(t, "echo survived")
 	code, _, body := d1.approval(t, "POST", held.ApprovalID, `{"decision":"approve"}`)
-	if code != 403 || !strings.Contains(body, "allow_self_approval") {
-		t.Errorf("anonymous approving on an open daemon = %d %s; want 403 naming allow_self_approval", code, body)
+	if code != 403 || !strings.Contains(body, "operator token") {
+		t.Errorf("anonymous approving on an open daemon = %d %s; want 403 naming the operator token", code, body)
 	}
 	// One process owns a state directory's approval queue.
 	if _, stderr, code := cli(t, nil, "serve", "--listen", "127.0.0.1:0", "--tools", tools, "--state", state); code == 0 || !strings.Contains(stderr, "in use") {
@@ -384,14 +384,15 @@ func TestShellPolicyOverride(t *testing.T) {
 }
 
 // TestApproveHintWorksWhereShown: on a daemon without tokens every caller
-// is anonymous and cannot approve its own call, so the hint says so and
-// what would work; with tokens it names the API (issue 14, trap 2's hint).
+// is anonymous and cannot approve its own call, so the hint names the
+// operator's way (the CLI on the host, or the operator token); with tokens
+// it names the API (issue 14, trap 2's hint).
 func TestApproveHintWorksWhereShown(t *testing.T) {
 	tools := t.TempDir()
 	putTool(t, tools, "guarded", guardedTool("run a command after an approval"))
 	open := startDaemon(t, nil, "--tools", tools)
-	if held := open.hold(t, "echo x"); !strings.Contains(held.Suggestion, "nobody can approve") || !strings.Contains(held.Suggestion, "--allow-self-approval") {
-		t.Errorf("hint on a daemon without tokens: %q; want it to say nobody can approve, and how to change that", held.Suggestion)
+	if held := open.hold(t, "echo x"); !strings.Contains(held.Suggestion, "toolagent approvals approve "+held.ApprovalID) || !strings.Contains(held.Suggestion, operatorTokenFile) {
+		t.Errorf("hint on a daemon without tokens: %q; want the operator's way: the CLI, or the operator token", held.Suggestion)
 	}
 	withTokens := startApprovalDaemon(t, tools).as(aliceToken)
 	if held := withTokens.hold(t, "echo x"); !strings.Contains(held.Suggestion, "approve role: POST /v1/approvals/"+held.ApprovalID) {

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -19,8 +21,11 @@ func runCall(ctx context.Context, e env, args []string) error {
 	var c common
 	fs := newFlagSet("call", e)
 	c.register(fs, e)
+	c.registerRun(fs, e)
 	var af approvalFlags
 	af.register(fs, e)
+	var sf serverFlag
+	sf.register(fs, e)
 	paramsJSON := fs.String("params", "", "params as one JSON `object` (instead of k=v arguments)")
 	dryRun := fs.Bool("dry-run", false, "validate and print exactly what would run (argv, cwd, limits) without running it")
 	pos, err := parseArgs(fs, args)
@@ -33,6 +38,13 @@ func runCall(ctx context.Context, e env, args []string) error {
 	name, kvs := pos[0], pos[1:]
 	if *paramsJSON != "" && len(kvs) > 0 {
 		return usageError{errors.New("call: give params either as k=v arguments or as --params JSON, not both")}
+	}
+	rd, err := c.daemonFor(ctx, e, sf)
+	if err != nil {
+		return err
+	}
+	if rd != nil {
+		return callRemote(ctx, e, rd, name, kvs, *paramsJSON, *dryRun)
 	}
 	c.runsTools = true
 	l, err := c.load(e, true)
@@ -84,6 +96,67 @@ func runCall(ctx context.Context, e env, args []string) error {
 	return statusExit(res.Status)
 }
 
+// callRemote calls a tool through a running daemon, prints its result as
+// it came and exits by its status. k=v params are converted to the types
+// the daemon's params_schema declares. On an open daemon the call is
+// anonymous, as every other caller there, so the operator (who approves
+// with the operator token) is not approving their own call; a token in
+// TOOLAGENT_TOKEN is sent as given.
+func callRemote(ctx context.Context, e env, rd *remote, name string, kvs []string, paramsJSON string, dryRun bool) error {
+	anonymous := rd.operator && rd.info.Open
+	raw := json.RawMessage(paramsJSON)
+	if len(kvs) > 0 {
+		var types map[string]string
+		if code, body, err := rd.do(ctx, "GET", "/v1/tools/"+url.PathEscape(name), nil, anonymous); err == nil && code == http.StatusOK {
+			types = schemaTypes(body)
+		}
+		m, err := kvParamsTyped(types, kvs)
+		if err != nil {
+			return usageError{err}
+		}
+		raw, _ = json.Marshal(m)
+	}
+	if len(raw) == 0 {
+		raw = json.RawMessage("{}")
+	}
+	code, body, err := rd.do(ctx, "POST", "/v1/call", map[string]any{"tool": name, "params": raw, "dry_run": dryRun}, anonymous)
+	if err != nil {
+		return err
+	}
+	var res struct {
+		Status dispatch.ResultStatus `json:"status"`
+	}
+	if json.Unmarshal(body, &res) != nil || res.Status == "" {
+		return rd.apiErr(code, body) // not a result: 401, 403, 400, 413…
+	}
+	if err := printRaw(e.stdout, body); err != nil {
+		return err
+	}
+	return statusExit(res.Status)
+}
+
+// schemaTypes reads the declared type of each param from a tool view's
+// params_schema.
+func schemaTypes(view []byte) map[string]string {
+	var v struct {
+		Schema struct {
+			Properties map[string]struct {
+				Type any `json:"type"`
+			} `json:"properties"`
+		} `json:"params_schema"`
+	}
+	if json.Unmarshal(view, &v) != nil {
+		return nil
+	}
+	types := make(map[string]string, len(v.Schema.Properties))
+	for k, p := range v.Schema.Properties {
+		if t, ok := p.Type.(string); ok {
+			types[k] = t
+		}
+	}
+	return types
+}
+
 // statusExit maps a result status to the command's exit code.
 func statusExit(s dispatch.ResultStatus) error {
 	switch s {
@@ -108,6 +181,22 @@ func statusExit(s dispatch.ResultStatus) error {
 // to the type params_schema declares (integer, number, boolean; array and
 // object as JSON); k:=JSON always takes raw JSON.
 func kvParams(t *hldp.Tool, kvs []string) (map[string]any, error) {
+	var types map[string]string
+	if t != nil {
+		types = map[string]string{}
+		for _, kv := range kvs {
+			k, _, _ := strings.Cut(kv, "=")
+			if p, ok := t.Param(k); ok {
+				types[k] = string(p.Type)
+			}
+		}
+	}
+	return kvParamsTyped(types, kvs)
+}
+
+// kvParamsTyped is kvParams with the declared types given by name (JSON
+// Schema words: integer, number, boolean, array, object, string).
+func kvParamsTyped(types map[string]string, kvs []string) (map[string]any, error) {
 	m := make(map[string]any, len(kvs))
 	for _, kv := range kvs {
 		if i := strings.Index(kv, ":="); i > 0 && !strings.Contains(kv[:i], "=") {
@@ -122,36 +211,29 @@ func kvParams(t *hldp.Tool, kvs []string) (map[string]any, error) {
 		if !ok || k == "" {
 			return nil, fmt.Errorf("argument %q: want k=v (or k:=JSON)", kv)
 		}
-		m[k] = convertValue(t, k, v)
+		m[k] = convertValue(types[k], v)
 	}
 	return m, nil
 }
 
-// convertValue converts v to the declared type of param k when it parses
-// as that type; otherwise the string goes through and params validation
-// says what was expected.
-func convertValue(t *hldp.Tool, k, v string) any {
-	if t == nil {
-		return v
-	}
-	p, ok := t.Param(k)
-	if !ok {
-		return v
-	}
-	switch p.Type {
-	case hldp.TypeInteger:
+// convertValue converts v to the declared type typ when it parses as that
+// type; otherwise the string goes through and params validation says what
+// was expected.
+func convertValue(typ, v string) any {
+	switch typ {
+	case "integer":
 		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
 			return n
 		}
-	case hldp.TypeNumber:
+	case "number":
 		if f, err := strconv.ParseFloat(v, 64); err == nil {
 			return f
 		}
-	case hldp.TypeBoolean:
+	case "boolean":
 		if b, err := strconv.ParseBool(v); err == nil {
 			return b
 		}
-	case hldp.TypeArray, hldp.TypeObject:
+	case "array", "object":
 		var x any
 		if json.Unmarshal([]byte(v), &x) == nil {
 			return x

@@ -5,8 +5,10 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -53,7 +55,7 @@ type Config struct {
 
 	// Approvals and policy (approvals.go).
 	ApprovalTTL         time.Duration     `yaml:"approval_ttl" env:"TOOLAGENT_APPROVAL_TTL" flag:"approval-ttl" default:"15m" usage:"how long a held call waits for a decision, and an approval for its run; then it expires"`
-	AllowSelfApproval   bool              `yaml:"allow_self_approval" env:"TOOLAGENT_ALLOW_SELF_APPROVAL" flag:"allow-self-approval" default:"false" usage:"let the caller of a held call approve it itself (without tokens every caller is anonymous, so nobody can approve otherwise)"`
+	AllowSelfApproval   bool              `yaml:"allow_self_approval" env:"TOOLAGENT_ALLOW_SELF_APPROVAL" flag:"allow-self-approval" default:"false" usage:"let the caller of a held call approve it itself (the operator token is the usual way for one person on a host)"`
 	ShellPolicyCommands map[string]string `yaml:"shell_policy.commands" env:"TOOLAGENT_SHELL_POLICY_COMMANDS" flag:"-" default:"" usage:"operator override of the default shell policy by command: NAME: allow | confirm | deny"`
 	ShellPolicyClasses  map[string]string `yaml:"shell_policy.classes" env:"TOOLAGENT_SHELL_POLICY_CLASSES" flag:"-" default:"" usage:"operator override of the default shell policy by class (read, write, delete, network, ...): CLASS: allow | confirm | deny"`
 
@@ -79,7 +81,7 @@ type Config struct {
 	GatekeeperURL       string                      `yaml:"gatekeeper.url" env:"TOOLAGENT_GATEKEEPER_URL" flag:"gatekeeper-url" default:"" usage:"URL of the gatekeeper server of target main"`
 	GatekeeperToken     string                      `yaml:"-" env:"TOOLAGENT_GATEKEEPER_TOKEN" flag:"-" default:"" usage:"bearer token of gatekeeper target main (environment only)"`
 	GatekeeperTokenFile string                      `yaml:"gatekeeper.token_file" env:"TOOLAGENT_GATEKEEPER_TOKEN_FILE" flag:"gatekeeper-token-file" default:"" usage:"FILE holding the bearer token of gatekeeper target main"`
-	GatekeeperDefault   string                      `yaml:"gatekeeper.default" env:"TOOLAGENT_GATEKEEPER_DEFAULT" flag:"gatekeeper-default" default:"" usage:"gatekeeper target of tools without target: (default: main, or the only target)"`
+	GatekeeperDefault   string                      `yaml:"gatekeeper.default" env:"TOOLAGENT_GATEKEEPER_DEFAULT" flag:"gatekeeper-default" default:"" usage:"gatekeeper target of the tools that name none (default: main, or the only target)"`
 	GatekeeperTargets   map[string]GatekeeperTarget `yaml:"gatekeeper.targets" env:"TOOLAGENT_GATEKEEPER_TARGETS" flag:"-" default:"" usage:"more gatekeeper targets: NAME: {url, token_file or token_env}"`
 	HlpdURL             string                      `yaml:"hlpd.url" env:"TOOLAGENT_HLPD_URL" flag:"hlpd-url" default:"" usage:"base URL of the HLDP API (hlpd-api executor)"`
 	HlpdToken           string                      `yaml:"-" env:"TOOLAGENT_HLPD_TOKEN" flag:"-" default:"" usage:"token of the HLDP API (environment only)"`
@@ -120,6 +122,55 @@ func settings() []setting {
 type rawFlag struct {
 	val    *string
 	isBool bool
+	// value is the placeholder help shows for the flag's value.
+	value string
+}
+
+// Placeholder is the word help writes for the flag's value.
+func (f rawFlag) Placeholder() string { return f.value }
+
+// placeholderOf picks the help placeholder of a setting's flag.
+func placeholderOf(flagName string, kind reflect.Type) string {
+	switch {
+	case kind == reflect.TypeFor[time.Duration]():
+		return "DURATION"
+	case kind.Kind() == reflect.Int || kind.Kind() == reflect.Int64:
+		return "N"
+	case strings.HasSuffix(flagName, "-file") || flagName == "vocab" || flagName == "repo-known-hosts":
+		return "FILE"
+	case strings.HasSuffix(flagName, "-url") || flagName == "repo":
+		return "URL"
+	case flagName == "tools" || flagName == "state" || flagName == "files-root":
+		return "DIR"
+	case flagName == "listen":
+		return "HOST:PORT"
+	}
+	return "VALUE"
+}
+
+// Which long-running commands take a setting as a flag (all three read the
+// same config file, so every key is accepted there): the HTTP server's
+// settings only serve; what only matters when tools run not sync.
+var (
+	serveOnlyFlags = []string{"listen", "tokens-file", "max-body-bytes", "mcp-allowed-origins", "webhook-secret-file"}
+	runFlags       = []string{"files-root", "max-concurrent", "shutdown-grace", "sandbox", "sandbox-bwrap", "sandbox-user", "sandbox-max-procs", "sandbox-max-memory",
+		"approval-ttl", "allow-self-approval", "health-schedule", "health-timeout", "vocab",
+		"gatekeeper-url", "gatekeeper-token-file", "gatekeeper-default", "hlpd-url", "hlpd-token-file", "hlpd-auth-header", "hlpd-health-path",
+		"forgejo-url", "forgejo-token-file", "forgejo-owner", "forgejo-repo"}
+)
+
+// defaultInUsage matches a usage text ending in "(default[:] WORDS)".
+var defaultInUsage = regexp.MustCompile(`^(.*) \(default:? (.*)\)$`)
+
+// flagFor reports whether command takes the setting's flag.
+func flagFor(flagName, command string) bool {
+	switch {
+	case slices.Contains(serveOnlyFlags, flagName):
+		return command == "serve"
+	case slices.Contains(runFlags, flagName):
+		return command != "sync"
+	}
+	return true
 }
 
 func (f rawFlag) String() string {
@@ -153,16 +204,21 @@ func loadConfig(e env, name string, args []string, extra func(*flag.FlagSet)) (C
 	configFile := fs.String("config", "", "YAML config `FILE` (env TOOLAGENT_CONFIG); flags and environment override it")
 	flagText := map[string]*string{}
 	for _, s := range sets {
-		if s.flag == "" || s.flag == "-" {
+		if s.flag == "" || s.flag == "-" || !flagFor(s.flag, name) {
 			continue
 		}
 		p := new(string)
 		flagText[s.flag] = p
-		help := s.usage + fmt.Sprintf(" (env %s", s.env)
-		if s.def != "" {
-			help += "; default " + s.def
+		usage, def := s.usage, s.def
+		if m := defaultInUsage.FindStringSubmatch(usage); m != nil && def == "" {
+			usage, def = m[1], m[2] // a default the machine decides, said in words
 		}
-		fs.Var(rawFlag{val: p, isBool: v.Field(s.index).Kind() == reflect.Bool}, s.flag, help+")")
+		help := usage + fmt.Sprintf(" (env %s", s.env)
+		isBool := v.Field(s.index).Kind() == reflect.Bool
+		if def != "" && !(isBool && def == "false") {
+			help += "; default " + def
+		}
+		fs.Var(rawFlag{val: p, isBool: isBool, value: placeholderOf(s.flag, v.Field(s.index).Type())}, s.flag, help+")")
 	}
 	pos, err := parseArgs(fs, args)
 	if err != nil {
@@ -215,6 +271,11 @@ func loadConfig(e env, name string, args []string, extra func(*flag.FlagSet)) (C
 // validate checks values that parse but make no sense.
 func (c Config) validate() error {
 	var errs []error
+	if _, port, err := net.SplitHostPort(c.Listen); err != nil {
+		errs = append(errs, fmt.Errorf("listen %q: want host:port, such as 127.0.0.1:8765 (port 0: any free port): %v", c.Listen, err))
+	} else if n, err := strconv.ParseUint(port, 10, 16); err != nil || (n == 0 && port != "0") {
+		errs = append(errs, fmt.Errorf("listen %q: the port %q is not a number from 0 to 65535", c.Listen, port))
+	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		errs = append(errs, fmt.Errorf("log_format %q: want text or json", c.LogFormat))
 	}

@@ -4,9 +4,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 )
 
 func testEnv(vars map[string]string) env {
@@ -124,5 +127,62 @@ func TestConfigDocumented(t *testing.T) {
 				t.Errorf("README row for %s: column %d = %q; want %q", s.env, i+2, got, w)
 			}
 		}
+	}
+}
+
+// TestExampleConfig: examples/toolagent.yaml names every setting a config
+// file may hold, each at its default, and loads to exactly the defaults.
+func TestExampleConfig(t *testing.T) {
+	const path = "../../examples/toolagent.yaml"
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	keys := map[string]bool{}
+	for k, v := range doc {
+		keys[k] = true
+		if section, ok := v.(map[string]any); ok {
+			for sub := range section {
+				keys[k+"."+sub] = true
+			}
+		}
+	}
+	for _, s := range settings() {
+		if s.key != "-" && !keys[s.key] {
+			t.Errorf("%s has no %s (every setting belongs in the example)", path, s.key)
+		}
+		delete(keys, s.key)
+	}
+	for k := range keys {
+		if !strings.Contains(k, ".") && keys[k] {
+			if _, section := doc[k].(map[string]any); section {
+				continue
+			}
+		}
+		t.Errorf("%s: %s is not a setting", path, k)
+	}
+	def, err := loadConfig(testEnv(nil), "serve", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := loadConfig(testEnv(nil), "serve", []string{"--config", path}, nil)
+	if err != nil {
+		t.Fatalf("load %s: %v", path, err)
+	}
+	// {} in the file and no key at all are the same empty map.
+	for _, c := range []*Config{&def, &got} {
+		v := reflect.ValueOf(c).Elem()
+		for i := range v.NumField() {
+			if f := v.Field(i); f.Kind() == reflect.Map && f.Len() == 0 {
+				f.Set(reflect.Zero(f.Type()))
+			}
+		}
+	}
+	if !reflect.DeepEqual(def, got) {
+		t.Errorf("%s does not load to the defaults:\n got %+v\nwant %+v", path, got, def)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -209,9 +210,10 @@ func (c *controlClient) do(ctx context.Context, method, path string, body any) (
 	return resp.StatusCode, b, err
 }
 
-// approvalsViaControl runs an approvals action through the control socket
-// and prints what the local queue would print; exit codes as there.
-func approvalsViaControl(ctx context.Context, e env, c *controlClient, verb, id string, all bool, edits string) error {
+// approvalsVia runs an approvals action through the control socket of a
+// `toolagent mcp` (prefix "") or a daemon's API (prefix "/v1"), and prints
+// what the local queue would print; exit codes as there.
+func approvalsVia(ctx context.Context, e env, do func(ctx context.Context, method, path string, body any) (int, []byte, error), prefix, verb, id string, all bool, edits string) error {
 	var (
 		code int
 		body []byte
@@ -223,11 +225,15 @@ func approvalsViaControl(ctx context.Context, e env, c *controlClient, verb, id 
 		if all {
 			q = "?all=1"
 		}
-		code, body, err = c.do(ctx, "GET", "/approvals"+q, nil)
+		code, body, err = do(ctx, "GET", prefix+"/approvals"+q, nil)
 	case "show":
-		code, body, err = c.do(ctx, "GET", "/approvals/"+id, nil)
+		code, body, err = do(ctx, "GET", prefix+"/approvals/"+url.PathEscape(id), nil)
 	default:
-		code, body, err = c.do(ctx, "POST", "/approvals/"+id, controlDecision{Decision: verb, Params: json.RawMessage(edits)})
+		d := controlDecision{Decision: verb}
+		if edits != "" {
+			d.Params = json.RawMessage(edits)
+		}
+		code, body, err = do(ctx, "POST", prefix+"/approvals/"+url.PathEscape(id), d)
 	}
 	if err != nil {
 		return err
@@ -241,6 +247,8 @@ func approvalsViaControl(ctx context.Context, e env, c *controlClient, verb, id 
 			return exitError{code: exitNotFound, msg: msg}
 		case http.StatusUnprocessableEntity, http.StatusBadRequest:
 			return exitError{code: exitUsage, msg: msg}
+		case http.StatusInternalServerError, http.StatusBadGateway, http.StatusServiceUnavailable:
+			return exitError{code: exitFailed, msg: msg}
 		default:
 			return exitError{code: exitRefused, msg: msg}
 		}

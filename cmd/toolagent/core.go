@@ -61,24 +61,30 @@ const (
 	approvalsIfFree
 )
 
-// approveHint says how a held call is decided: through the daemon's API
-// (serve), or on this host with `toolagent approvals`, which reaches a
-// running `toolagent mcp` through its control socket.
-func approveHint(mode approvalMode, state string, nobodyCanApprove bool) func(id string) string {
-	if mode == approvalsRequired && nobodyCanApprove {
-		// Without tokens every caller is anonymous, and an anonymous
-		// caller cannot approve its own call: say what would work.
-		return func(id string) string {
-			return fmt.Sprintf("nobody can approve %[1]s on this daemon as it runs: without API tokens every caller is anonymous, and a caller cannot approve its own call; restart it with --allow-self-approval (one person, on loopback) and POST /v1/approvals/%[1]s {\"decision\":\"approve\"}, or configure tokens with the approve role", id)
-		}
-	}
+// approveHint says how a held call is decided where it was held: on a
+// daemon (serve), by its operator with `toolagent approvals` on its host
+// (the CLI finds the daemon and the operator token in the state
+// directory) or, with tokens, by an approver through the API; under
+// `toolagent mcp` over stdio, with `toolagent approvals` on this host,
+// which reaches it through its control socket.
+func approveHint(mode approvalMode, state string, open bool) func(id string) string {
 	if mode == approvalsIfFree { // toolagent mcp over stdio
 		return func(id string) string {
 			return fmt.Sprintf("an operator on this host, while this MCP server runs: `toolagent approvals approve %[1]s --state %[2]s` (or deny; --params to approve with edits; `toolagent approvals list --state %[2]s` shows what waits)", id, state)
 		}
 	}
+	operator := func(id string) string {
+		return fmt.Sprintf("the operator on the daemon's host: `toolagent approvals approve %[1]s --state %[2]s` (or deny; --params JSON to approve with edits), or POST /v1/approvals/%[1]s {\"decision\":\"approve\"} with the operator token (%[3]s) as Authorization: Bearer", id, state, operatorTokenPath(state))
+	}
+	if open {
+		// Every other caller is anonymous and cannot approve its own
+		// call: the operator can.
+		return func(id string) string {
+			return operator(id) + "; a caller cannot approve its own call"
+		}
+	}
 	return func(id string) string {
-		return fmt.Sprintf("an approver with the approve role: POST /v1/approvals/%s {\"decision\":\"approve\"} (or \"deny\"; \"params\" to approve with edits)", id)
+		return fmt.Sprintf("an approver with the approve role: POST /v1/approvals/%s {\"decision\":\"approve\"} (or \"deny\"; \"params\" to approve with edits); or %s", id, operator(id))
 	}
 }
 
@@ -142,7 +148,7 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (*core, err
 		Approvals:     ap,
 		ShellPolicy:   sp,
 		NoQueueReason: noQueue,
-		ApproveHint:   approveHint(mode, c.state, cfg.Tokens == "" && cfg.TokensFile == "" && !cfg.AllowSelfApproval),
+		ApproveHint:   approveHint(mode, c.state, cfg.Tokens == "" && cfg.TokensFile == ""),
 	})
 	parseCache := openParseCache(c.state, log)
 	vocab, err := loadVocab(cfg.VocabFile)

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"net/http"
+	"net/url"
 
 	"github.com/toolagent/toolagent/internal/catalog"
 )
@@ -11,12 +13,36 @@ func runList(ctx context.Context, e env, args []string) error {
 	fs := newFlagSet("list", e)
 	c.register(fs, e)
 	all := fs.Bool("all", false, "include disabled, failed and stale tools with their reasons")
+	var sf serverFlag
+	sf.register(fs, e)
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 0 {
 		return usageError{errTooManyArgs("list", pos)}
+	}
+	rd, err := c.daemonFor(ctx, e, sf)
+	if err != nil {
+		return err
+	}
+	if rd != nil {
+		q := url.Values{}
+		if *all {
+			q.Set("all", "1")
+		}
+		path := "/v1/tools"
+		if len(q) > 0 {
+			path += "?" + q.Encode()
+		}
+		code, body, err := rd.do(ctx, "GET", path, nil, false)
+		if err != nil {
+			return err
+		}
+		if code != http.StatusOK {
+			return rd.apiErr(code, body)
+		}
+		return printRaw(e.stdout, body)
 	}
 	l, err := c.load(e, true)
 	if err != nil {

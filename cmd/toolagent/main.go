@@ -9,6 +9,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -40,26 +41,30 @@ type env struct {
 }
 
 type command struct {
-	name    string
+	name string
+	// args is the synopsis after "toolagent NAME [flags]".
+	args    string
 	summary string
 	run     func(ctx context.Context, e env, args []string) error
 }
 
 func commands() []command {
 	return []command{
-		{"serve", "run the daemon: HTTP API, hot reload, auth, metrics", runServe},
-		{"mcp", "serve MCP over stdin/stdout (--meta-only for very large catalogs)", runMCP},
-		{"sync", "sync the tools source once (git: clone or fetch), build, save the parse cache; JSON summary", runSync},
-		{"gatekeeper", "run the gatekeeper server: other hosts' daemons run gatekeeper tools here", runGatekeeper},
-		{"list", "list the callable tools (--all adds disabled, failed and stale ones)", runList},
-		{"show", "show one tool's definition, status and JSON Schema", runShow},
-		{"call", "call a tool: call NAME k=v ... | --params JSON [--dry-run]", runCall},
-		{"approvals", "decide held calls of the local queue: list [--all] | show ID | approve ID [--params JSON] | deny ID", runApprovals},
-		{"validate", "lint a tools tree: every error, non-zero exit on any", runValidate},
-		{"new", "scaffold tools/NAME/TOOL.hdlp with every field", runNew},
-		{"match", "find the 1-3 tools that fit an intent in words", runMatch},
-		{"eval", "measure intent matching on a queries.jsonl", runEval},
-		{"version", "print the build's version (also --version)", runVersion},
+		{"serve", "", "run the daemon: HTTP API, MCP, hot reload, auth, metrics", runServe},
+		{"mcp", "", "serve MCP over stdin/stdout (--meta-only for very large catalogs)", runMCP},
+		{"sync", "", "sync the tools source once (git: clone or fetch), build, save the parse cache; JSON summary", runSync},
+		{"gatekeeper", "", "run the gatekeeper server: other hosts' daemons run gatekeeper tools here", runGatekeeper},
+		{"list", "", "list the callable tools (--all adds disabled, failed and stale ones)", runList},
+		{"show", "NAME", "show one tool's definition, policy, status and JSON Schema", runShow},
+		{"call", "NAME [k=v | k:=JSON ...]", "call a tool: params as k=v (converted to the declared type) or --params JSON", runCall},
+		{"approvals", "list | show ID | approve ID | deny ID", "decide held calls (a running daemon's, through its API, as its operator)", runApprovals},
+		{"status", "", "the running daemon's status: source, revision, reloads, sandbox", runStatus},
+		{"validate", "[DIR | FILE | embedded]", "lint a tools tree or one TOOL.hdlp (or --config FILE): every error, exit 1 on any", runValidate},
+		{"new", "NAME", "scaffold tools/NAME/TOOL.hdlp with every field", runNew},
+		{"match", "INTENT...", "find the 1-3 tools that fit an intent in words", runMatch},
+		{"eval", "--queries FILE", "measure intent matching on a queries.jsonl", runEval},
+		{"completion", "bash | zsh | fish", "print a shell completion script", runCompletion},
+		{"version", "", "print the build's version (also --version)", runVersion},
 	}
 }
 
@@ -85,19 +90,24 @@ func runEnv(ctx context.Context, e env, args []string) error {
 			return c.run(ctx, e, args[1:])
 		}
 	}
-	usage(stderr)
-	return usageError{fmt.Errorf("unknown subcommand %q", args[0])}
+	msg := fmt.Sprintf("unknown subcommand %q", args[0])
+	if near := didYouMean(args[0]); near != "" {
+		msg += fmt.Sprintf("; did you mean %q?", near)
+	}
+	return usageError{fmt.Errorf("%s (`toolagent help` lists them)", msg)}
 }
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: toolagent <subcommand> [flags] [args]")
 	fmt.Fprintln(w)
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-11s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Every subcommand takes --tools DIR (default: the checkout's native-repo/tools).")
-	fmt.Fprintln(w, "Run `toolagent <subcommand> -h` for its flags.")
+	fmt.Fprintln(w, "The tools tree is found as git finds .git (./tools, a parent's tools/, the checkout's")
+	fmt.Fprintln(w, "native-repo/tools, else the copy compiled in); --tools DIR names one. While a daemon")
+	fmt.Fprintln(w, "runs on the state directory, list, show, call, match, status and approvals ask it.")
+	fmt.Fprintln(w, "Run `toolagent <subcommand> -h` for its arguments and flags.")
 }
 
 // Exit codes (documented in README.md, "A five-minute tour").
@@ -135,12 +145,12 @@ func exitCode(err error, stderr io.Writer) int {
 		}
 		return ee.code
 	}
+	if errors.Is(err, errFlagHelp) {
+		return exitOK // the help was asked for and printed
+	}
 	fmt.Fprintln(stderr, "toolagent:", err)
 	var ue usageError
-	if errors.As(err, &ue) || errors.Is(err, errFlagHelp) {
-		if errors.Is(err, errFlagHelp) {
-			return exitOK
-		}
+	if errors.As(err, &ue) {
 		return exitUsage
 	}
 	return exitFailed
@@ -149,6 +159,10 @@ func exitCode(err error, stderr io.Writer) int {
 // runVersion prints the build's version: the module version, or devel+
 // the VCS revision (the same string as MCP's serverInfo and /v1/status).
 func runVersion(_ context.Context, e env, args []string) error {
+	if len(args) == 1 && (args[0] == "-h" || args[0] == "--help") {
+		writeHelp(e.stdout, "version", flag.NewFlagSet("version", flag.ContinueOnError))
+		return nil
+	}
 	if len(args) > 0 {
 		return usageError{fmt.Errorf("version takes no arguments; got %q", args)}
 	}

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"net/http"
 	"strings"
 )
 
@@ -11,6 +13,8 @@ func runMatch(ctx context.Context, e env, args []string) error {
 	fs := newFlagSet("match", e)
 	c.register(fs, e)
 	limit := fs.Int("limit", 3, "most candidates to return (1..3)")
+	var sf serverFlag
+	sf.register(fs, e)
 	vocabFile := fs.String("vocab", e.getenv("TOOLAGENT_VOCAB"), "extra vocabulary `FILE` merged with the built-in one (env TOOLAGENT_VOCAB)")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
@@ -21,6 +25,27 @@ func runMatch(ctx context.Context, e env, args []string) error {
 	}
 	if *limit < 1 || *limit > 3 {
 		return usageError{errors.New("match: --limit must be 1, 2 or 3")}
+	}
+	rd, err := c.daemonFor(ctx, e, sf)
+	if err != nil {
+		return err
+	}
+	if rd != nil {
+		code, body, err := rd.do(ctx, "POST", "/v1/match", map[string]any{"intent": strings.Join(pos, " "), "limit": *limit}, false)
+		if err != nil {
+			return err
+		}
+		if code != http.StatusOK {
+			return rd.apiErr(code, body)
+		}
+		if err := printRaw(e.stdout, body); err != nil {
+			return err
+		}
+		var resp struct{ Found bool }
+		if json.Unmarshal(body, &resp) == nil && !resp.Found {
+			return exitError{code: exitNotFound}
+		}
+		return nil
 	}
 	if c.vocab, err = loadVocab(*vocabFile); err != nil {
 		return err

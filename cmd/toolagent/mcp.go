@@ -90,7 +90,7 @@ func mcpHandler(srv *mcpserver.Server, tokens *api.Tokens, maxBody int64, origin
 	if tokens.Len() == 0 {
 		return h
 	}
-	return mcpserver.RequireToken(func(secret string) (string, []string, bool) {
+	checked := mcpserver.RequireToken(func(secret string) (string, []string, bool) {
 		name, role, ok := tokens.Lookup(secret)
 		var roles []string
 		for r := api.RoleRead; ok && r <= role; r++ {
@@ -98,6 +98,18 @@ func mcpHandler(srv *mcpserver.Server, tokens *api.Tokens, maxBody int64, origin
 		}
 		return name, roles, ok
 	}, api.RoleCall.String(), h)
+	if !tokens.Open() {
+		return checked
+	}
+	// Open but for the operator's token: a request without a token is
+	// anonymous, one with a token is checked (as the HTTP API does).
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") == "" {
+			h.ServeHTTP(w, r)
+			return
+		}
+		checked.ServeHTTP(w, r)
+	})
 }
 
 // splitList splits a comma-separated setting, dropping empty items.

@@ -47,7 +47,7 @@ func runServe(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if tokens.Len() == 0 && !isLoopback(cfg.Listen) {
+	if tokens.Open() && !isLoopback(cfg.Listen) {
 		return fmt.Errorf("refusing to listen on %s without API tokens: every tool would be open to the network; "+
 			"configure tokens (--tokens-file or TOOLAGENT_TOKENS), or listen on a loopback address such as 127.0.0.1:8765", cfg.Listen)
 	}
@@ -57,6 +57,12 @@ func runServe(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	store, disp, loop, trigger := cr.store, cr.disp, cr.loop, cr.trigger
+	open := tokens.Open()
+	opToken, err := addOperatorToken(tokens, cr.common.state, log)
+	if err != nil {
+		cr.close()
+		return err
+	}
 	dropSecretEnv(e, cfg)
 	apiHandler := api.New(api.Options{Tokens: tokens, MaxBodyBytes: cfg.MaxBodyBytes, Registry: cr.reg, Webhook: cr.src.webhook, Approvals: disp, Sandbox: cr.common.sandboxStatus(), Version: buildVersion()},
 		store, disp, syncer{loop, trigger}, log.With(slog.String("log", "api")))
@@ -80,10 +86,27 @@ func runServe(ctx context.Context, e env, args []string) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	auth := "tokens"
-	if tokens.Len() == 0 {
-		auth = "open (loopback, no tokens)"
+	if open {
+		auth = "open (loopback, no tokens but the operator's)"
 	}
-	log.Info("listening", "version", buildVersion(), "addr", ln.Addr().String(), "source", cr.loop.Status().Source, "auth", auth, "max_concurrent", cfg.MaxConcurrent)
+	url := "http://" + ln.Addr().String()
+	info := daemonInfo{URL: url, PID: os.Getpid(), Source: cr.loop.Status().Source, Open: open, Version: buildVersion()}
+	if cfg.Repo == "" {
+		info.Tools = cr.common.tools
+	}
+	removeInfo, err := writeDaemonInfo(cr.common.state, info)
+	if err != nil {
+		ln.Close()
+		cr.close()
+		return err
+	}
+	defer removeInfo()
+	log.Info("listening", "version", buildVersion(), "addr", ln.Addr().String(), "url", url, "source", cr.loop.Status().Source,
+		"state", cr.common.state, "files_root", cr.common.filesRoot, "auth", auth, "max_concurrent", cfg.MaxConcurrent)
+	if opToken != "" {
+		log.Info("the operator token is yours: the CLI on this host uses it (toolagent approvals list, toolagent status); other clients send it as Authorization: Bearer $(cat FILE)",
+			"file", opToken, "caller", operatorName)
+	}
 
 	// Calls run on callsCtx, not on ctx: a signal stops new work at once,
 	// but running calls get the grace period before this is cancelled.
@@ -168,6 +191,28 @@ func loadTokens(cfg Config, log *slog.Logger) (*api.Tokens, error) {
 		}
 	}
 	return toks, nil
+}
+
+// addOperatorToken adds the operator token of the state directory to
+// tokens (making it at first start) and returns its file; "" when a
+// configured token already has the operator's name (that token is then the
+// operator's way in).
+func addOperatorToken(tokens *api.Tokens, state string, log *slog.Logger) (string, error) {
+	secret, created, err := ensureOperatorToken(state)
+	if err != nil {
+		return "", err
+	}
+	if err := tokens.AddOperator(operatorName, secret); err != nil {
+		if _, _, taken := tokens.Lookup(secret); taken {
+			return "", fmt.Errorf("%w: a configured token has the operator token's secret; delete %s and restart", err, operatorTokenPath(state))
+		}
+		log.Warn("no operator token: a configured token is named "+operatorName+"; use it to approve", "err", err)
+		return "", nil
+	}
+	if created {
+		log.Info("made the operator token", "file", operatorTokenPath(state))
+	}
+	return operatorTokenPath(state), nil
 }
 
 // isLoopback reports whether addr (host:port) only listens on loopback.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/url"
 	"strings"
 )
 
@@ -15,12 +17,28 @@ func runShow(ctx context.Context, e env, args []string) error {
 	var c common
 	fs := newFlagSet("show", e)
 	c.register(fs, e)
+	var sf serverFlag
+	sf.register(fs, e)
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 {
 		return usageError{errors.New("show: want exactly one tool NAME")}
+	}
+	rd, err := c.daemonFor(ctx, e, sf)
+	if err != nil {
+		return err
+	}
+	if rd != nil {
+		code, body, err := rd.do(ctx, "GET", "/v1/tools/"+url.PathEscape(pos[0]), nil, false)
+		if err != nil {
+			return err
+		}
+		if code != http.StatusOK {
+			return rd.apiErr(code, body)
+		}
+		return printRaw(e.stdout, body)
 	}
 	l, err := c.load(e, true)
 	if err != nil {

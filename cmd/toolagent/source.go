@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -49,6 +51,11 @@ type common struct {
 	// runsTools is set by the commands that run tools (serve, mcp, call,
 	// approvals approve): only they build, and need, a sandbox.
 	runsTools bool
+
+	// Set by resolve: toolsChosen when --tools or TOOLAGENT_TOOLS named
+	// the tree, toolsFromWorkDir when findTools found it from the
+	// working directory; resolved once resolve ran.
+	toolsChosen, toolsFromWorkDir, resolved bool
 }
 
 // sandboxStatus is what /v1/status says of c's sandbox.
@@ -69,16 +76,30 @@ func (c *common) newSandbox() (*proc.Sandbox, error) {
 	return openSandbox(c.sandboxMode, opts)
 }
 
+// newFlagSet returns the flag set of subcommand name. Its -h prints the
+// subcommand's help (writeHelp) on stdout; parseArgs reports a bad flag.
 func newFlagSet(name string, e env) *flag.FlagSet {
 	fs := flag.NewFlagSet("toolagent "+name, flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() { writeHelp(e.stdout, name, fs) }
 	return fs
 }
 
-// register adds the shared flags; their defaults come from the environment.
+// register adds the flags of the commands that read a tools tree: --tools
+// and --state; their defaults come from the environment.
 func (c *common) register(fs *flag.FlagSet, e env) {
 	fs.StringVar(&c.tools, "tools", e.getenv("TOOLAGENT_TOOLS"), "tools tree `DIR` (env TOOLAGENT_TOOLS; default: found as git finds .git: this directory if it holds */TOOL.hdlp, else ./tools, else the nearest parent's tools/, else the checkout's native-repo/tools, else the embedded copy)")
+	c.registerState(fs, e)
+}
+
+// registerState adds --state alone (status).
+func (c *common) registerState(fs *flag.FlagSet, e env) {
 	fs.StringVar(&c.state, "state", e.getenv("TOOLAGENT_STATE"), "state `DIR` (env TOOLAGENT_STATE; default $XDG_STATE_HOME/toolagent or ~/.local/state/toolagent)")
+}
+
+// registerRun adds the flags of the commands that run tools (call,
+// approvals): --files-root and --sandbox.
+func (c *common) registerRun(fs *flag.FlagSet, e env) {
 	fs.StringVar(&c.filesRoot, "files-root", e.getenv("TOOLAGENT_FILES_ROOT"), "root `DIR` the file-read and file-write tools are confined to (env TOOLAGENT_FILES_ROOT; default STATE/files)")
 	sandboxFlag(fs, e, &c.sandboxMode, "tool processes")
 }
@@ -87,9 +108,15 @@ func (c *common) register(fs *flag.FlagSet, e env) {
 // --dry-run k=v` works); "--" ends flag parsing.
 func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
+	help := fs.Usage
+	fs.Usage = func() {} // the flag package calls it on errors too
+	defer func() { fs.Usage = help }()
 	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, usageError{err}
+		if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+			help()
+			return nil, errFlagHelp
+		} else if err != nil {
+			return nil, usageError{fmt.Errorf("%s: %v (`%s -h` lists its flags)", strings.TrimPrefix(fs.Name(), "toolagent "), err, fs.Name())}
 		}
 		rest := fs.Args()
 		if len(rest) == 0 {
@@ -106,8 +133,11 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 // resolve fills defaults that depend on the machine.
 func (c *common) resolve(e env) error {
 	if c.tools == "" {
-		c.tools = findTools()
+		c.tools, c.toolsFromWorkDir = findTools()
+	} else if !c.resolved {
+		c.toolsChosen = true
 	}
+	c.resolved = true
 	if c.state == "" {
 		base := e.getenv("XDG_STATE_HOME")
 		if base == "" {
@@ -129,19 +159,20 @@ func (c *common) resolve(e env) error {
 // directory itself when it holds */TOOL.hdlp, else ./tools when it does,
 // else the nearest parent whose tools/ does, else a checkout's
 // native-repo/tools (this repository), else the copy compiled into the
-// binary.
-func findTools() string {
+// binary. fromWorkDir says the tree was found from the working directory
+// (itself, its tools/ or a parent's), not a fallback.
+func findTools() (dir string, fromWorkDir bool) {
 	dir, err := os.Getwd()
 	if err != nil {
-		return embeddedTools
+		return embeddedTools, false
 	}
 	if holdsTools(dir) {
-		return dir
+		return dir, true
 	}
 	native := ""
 	for d := dir; ; {
 		if t := filepath.Join(d, "tools"); holdsTools(t) {
-			return t
+			return t, true
 		}
 		if t := filepath.Join(d, "native-repo", "tools"); native == "" && isDir(t) {
 			native = t
@@ -153,9 +184,9 @@ func findTools() string {
 		d = parent
 	}
 	if native != "" {
-		return native
+		return native, false
 	}
-	return embeddedTools
+	return embeddedTools, false
 }
 
 // holdsTools reports whether dir has a tool folder: */TOOL.hdlp.

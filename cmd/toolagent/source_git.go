@@ -145,6 +145,7 @@ type gitSource struct {
 }
 
 func (s *gitSource) Sync(ctx context.Context) (scan.Tree, error) {
+	parent := ctx
 	if s.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, s.timeout)
@@ -152,6 +153,9 @@ func (s *gitSource) Sync(ctx context.Context) (scan.Tree, error) {
 	}
 	t, err := s.git.Sync(ctx)
 	if err != nil {
+		if s.timeout > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded) && parent.Err() == nil {
+			return nil, fmt.Errorf("sync_timeout %s reached (raise sync_timeout, --sync-timeout, for a slow server or a large repository): %w", s.timeout, err)
+		}
 		return nil, err
 	}
 	return t, nil
@@ -195,3 +199,6 @@ func (cr *core) prime() {
 		cr.log.Warn("cannot serve the last synced commit; waiting for the first sync", "err", err)
 	}
 }
+
+// String describes the embedded tree for logs and /v1/status.
+func (s staticSource) String() string { return "embedded (the tools compiled into this binary)" }

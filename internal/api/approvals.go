@@ -110,7 +110,7 @@ func (s *server) handleDecide(w http.ResponseWriter, r *http.Request) {
 	a, res, err := s.opts.Approvals.Decide(r.Context(), r.PathValue("id"), decider, approve, req.Params)
 	if err != nil {
 		if errors.Is(err, dispatch.ErrSelfApproval) && decider == Anonymous {
-			err = fmt.Errorf("%w; without API tokens every caller is %s, so nobody may approve: configure tokens with the approve role, or set allow_self_approval", err, Anonymous)
+			err = fmt.Errorf("%w; without a token a caller is %s: approve with the daemon's operator token (STATE/operator.token; `toolagent approvals approve ID` on the daemon's host sends it) or a token with the approve role", err, Anonymous)
 		}
 		writeError(w, s.log, approvalError(err))
 		return

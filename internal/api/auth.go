@@ -81,6 +81,10 @@ type token struct {
 	name string
 	role Role
 	hash [sha256.Size]byte
+	// operator marks the token the daemon made for the person who started
+	// it (AddOperator): it identifies a request, and never closes an open
+	// daemon to callers without a token.
+	operator bool
 }
 
 // Parse adds the tokens in text. src names where text came from (a file
@@ -148,12 +152,40 @@ func (t *Tokens) add(entry string) error {
 	return nil
 }
 
-// Len is the number of tokens; 0 means the API is open (loopback only).
+// AddOperator adds the operator token: the identity of the person who
+// started the daemon, with the admin role. On an open daemon (no other
+// tokens) requests without a token stay anonymous, and a request with this
+// token is the operator's, so an operator can approve what an anonymous
+// caller asked. The name must not be one of the parsed tokens'.
+func (t *Tokens) AddOperator(name, secret string) error {
+	before := len(t.list)
+	if err := t.add(name + ":" + RoleAdmin.String() + ":" + secret); err != nil {
+		return fmt.Errorf("operator token: %w", err)
+	}
+	t.list[before].operator = true
+	return nil
+}
+
+// Len is the number of tokens, the operator's included.
 func (t *Tokens) Len() int {
 	if t == nil {
 		return 0
 	}
 	return len(t.list)
+}
+
+// Open reports whether the API is open: no tokens but the operator's, so
+// a request without a token is served as Anonymous (loopback only).
+func (t *Tokens) Open() bool {
+	if t == nil {
+		return true
+	}
+	for _, tok := range t.list {
+		if !tok.operator {
+			return false
+		}
+	}
+	return true
 }
 
 // Lookup returns the token whose secret is secret. Every token is compared,
@@ -202,15 +234,17 @@ var (
 )
 
 // authorize wraps h so that it runs only for a token of at least role need
-// (any request when need is rolePublic or no tokens are configured), with
-// the caller's name in the request context.
+// (any request when need is rolePublic; on an open daemon, any request
+// without a token, as Anonymous), with the caller's name in the request
+// context. A token that is sent is checked even on an open daemon: a
+// wrong one is refused, not served anonymously.
 func (s *server) authorize(need Role, h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if need == rolePublic || s.opts.Tokens.Len() == 0 {
+		secret, ok := bearer(r)
+		if need == rolePublic || (s.opts.Tokens.Open() && !ok) {
 			h(w, r)
 			return
 		}
-		secret, ok := bearer(r)
 		name, role, found := "", rolePublic, false
 		if ok {
 			name, role, found = s.opts.Tokens.Lookup(secret)

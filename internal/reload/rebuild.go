@@ -67,7 +67,7 @@ func (l *Loop) Rebuild(ctx context.Context) (rebuilt bool, err error) {
 	l.logger().Info("rebuilt", "revision", next.Rev(), "generation", next.Gen(),
 		"tools", next.Len(), "enabled", counts[catalog.Enabled], "stale", counts[catalog.Stale],
 		"failed", counts[catalog.Failed], "disabled", counts[catalog.Disabled],
-		"problems", len(rep.Problems), "took", l.now().Sub(start))
+		"problems", len(rep.Problems), "took_ms", l.now().Sub(start).Milliseconds())
 	indexAfterPublish(next)
 	return true, nil
 }

@@ -143,6 +143,8 @@ type Status struct {
 	// Source describes where trees come from (a URL with its branch, or a
 	// directory), without secrets.
 	Source string `json:"source,omitempty"`
+	// SyncingSince is when the sync in progress began (zero: none runs).
+	SyncingSince time.Time `json:"syncing_since,omitzero"`
 }
 
 // Loop syncs Source into Store. Set the fields, then call Run (or Once);
@@ -221,11 +223,22 @@ func (l *Loop) Once(ctx context.Context) (changed bool, err error) {
 	defer l.onceMu.Unlock()
 	log := l.logger()
 	start := l.now()
+	l.mu.Lock()
+	l.status.SyncingSince = start
+	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		l.status.SyncingSince = time.Time{}
+		l.mu.Unlock()
+	}()
+	log.Info("sync started")
 
 	t, err := l.Source.Sync(ctx)
 	if err != nil {
+		log.Info("sync ended", "ok", false, "took_ms", l.now().Sub(start).Milliseconds())
 		return false, l.fail(fmt.Errorf("sync: %w", err))
 	}
+	log.Info("sync ended", "ok", true, "revision", t.Rev(), "took_ms", l.now().Sub(start).Milliseconds())
 	prev := l.Store.Load()
 	rev := t.Rev()
 	if prev != nil && prev.Rev() == rev {
@@ -255,7 +268,7 @@ func (l *Loop) Once(ctx context.Context) (changed bool, err error) {
 	log.Info("reloaded", "revision", rev, "generation", next.Gen(),
 		"tools", next.Len(), "enabled", counts[catalog.Enabled], "stale", counts[catalog.Stale],
 		"failed", counts[catalog.Failed], "disabled", counts[catalog.Disabled],
-		"parsed", rep.Parsed, "reused", rep.Reused, "took", l.now().Sub(start))
+		"parsed", rep.Parsed, "reused", rep.Reused, "took_ms", l.now().Sub(start).Milliseconds())
 	l.recordBuild(rep)
 	l.succeed(next, true, len(rep.Problems))
 	indexAfterPublish(next)

@@ -446,3 +446,63 @@ func TestRunBackoffDropsTicks(t *testing.T) {
 		}
 	})
 }
+
+// gatedSource blocks every Sync until release is closed.
+type gatedSource struct {
+	fakeSource
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (s *gatedSource) Sync(ctx context.Context) (scan.Tree, error) {
+	s.entered <- struct{}{}
+	<-s.release
+	return s.fakeSource.Sync(ctx)
+}
+
+// TestSyncInProgress: Status shows a sync while it runs (syncing_since)
+// and not after; the log has its start and its end with the duration in
+// milliseconds (a JSON log's took_ms is a number of ms, not ns).
+func TestSyncInProgress(t *testing.T) {
+	src := &gatedSource{entered: make(chan struct{}), release: make(chan struct{})}
+	src.set("echo/TOOL.hdlp", toolFile("echo", "one"))
+	l, _ := newLoop(src)
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	l.Logger = slog.New(slog.NewJSONHandler(lockedWriter{&mu, &logs}, nil))
+	done := make(chan error, 1)
+	go func() { _, err := l.Once(t.Context()); done <- err }()
+	<-src.entered
+	if st := l.Status(); st.SyncingSince.IsZero() {
+		t.Errorf("status during a sync = %+v; want syncing_since set", st)
+	}
+	close(src.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if st := l.Status(); !st.SyncingSince.IsZero() {
+		t.Errorf("status after the sync: syncing_since = %v; want none", st.SyncingSince)
+	}
+	mu.Lock()
+	got := logs.String()
+	mu.Unlock()
+	for _, want := range []string{`"msg":"sync started"`, `"msg":"sync ended"`, `"took_ms":`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("log lacks %s:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, `"took":`) {
+		t.Errorf("a duration is logged in nanoseconds (took):\n%s", got)
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.w.Write(p)
+}

@@ -1,0 +1,39 @@
+package main
+
+import (
+	"context"
+	"net/http"
+)
+
+// runStatus prints the status of a running daemon (GET /v1/status): the
+// one that owns the state directory, or the one at --server.
+func runStatus(ctx context.Context, e env, args []string) error {
+	var c common
+	fs := newFlagSet("status", e)
+	c.registerState(fs, e)
+	var sf serverFlag
+	sf.register(fs, e)
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
+		return usageError{errTooManyArgs("status", pos)}
+	}
+	rd, err := findDaemon(ctx, e, &c, sf.url)
+	if err != nil {
+		return err
+	}
+	if rd == nil {
+		return exitError{code: exitFailed, msg: "no daemon runs on the state directory " + c.state +
+			" (no live " + daemonInfoPath(c.state) + "): start one with `toolagent serve`, give its --state, or ask another with --server URL"}
+	}
+	code, body, err := rd.do(ctx, "GET", "/v1/status", nil, false)
+	if err != nil {
+		return err
+	}
+	if code != http.StatusOK {
+		return rd.apiErr(code, body)
+	}
+	return printRaw(e.stdout, body)
+}
