@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 
@@ -15,12 +16,18 @@ func runList(ctx context.Context, e env, args []string) error {
 	all := fs.Bool("all", false, "include disabled, failed and stale tools with their reasons")
 	var sf serverFlag
 	sf.register(fs, e)
+	var tagArgs listFlag
+	fs.Var(&tagArgs, "tag", "list only the tools carrying this `TAG`; repeatable, or a comma list: --tag git --tag read-only and --tag git,read-only both keep the tools with both tags")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 0 {
 		return usageError{errTooManyArgs("list", pos)}
+	}
+	tags, err := catalog.ParseTagFilter(tagArgs)
+	if err != nil {
+		return usageError{fmt.Errorf("--tag: %w", err)}
 	}
 	rd, err := c.daemonFor(ctx, e, sf)
 	if err != nil {
@@ -30,6 +37,9 @@ func runList(ctx context.Context, e env, args []string) error {
 		q := url.Values{}
 		if *all {
 			q.Set("all", "1")
+		}
+		for _, t := range tagArgs {
+			q.Add("tag", t)
 		}
 		path := "/v1/tools"
 		if len(q) > 0 {
@@ -59,7 +69,7 @@ func runList(ctx context.Context, e env, args []string) error {
 		Tools    []catalog.ToolView `json:"tools"`
 		Problems []string           `json:"problems,omitempty"`
 	}{Tree: c.tools, Revision: l.snap.Rev(), Tools: []catalog.ToolView{}}
-	for _, en := range entries {
+	for _, en := range catalog.FilterTags(entries, tags) {
 		out.Tools = append(out.Tools, en.View(false))
 	}
 	if *all {

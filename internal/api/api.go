@@ -276,6 +276,12 @@ func (s *server) handleTools(w http.ResponseWriter, r *http.Request) {
 		writeError(w, s.log, errorf(http.StatusBadRequest, "query all: format=openai lists the callable tools only"))
 		return
 	}
+	// tag=a&tag=b and tag=a,b both ask for the tools carrying a and b.
+	tags, err := catalog.ParseTagFilter(q["tag"])
+	if err != nil {
+		writeError(w, s.log, errorf(http.StatusBadRequest, "query tag: %v", err))
+		return
+	}
 	snap, ok := s.snapshot(w)
 	if !ok {
 		return
@@ -284,6 +290,7 @@ func (s *server) handleTools(w http.ResponseWriter, r *http.Request) {
 	if all {
 		entries = snap.All()
 	}
+	entries = catalog.FilterTags(entries, tags)
 	if format == "openai" {
 		out := openAIList{Revision: snap.Rev(), Tools: make([]hldp.OpenAIFunction, 0, len(entries))}
 		for _, e := range entries {

@@ -42,18 +42,21 @@ executor: shell
 argv: [echo, "{msg}"]
 params_schema:
   msg: { type: string, required: true, description: "the message" }
+tags: [text, read-only]
 `))},
 	"fail/TOOL.hdlp": {Data: []byte(tool("fail", `intent: always fails with exit code 3
 method: run
 executor: shell
 argv: [sh, -c, "echo boom >&2; exit 3"]
 params_schema: {}
+tags: [text]
 `))},
 	"nop/TOOL.hdlp": {Data: []byte(tool("nop", `intent: do nothing successfully
 method: run
 executor: shell
 argv: ["true"]
 params_schema: {}
+tags: [read-only]
 `))},
 	"confirm/TOOL.hdlp": {Data: []byte(tool("confirm", `intent: deletes everything after confirmation
 method: run
@@ -68,6 +71,7 @@ method: exec
 executor: gatekeeper
 params_schema:
   cmd: { type: string, required: true, description: "command" }
+tags: [remote, read-only]
 `))},
 	"broken/TOOL.hdlp": {Data: []byte("name: broken\nnot yaml: [\n")},
 }
@@ -365,6 +369,62 @@ func TestTools(t *testing.T) {
 	}
 	if code, body := f.do(t, "GET", "/v1/tools/nope", "", ""); code != 404 || !strings.Contains(body, `no tool named \"nope\"`) {
 		t.Errorf("GET /v1/tools/nope = %d %s; want 404 naming it", code, body)
+	}
+}
+
+// TestToolsTagFilter: ?tag= narrows every form of the listing to the
+// tools carrying all the tags asked for, whether the tags come as
+// repeated parameters or as a comma list; the summary view shows them.
+func TestToolsTagFilter(t *testing.T) {
+	f := newFixture(t, nil)
+	type listed struct {
+		Name     string   `json:"name"`
+		Tags     []string `json:"tags"`
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	}
+	list := func(path string) []listed {
+		t.Helper()
+		code, body := f.do(t, "GET", path, "", "")
+		var l struct {
+			Tools []listed `json:"tools"`
+		}
+		if code != 200 || json.Unmarshal([]byte(body), &l) != nil {
+			t.Fatalf("GET %s = %d %s; want 200 and a tool list", path, code, body)
+		}
+		return l.Tools
+	}
+	tests := []struct {
+		path string
+		want []string
+	}{
+		{"/v1/tools?tag=read-only", []string{"echo", "nop"}},
+		{"/v1/tools?tag=read-only&tag=text", []string{"echo"}},
+		{"/v1/tools?tag=text,read-only", []string{"echo"}},
+		{"/v1/tools?tag=text", []string{"echo", "fail"}},
+		{"/v1/tools?tag=remote", nil},
+		{"/v1/tools?tag=remote&all=1", []string{"gk"}},
+		{"/v1/tools?tag=read-only&format=openai", []string{"echo", "nop"}},
+		{"/v1/tools?tag=nothing-has-this", nil},
+		{"/v1/tools?tag=", []string{"confirm", "echo", "fail", "nop", "stale"}},
+	}
+	for _, tc := range tests {
+		var got []string
+		for _, tl := range list(tc.path) {
+			got = append(got, tl.Name+tl.Function.Name)
+		}
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("GET %s tools (-want +got):\n%s", tc.path, diff)
+		}
+	}
+	if got := list("/v1/tools?tag=text")[0].Tags; !slices.Equal(got, []string{"text", "read-only"}) {
+		t.Errorf("GET /v1/tools?tag=text: echo's tags = %q; want [text read-only] as the definition has them", got)
+	}
+	for _, bad := range []string{"/v1/tools?tag=Git", "/v1/tools?tag=read_only", "/v1/tools?tag=a,b%20c"} {
+		if code, body := f.do(t, "GET", bad, "", ""); code != 400 || !strings.Contains(body, "query tag:") {
+			t.Errorf("GET %s = %d %s; want 400 naming the tag query", bad, code, body)
+		}
 	}
 }
 

@@ -16,12 +16,14 @@ type ToolView struct {
 	Executor     string           `json:"executor,omitempty"`
 	Status       Status           `json:"status"`
 	Reason       string           `json:"reason,omitempty"`
+	Tags         []string         `json:"tags,omitempty"`
 	Revision     string           `json:"revision,omitempty"`
 	File         string           `json:"file"`
 	LoadError    string           `json:"load_error,omitempty"`
 	ParamsSchema json.RawMessage  `json:"params_schema,omitempty"`
 	Constraints  *ConstraintsView `json:"constraints,omitempty"`
 	Sandbox      *SandboxView     `json:"sandbox,omitempty"`
+	Requires     *RequiresView    `json:"requires,omitempty"`
 	Argv         []any            `json:"argv,omitempty"`
 	Target       string           `json:"target,omitempty"`
 	Keywords     []string         `json:"keywords,omitempty"`
@@ -51,8 +53,18 @@ type SandboxView struct {
 	Network bool     `json:"network"`
 }
 
+// RequiresView is the JSON shape of hldp.Requires: what the host must
+// have for the tool to be offered (a tool that lacks it is disabled, and
+// its reason names what is missing).
+type RequiresView struct {
+	Programs []string `json:"programs,omitempty"`
+	Files    []string `json:"files,omitempty"`
+	Check    []string `json:"check,omitempty"`
+}
+
 // View returns the JSON shape of e. When full is false only the summary
-// fields (name, display, intent, executor, status, reason, revision) are set.
+// fields (name, display, intent, method, executor, status, reason, tags,
+// revision, file) are set.
 func (e Entry) View(full bool) ToolView {
 	v := ToolView{Name: e.Name, Status: e.Status, Reason: e.Reason, Revision: e.Rev, File: e.File}
 	if e.LoadErr != nil {
@@ -63,6 +75,7 @@ func (e Entry) View(full bool) ToolView {
 		return v
 	}
 	v.Display, v.Intent, v.Method, v.Executor = t.Display, t.Intent, t.Method, string(t.Executor)
+	v.Tags = t.Tags
 	if !full {
 		return v
 	}
@@ -80,6 +93,9 @@ func (e Entry) View(full bool) ToolView {
 	}
 	if t.Executor == hldp.Shell || t.Executor == hldp.Gatekeeper {
 		v.Sandbox = &SandboxView{None: t.Sandbox.None, Write: append([]string{}, t.Sandbox.Write...), Network: t.Sandbox.Network}
+	}
+	if r := t.Requires; !r.IsZero() {
+		v.Requires = &RequiresView{Programs: r.Programs, Files: r.Files, Check: r.Check}
 	}
 	for _, it := range t.Argv {
 		switch {

@@ -59,3 +59,39 @@ why: tests
 		t.Errorf("an exec tool without shell_policy shows %q; want default", v.Constraints.ShellPolicy)
 	}
 }
+
+// TestViewShowsTagsAndRequires: listings (the summary view) show a tool's
+// tags; the full view adds its prerequisites.
+func TestViewShowsTagsAndRequires(t *testing.T) {
+	tool, err := hldp.Parse("k/TOOL.hdlp", []byte(`name: k
+display: K
+intent: list pods
+method: run
+executor: shell
+argv: [kubectl, get, pods]
+params_schema: {}
+requires: { programs: [kubectl], files: [/etc/kube.conf], check: [kubectl, version] }
+tags: [k8s, read-only]
+author: a
+created: 2026-05-31
+why: tests
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := Entry{Name: "k", Tool: tool, Status: Enabled}
+	summary, err := json.Marshal(e.View(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(summary), `"tags":["k8s","read-only"]`) || strings.Contains(string(summary), `"requires"`) {
+		t.Errorf("summary view %s; want the tags and no requires", summary)
+	}
+	full, err := json.Marshal(e.View(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `"requires":{"programs":["kubectl"],"files":["/etc/kube.conf"],"check":["kubectl","version"]}`; !strings.Contains(string(full), want) {
+		t.Errorf("full view %s lacks %s", full, want)
+	}
+}

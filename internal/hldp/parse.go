@@ -41,7 +41,7 @@ var (
 // second the extensions (see Parse).
 var (
 	requiredKeys = []string{"name", "display", "intent", "method", "executor", "params_schema", "author", "created", "why"}
-	topKeys      = []string{"name", "display", "intent", "method", "executor", "params_schema", "constraints", "author", "created", "why", "argv", "target", "keywords", "sandbox"}
+	topKeys      = []string{"name", "display", "intent", "method", "executor", "params_schema", "constraints", "author", "created", "why", "argv", "target", "keywords", "sandbox", "requires", "tags"}
 	constraintKs = []string{"timeout_ms", "max_output_bytes", "require_confirm", "max_concurrency", "rules", "shell_policy"}
 	ruleKeys     = []string{"allow", "confirm", "deny"}
 	paramKeys    = []string{"type", "required", "description", "enum", "default", "pattern", "minimum", "maximum", "items"}
@@ -72,7 +72,7 @@ var typeAliases = map[string]ParamType{
 // data, not YAML, empty, several documents, not a mapping) are reported
 // alone, since nothing below them can be trusted.
 //
-// Besides the core fields of DESIGN.md, four extension keys are accepted
+// Besides the core fields of DESIGN.md, six extension keys are accepted
 // at the top level and validated as strictly:
 //
 //   - argv: the argv template of a tool with method "run" on executor
@@ -93,6 +93,11 @@ var typeAliases = map[string]ParamType{
 //     true), or a mapping with write (a list of clean absolute paths, or
 //     ${files_root} for the daemon's files root) and network (a boolean).
 //     Absent means read-only with no network. See Sandbox.
+//   - requires: the prerequisites of a shell tool, a mapping with
+//     programs (bare names, or absolute paths), files (clean absolute
+//     paths) and check (a non-empty argv of literal words whose program is
+//     a bare name or an absolute path). See Requires.
+//   - tags: a list of distinct tags (see ValidTag).
 func Parse(file string, data []byte) (*Tool, error) {
 	p := &parser{file: file}
 	t := p.parse(data)
@@ -495,6 +500,10 @@ func (p *parser) tool(root *yaml.Node) *Tool {
 			t.Keywords = p.keywords(v, f)
 		case "sandbox":
 			t.Sandbox = p.sandbox(v, f)
+		case "requires":
+			t.Requires = p.requires(v, f)
+		case "tags":
+			t.Tags = p.tags(v, f)
 		case "argv":
 			argv = &e
 		}
@@ -510,6 +519,9 @@ func (p *parser) tool(root *yaml.Node) *Tool {
 		if t.Sandbox.None && !t.Constraints.RequireConfirm {
 			p.add(e.v, e.field, "sandbox: none needs require_confirm: true", "require_confirm: true in constraints", "require_confirm: false", "running a tool outside the sandbox is an escape hatch that an approver must confirm for every call")
 		}
+	}
+	if e, ok := byKey["requires"]; ok && execOK && t.Executor != Shell {
+		p.add(e.k, e.field, "only allowed with executor shell", "", "executor "+string(t.Executor), requiresHint(t.Executor))
 	}
 	if p.shellPolicy != nil && methodOK && t.Method != "exec" {
 		e := p.shellPolicy

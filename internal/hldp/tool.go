@@ -14,6 +14,8 @@
 package hldp
 
 import (
+	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
@@ -29,7 +31,8 @@ const FileName = "TOOL.hdlp"
 // 2: constraints.rules and constraints.shell_policy. 3: sandbox.
 // 4: "file too large" says "more than N bytes" for a file read only up to
 // the limit. 5: conditional argv groups ({if: ..., then: [...]}).
-const FormatVersion = 5
+// 6: requires and tags.
+const FormatVersion = 6
 
 // ExecutorKind names an executor; the value is the wire word used in
 // TOOL.hdlp and in results.
@@ -94,6 +97,14 @@ type Tool struct {
 	// top-level sandbox key; shell and gatekeeper tools only). The zero
 	// value, also when the key is absent, is read-only with no network.
 	Sandbox Sandbox
+	// Requires is what this host must have for the tool to be offered
+	// (the top-level requires key; shell tools only). The zero value,
+	// also when the key is absent, requires nothing.
+	Requires Requires
+	// Tags are the tool's labels (the top-level tags key): lowercase
+	// words of letters, digits and '-', each once, in file order. Listings
+	// show them and filter by them.
+	Tags []string
 
 	// File is the path the tool was parsed from (for messages).
 	File string
@@ -139,6 +150,49 @@ func (s Sandbox) String() string {
 		return w + ", network"
 	}
 	return w + ", no network"
+}
+
+// Requires is the requires key of a TOOL.hdlp: the prerequisites a host
+// must meet for the tool to be offered there. Parse only checks their
+// form; whether a host meets them is the runtime's business (the daemon
+// evaluates them at load and on its health schedule, and disables a tool
+// whose prerequisites fail, naming what is missing).
+type Requires struct {
+	// Programs must be found: a bare name on the PATH the tool's
+	// processes get, or an absolute path to an executable file.
+	Programs []string
+	// Files are clean absolute paths that must exist and be readable.
+	Files []string
+	// Check is an argv (no shell, no placeholders: every word is
+	// literal) that must exit 0; nil when absent.
+	Check []string
+}
+
+// IsZero reports whether r requires nothing.
+func (r Requires) IsZero() bool {
+	return len(r.Programs) == 0 && len(r.Files) == 0 && len(r.Check) == 0
+}
+
+// MaxTagLen is the longest tag Parse accepts, in bytes.
+const MaxTagLen = 40
+
+// ValidTag reports whether s is a tag: 1 to MaxTagLen lowercase ASCII
+// letters, digits and '-', starting and ending with a letter or digit,
+// without "--" (git, read-only, k8s).
+func ValidTag(s string) bool {
+	return len(s) <= MaxTagLen && tagRE.MatchString(s)
+}
+
+var tagRE = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)
+
+// HasTags reports whether t carries every tag in tags (true for none).
+func (t *Tool) HasTags(tags ...string) bool {
+	for _, want := range tags {
+		if !slices.Contains(t.Tags, want) {
+			return false
+		}
+	}
+	return true
 }
 
 // Param is one entry of params_schema.

@@ -58,15 +58,18 @@ type treeHasher interface {
 	TreeHash() string
 }
 
-// Checker tells whether the executor of a parsed tool can run it here. It
-// returns catalog.Enabled, or another status with the reason.
+// Checker tells whether a parsed tool can run here: its executor is
+// available and healthy, and its prerequisites (hldp.Requires) are met.
+// It returns catalog.Enabled, or another status with the reason. Build
+// calls it once per callable entry, one entry at a time.
 type Checker func(t *hldp.Tool) (catalog.Status, string)
 
 // Options configure Build.
 type Options struct {
 	// Prefix is put before paths in messages, e.g. "tools/" (the default).
 	Prefix string
-	// Check narrows parsed tools by executor availability (nil: all enabled).
+	// Check narrows parsed tools by executor availability and
+	// prerequisites (nil: all enabled).
 	Check Checker
 	// Catalog is passed to catalog.New.
 	Catalog catalog.Options

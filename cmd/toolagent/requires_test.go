@@ -1,0 +1,325 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/robfig/cron/v3"
+
+	"github.com/toolagent/toolagent/internal/catalog"
+	"github.com/toolagent/toolagent/internal/dispatch"
+	"github.com/toolagent/toolagent/internal/executors"
+	"github.com/toolagent/toolagent/internal/executors/shell"
+	"github.com/toolagent/toolagent/internal/hldp"
+	"github.com/toolagent/toolagent/internal/proc"
+	"github.com/toolagent/toolagent/internal/proc/proctest"
+	"github.com/toolagent/toolagent/internal/reload"
+	"github.com/toolagent/toolagent/internal/repo"
+	"github.com/toolagent/toolagent/internal/scan"
+)
+
+// writeFakeProgram puts an executable shell script at path, written beside it
+// and renamed over, so a process running the old one is never handed a
+// half-written file.
+func writeFakeProgram(t *testing.T, path, script string) {
+	t.Helper()
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte("#!/bin/sh\n"+script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRequiresProgramAppearsOnPath: a tool requiring a program that is
+// not on the PATH its processes get is disabled, left out of the listing
+// and of matching, with a reason naming the program; once a fake program
+// of that name appears in a directory of that PATH its check runs (and
+// fails, then passes) and the tool comes back, with no restart: the
+// health schedule re-evaluates and rebuilds the catalog. Real parts
+// throughout: the shell executor, the local tools tree, the reload loop,
+// the health loop; the PATH is the shell executor's own setting, as an
+// operator would give it.
+func TestRequiresProgramAppearsOnPath(t *testing.T) {
+	bin, tools := t.TempDir(), t.TempDir()
+	putTool(t, tools, "fake-pods", testTool("fake-pods", "intent: list the pods of the fake cluster\nmethod: run\nexecutor: shell\n"+
+		"argv: [fakectl, get, pods]\nparams_schema: {}\nrequires:\n  programs: [fakectl, sh]\n  check: [fakectl, ping]\n"))
+	putTool(t, tools, "plain", testTool("plain", "intent: print the date\nmethod: run\nexecutor: shell\nargv: [date]\nparams_schema: {}\n"))
+
+	pathList := bin + ":" + proc.MinimalPath
+	sh := shell.New(shell.Options{Env: []string{"PATH=" + pathList}})
+	execs := map[hldp.ExecutorKind]executors.Executor{hldp.Shell: sh}
+	sched, err := cron.ParseStandard("@every 1s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	h := newHealth([]probe{{kind: hldp.Shell, ex: sh}}, "", sched, 5*time.Second, slog.New(slog.NewJSONHandler(logs, nil)))
+	check := h.narrow(checker(execs))
+	store := new(catalog.Store)
+	dir := &repo.LocalDir{Path: tools}
+	t.Cleanup(func() { dir.Close() })
+	loop := &reload.Loop{
+		Source: &localSource{dir: dir},
+		Build: func(prev *catalog.Snapshot, tr scan.Tree) (*catalog.Snapshot, scan.Report, error) {
+			return scan.Build(prev, tr, nil, scan.Options{Check: check})
+		},
+		Store: store,
+	}
+	if _, err := loop.Once(t.Context()); err != nil {
+		t.Fatalf("first load: %v", err)
+	}
+
+	entry := func() catalog.Entry {
+		e, ok := store.Load().Lookup("fake-pods")
+		if !ok {
+			t.Fatalf("fake-pods is not in the catalog")
+		}
+		return e
+	}
+	enabled := func() []string {
+		var names []string
+		for _, e := range store.Load().Enabled() {
+			names = append(names, e.Name)
+		}
+		return names
+	}
+	const query = "list the pods of the fake cluster"
+	matched := func() bool {
+		for _, c := range store.Load().Match(query, 3).Candidates {
+			if c.ID == "fake-pods" {
+				return true
+			}
+		}
+		return false
+	}
+
+	// At load: the program is missing.
+	e := entry()
+	if want := "program fakectl not found on PATH (" + pathList + ")"; e.Status != catalog.Disabled || e.Reason != want {
+		t.Errorf("at load: fake-pods = %s %q; want disabled %q", e.Status, e.Reason, want)
+	}
+	if got := enabled(); !slices.Equal(got, []string{"plain"}) {
+		t.Errorf("at load: enabled tools = %v; want [plain]", got)
+	}
+	if matched() {
+		t.Errorf("at load: Match(%q) offers the disabled fake-pods", query)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := h.run(ctx, loop); err != nil {
+			t.Errorf("health run() = %v; want nil", err)
+		}
+	})
+	t.Cleanup(func() { cancel(); wg.Wait() })
+
+	// The program appears, but its check fails: still disabled, and the
+	// reason now says how the check failed.
+	writeFakeProgram(t, filepath.Join(bin, "fakectl"), "echo 'fake cluster unreachable' >&2\nexit 3\n")
+	const checkFailed = "check [fakectl ping] exited 3: fake cluster unreachable"
+	pollUntil(t, "the reason "+checkFailed, func() bool { return entry().Reason == checkFailed })
+	if e := entry(); e.Status != catalog.Disabled {
+		t.Errorf("with a failing check: fake-pods = %s; want disabled", e.Status)
+	}
+
+	// The check passes: the tool comes back without a restart.
+	writeFakeProgram(t, filepath.Join(bin, "fakectl"), "exit 0\n")
+	pollUntil(t, "fake-pods to be enabled", func() bool { return entry().Status == catalog.Enabled })
+	if e := entry(); e.Reason != "" {
+		t.Errorf("enabled fake-pods keeps the reason %q", e.Reason)
+	}
+	if got := enabled(); !slices.Equal(got, []string{"fake-pods", "plain"}) {
+		t.Errorf("after the program appeared: enabled tools = %v; want [fake-pods plain]", got)
+	}
+	if !matched() {
+		t.Errorf("after the program appeared: Match(%q) does not offer fake-pods", query)
+	}
+
+	// It goes away again: disabled again on the next round.
+	if err := os.Remove(filepath.Join(bin, "fakectl")); err != nil {
+		t.Fatal(err)
+	}
+	pollUntil(t, "fake-pods to be disabled again", func() bool { return entry().Status == catalog.Disabled })
+
+	for _, want := range []string{`"msg":"tool prerequisites missing; it is disabled"`, `"msg":"tool prerequisites met; it is enabled"`} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("health log lacks %s:\n%s", want, logs)
+		}
+	}
+}
+
+// TestServeRequires runs a real daemon (sandbox on, as shipped) with a
+// tool requiring a file and one requiring a check: both are disabled
+// with the reason, left out of GET /v1/tools, the OpenAI export, MCP
+// tools/list and matching, and refuse calls; once the file appears and
+// the check passes they come back without a restart. The check runs in
+// the sandbox, so what it looks at lies outside /tmp (private there).
+func TestServeRequires(t *testing.T) {
+	host := proctest.HostDir(t)
+	conf, flag := filepath.Join(host, "ready.conf"), filepath.Join(host, "flag")
+	tools := t.TempDir()
+	putTool(t, tools, "needs-file", testTool("needs-file", "intent: print the ready configuration\nmethod: run\nexecutor: shell\n"+
+		"argv: [cat, "+conf+"]\nparams_schema: {}\nrequires:\n  files: ["+conf+"]\ntags: [config]\n"))
+	checkCmd := "test -e " + flag + " || { echo 'no flag yet' >&2; exit 3; }"
+	putTool(t, tools, "needs-check", testTool("needs-check", "intent: say the flag is up\nmethod: run\nexecutor: shell\n"+
+		"argv: [echo, up]\nparams_schema: {}\nrequires:\n  programs: [sh]\n  check: [sh, -c, \""+checkCmd+"\"]\n"))
+	putTool(t, tools, "plain", testTool("plain", "intent: print the date\nmethod: run\nexecutor: shell\nargv: [date]\nparams_schema: {}\n"))
+	d := startDaemon(t, nil, "--tools", tools, "--health-schedule", "@every 1s")
+
+	st := d.tool(t, "needs-file")
+	if want := "file " + conf + " not readable: no such file or directory"; st.Status != catalog.Disabled || st.Reason != want {
+		t.Errorf("needs-file = %s %q; want disabled %q", st.Status, st.Reason, want)
+	}
+	st = d.tool(t, "needs-check")
+	if want := "check [sh -c " + checkCmd + "] exited 3: no flag yet"; st.Status != catalog.Disabled || st.Reason != want {
+		t.Errorf("needs-check = %s %q; want disabled %q", st.Status, st.Reason, want)
+	}
+	for _, path := range []string{"/v1/tools", "/v1/tools?format=openai"} {
+		if got := d.listed(t, path); !slices.Equal(got, []string{"plain"}) {
+			t.Errorf("GET %s lists %v; want [plain]", path, got)
+		}
+	}
+	if got := d.listed(t, "/v1/tools?tag=config"); len(got) != 0 {
+		t.Errorf("GET /v1/tools?tag=config lists %v; want nothing while needs-file is disabled", got)
+	}
+	code, res := d.call(t, "needs-file", map[string]any{})
+	if code != http.StatusConflict || res.Status != dispatch.Disabled || !strings.Contains(res.Error, conf+" not readable") {
+		t.Errorf("call needs-file = %d %s %q; want 409 disabled naming the file", code, res.Status, res.Error)
+	}
+	cs, err := mcpClient(make(chan struct{}, 1)).Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: d.url + "/mcp"}, nil)
+	if err != nil {
+		t.Fatalf("connect /mcp: %v", err)
+	}
+	defer cs.Close()
+	if got := listNames(t, cs); slices.Contains(got, "needs-file") || slices.Contains(got, "needs-check") || !slices.Contains(got, "plain") {
+		t.Errorf("MCP tools/list = %v; want plain and neither disabled tool", got)
+	}
+	matchNames := func(intent string) []string {
+		_, b := d.request(t, "POST", "/v1/match", `{"intent":"`+intent+`"}`)
+		var m catalog.MatchResponse
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatalf("POST /v1/match: %s: %v", b, err)
+		}
+		var names []string
+		for _, c := range m.Candidates {
+			names = append(names, c.Name)
+		}
+		return names
+	}
+	if got := matchNames("print the ready configuration"); slices.Contains(got, "needs-file") {
+		t.Errorf("POST /v1/match offers the disabled needs-file: %v", got)
+	}
+
+	if err := os.WriteFile(conf, []byte("ready\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(flag, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d.waitStatus(t, "needs-file", catalog.Enabled)
+	d.waitStatus(t, "needs-check", catalog.Enabled)
+	if diff := cmp.Diff([]string{"needs-check", "needs-file", "plain"}, d.listed(t, "/v1/tools")); diff != "" {
+		t.Errorf("GET /v1/tools once the prerequisites exist (-want +got):\n%s", diff)
+	}
+	if got := d.listed(t, "/v1/tools?tag=config"); !slices.Equal(got, []string{"needs-file"}) {
+		t.Errorf("GET /v1/tools?tag=config lists %v; want [needs-file]", got)
+	}
+	if got := listNames(t, cs); !slices.Contains(got, "needs-file") || !slices.Contains(got, "needs-check") {
+		t.Errorf("MCP tools/list once the prerequisites exist = %v; want both tools back", got)
+	}
+	if got := matchNames("print the ready configuration"); !slices.Contains(got, "needs-file") {
+		t.Errorf("POST /v1/match once the file exists = %v; want needs-file offered", got)
+	}
+	if code, res := d.call(t, "needs-file", map[string]any{}); code != 200 || res.Status != dispatch.Success || res.Output != "ready\n" {
+		t.Errorf("call needs-file = %d %s %q %q; want 200 success %q", code, res.Status, res.Output, res.Error, "ready\n")
+	}
+}
+
+// TestValidateRejectsBadRequiresAndTags: validate names the file, line,
+// column and field of a bad requires or tags, and fails.
+func TestValidateRejectsBadRequiresAndTags(t *testing.T) {
+	tools := t.TempDir()
+	writeTool(t, tools, "bad-requires", "method: run\nexecutor: shell\nargv: [kubectl]\nparams_schema: {}\n"+
+		"requires:\n  programs: [kubectl, \"\"]\n  files: [etc/kubeconfig]\n  chek: [kubectl, version]\n")
+	writeTool(t, tools, "bad-tags", "method: run\nexecutor: shell\nargv: [date]\nparams_schema: {}\ntags: [Read-Only, ok, ok]\n")
+	writeTool(t, tools, "remote-requires", "method: exec\nexecutor: gatekeeper\n"+
+		"params_schema:\n  cmd: { type: string, required: true }\nrequires: { programs: [kubectl] }\n")
+	out, _, code := cli(t, nil, "validate", "--state", t.TempDir(), tools)
+	if code != exitFailed {
+		t.Errorf("validate: exit %d; want %d\n%s", code, exitFailed, out)
+	}
+	for _, want := range []string{
+		`tools/bad-requires/TOOL.hdlp:12:23: requires.programs[1]: want a program name like kubectl, or an absolute path like /opt/tool/bin/tool, got an empty string`,
+		`tools/bad-requires/TOOL.hdlp:13:11: requires.files[0]: not a clean absolute path`,
+		`tools/bad-requires/TOOL.hdlp:14:3: requires.chek: unknown key; want one of programs, files, check (did you mean "check"?)`,
+		`tools/bad-tags/TOOL.hdlp:11:8: tags[0]: invalid tag;`,
+		`(did you mean "read-only"?)`,
+		`tools/bad-tags/TOOL.hdlp:11:23: tags[2]: duplicate tag`,
+		`tools/remote-requires/TOOL.hdlp:11:1: requires: only allowed with executor shell; got executor gatekeeper`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("validate output lacks\n%s\ngot:\n%s", want, out)
+		}
+	}
+}
+
+// TestListTag: `toolagent list --tag` keeps the tools carrying every tag
+// given, repeated or as a comma list, and shows their tags; a malformed
+// tag is a usage error.
+func TestListTag(t *testing.T) {
+	tools, state := nativeTools(t), t.TempDir()
+	list := func(args ...string) []string {
+		t.Helper()
+		out, errOut, code := cli(t, nil, append([]string{"list", "--tools", tools, "--state", state}, args...)...)
+		var l struct {
+			Tools []struct {
+				Name string   `json:"name"`
+				Tags []string `json:"tags"`
+			} `json:"tools"`
+		}
+		if code != 0 || json.Unmarshal([]byte(out), &l) != nil {
+			t.Fatalf("list %v: exit %d\n%s%s", args, code, out, errOut)
+		}
+		var names []string
+		for _, tl := range l.Tools {
+			if len(tl.Tags) == 0 {
+				t.Errorf("list %v: %s shows no tags", args, tl.Name)
+			}
+			names = append(names, tl.Name)
+		}
+		return names
+	}
+	tests := []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--tag", "read-only"}, []string{"file-read", "git-ops"}},
+		{[]string{"--tag", "git,read-only"}, []string{"git-ops"}},
+		{[]string{"--tag", "files", "--tag", "write"}, []string{"file-write"}},
+		{[]string{"--tag", "network"}, []string{"http-request"}},
+		{[]string{"--tag", "deploy"}, nil},
+		{nil, []string{"file-read", "file-write", "git-ops", "http-request", "shell-exec"}},
+	}
+	for _, tc := range tests {
+		if diff := cmp.Diff(tc.want, list(tc.args...)); diff != "" {
+			t.Errorf("list %v (-want +got):\n%s", tc.args, diff)
+		}
+	}
+	if _, errOut, code := cli(t, nil, "list", "--tools", tools, "--state", state, "--tag", "Git"); code != exitUsage || !strings.Contains(errOut, `"Git" is not a tag`) {
+		t.Errorf("list --tag Git: exit %d %q; want a usage error naming the tag", code, errOut)
+	}
+}
