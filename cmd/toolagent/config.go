@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"reflect"
@@ -30,28 +31,29 @@ import (
 // is one field here and one row in the README table (a test checks the
 // table against these tags).
 type Config struct {
-	Listen            string        `yaml:"listen" env:"TOOLAGENT_LISTEN" flag:"listen" default:"127.0.0.1:8765" usage:"address to listen on, host:port (port 0: any free port)"`
-	Tools             string        `yaml:"tools" env:"TOOLAGENT_TOOLS" flag:"tools" default:"" usage:"tools tree DIR, watched for changes (default: found as git finds .git: this directory if it holds */TOOL.hdlp, else ./tools, else the nearest parent's tools/, else the checkout's native-repo/tools, else the embedded copy)"`
-	State             string        `yaml:"state" env:"TOOLAGENT_STATE" flag:"state" default:"" usage:"state DIR (default $XDG_STATE_HOME/toolagent or ~/.local/state/toolagent)"`
-	FilesRoot         string        `yaml:"files_root" env:"TOOLAGENT_FILES_ROOT" flag:"files-root" default:"" usage:"root DIR of the file-read and file-write tools (default STATE/files)"`
-	TokensFile        string        `yaml:"tokens_file" env:"TOOLAGENT_TOKENS_FILE" flag:"tokens-file" default:"" usage:"FILE of API tokens, one name:role:secret a line"`
-	Tokens            string        `yaml:"-" env:"TOOLAGENT_TOKENS" flag:"-" default:"" usage:"API tokens name:role:secret, comma-separated (environment only: secrets never go in flags or config files)"`
-	LogFormat         string        `yaml:"log_format" env:"TOOLAGENT_LOG_FORMAT" flag:"log-format" default:"text" usage:"log format: text or json"`
-	LogLevel          string        `yaml:"log_level" env:"TOOLAGENT_LOG_LEVEL" flag:"log-level" default:"info" usage:"least log level: debug, info, warn or error"`
-	MaxConcurrent     int           `yaml:"max_concurrent" env:"TOOLAGENT_MAX_CONCURRENT" flag:"max-concurrent" default:"64" usage:"most tool calls running at once; more get status busy (HTTP 429), not a queue"`
-	ShutdownGrace     time.Duration `yaml:"shutdown_grace" env:"TOOLAGENT_SHUTDOWN_GRACE" flag:"shutdown-grace" default:"10s" usage:"on SIGTERM/SIGINT, how long running calls may finish before they are cancelled"`
-	MaxBodyBytes      int64         `yaml:"max_body_bytes" env:"TOOLAGENT_MAX_BODY_BYTES" flag:"max-body-bytes" default:"1048576" usage:"largest request body in bytes (HTTP 413 beyond)"`
-	ReloadDebounce    time.Duration `yaml:"reload_debounce" env:"TOOLAGENT_RELOAD_DEBOUNCE" flag:"reload-debounce" default:"100ms" usage:"reload once the tools tree has been quiet this long"`
-	ReloadMaxWait     time.Duration `yaml:"reload_max_wait" env:"TOOLAGENT_RELOAD_MAX_WAIT" flag:"reload-max-wait" default:"1s" usage:"reload at the latest this long after the first change of a burst"`
-	RetryMin          time.Duration `yaml:"reload_retry_min" env:"TOOLAGENT_RELOAD_RETRY_MIN" flag:"reload-retry-min" default:"1s" usage:"first retry after a failed reload; doubles per failure"`
-	RetryMax          time.Duration `yaml:"reload_retry_max" env:"TOOLAGENT_RELOAD_RETRY_MAX" flag:"reload-retry-max" default:"1m" usage:"longest wait between reload retries"`
-	Sandbox           string        `yaml:"sandbox" env:"TOOLAGENT_SANDBOX" flag:"sandbox" default:"on" usage:"run every tool process in the bubblewrap sandbox: on, or off (no sandbox at all: logged as a warning at start and shown in /v1/status)"`
-	SandboxBwrap      string        `yaml:"sandbox_bwrap" env:"TOOLAGENT_SANDBOX_BWRAP" flag:"sandbox-bwrap" default:"bwrap" usage:"the bubblewrap program (a name is looked up in /usr/local/bin:/usr/bin:/bin)"`
-	SandboxUser       string        `yaml:"sandbox_user" env:"TOOLAGENT_SANDBOX_USER" flag:"sandbox-user" default:"" usage:"user (name or uid) tool processes run as in the sandbox (default: the daemon's own user; set one when the daemon runs as root)"`
-	SandboxMaxProcs   int           `yaml:"sandbox_max_procs" env:"TOOLAGENT_SANDBOX_MAX_PROCS" flag:"sandbox-max-procs" default:"256" usage:"most processes of one call (RLIMIT_NPROC; not enforced for uid 0)"`
-	SandboxMaxMemory  int64         `yaml:"sandbox_max_memory" env:"TOOLAGENT_SANDBOX_MAX_MEMORY" flag:"sandbox-max-memory" default:"4294967296" usage:"most address space of one process of a call, in bytes (RLIMIT_AS)"`
-	MCPAllowedOrigins string        `yaml:"mcp_allowed_origins" env:"TOOLAGENT_MCP_ALLOWED_ORIGINS" flag:"mcp-allowed-origins" default:"" usage:"browser origins (scheme://host[:port], comma-separated) that may use /mcp besides the daemon's own; any other Origin gets 403"`
-	VocabFile         string        `yaml:"vocab_file" env:"TOOLAGENT_VOCAB" flag:"vocab" default:"" usage:"extra intent-matching vocabulary FILE, merged with the built-in one (format: internal/match/vocab.txt)"`
+	Listen            string             `yaml:"listen" env:"TOOLAGENT_LISTEN" flag:"listen" default:"127.0.0.1:8765" usage:"address to listen on, host:port (port 0: any free port)"`
+	Tools             string             `yaml:"tools" env:"TOOLAGENT_TOOLS" flag:"tools" default:"" usage:"tools tree DIR, watched for changes (default: found as git finds .git: this directory if it holds */TOOL.hdlp, else ./tools, else the nearest parent's tools/, else the checkout's native-repo/tools, else the embedded copy)"`
+	State             string             `yaml:"state" env:"TOOLAGENT_STATE" flag:"state" default:"" usage:"state DIR (default $XDG_STATE_HOME/toolagent or ~/.local/state/toolagent)"`
+	FilesRoot         string             `yaml:"files_root" env:"TOOLAGENT_FILES_ROOT" flag:"files-root" default:"" usage:"root DIR of the file-read and file-write tools (default STATE/files)"`
+	TokensFile        string             `yaml:"tokens_file" env:"TOOLAGENT_TOKENS_FILE" flag:"tokens-file" default:"" usage:"FILE of API tokens, one name:role:secret a line"`
+	Tokens            string             `yaml:"-" env:"TOOLAGENT_TOKENS" flag:"-" default:"" usage:"API tokens name:role:secret, comma-separated (environment only: secrets never go in flags or config files)"`
+	LogFormat         string             `yaml:"log_format" env:"TOOLAGENT_LOG_FORMAT" flag:"log-format" default:"text" usage:"log format: text or json"`
+	LogLevel          string             `yaml:"log_level" env:"TOOLAGENT_LOG_LEVEL" flag:"log-level" default:"info" usage:"least log level: debug, info, warn or error"`
+	MaxConcurrent     int                `yaml:"max_concurrent" env:"TOOLAGENT_MAX_CONCURRENT" flag:"max-concurrent" default:"64" usage:"most tool calls running at once; more get status busy (HTTP 429), not a queue"`
+	ShutdownGrace     time.Duration      `yaml:"shutdown_grace" env:"TOOLAGENT_SHUTDOWN_GRACE" flag:"shutdown-grace" default:"10s" usage:"on SIGTERM/SIGINT, how long running calls may finish before they are cancelled"`
+	MaxBodyBytes      int64              `yaml:"max_body_bytes" env:"TOOLAGENT_MAX_BODY_BYTES" flag:"max-body-bytes" default:"1048576" usage:"largest request body in bytes (HTTP 413 beyond)"`
+	ReloadDebounce    time.Duration      `yaml:"reload_debounce" env:"TOOLAGENT_RELOAD_DEBOUNCE" flag:"reload-debounce" default:"100ms" usage:"reload once the tools tree has been quiet this long"`
+	ReloadMaxWait     time.Duration      `yaml:"reload_max_wait" env:"TOOLAGENT_RELOAD_MAX_WAIT" flag:"reload-max-wait" default:"1s" usage:"reload at the latest this long after the first change of a burst"`
+	RetryMin          time.Duration      `yaml:"reload_retry_min" env:"TOOLAGENT_RELOAD_RETRY_MIN" flag:"reload-retry-min" default:"1s" usage:"first retry after a failed reload; doubles per failure"`
+	RetryMax          time.Duration      `yaml:"reload_retry_max" env:"TOOLAGENT_RELOAD_RETRY_MAX" flag:"reload-retry-max" default:"1m" usage:"longest wait between reload retries"`
+	Sandbox           string             `yaml:"sandbox" env:"TOOLAGENT_SANDBOX" flag:"sandbox" default:"on" usage:"run every tool process in the bubblewrap sandbox: on, or off (no sandbox at all: logged as a warning at start and shown in /v1/status)"`
+	SandboxBwrap      string             `yaml:"sandbox_bwrap" env:"TOOLAGENT_SANDBOX_BWRAP" flag:"sandbox-bwrap" default:"bwrap" usage:"the bubblewrap program (a name is looked up in /usr/local/bin:/usr/bin:/bin)"`
+	SandboxUser       string             `yaml:"sandbox_user" env:"TOOLAGENT_SANDBOX_USER" flag:"sandbox-user" default:"" usage:"user (name or uid) tool processes run as in the sandbox (default: the daemon's own user; set one when the daemon runs as root)"`
+	SandboxMaxProcs   int                `yaml:"sandbox_max_procs" env:"TOOLAGENT_SANDBOX_MAX_PROCS" flag:"sandbox-max-procs" default:"256" usage:"most processes of one call (RLIMIT_NPROC; not enforced for uid 0)"`
+	SandboxMaxMemory  int64              `yaml:"sandbox_max_memory" env:"TOOLAGENT_SANDBOX_MAX_MEMORY" flag:"sandbox-max-memory" default:"4294967296" usage:"most address space of one process of a call, in bytes (RLIMIT_AS)"`
+	MCPAllowedOrigins string             `yaml:"mcp_allowed_origins" env:"TOOLAGENT_MCP_ALLOWED_ORIGINS" flag:"mcp-allowed-origins" default:"" usage:"browser origins (scheme://host[:port], comma-separated) that may use /mcp besides the daemon's own; any other Origin gets 403"`
+	Profiles          map[string]Profile `yaml:"profiles" env:"TOOLAGENT_PROFILES" flag:"-" default:"" usage:"named MCP surfaces: NAME: {tools: [GLOB...], tags: [TAG...]}, served at /mcp/NAME and by mcp --profile NAME"`
+	VocabFile         string             `yaml:"vocab_file" env:"TOOLAGENT_VOCAB" flag:"vocab" default:"" usage:"extra intent-matching vocabulary FILE, merged with the built-in one (format: internal/match/vocab.txt)"`
 
 	// Approvals and policy (approvals.go).
 	ApprovalTTL         time.Duration     `yaml:"approval_ttl" env:"TOOLAGENT_APPROVAL_TTL" flag:"approval-ttl" default:"15m" usage:"how long a held call waits for a decision, and an approval for its run; then it expires"`
@@ -271,6 +273,14 @@ func loadConfig(e env, name string, args []string, extra func(*flag.FlagSet)) (C
 // validate checks values that parse but make no sense.
 func (c Config) validate() error {
 	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(c.Profiles)) {
+		if !profileName.MatchString(name) {
+			errs = append(errs, fmt.Errorf("profiles: %q is not a profile name; want 1-64 of a-z 0-9 - (it is a URL path segment: /mcp/NAME)", name))
+		}
+		if err := c.Profiles[name].scope().Check(); err != nil {
+			errs = append(errs, fmt.Errorf("profiles %s: %w", name, err))
+		}
+	}
 	if _, port, err := net.SplitHostPort(c.Listen); err != nil {
 		errs = append(errs, fmt.Errorf("listen %q: want host:port, such as 127.0.0.1:8765 (port 0: any free port): %v", c.Listen, err))
 	} else if n, err := strconv.ParseUint(port, 10, 16); err != nil || (n == 0 && port != "0") {

@@ -103,12 +103,12 @@ func TestConfigDocumented(t *testing.T) {
 	for _, s := range settings() {
 		row, ok := rows[s.env]
 		if !ok {
-			t.Errorf("README has no configuration row for %s", s.env)
+			t.Errorf("docs/daemon.md has no configuration row for %s", s.env)
 			continue
 		}
 		cells := strings.Split(row, "|")
 		if len(cells) < 6 {
-			t.Errorf("README row for %s has %d cells; want | env | key | flag | default | meaning |", s.env, len(cells))
+			t.Errorf("docs/daemon.md row for %s has %d cells; want | env | key | flag | default | meaning |", s.env, len(cells))
 			continue
 		}
 		want := []string{s.key, "--" + s.flag, s.def}
@@ -124,7 +124,7 @@ func TestConfigDocumented(t *testing.T) {
 				continue // a default that depends on the machine: the row says which
 			}
 			if got != w {
-				t.Errorf("README row for %s: column %d = %q; want %q", s.env, i+2, got, w)
+				t.Errorf("docs/daemon.md row for %s: column %d = %q; want %q", s.env, i+2, got, w)
 			}
 		}
 	}
@@ -184,5 +184,27 @@ func TestExampleConfig(t *testing.T) {
 	}
 	if !reflect.DeepEqual(def, got) {
 		t.Errorf("%s does not load to the defaults:\n got %+v\nwant %+v", path, got, def)
+	}
+}
+
+// TestValidateFileAndConfig (issue 14, trap 1): validate FILE checks one
+// TOOL.hdlp, validate --config FILE a daemon config and its tokens; each
+// exits 1 naming the problem, 0 when there is none.
+func TestValidateFileAndConfig(t *testing.T) {
+	tools := t.TempDir()
+	writeTool(t, tools, "broken", "method: run\nexecutor: shell\nargv: [echo]\nparams_schema: {}\nbogus_key: 1\n")
+	file := filepath.Join(tools, "broken", "TOOL.hdlp")
+	if out, _, code := cli(t, nil, "validate", file); code != exitFailed || !strings.Contains(out, file+":") || !strings.Contains(out, "bogus_key") {
+		t.Errorf("validate a broken FILE = exit %d\n%s\nwant 1 naming the file, line and field", code, out)
+	}
+	if out, _, code := cli(t, nil, "validate", "../../native-repo/tools/git-ops/TOOL.hdlp"); code != 0 || !strings.Contains(out, "0 problems") {
+		t.Errorf("validate a good FILE = exit %d %s", code, out)
+	}
+	if out, _, code := cli(t, nil, "validate", "--config", "../../examples/toolagent.yaml"); code != 0 || !strings.Contains(out, "0 problems") {
+		t.Errorf("validate --config examples/toolagent.yaml = exit %d %s; want 0", code, out)
+	}
+	bad := writeConfig(t, "listen: 127.0.0.1:8765\nmax_concurent: 3\n")
+	if out, _, code := cli(t, nil, "validate", "--config", bad); code != exitFailed || !strings.Contains(out, bad+":2") || !strings.Contains(out, "max_concurrent") {
+		t.Errorf("validate --config with a typo = exit %d %s; want 1 naming the line and the key it meant", code, out)
 	}
 }

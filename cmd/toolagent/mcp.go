@@ -4,16 +4,21 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"syscall"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/toolagent/toolagent/internal/api"
+	"github.com/toolagent/toolagent/internal/catalog"
 	"github.com/toolagent/toolagent/internal/dispatch"
 	"github.com/toolagent/toolagent/internal/mcpserver"
 )
@@ -24,11 +29,21 @@ import (
 // Logs go to stderr: stdout is the protocol.
 func runMCP(ctx context.Context, e env, args []string) error {
 	var metaOnly bool
+	var profile string
 	cfg, err := loadConfig(e, "mcp", args, func(fs *flag.FlagSet) {
 		fs.BoolVar(&metaOnly, "meta-only", false, "list only the find_tool and call_tool meta-tools (for catalogs of hundreds of tools)")
+		fs.StringVar(&profile, "profile", "", "serve only the tools of the config's profile `NAME` (profiles: NAME: {tools, tags})")
 	})
 	if err != nil {
 		return err
+	}
+	var surface catalog.Surface
+	if profile != "" {
+		p, ok := cfg.Profiles[profile]
+		if !ok {
+			return usageError{fmt.Errorf("mcp --profile %s: no such profile in the config (profiles: %v)", profile, slices.Sorted(maps.Keys(cfg.Profiles)))}
+		}
+		surface = surface.With(p.scope())
 	}
 	log := newLogger(cfg, e.stderr)
 	cr, err := newCore(e, cfg, log, approvalsIfFree)
@@ -42,7 +57,7 @@ func runMCP(ctx context.Context, e env, args []string) error {
 		cr.close()
 		return err
 	}
-	srv := mcpserver.New(cr.store, cr.disp, mcpserver.Options{Version: buildVersion(), Logger: log.With(slog.String("log", "mcp")), MetaOnly: metaOnly})
+	srv := mcpserver.New(cr.store, cr.disp, mcpserver.Options{Version: buildVersion(), Logger: log.With(slog.String("log", "mcp")), MetaOnly: metaOnly, Surface: surface})
 
 	// Calls learn why they end: a signal is a shutdown, the client closing
 	// stdin is the client gone (dispatch says which in the result).
@@ -85,8 +100,24 @@ func (nopWriteCloser) Close() error { return nil }
 // mcpHandler is the streamable HTTP MCP endpoint of the daemon (/mcp),
 // behind the same tokens as the API: tools/call needs the call role, so
 // the endpoint as a whole does. With no tokens (loopback only) it is open.
-func mcpHandler(srv *mcpserver.Server, tokens *api.Tokens, maxBody int64, origins []string) http.Handler {
-	h := mcpserver.CheckOrigin(origins, srv.HTTPHandler(&mcp.StreamableHTTPOptions{MaxRequestBodyBytes: maxBody}))
+func mcpHandler(surfaces *mcpserver.Surfaces, tokens *api.Tokens, profiles map[string]Profile, maxBody int64, origins []string) http.Handler {
+	// Each session is served on the caller's surface: its token's scope,
+	// narrowed by the profile of /mcp/{profile}.
+	surfaceOf := func(r *http.Request) (catalog.Surface, bool) {
+		var sf catalog.Surface
+		if ti := auth.TokenInfoFromContext(r.Context()); ti != nil {
+			sf = sf.With(tokens.ScopeOf(ti.UserID))
+		}
+		if name := r.PathValue("profile"); name != "" {
+			p, ok := profiles[name]
+			if !ok {
+				return nil, false
+			}
+			sf = sf.With(p.scope())
+		}
+		return sf, true
+	}
+	h := mcpserver.CheckOrigin(origins, surfaces.HTTPHandler(&mcp.StreamableHTTPOptions{MaxRequestBodyBytes: maxBody}, surfaceOf))
 	if tokens.Len() == 0 {
 		return h
 	}

@@ -69,14 +69,16 @@ func runServe(ctx context.Context, e env, args []string) error {
 	// MCP over streamable HTTP beside the API (api may not import
 	// mcpserver: both sit on one layer). No write timeout applies: its
 	// long-lived stream carries list_changed.
-	mcpSrv := mcpserver.New(store, disp, mcpserver.Options{Version: buildVersion(), Logger: log.With(slog.String("log", "mcp"))})
+	mcpSrv := mcpserver.NewSurfaces(store, disp, mcpserver.Options{Version: buildVersion(), Logger: log.With(slog.String("log", "mcp"))})
 	// An MCP client's standalone GET /mcp stream carries notifications,
 	// never a call: it ends as soon as shutdown begins instead of holding
 	// the grace period that running calls get.
 	streams, endStreams := context.WithCancel(context.Background())
 	defer endStreams()
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", endGetsOn(streams, mcpHandler(mcpSrv, tokens, cfg.MaxBodyBytes, splitList(cfg.MCPAllowedOrigins))))
+	mcpH := endGetsOn(streams, mcpHandler(mcpSrv, tokens, cfg.Profiles, cfg.MaxBodyBytes, splitList(cfg.MCPAllowedOrigins)))
+	mux.Handle("/mcp", mcpH)
+	mux.Handle("/mcp/{profile}", mcpH)
 	mux.Handle("/", apiHandler)
 	handler := mux
 

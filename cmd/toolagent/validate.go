@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"os"
 
 	"github.com/toolagent/toolagent/internal/catalog"
 	"github.com/toolagent/toolagent/internal/hldp"
@@ -17,16 +19,26 @@ func runValidate(ctx context.Context, e env, args []string) error {
 	var c common
 	fs := newFlagSet("validate", e)
 	c.register(fs, e)
+	configFile := fs.String("config", "", "check the daemon config `FILE` (as serve --config reads it) instead of a tools tree")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
+	}
+	if *configFile != "" {
+		if len(pos) > 0 {
+			return usageError{errors.New("validate: --config checks a config file; give no DIR or FILE with it")}
+		}
+		return validateConfig(e, *configFile)
 	}
 	switch len(pos) {
 	case 0:
 	case 1:
 		c.tools = pos[0]
+		if fi, err := os.Stat(pos[0]); err == nil && fi.Mode().IsRegular() {
+			return validateFile(e, pos[0])
+		}
 	default:
-		return usageError{errors.New("validate: want at most one DIR")}
+		return usageError{errors.New("validate: want at most one DIR or FILE")}
 	}
 	asked := c.tools != ""
 	if err := c.resolve(e); err != nil {
@@ -57,5 +69,41 @@ func runValidate(ctx context.Context, e env, args []string) error {
 	if len(lines) > 0 {
 		return exitError{code: exitFailed}
 	}
+	return nil
+}
+
+// validateFile checks one TOOL.hdlp: every problem, file:line:col.
+func validateFile(e env, path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if _, err := hldp.Parse(path, data); err != nil {
+		lines := problemLines([]error{err})
+		for _, ln := range lines {
+			fmt.Fprintln(e.stdout, ln)
+		}
+		fmt.Fprintf(e.stdout, "%s: %d problems\n", path, len(lines))
+		return exitError{code: exitFailed}
+	}
+	fmt.Fprintf(e.stdout, "%s: 0 problems\n", path)
+	return nil
+}
+
+// validateConfig checks a daemon config file the way serve reads it
+// (unknown keys, bad values, profiles), with the environment's overrides.
+func validateConfig(e env, path string) error {
+	cfg, err := loadConfig(e, "serve", []string{"--config", path}, nil)
+	if err == nil {
+		// The tokens it names (tokens_file, TOOLAGENT_TOKENS) too; a
+		// secret never appears in an error.
+		_, err = loadTokens(cfg, slog.New(slog.DiscardHandler))
+	}
+	if err != nil {
+		fmt.Fprintln(e.stdout, err)
+		fmt.Fprintf(e.stdout, "config %s: not valid\n", path)
+		return exitError{code: exitFailed}
+	}
+	fmt.Fprintf(e.stdout, "config %s: 0 problems\n", path)
 	return nil
 }

@@ -290,7 +290,7 @@ func (s *server) handleTools(w http.ResponseWriter, r *http.Request) {
 	if all {
 		entries = snap.All()
 	}
-	entries = catalog.FilterTags(entries, tags)
+	entries = catalog.FilterTags(surfaceFrom(r.Context()).Filter(entries), tags)
 	if format == "openai" {
 		out := openAIList{Revision: snap.Rev(), Tools: make([]hldp.OpenAIFunction, 0, len(entries))}
 		for _, e := range entries {
@@ -324,7 +324,7 @@ func (s *server) handleTool(w http.ResponseWriter, r *http.Request) {
 	}
 	name := r.PathValue("name")
 	e, ok := snap.Lookup(name)
-	if !ok {
+	if !ok || !surfaceFrom(r.Context()).AllowsEntry(e) {
 		writeError(w, s.log, errorf(http.StatusNotFound, "no tool named %q is registered in the repository", name))
 		return
 	}
@@ -355,7 +355,7 @@ func (s *server) handleMatch(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	encode(w, s.log, http.StatusOK, snap.MatchIntent(req.Intent, req.Limit))
+	encode(w, s.log, http.StatusOK, snap.MatchIntentOn(req.Intent, req.Limit, surfaceFrom(r.Context())))
 }
 
 // callRequest is the body of POST /v1/call.
@@ -381,7 +381,7 @@ func (s *server) handleCall(w http.ResponseWriter, r *http.Request) {
 	}
 	s.metrics.inFlight.Inc()
 	start := s.opts.Now()
-	res := s.inv.Invoke(r.Context(), dispatch.Call{Tool: req.Tool, Params: req.Params, Caller: callerFrom(r.Context()), Door: dispatch.DoorAPI, DryRun: req.DryRun})
+	res := s.inv.Invoke(r.Context(), dispatch.Call{Tool: req.Tool, Params: req.Params, Caller: callerFrom(r.Context()), Door: dispatch.DoorAPI, DryRun: req.DryRun, Surface: surfaceFrom(r.Context())})
 	s.metrics.inFlight.Dec()
 	s.metrics.observe(res, s.opts.Now().Sub(start))
 	code := resultHTTPStatus(res)

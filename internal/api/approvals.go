@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/toolagent/toolagent/internal/catalog"
 	"github.com/toolagent/toolagent/internal/dispatch"
 )
 
@@ -15,13 +16,15 @@ import (
 // *dispatch.Dispatcher is one. Its errors are dispatch's Err* values,
 // which approvalError maps to HTTP statuses.
 type Approver interface {
-	// Approvals lists the approvals, oldest first; with pendingOnly only
-	// those waiting for a decision.
-	Approvals(pendingOnly bool) ([]dispatch.Approval, error)
-	// Approval returns one approval with the Result once it ran.
-	Approval(id string) (dispatch.Approval, error)
-	// Decide records decider's decision and, on approve, runs the call.
-	Decide(ctx context.Context, id, decider string, approve bool, edited json.RawMessage) (dispatch.Approval, *dispatch.Result, error)
+	// ApprovalsOn lists the approvals of the tools on the surface, oldest
+	// first; with pendingOnly only those waiting for a decision.
+	ApprovalsOn(pendingOnly bool, sf catalog.Surface) ([]dispatch.Approval, error)
+	// ApprovalOn returns one approval with the Result once it ran; one of
+	// a tool off the surface is not found.
+	ApprovalOn(id string, sf catalog.Surface) (dispatch.Approval, error)
+	// DecideOn records decider's decision and, on approve, runs the call;
+	// the approval of a tool off the decider's surface is not found.
+	DecideOn(ctx context.Context, id, decider string, sf catalog.Surface, approve bool, edited json.RawMessage) (dispatch.Approval, *dispatch.Result, error)
 }
 
 // approvalList is the answer of GET /v1/approvals.
@@ -49,7 +52,7 @@ func (s *server) handleApprovals(w http.ResponseWriter, r *http.Request) {
 		writeError(w, s.log, errNoApprover)
 		return
 	}
-	list, err := s.opts.Approvals.Approvals(!all)
+	list, err := s.opts.Approvals.ApprovalsOn(!all, surfaceFrom(r.Context()))
 	if err != nil {
 		writeError(w, s.log, approvalError(err))
 		return
@@ -69,7 +72,7 @@ func (s *server) handleApproval(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
-	a, err := s.opts.Approvals.Approval(id)
+	a, err := s.opts.Approvals.ApprovalOn(id, surfaceFrom(r.Context()))
 	if err == nil && roleFrom(r.Context()) < RoleApprove && a.Caller != callerFrom(r.Context()) {
 		err = dispatch.ErrApprovalNotFound
 	}
@@ -107,7 +110,7 @@ func (s *server) handleDecide(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	decider := callerFrom(r.Context())
-	a, res, err := s.opts.Approvals.Decide(r.Context(), r.PathValue("id"), decider, approve, req.Params)
+	a, res, err := s.opts.Approvals.DecideOn(r.Context(), r.PathValue("id"), decider, surfaceFrom(r.Context()), approve, req.Params)
 	if err != nil {
 		if errors.Is(err, dispatch.ErrSelfApproval) && decider == Anonymous {
 			err = fmt.Errorf("%w; without a token a caller is %s: approve with the daemon's operator token (STATE/operator.token; `toolagent approvals approve ID` on the daemon's host sends it) or a token with the approve role", err, Anonymous)

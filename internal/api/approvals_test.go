@@ -24,18 +24,18 @@ type fakeApprover struct {
 
 var aliceApproval = dispatch.Approval{ID: "a1", Tool: "t", Caller: "alice", Status: "pending"}
 
-func (f *fakeApprover) Approvals(bool) ([]dispatch.Approval, error) {
+func (f *fakeApprover) ApprovalsOn(bool, catalog.Surface) ([]dispatch.Approval, error) {
 	return []dispatch.Approval{aliceApproval}, nil
 }
 
-func (f *fakeApprover) Approval(id string) (dispatch.Approval, error) {
+func (f *fakeApprover) ApprovalOn(id string, _ catalog.Surface) (dispatch.Approval, error) {
 	if id != aliceApproval.ID {
 		return dispatch.Approval{}, fmt.Errorf("%w: %q", dispatch.ErrApprovalNotFound, id)
 	}
 	return aliceApproval, nil
 }
 
-func (f *fakeApprover) Decide(_ context.Context, id, decider string, approve bool, _ json.RawMessage) (dispatch.Approval, *dispatch.Result, error) {
+func (f *fakeApprover) DecideOn(_ context.Context, id, decider string, _ catalog.Surface, approve bool, _ json.RawMessage) (dispatch.Approval, *dispatch.Result, error) {
 	f.decider = decider
 	if f.err != nil {
 		return dispatch.Approval{}, nil, f.err

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/toolagent/toolagent/internal/catalog"
 	"github.com/toolagent/toolagent/internal/dispatch"
 )
 
@@ -68,6 +69,9 @@ const Anonymous = dispatch.Anonymous
 
 var tokenName = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
+// scopeLike finds what looks like a mistyped scope key in a secret.
+var scopeLike = regexp.MustCompile(`:[A-Za-z_]+=`)
+
 // Tokens is the set of API tokens a daemon accepts. Only a SHA-256 hash of
 // each secret is kept; a presented secret is hashed and compared with every
 // hash in constant time, so neither its length nor which token it is close
@@ -78,9 +82,10 @@ type Tokens struct {
 }
 
 type token struct {
-	name string
-	role Role
-	hash [sha256.Size]byte
+	name  string
+	role  Role
+	scope catalog.Scope // the tools it may see; zero: all
+	hash  [sha256.Size]byte
 	// operator marks the token the daemon made for the person who started
 	// it (AddOperator): it identifies a request, and never closes an open
 	// daemon to callers without a token.
@@ -92,11 +97,15 @@ type token struct {
 // appears in an error.
 //
 // The format: entries separated by newlines or commas, each
-// "name:role:secret"; blank entries and lines starting with # are ignored.
-// name is 1-64 of [A-Za-z0-9._-] and is what the audit log shows as the
-// caller; role is read, call, approve or admin; secret is at least MinTokenLen
-// characters without spaces or commas (it may contain colons). Names and
-// secrets must be unique across every Parse.
+// "name:role:secret" with an optional scope after it,
+// "name:role:secret:tools=GLOB|GLOB:tags=TAG|TAG"; blank entries and lines
+// starting with # are ignored. name is 1-64 of [A-Za-z0-9._-] and is what
+// the audit log shows as the caller; role is read, call, approve or admin;
+// secret is at least MinTokenLen characters without spaces or commas (it
+// may contain colons, but not ":tools=" or ":tags=", which start the
+// scope). A scope narrows what the token sees, calls and approves to the
+// tools whose name matches one of the globs and that carry one of the tags
+// (catalog.Scope). Names and secrets must be unique across every Parse.
 func (t *Tokens) Parse(src, text string) error {
 	for i, line := range strings.Split(text, "\n") {
 		line = strings.TrimSpace(line)
@@ -133,6 +142,17 @@ func (t *Tokens) add(entry string) error {
 	if err != nil {
 		return fmt.Errorf("token %s: %w", name, err)
 	}
+	var scope catalog.Scope
+	if i := scopeStart(secret); i >= 0 {
+		sc, err := catalog.ParseScope(secret[i+1:])
+		if err != nil {
+			return fmt.Errorf("token %s: %w", name, err)
+		}
+		secret, scope = secret[:i], sc
+	}
+	if m := scopeLike.FindString(secret); m != "" {
+		return fmt.Errorf("token %s: %q after the secret is not a scope: a scope is :tools=GLOB|... and/or :tags=TAG|... (a secret may not contain ':WORD=')", name, m)
+	}
 	if len(secret) < MinTokenLen {
 		return fmt.Errorf("token %s: the secret is shorter than %d characters", name, MinTokenLen)
 	}
@@ -148,8 +168,21 @@ func (t *Tokens) add(entry string) error {
 			return fmt.Errorf("token %s: the same secret as token %s", name, o.name)
 		}
 	}
-	t.list = append(t.list, token{name: name, role: role, hash: h})
+	t.list = append(t.list, token{name: name, role: role, scope: scope, hash: h})
 	return nil
+}
+
+// scopeStart is the index of the ':' that starts a token entry's scope in
+// rest (the secret and what follows it), or -1.
+func scopeStart(rest string) int {
+	i, j := strings.Index(rest, ":tools="), strings.Index(rest, ":tags=")
+	switch {
+	case i < 0:
+		return j
+	case j < 0:
+		return i
+	}
+	return min(i, j)
 }
 
 // AddOperator adds the operator token: the identity of the person who
@@ -191,21 +224,59 @@ func (t *Tokens) Open() bool {
 // Lookup returns the token whose secret is secret. Every token is compared,
 // whatever matches, in constant time over equal-length hashes.
 func (t *Tokens) Lookup(secret string) (name string, role Role, ok bool) {
-	h := sha256.Sum256([]byte(secret))
+	p, ok := t.Find(secret)
+	return p.Name, p.Role, ok
+}
+
+// ScopeOf returns the scope of the token named name (zero: every tool, or
+// no such token).
+func (t *Tokens) ScopeOf(name string) catalog.Scope {
+	if t == nil {
+		return catalog.Scope{}
+	}
 	for _, tok := range t.list {
-		if subtle.ConstantTimeCompare(h[:], tok.hash[:]) == 1 {
-			name, role, ok = tok.name, tok.role, true
+		if tok.name == name {
+			return tok.scope
 		}
 	}
-	return name, role, ok
+	return catalog.Scope{}
+}
+
+// Principal is who a token is: its name, role and scope.
+type Principal struct {
+	Name  string
+	Role  Role
+	Scope catalog.Scope
+}
+
+// Find is Lookup with the token's scope.
+func (t *Tokens) Find(secret string) (Principal, bool) {
+	h := sha256.Sum256([]byte(secret))
+	var p Principal
+	ok := false
+	for _, tok := range t.list {
+		if subtle.ConstantTimeCompare(h[:], tok.hash[:]) == 1 {
+			p, ok = Principal{Name: tok.name, Role: tok.role, Scope: tok.scope}, true
+		}
+	}
+	return p, ok
 }
 
 type callerKey struct{}
 
-// principal is who sent a request: the token's name and role.
+// principal is who sent a request: the token's name, role and scope.
 type principal struct {
-	name string
-	role Role
+	name  string
+	role  Role
+	scope catalog.Scope
+}
+
+// surfaceFrom returns what the request's token may see (nil: every tool).
+func surfaceFrom(ctx context.Context) catalog.Surface {
+	if p, ok := ctx.Value(callerKey{}).(principal); ok && !p.scope.IsZero() {
+		return catalog.Surface{p.scope}
+	}
+	return nil
 }
 
 // callerFrom returns the name of the token that authenticated the request,
@@ -245,10 +316,12 @@ func (s *server) authorize(need Role, h http.HandlerFunc) http.Handler {
 			h(w, r)
 			return
 		}
-		name, role, found := "", rolePublic, false
+		var p Principal
+		found := false
 		if ok {
-			name, role, found = s.opts.Tokens.Lookup(secret)
+			p, found = s.opts.Tokens.Find(secret)
 		}
+		name, role := p.Name, p.Role
 		if !found {
 			s.log.InfoContext(r.Context(), "request refused", "status", http.StatusUnauthorized, "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
 			w.Header().Set("WWW-Authenticate", `Bearer realm="toolagent"`)
@@ -260,7 +333,7 @@ func (s *server) authorize(need Role, h http.HandlerFunc) http.Handler {
 			writeError(w, s.log, errForbidden)
 			return
 		}
-		h(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, principal{name: name, role: role})))
+		h(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, principal{name: name, role: role, scope: p.Scope})))
 	})
 }
 

@@ -140,10 +140,22 @@ const MaxCandidates = 3
 // MatchIntent answers an intent query with at most limit (1..3, default 3)
 // callable tools, or found false when nothing fits well enough.
 func (s *Snapshot) MatchIntent(q string, limit int) MatchResponse {
+	return s.MatchIntentOn(q, limit, nil)
+}
+
+// MatchIntentOn is MatchIntent over the tools on the surface sf alone: no
+// tool outside it is ever a candidate, and "nothing fits" is judged on the
+// surface's tools.
+func (s *Snapshot) MatchIntentOn(q string, limit int, sf Surface) MatchResponse {
 	if limit <= 0 || limit > MaxCandidates {
 		limit = MaxCandidates
 	}
-	res := s.Match(q, limit)
+	var allow func(string) bool
+	if len(sf) > 0 {
+		allow = func(id string) bool { e, ok := s.Lookup(id); return ok && sf.AllowsEntry(e) }
+	}
+	s.BuildIndex()
+	res := s.index.MatchIn(q, limit, allow)
 	resp := MatchResponse{Found: res.Found && len(res.Candidates) > 0, Query: q, Revision: s.rev}
 	if !resp.Found {
 		resp.Suggestion = "no registered tool fits this request; it has to be written: add tools/<name>/" + hldp.FileName +

@@ -12,6 +12,7 @@ import (
 	"github.com/toolagent/toolagent/internal/approval"
 	"github.com/toolagent/toolagent/internal/catalog"
 	"github.com/toolagent/toolagent/internal/executors"
+	"github.com/toolagent/toolagent/internal/hldp"
 	"github.com/toolagent/toolagent/internal/policy"
 )
 
@@ -57,6 +58,66 @@ func (d *Dispatcher) Approval(id string) (Approval, error) {
 		return Approval{}, ErrNoApprovals
 	}
 	return d.opts.Approvals.Get(id)
+}
+
+// onSurface reports whether the approval's tool is on sf (judged by the
+// tool's current definition; a tool gone from the catalog is judged by
+// its name alone).
+func (d *Dispatcher) onSurface(a Approval, sf catalog.Surface) bool {
+	if len(sf) == 0 {
+		return true
+	}
+	var t *hldp.Tool
+	if snap := d.store.Load(); snap != nil {
+		if e, ok := snap.Lookup(a.Tool); ok {
+			t = e.Tool
+		}
+	}
+	return sf.Allows(a.Tool, t)
+}
+
+// ApprovalOn is Approval for a caller whose surface is sf: an approval of
+// a tool off it is ErrApprovalNotFound, as if it did not exist.
+func (d *Dispatcher) ApprovalOn(id string, sf catalog.Surface) (Approval, error) {
+	a, err := d.Approval(id)
+	if err == nil && !d.onSurface(a, sf) {
+		return Approval{}, fmt.Errorf("%w: %s", ErrApprovalNotFound, id)
+	}
+	return a, err
+}
+
+// ApprovalsOn is Approvals of the tools on the surface sf alone.
+func (d *Dispatcher) ApprovalsOn(pendingOnly bool, sf catalog.Surface) ([]Approval, error) {
+	list, err := d.Approvals(pendingOnly)
+	if err != nil || len(sf) == 0 {
+		return list, err
+	}
+	out := list[:0:0]
+	for _, a := range list {
+		if d.onSurface(a, sf) {
+			out = append(out, a)
+		}
+	}
+	return out, nil
+}
+
+// DecideOn is Decide for an approver whose surface is sf: the approval of
+// a tool off it cannot be decided (ErrApprovalNotFound, as if it did not
+// exist; the audit line records the refusal).
+func (d *Dispatcher) DecideOn(ctx context.Context, id, decider string, sf catalog.Surface, approve bool, edited json.RawMessage) (Approval, *Result, error) {
+	if len(sf) > 0 {
+		a, err := d.Approval(id)
+		if err != nil {
+			return Approval{}, nil, err
+		}
+		if !d.onSurface(a, sf) {
+			d.opts.Audit.LogAttrs(ctx, slog.LevelInfo, "approval",
+				slog.String("event", "refused"), slog.String("approval_id", id), slog.String("tool", a.Tool),
+				slog.String("decided_by", decider), slog.String("why", "the tool is outside the approver's scope"))
+			return Approval{}, nil, fmt.Errorf("%w: %s", ErrApprovalNotFound, id)
+		}
+	}
+	return d.Decide(ctx, id, decider, approve, edited)
 }
 
 // Approvals lists approval requests, oldest first; with pendingOnly only

@@ -123,6 +123,10 @@ type Call struct {
 	// beside the caller in the audit line and the approval.
 	Door   string
 	DryRun bool // validate and plan, do not run
+	// Surface is what the caller may see (its token's scope, a profile's):
+	// a tool off it answers not_found exactly as one that does not exist,
+	// and the audit line records the refusal. Nil: every tool.
+	Surface catalog.Surface
 }
 
 // Anonymous is the caller of a daemon without tokens (loopback only),
@@ -140,6 +144,13 @@ const (
 // never returns a Go error: every outcome is a status.
 func (d *Dispatcher) Invoke(ctx context.Context, c Call) Result {
 	start := d.opts.Now()
+	if snap := d.store.Load(); snap != nil && len(c.Surface) > 0 {
+		if e, ok := snap.Lookup(c.Tool); ok && !c.Surface.AllowsEntry(e) {
+			r := notFound(snap, c.Tool, c.Surface)
+			d.audit(ctx, c, r, nil, d.opts.Now().Sub(start), slog.String("refused", "the tool is outside the caller's scope"))
+			return r
+		}
+	}
 	r, params := d.invoke(ctx, c)
 	if r.DurationMS == 0 && r.ExitCode >= 0 {
 		r.DurationMS = d.opts.Now().Sub(start).Milliseconds()
@@ -158,7 +169,7 @@ func (d *Dispatcher) invoke(ctx context.Context, c Call) (Result, map[string]any
 	}
 	e, ok := snap.Lookup(c.Tool)
 	if !ok || e.Tool == nil && e.Status != catalog.Failed {
-		return notFound(snap, c.Tool), nil
+		return notFound(snap, c.Tool, c.Surface), nil
 	}
 	r := newResult(c.Tool, e.Tool, e.Rev)
 	if !e.Status.Callable() || e.Tool == nil {
@@ -297,6 +308,9 @@ func (d *Dispatcher) execute(ctx context.Context, ex executors.Executor, req exe
 		r.DurationMS = d.opts.Now().Sub(start).Milliseconds()
 	case err != nil:
 		r.Status, r.Error = Error, err.Error()
+	case out.TimedOut && out.ExitCode < 0:
+		// An HTTP executor (hlpd-api, git-forgejo): no process ran.
+		r.Status, r.Error = Timeout, fmt.Sprintf("timed out after %s: no complete answer within the timeout; the request was abandoned", t.Constraints.Timeout)
 	case out.TimedOut:
 		r.Status, r.Error = Timeout, fmt.Sprintf("timed out after %s; the process group was killed", t.Constraints.Timeout)
 	case errors.Is(xctx.Err(), context.DeadlineExceeded):
@@ -312,6 +326,9 @@ func (d *Dispatcher) execute(ctx context.Context, ex executors.Executor, req exe
 		r.Status, r.Error = Error, fmt.Sprintf("exit status %d", out.ExitCode)
 	case out.HTTPStatus >= 300:
 		r.Status, r.Error = Error, fmt.Sprintf("HTTP status %d", out.HTTPStatus)
+		if line, _, _ := strings.Cut(string(out.Stderr), "\n"); strings.HasPrefix(line, "HTTP ") {
+			r.Error = line // the server's own reason, e.g. "HTTP 422 Unprocessable Entity: repository file already exists [path: README.md]"
+		}
 	case len(out.Output) == 0:
 		r.Status = NoData
 	default:
@@ -376,14 +393,17 @@ func (d *Dispatcher) toolSlots(name string, n int) chan struct{} {
 	return ch
 }
 
-func notFound(snap *catalog.Snapshot, name string) Result {
+// notFound is the answer for a tool that does not exist, or is not on the
+// caller's surface sf: the two are the same, and a near name is only ever
+// one on the surface.
+func notFound(snap *catalog.Snapshot, name string, sf catalog.Surface) Result {
 	r := newResult(name, nil, snap.Rev())
 	f := false
 	r.Found = &f
 	r.Status = NotFound
 	r.Error = fmt.Sprintf("no tool named %q is registered in the repository", name)
 	r.Suggestion = fmt.Sprintf("the tool is not in the repository yet and has to be written: add tools/%s/%s (scaffold one with `toolagent new %s`) and commit it; it registers without a restart", name, hldp.FileName, name)
-	if near := nearest(snap, name); near != "" {
+	if near := nearest(snap, name, sf); near != "" {
 		r.Suggestion += fmt.Sprintf(". A registered tool with a similar name: %s", near)
 	}
 	return r
@@ -391,9 +411,9 @@ func notFound(snap *catalog.Snapshot, name string) Result {
 
 // nearest returns the callable tool name closest to name by edit distance,
 // when it is close enough to be a likely typo.
-func nearest(snap *catalog.Snapshot, name string) string {
+func nearest(snap *catalog.Snapshot, name string, sf catalog.Surface) string {
 	best, bestD := "", 3
-	for _, e := range snap.Enabled() {
+	for _, e := range sf.Filter(snap.Enabled()) {
 		if d := editDistance(name, e.Name); d < bestD {
 			best, bestD = e.Name, d
 		}

@@ -439,7 +439,13 @@ type scratch struct {
 
 // Match returns the k best documents for q. Found is false when the best
 // score is below the threshold (or nothing matched at all).
-func (ix *Index) Match(q string, k int) Result {
+func (ix *Index) Match(q string, k int) Result { return ix.MatchIn(q, k, nil) }
+
+// MatchIn is Match over the documents allow accepts (nil: all): the others
+// are never candidates, and Found is judged on the accepted ones alone, so
+// a caller who may see only some documents gets the best of those, and no
+// sign of the rest.
+func (ix *Index) MatchIn(q string, k int, allow func(id string) bool) Result {
 	if k <= 0 || len(ix.ids) == 0 {
 		return Result{}
 	}
@@ -487,6 +493,9 @@ func (ix *Index) Match(q string, k int) Result {
 			h.score *= ix.offCore
 		}
 		s.scores[d], s.roles[d] = 0, 0
+		if allow != nil && !allow(ix.ids[d]) {
+			continue
+		}
 		if len(top) == k && !before(h, top[k-1]) {
 			continue
 		}

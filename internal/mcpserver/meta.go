@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -89,7 +91,7 @@ func (s *Server) findTool(_ context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 	if snap == nil {
 		return errorText("the catalog is not loaded yet; retry in a moment"), nil
 	}
-	resp := snap.MatchIntent(intent, int(limit))
+	resp := snap.MatchIntentOn(intent, int(limit), s.opts.Surface)
 	return &mcp.CallToolResult{
 		Content:           []mcp.Content{&mcp.TextContent{Text: s.matchText(resp)}},
 		StructuredContent: resp,
@@ -129,8 +131,61 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 	if err := json.Unmarshal(req.Params.Arguments, &in); err != nil { // checked above; cannot fail
 		return errorText("call_tool: " + err.Error()), nil
 	}
-	r := s.inv.Invoke(ctx, dispatch.Call{Tool: in.Tool, Params: in.Params, Caller: s.opts.Caller(ctx, req), Door: dispatch.DoorMCP})
+	r := s.inv.Invoke(ctx, dispatch.Call{Tool: in.Tool, Params: in.Params, Caller: s.opts.Caller(ctx, req), Door: dispatch.DoorMCP, Surface: s.opts.Surface})
 	return callResult(r), nil
+}
+
+// findDescription is find_tool's description, generated from the tools a
+// client may use (its surface): how many there are, their most common
+// tags and two or three of their intents, so a model knows what it can
+// search for.
+func findDescription(entries []catalog.Entry) string {
+	var b strings.Builder
+	b.WriteString(newFindTool().Intent)
+	if len(entries) == 0 {
+		b.WriteString("\nNo tool is available to this client right now: every search answers found=false.")
+		return b.String()
+	}
+	fmt.Fprintf(&b, "\nIt searches the %d tool(s) this client may use.", len(entries))
+	count := map[string]int{}
+	for _, e := range entries {
+		if e.Tool != nil {
+			for _, t := range e.Tool.Tags {
+				count[t]++
+			}
+		}
+	}
+	tags := slices.Collect(maps.Keys(count))
+	slices.SortFunc(tags, func(a, b string) int {
+		if count[a] != count[b] {
+			return count[b] - count[a]
+		}
+		return strings.Compare(a, b)
+	})
+	if len(tags) > 0 {
+		b.WriteString(" Tags:")
+		for i, t := range tags[:min(len(tags), 8)] {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, " %s (%d)", t, count[t])
+		}
+		b.WriteByte('.')
+	}
+	b.WriteString(" For example:")
+	n := 0
+	for _, e := range entries {
+		if e.Tool == nil || e.Tool.Intent == "" || n == 3 {
+			continue
+		}
+		intent := e.Tool.Intent
+		if r := []rune(intent); len(r) > 80 {
+			intent = string(r[:79]) + "…"
+		}
+		fmt.Fprintf(&b, " %q (%s);", intent, e.Name)
+		n++
+	}
+	return strings.TrimSuffix(b.String(), ";") + "."
 }
 
 // checkArgs validates a meta-tool's arguments; on failure it returns the

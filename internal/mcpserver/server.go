@@ -88,6 +88,11 @@ type Options struct {
 	// Name and Version identify the server to clients (defaults
 	// DefaultName, DefaultVersion).
 	Name, Version string
+	// Surface is what this server's clients may see and call (a token's
+	// scope, a profile): tools off it are not listed, find_tool never
+	// offers them, and calling one answers not_found. Nil: every tool.
+	// Surfaces builds one Server per surface.
+	Surface catalog.Surface
 }
 
 // Server serves one catalog.Store over MCP. Build it with New.
@@ -103,6 +108,7 @@ type Server struct {
 
 	mu        sync.Mutex        // serialises sync; guards published
 	published map[string]string // catalog tool name -> fingerprint of what clients see
+	findDesc  string            // find_tool's description as last published
 }
 
 // New returns a Server over store whose tool calls go to inv, with the
@@ -181,8 +187,10 @@ func (s *Server) Sync() {
 	defer s.mu.Unlock()
 	snap := s.store.Load()
 	want := map[string]*mcp.Tool{}
+	var surface []catalog.Entry
 	if snap != nil {
-		for _, e := range snap.Enabled() {
+		surface = s.opts.Surface.Filter(snap.Enabled())
+		for _, e := range surface {
 			if s.opts.MetaOnly && !s.pinned[e.Name] {
 				continue
 			}
@@ -218,6 +226,12 @@ func (s *Server) Sync() {
 		s.mcp.AddTool(t, s.catalogHandler(name))
 		s.published[name] = fp
 	}
+	if d := findDescription(surface); d != s.findDesc {
+		s.findDesc = d
+		t := metaTool(s.find)
+		t.Description = d
+		s.mcp.AddTool(t, s.findTool) // replaces it: clients get list_changed
+	}
 	if len(added)+len(updated)+len(removed) > 0 {
 		rev := ""
 		if snap != nil {
@@ -233,7 +247,7 @@ func (s *Server) Sync() {
 // time, so a call never runs a definition older than the catalog's.
 func (s *Server) catalogHandler(name string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		r := s.inv.Invoke(ctx, dispatch.Call{Tool: name, Params: req.Params.Arguments, Caller: s.opts.Caller(ctx, req), Door: dispatch.DoorMCP})
+		r := s.inv.Invoke(ctx, dispatch.Call{Tool: name, Params: req.Params.Arguments, Caller: s.opts.Caller(ctx, req), Door: dispatch.DoorMCP, Surface: s.opts.Surface})
 		return callResult(r), nil
 	}
 }
