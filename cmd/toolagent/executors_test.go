@@ -11,7 +11,9 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -124,10 +126,11 @@ func TestServeForgejoProtocol(t *testing.T) {
 		want     dispatch.ResultStatus
 		wantOut  string
 	}{
-		{"repo-read-file", map[string]any{"path": "README.md"}, 200, dispatch.Success, `"content":"hello\n"`},
-		{"repo-read-file", map[string]any{"path": "README.md", "owner": "other", "repo": "x"}, 200, dispatch.Success, `"content":"other\n"`},
-		{"repo-read-file", map[string]any{"path": "missing.md"}, 200, dispatch.Error, `couldn't be found`},
-		{"repo-list-commits", map[string]any{"limit": 5}, 200, dispatch.Success, `"sha":"c1"`},
+		// The server's body as it is: content base64, as Gitea sends it.
+		{"repo-read-file", map[string]any{"path": "README.md"}, 200, dispatch.Success, `"content":"aGVsbG8K"`},
+		{"repo-read-file", map[string]any{"path": "README.md", "owner": "other", "repo": "x"}, 200, dispatch.Success, `"content":"b3RoZXIK"`},
+		{"repo-read-file", map[string]any{"path": "missing.md"}, 200, dispatch.Error, `GetContentsOrList: object does not exist [id: , rel_path: missing.md]`},
+		{"repo-list-commits", map[string]any{"limit": 5}, 200, dispatch.Success, `"sha":"` + forgejotest.HeadSHA + `"`},
 		{"repo-create-issue", map[string]any{"title": "bug"}, http.StatusAccepted, dispatch.ApprovalRequired, ""}, // held in the approval queue
 	}
 	for _, tc := range tests {
@@ -143,15 +146,65 @@ func TestServeForgejoProtocol(t *testing.T) {
 	}
 }
 
-// TestServeForgejoReal runs the git-forgejo examples through the daemon
-// against a real Forgejo or Gitea: TOOLAGENT_TEST_FORGEJO_URL and
+// forgejoReal returns the real Forgejo or Gitea server of the opt-in
+// tests and the time one call or one wait may take, or skips the test
+// saying what to set: TOOLAGENT_TEST_FORGEJO_URL and
 // TOOLAGENT_TEST_FORGEJO_TOKEN (a token allowed to create and delete
-// repositories of its user). It creates a temporary repository.
-func TestServeForgejoReal(t *testing.T) {
-	url, token := os.Getenv("TOOLAGENT_TEST_FORGEJO_URL"), os.Getenv("TOOLAGENT_TEST_FORGEJO_TOKEN")
+// repositories of its user), optionally TOOLAGENT_TEST_FORGEJO_TIMEOUT (a
+// Go duration, default 1m: a busy server's writes and webhook deliveries
+// take seconds).
+func forgejoReal(t *testing.T) (url, token string, timeout time.Duration) {
+	t.Helper()
+	url, token = os.Getenv("TOOLAGENT_TEST_FORGEJO_URL"), os.Getenv("TOOLAGENT_TEST_FORGEJO_TOKEN")
 	if url == "" || token == "" {
-		t.Skip("TOOLAGENT_TEST_FORGEJO_URL and TOOLAGENT_TEST_FORGEJO_TOKEN are not set: the git-forgejo executor was NOT tested through the daemon against a real Forgejo (TestServeForgejoProtocol, against canned answers, still ran)")
+		t.Skip("set TOOLAGENT_TEST_FORGEJO_URL and TOOLAGENT_TEST_FORGEJO_TOKEN (a token that may create and delete repositories; optionally TOOLAGENT_TEST_FORGEJO_TIMEOUT, default 1m) to test against a real Forgejo or Gitea; the protocol tests against canned answers still ran")
 	}
+	timeout = time.Minute
+	if s := os.Getenv("TOOLAGENT_TEST_FORGEJO_TIMEOUT"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			t.Fatalf("TOOLAGENT_TEST_FORGEJO_TIMEOUT=%q: want a positive Go duration such as 90s", s)
+		}
+		timeout = d
+	}
+	return url, token, timeout
+}
+
+// pollWithin is pollUntil with a deadline of its own.
+func pollWithin(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// withToolTimeout returns a TOOL.hdlp with its timeout_ms set to d.
+func withToolTimeout(t testing.TB, def string, d time.Duration) string {
+	t.Helper()
+	re := regexp.MustCompile(`(?m)^(\s*timeout_ms:\s*)\d+`)
+	if !re.MatchString(def) {
+		t.Fatalf("no timeout_ms in %q", def)
+	}
+	return re.ReplaceAllString(def, "${1}"+strconv.FormatInt(d.Milliseconds(), 10))
+}
+
+// showResult prints a call's answer whole, for failure messages.
+func showResult(code int, res dispatch.Result) string {
+	b, _ := json.Marshal(res)
+	return fmt.Sprintf("HTTP %d %.3000s", code, b)
+}
+
+// TestServeForgejoReal runs the git-forgejo examples through the daemon
+// against a real Forgejo or Gitea (see forgejoReal). It creates a
+// temporary repository. A second daemon with a bad token shows the
+// executor's tools failed, the reason naming the 401 and the refused
+// token.
+func TestServeForgejoReal(t *testing.T) {
+	url, token, timeout := forgejoReal(t)
 	admin, err := gitea.NewClient(url, gitea.SetToken(token))
 	if err != nil {
 		t.Fatalf("connect to %s: %v", url, err)
@@ -171,21 +224,38 @@ func TestServeForgejoReal(t *testing.T) {
 	})
 	tools := t.TempDir()
 	for _, n := range []string{"repo-read-file", "repo-list-commits"} {
-		putTool(t, tools, n, example(t, "git-forgejo", n))
+		putTool(t, tools, n, withToolTimeout(t, example(t, "git-forgejo", n), timeout))
 	}
-	d := startDaemon(t, map[string]string{
+	env := map[string]string{
 		"TOOLAGENT_FORGEJO_URL": url, "TOOLAGENT_FORGEJO_TOKEN": token,
 		"TOOLAGENT_FORGEJO_OWNER": me.UserName, "TOOLAGENT_FORGEJO_REPO": name,
-	}, "--tools", tools)
-	d.waitStatus(t, "repo-read-file", catalog.Enabled)
-	if code, res := d.call(t, "repo-read-file", map[string]any{"path": "README.md"}); code != 200 || res.Status != dispatch.Success || !strings.Contains(res.Output, name) {
-		t.Errorf("call repo-read-file README.md = %d %s %q %q; want success holding the repository name", code, res.Status, res.Output, res.Error)
+		"TOOLAGENT_HEALTH_TIMEOUT": timeout.String(),
 	}
-	if code, res := d.call(t, "repo-read-file", map[string]any{"path": "missing.md"}); code != 200 || res.Status != dispatch.Error || res.HTTPStatus != 404 {
-		t.Errorf("call repo-read-file missing.md = %d %s http %d; want error 404", code, res.Status, res.HTTPStatus)
+	d := startDaemon(t, env, "--tools", tools)
+	pollWithin(t, timeout, "repo-read-file to be enabled (the executor's health check)", func() bool {
+		return d.tool(t, "repo-read-file").Status == catalog.Enabled
+	})
+	if code, res := d.call(t, "repo-read-file", map[string]any{"path": "README.md"}); code != 200 || res.Status != dispatch.Success || res.HTTPStatus != 200 ||
+		!strings.Contains(res.Output, `"content":"`) || !strings.Contains(res.Output, name) || !json.Valid([]byte(res.Output)) {
+		t.Errorf("call repo-read-file README.md = %s; want success with the server's JSON (content base64, URLs naming the repository)", showResult(code, res))
+	}
+	if code, res := d.call(t, "repo-read-file", map[string]any{"path": "missing.md"}); code != 200 || res.Status != dispatch.Error || res.HTTPStatus != 404 ||
+		!strings.HasPrefix(res.Stderr, "HTTP 404") || !json.Valid([]byte(res.Output)) {
+		t.Errorf("call repo-read-file missing.md = %s; want error 404 with the server's body and reason", showResult(code, res))
 	}
 	if code, res := d.call(t, "repo-list-commits", map[string]any{"limit": 5}); code != 200 || res.Status != dispatch.Success || !strings.Contains(res.Output, `"sha"`) {
-		t.Errorf("call repo-list-commits = %d %s %q %q; want success with commits", code, res.Status, res.Output, res.Error)
+		t.Errorf("call repo-list-commits = %s; want success with commits", showResult(code, res))
+	}
+
+	env["TOOLAGENT_FORGEJO_TOKEN"] = "not-a-valid-token"
+	bad := startDaemon(t, env, "--tools", tools)
+	var st toolState
+	pollWithin(t, timeout, "repo-read-file to fail its health check with a bad token", func() bool {
+		st = bad.tool(t, "repo-read-file")
+		return st.Status == catalog.Failed
+	})
+	if !strings.Contains(st.Reason, "HTTP 401") || !strings.Contains(st.Reason, "refused the token") {
+		t.Errorf("with a bad token repo-read-file is %s %q; want failed, the reason naming HTTP 401 and the refused token", st.Status, st.Reason)
 	}
 }
 

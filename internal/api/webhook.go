@@ -33,8 +33,10 @@ type Webhook struct {
 const maxWebhookBytes = 5 << 20
 
 // signatureHeaders are the headers that may carry the body's HMAC-SHA256,
-// in the order they are looked at. The first one present decides: a bad
-// value there is not rescued by another header.
+// in the order they are looked at. The first one with a value decides: a
+// bad value there is not rescued by another header. Forgejo and Gitea send
+// all of them on every delivery, empty ("" and "sha256=") when the webhook
+// has no secret: such a delivery is unsigned, not wrongly signed.
 var signatureHeaders = []string{"X-Forgejo-Signature", "X-Gitea-Signature", "X-Hub-Signature-256"}
 
 // eventHeaders name the event kind, in the same order.
@@ -99,9 +101,9 @@ func (s *server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 		refuse(whBadRequest, errorf(http.StatusBadRequest, "webhook body: %v", err))
 		return
 	}
-	sig, ok := firstHeader(r.Header, signatureHeaders)
+	sig, ok := signature(r.Header)
 	if !ok {
-		refuse(whUnsigned, errorf(http.StatusUnauthorized, "unsigned webhook: set the webhook's secret so that the server signs its deliveries (X-Forgejo-Signature, X-Gitea-Signature or X-Hub-Signature-256)"))
+		refuse(whUnsigned, errorf(http.StatusUnauthorized, "unsigned webhook: set the webhook's secret so that the server signs its deliveries (X-Forgejo-Signature, X-Gitea-Signature or X-Hub-Signature-256; Forgejo and Gitea send them empty when the webhook has no secret)"))
 		return
 	}
 	if !validSignature(wh.Secret, body, sig) {
@@ -129,10 +131,47 @@ func (s *server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 		encode(w, s.log, http.StatusAccepted, webhookBody{Status: whIgnored, Reason: "push to " + push.Ref + "; this daemon serves " + want})
 		return
 	}
+	exact := false
+	if ex, ok := s.sync.(pushExpecter); ok && isCommitID(push.After) {
+		// The push names the commit the branch now points at: the sync
+		// need not wait for a burst to settle.
+		ex.Expect(push.After)
+		exact = true
+	}
 	s.sync.Poke()
 	s.webhooks.WithLabelValues(whQueued).Inc()
-	s.log.InfoContext(r.Context(), "webhook push", "ref", push.Ref, "after", push.After)
+	s.log.InfoContext(r.Context(), "webhook push", "ref", push.Ref, "after", push.After, "at_once", exact)
 	encode(w, s.log, http.StatusAccepted, webhookBody{Status: whQueued})
+}
+
+// pushExpecter is the part of a Syncer that takes the commit a push
+// names, so that the sync it asks for skips the debounce wait.
+// *reload.Loop has it, and so has the daemon's syncer, which embeds one.
+type pushExpecter interface {
+	Expect(rev string)
+}
+
+// isCommitID reports whether s is a full SHA-1 or SHA-256 commit id other
+// than the all-zero one a push deleting the branch names.
+func isCommitID(s string) bool {
+	if len(s) != 40 && len(s) != 64 || strings.Trim(s, "0") == "" {
+		return false
+	}
+	_, err := hex.DecodeString(s)
+	return err == nil
+}
+
+// signature returns the first signature among signatureHeaders that has a
+// value; ok is false when none has (an unsigned delivery).
+func signature(h http.Header) (sig string, ok bool) {
+	for _, n := range signatureHeaders {
+		v := strings.TrimSpace(h.Get(n))
+		if strings.TrimPrefix(v, "sha256=") == "" {
+			continue
+		}
+		return v, true
+	}
+	return "", false
 }
 
 // firstHeader returns the value of the first of names present in h.

@@ -5,12 +5,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/toolagent/toolagent/internal/dispatch"
+	"github.com/toolagent/toolagent/internal/reload"
 )
 
 const hookSecret = "s3cret-webhook-key"
@@ -42,7 +44,12 @@ func TestWebhook(t *testing.T) {
 		{"no event header", hookSecret, push, map[string]string{"X-Forgejo-Signature": good}, 202, "queued", 1, whQueued},
 		{"missing signature", hookSecret, push, map[string]string{"X-Forgejo-Event": "push"}, 401, "", 0, whUnsigned},
 		{"wrong signature", hookSecret, push, map[string]string{"X-Forgejo-Signature": sign("other-secret", push)}, 401, "", 0, whBadSignature},
-		{"empty signature", hookSecret, push, map[string]string{"X-Gitea-Signature": ""}, 401, "", 0, whBadSignature},
+		{"empty signature", hookSecret, push, map[string]string{"X-Gitea-Signature": ""}, 401, "", 0, whUnsigned},
+		{"gitea without a secret: every signature header empty", hookSecret, push, map[string]string{
+			"X-Gitea-Signature": "", "X-Gogs-Signature": "", "X-Hub-Signature": "sha1=", "X-Hub-Signature-256": "sha256=", "X-Gitea-Event": "push", "X-GitHub-Event": "push"}, 401, "", 0, whUnsigned},
+		{"forgejo without a secret", hookSecret, push, map[string]string{
+			"X-Forgejo-Signature": "", "X-Gitea-Signature": "", "X-Hub-Signature-256": "sha256=", "X-Forgejo-Event": "push"}, 401, "", 0, whUnsigned},
+		{"empty first header, good second", hookSecret, push, map[string]string{"X-Forgejo-Signature": "", "X-Hub-Signature-256": "sha256=" + good}, 202, "queued", 1, whQueued},
 		{"not hex", hookSecret, push, map[string]string{"X-Hub-Signature-256": "sha256=zz"}, 401, "", 0, whBadSignature},
 		{"signature of another body", hookSecret, push, map[string]string{"X-Forgejo-Signature": sign(hookSecret, other)}, 401, "", 0, whBadSignature},
 		{"bad first header not rescued by a good second", hookSecret, push, map[string]string{"X-Forgejo-Signature": sign("x", push), "X-Hub-Signature-256": "sha256=" + good}, 401, "", 0, whBadSignature},
@@ -56,7 +63,8 @@ func TestWebhook(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, mustTokens(t))
-			f.h = New(Options{Tokens: mustTokens(t), Registry: prometheus.NewRegistry(), Webhook: Webhook{Secret: []byte(tc.secret), Branch: "main"}},
+			reg := prometheus.NewRegistry()
+			f.h = New(Options{Tokens: mustTokens(t), Registry: reg, Webhook: Webhook{Secret: []byte(tc.secret), Branch: "main"}},
 				f.store, dispatch.New(f.store, execs(), dispatch.Options{}), f.sync, nil)
 			req := httptest.NewRequest("POST", "/v1/hooks/forgejo", strings.NewReader(tc.body))
 			req.Header.Set("Content-Type", "application/json")
@@ -74,7 +82,66 @@ func TestWebhook(t *testing.T) {
 			if f.sync.pokes != tc.wantPokes {
 				t.Errorf("sync pokes = %d, want %d", f.sync.pokes, tc.wantPokes)
 			}
+			if got := webhookCounts(t, reg)[tc.wantResult]; got != 1 {
+				t.Errorf("toolagent_webhook_requests_total{result=%q} = %v, want 1", tc.wantResult, got)
+			}
 		})
+	}
+}
+
+// expectingSyncer is a Syncer with Expect, as the daemon's (which embeds
+// *reload.Loop) is.
+type expectingSyncer struct {
+	*fakeSyncer
+	expected []string
+}
+
+func (s *expectingSyncer) Expect(rev string) { s.expected = append(s.expected, rev) }
+
+// TestWebhookExpect: a push that names its full commit id tells the
+// syncer to sync at once (Expect, then Poke); one without a usable id
+// (abbreviated, or the all-zero id of a deleted branch) only pokes; a
+// syncer without Expect is poked all the same.
+func TestWebhookExpect(t *testing.T) {
+	const head = "3f9c2a1b4d5e6f708192a3b4c5d6e7f801234567"
+	tests := []struct {
+		name  string
+		after string
+		want  []string // the commits Expect got
+	}{
+		{"full sha-1", head, []string{head}},
+		{"full sha-256", strings.Repeat("ab", 32), []string{strings.Repeat("ab", 32)}},
+		{"abbreviated", "3f9c2a1", nil},
+		{"branch deleted", strings.Repeat("0", 40), nil},
+		{"not hex", strings.Repeat("z", 40), nil},
+		{"none", "", nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, nil)
+			sync := &expectingSyncer{fakeSyncer: f.sync}
+			h := New(Options{Registry: prometheus.NewRegistry(), Webhook: Webhook{Secret: []byte(hookSecret), Branch: "main"}},
+				f.store, dispatch.New(f.store, execs(), dispatch.Options{}), sync, nil)
+			body := `{"ref":"refs/heads/main","after":"` + tc.after + `"}`
+			req := httptest.NewRequest("POST", "/v1/hooks/forgejo", strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("X-Gitea-Signature", sign(hookSecret, body))
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, req)
+			if w.Code != 202 || sync.pokes != 1 || !slices.Equal(sync.expected, tc.want) {
+				t.Errorf("push after=%q: %d %s, %d pokes, Expect(%q); want 202, 1 poke, Expect(%q)", tc.after, w.Code, w.Body, sync.pokes, sync.expected, tc.want)
+			}
+		})
+	}
+
+	// The daemon's syncer embeds a *reload.Loop and a *reload.Trigger
+	// (cmd/toolagent/serve.go): Expect must be promoted, not ambiguous.
+	var daemon Syncer = struct {
+		*reload.Loop
+		*reload.Trigger
+	}{}
+	if _, ok := daemon.(pushExpecter); !ok {
+		t.Error("a struct embedding *reload.Loop and *reload.Trigger has no Expect: webhooks would wait for the debounce")
 	}
 }
 
@@ -99,19 +166,7 @@ func TestWebhookCounts(t *testing.T) {
 		}
 	}
 	const name = "toolagent_webhook_requests_total"
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]float64{}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			got[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
-		}
-	}
+	got := webhookCounts(t, reg)
 	for _, c := range []struct {
 		result string
 		want   float64
@@ -120,6 +175,25 @@ func TestWebhookCounts(t *testing.T) {
 			t.Errorf("%s{result=%q} = %v, want %v", name, c.result, got[c.result], c.want)
 		}
 	}
+}
+
+// webhookCounts returns toolagent_webhook_requests_total by result.
+func webhookCounts(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "toolagent_webhook_requests_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			got[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
+		}
+	}
+	return got
 }
 
 // mustTokens returns API tokens, so the tests show that the webhook needs

@@ -179,6 +179,7 @@ type Loop struct {
 	mu     sync.Mutex
 	status Status
 	tree   scan.Tree // the tree of the snapshot Once last published or kept (rebuild.go)
+	expect string    // the commit a push named (Expect), until Run takes it
 }
 
 // Status returns a copy of the loop's current status. Safe for concurrent
@@ -303,8 +304,9 @@ func (l *Loop) fail(err error) error {
 	return err
 }
 
-// Run reloads once at start, then once per burst of triggers (debounced),
-// and retries with backoff after a failure, until ctx is done; then it
+// Run reloads once at start, then once per burst of triggers (debounced;
+// a trigger that follows Expect reloads at once), and retries with
+// backoff after a failure, until ctx is done; then it
 // returns nil. Errors of single attempts are logged and kept in Status,
 // never returned: the last good snapshot keeps serving.
 func (l *Loop) Run(ctx context.Context, trigger <-chan struct{}) error {
@@ -350,7 +352,9 @@ func (l *Loop) Run(ctx context.Context, trigger <-chan struct{}) error {
 			retry = nil
 			attempt()
 		case <-trigger:
-			if !quiesce(ctx, trigger, deb) {
+			if rev := l.takeExpected(); rev != "" {
+				log.Debug("sync at once: a push named its commit", "expected", rev)
+			} else if !l.quiesce(ctx, trigger, deb) {
 				return nil
 			}
 			attempt()
@@ -365,8 +369,9 @@ func (l *Loop) Run(ctx context.Context, trigger <-chan struct{}) error {
 }
 
 // quiesce waits until no trigger has arrived for d.Min, or d.Max has passed
-// since it was called. It returns false when ctx ended first.
-func quiesce(ctx context.Context, trigger <-chan struct{}, d Debounce) bool {
+// since it was called, or a trigger comes with an expected commit
+// (Expect). It returns false when ctx ended first.
+func (l *Loop) quiesce(ctx context.Context, trigger <-chan struct{}, d Debounce) bool {
 	deadline := time.NewTimer(d.Max)
 	defer deadline.Stop()
 	quiet := time.NewTimer(d.Min)
@@ -380,9 +385,33 @@ func quiesce(ctx context.Context, trigger <-chan struct{}, d Debounce) bool {
 		case <-quiet.C:
 			return true
 		case <-trigger:
+			if rev := l.takeExpected(); rev != "" {
+				l.logger().Debug("sync at once: a push named its commit", "expected", rev)
+				return true
+			}
 			quiet.Reset(d.Min)
 		}
 	}
+}
+
+// Expect tells Run that the source's branch now points at rev, because a
+// push webhook named that commit: the trigger that follows (the caller
+// pokes right after) syncs at once instead of waiting out the debounce,
+// which is there to let a burst of file events settle, not to wait for a
+// commit already known. Safe for concurrent use.
+func (l *Loop) Expect(rev string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.expect = rev
+}
+
+// takeExpected returns and clears the commit Expect recorded ("" none).
+func (l *Loop) takeExpected() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	rev := l.expect
+	l.expect = ""
+	return rev
 }
 
 // Trigger is the capacity-1 channel every reload trigger shares

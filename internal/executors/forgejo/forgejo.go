@@ -1,43 +1,43 @@
 // Package forgejo is the git-forgejo executor: Forgejo (or Gitea)
-// repository operations through code.gitea.io/sdk/gitea. Each Tool.Method
-// is one SDK call; METHODS.md beside this file lists the methods and their
-// params. owner and repo default to Options.Owner / Options.Repo and may
-// be overridden per call with the params "owner" and "repo".
+// repository operations over the server's REST API (/api/v1). Each
+// Tool.Method is one API call; METHODS.md beside this file lists the
+// methods, their params and the statuses each server answers. owner and
+// repo default to Options.Owner / Options.Repo and may be overridden per
+// call with the params "owner" and "repo".
 //
-// The output is the JSON of the SDK's response object(s), as the server
-// sent them (get_file additionally decodes the file content). An answer
-// with an HTTP error status (404, 401, 409/422 on a conflicting create, …)
-// is an Outcome with HTTPStatus and the server's message in Stderr, so
-// dispatch reports status error with the real message. Network failures
-// are errors wrapping ErrUnreachable; the tool's timeout gives an Outcome
-// with TimedOut.
+// The output is the HTTP response body as the server sent it, byte for
+// byte, read at most max_output_bytes far (Truncated; past the cap up to
+// 1 MiB more is counted, then the connection is dropped): never the whole
+// body first. So the executor sends its requests itself with net/http
+// rather than through the client of code.gitea.io/sdk/gitea, which reads
+// every body whole and decodes it into its structs (losing the fields it
+// does not model, inventing others, and adding stat/files/verification
+// to a commit listing). The SDK still supplies what it models well: the
+// request bodies (its option structs, checked with their Validate), the
+// query encoders of the issue and pull request listings, and the
+// ContentsResponse an update or delete reads the file's current sha from.
 //
-// The SDK binds a context to a client, not to a call, so Execute builds a
-// light client per call (with the call's context) and reuses the server
-// version learnt once, instead of asking for it on every call. The token
-// is a secret: never logged, never in plans or errors.
+// Any HTTP answer is an Outcome: HTTPStatus, the body as Output, and for a
+// status of 300 or more "HTTP <status>: <the server's own reason>" in
+// Stderr (its "message" with the entries of its "errors" array), so
+// dispatch reports status error with the body kept. Network failures are
+// errors wrapping ErrUnreachable; the tool's timeout gives an Outcome with
+// TimedOut and ExitCode -1 (no process ran, so there is no exit code).
+// The token is a secret: never logged, never in plans or errors.
 //
 // An Executor is safe for concurrent use. Imports: executors, hldp and the
 // SDK. Imported only by cmd/toolagent.
 package forgejo
 
 import (
-	"bytes"
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
-	"unicode/utf8"
-
-	"code.gitea.io/sdk/gitea"
 
 	"github.com/toolagent/toolagent/internal/executors"
 	"github.com/toolagent/toolagent/internal/hldp"
@@ -70,9 +70,13 @@ var Methods = []string{
 	MethodListPulls, MethodCreatePull,
 }
 
-// ErrUnreachable marks a call or health check that got no HTTP answer from
-// the Forgejo server.
+// ErrUnreachable marks a call or health check that got no (complete) HTTP
+// answer from the Forgejo server.
 var ErrUnreachable = errors.New("forgejo unreachable")
+
+// ErrTokenRefused marks a health check the server answered 401 although a
+// token was sent: the token is wrong, expired or revoked.
+var ErrTokenRefused = errors.New("the server refused the token")
 
 // Options configure an Executor.
 type Options struct {
@@ -85,7 +89,8 @@ type Options struct {
 	// Owner and Repo are the default repository of calls that do not pass
 	// the params "owner" / "repo".
 	Owner, Repo string
-	// Client is the HTTP client; nil means a new one.
+	// Client is the HTTP client; nil means a new one (each call is bounded
+	// by the tool's timeout).
 	Client *http.Client
 	// Logger receives one debug line per call; nil discards.
 	Logger *slog.Logger
@@ -93,15 +98,12 @@ type Options struct {
 
 // Executor runs git-forgejo tools. Build it with New.
 type Executor struct {
-	url          string // "" when not configured
-	urlErr       error
-	token        string
-	owner, repo  string
-	client       *http.Client
-	log          *slog.Logger
-	mu           sync.Mutex // guards version, versionKnown
-	version      string
-	versionKnown bool
+	url         string // without a trailing "/"; "" when not configured
+	urlErr      error
+	token       string
+	owner, repo string
+	client      *http.Client
+	log         *slog.Logger
 }
 
 var _ executors.Executor = (*Executor)(nil)
@@ -152,25 +154,42 @@ func (e *Executor) Check(t *hldp.Tool) error {
 	return e.configured()
 }
 
-// Plan describes the call without making it: in Extra the method, the
-// repository and the server URL. No token appears in a plan.
-func (e *Executor) Plan(req executors.Request) (executors.Plan, error) {
-	if req.Tool == nil {
-		return executors.Plan{}, errors.New("git-forgejo executor: request without a tool")
+// prepare checks req and builds its call.
+func (e *Executor) prepare(req executors.Request) (call, error) {
+	t := req.Tool
+	if t == nil {
+		return call{}, errors.New("git-forgejo executor: request without a tool")
 	}
-	if err := e.Check(req.Tool); err != nil {
-		return executors.Plan{}, fmt.Errorf("tool %s: %w: %w", req.Tool.Name, executors.ErrRefused, err)
+	if err := e.Check(t); err != nil {
+		return call{}, fmt.Errorf("tool %s: %w: %w", t.Name, executors.ErrRefused, err)
 	}
-	a := args{p: req.Params, e: e}
-	owner, repo := a.owner(), a.repo()
+	a := &args{p: req.Params, e: e}
+	c := handlers[t.Method](a)
 	if a.err != nil {
-		return executors.Plan{}, fmt.Errorf("tool %s: %w", req.Tool.Name, a.err)
+		return call{}, fmt.Errorf("tool %s: %w", t.Name, a.err)
+	}
+	return c, nil
+}
+
+// Plan describes the call without making it: in Extra the method, the
+// repository, the server URL and the HTTP request ("http"), and for an
+// update or delete without a sha the request that looks it up first
+// ("lookup"). No token appears in a plan.
+func (e *Executor) Plan(req executors.Request) (executors.Plan, error) {
+	c, err := e.prepare(req)
+	if err != nil {
+		return executors.Plan{}, err
 	}
 	timeout, maxOut := limits(req.Tool)
-	return executors.Plan{
+	p := executors.Plan{
 		Timeout: timeout, TimeoutMS: timeout.Milliseconds(), MaxOutputBytes: maxOut,
-		Extra: map[string]string{"method": req.Tool.Method, "repository": owner + "/" + repo, "url": redact(e.url)},
-	}, nil
+		Extra: map[string]string{"method": req.Tool.Method, "repository": c.owner + "/" + c.repo, "url": redact(e.url),
+			"http": c.verb + " /api/v1" + c.target()},
+	}
+	if c.lookup != nil {
+		p.Extra["lookup"] = http.MethodGet + " /api/v1" + c.lookup.target() + " (the file's current sha)"
+	}
+	return p, nil
 }
 
 func redact(s string) string {
@@ -194,417 +213,107 @@ func limits(t *hldp.Tool) (time.Duration, int64) {
 // errToolTimeout is the cause of the context bounded by the tool timeout.
 var errToolTimeout = errors.New("forgejo: tool timeout")
 
-// Execute makes the SDK call of req's method and returns its JSON as the
-// Output (capped, Truncated). An HTTP error answer is an Outcome with
-// HTTPStatus and the server's message in Stderr. Errors: a tool this
-// executor cannot run (wrapping executors.ErrRefused), missing or
-// ill-typed params, ErrUnreachable, or the caller's context error.
+// Execute sends the request of req's method and returns the answer as an
+// Outcome: HTTPStatus, the body byte for byte as Output (capped,
+// Truncated), and for a status of 300 or more the server's reason in
+// Stderr. When the tool's timeout fires the Outcome has TimedOut,
+// ExitCode -1 and whatever arrived. Errors: a tool this executor cannot
+// run (wrapping executors.ErrRefused), missing or ill-typed params,
+// ErrUnreachable, or the caller's context error.
 func (e *Executor) Execute(ctx context.Context, req executors.Request) (executors.Outcome, error) {
+	c, err := e.prepare(req)
+	if err != nil {
+		return executors.Outcome{}, err
+	}
 	t := req.Tool
-	if t == nil {
-		return executors.Outcome{}, errors.New("git-forgejo executor: request without a tool")
-	}
-	if err := e.Check(t); err != nil {
-		return executors.Outcome{}, fmt.Errorf("tool %s: %w: %w", t.Name, executors.ErrRefused, err)
-	}
 	timeout, maxOut := limits(t)
 	ctx, cancel := context.WithTimeoutCause(ctx, timeout, errToolTimeout)
 	defer cancel()
 	start := time.Now()
-
-	a := &args{p: req.Params, e: e}
-	handle := handlers[t.Method]
-	c, err := e.sdk(ctx)
-	var (
-		v    any
-		resp *gitea.Response
-	)
-	if err == nil {
-		v, resp, err = handle(c, a)
-	}
-	if a.err != nil {
-		return executors.Outcome{}, fmt.Errorf("tool %s: %w", t.Name, a.err)
-	}
-	out := executors.Outcome{Duration: time.Since(start)}
-	if resp != nil && resp.Response != nil {
-		out.HTTPStatus = resp.StatusCode
-	}
+	out, err := e.run(ctx, c, maxOut)
+	out.Duration = time.Since(start)
 	if err != nil {
 		switch {
 		case context.Cause(ctx) == errToolTimeout:
-			out.TimedOut = true
-			return out, nil
-		case out.HTTPStatus >= 300:
-			out.Stderr = []byte(fmt.Sprintf("HTTP %d: %s\n", out.HTTPStatus, err))
+			// No process ran: there is no exit code, and nothing was killed.
+			out.TimedOut, out.ExitCode = true, -1
+			out.Stderr = fmt.Appendf(out.Stderr, "forgejo %s: no complete answer from %s within the tool's timeout of %s; the request was abandoned\n", t.Method, redact(e.url), timeout)
 			return out, nil
 		case ctx.Err() != nil:
 			return executors.Outcome{}, fmt.Errorf("tool %s: forgejo %s: %w", t.Name, t.Method, ctx.Err())
-		case isTransport(err):
-			return executors.Outcome{}, fmt.Errorf("tool %s: forgejo %s at %s: %w: %v", t.Name, t.Method, redact(e.url), ErrUnreachable, unwrapURLError(err))
+		case errors.Is(err, ErrUnreachable):
+			return executors.Outcome{}, fmt.Errorf("tool %s: forgejo %s at %s: %w", t.Name, t.Method, redact(e.url), err)
 		default:
 			return executors.Outcome{}, fmt.Errorf("tool %s: forgejo %s: %w", t.Name, t.Method, err)
 		}
 	}
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return executors.Outcome{}, fmt.Errorf("tool %s: encode the answer: %w", t.Name, err)
-	}
-	out.Output = b.Bytes()
-	out.OutputBytes = int64(len(out.Output))
-	if out.OutputBytes > maxOut {
-		out.Output, out.Truncated = out.Output[:maxOut], true
-	}
 	e.log.DebugContext(ctx, "forgejo call", "tool", t.Name, "method", t.Method, "rev", req.Rev,
-		"status", out.HTTPStatus, "bytes", out.OutputBytes, "duration", out.Duration)
+		"http", c.verb, "status", out.HTTPStatus, "bytes", out.OutputBytes, "truncated", out.Truncated, "duration", out.Duration)
 	return out, nil
 }
 
-func isTransport(err error) bool {
-	var ue *url.Error
-	return errors.As(err, &ue)
+// run makes the call: the sha lookup first when the call needs one, then
+// the request itself. An HTTP answer of the lookup other than 2xx is the
+// outcome.
+func (e *Executor) run(ctx context.Context, c call, maxOut int64) (executors.Outcome, error) {
+	if c.lookup != nil {
+		sha, failed, err := e.lookupSHA(ctx, *c.lookup, maxOut)
+		if err != nil || failed != nil {
+			var out executors.Outcome
+			if failed != nil {
+				out = failed.outcome("look up the current sha of " + c.lookup.path + ": ")
+			}
+			return out, err
+		}
+		c.setSHA(sha)
+	}
+	body, err := c.encode()
+	if err != nil {
+		return executors.Outcome{}, err
+	}
+	ans, err := e.send(ctx, c.verb, c.target(), body, maxOut)
+	return ans.outcome(""), err
 }
 
-func unwrapURLError(err error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		return ue.Err
-	}
-	return err
-}
-
-// sdk returns a client bound to ctx. The server version is learnt on the
-// first call and reused; until then it is fetched (GET /api/v1/version).
-func (e *Executor) sdk(ctx context.Context) (*gitea.Client, error) {
-	if err := e.configured(); err != nil {
-		return nil, err
-	}
-	base := []gitea.ClientOption{gitea.SetHTTPClient(e.client), gitea.SetContext(ctx), gitea.SetUserAgent("toolagent")}
-	if e.token != "" {
-		base = append(base, gitea.SetToken(e.token))
-	}
-	e.mu.Lock()
-	ver, known := e.version, e.versionKnown
-	e.mu.Unlock()
-	if !known {
-		// Ask without the SDK's own version check, then remember.
-		probe, err := gitea.NewClient(e.url, append(base, gitea.SetGiteaVersion(""))...)
-		if err != nil {
-			return nil, err
-		}
-		v, _, err := probe.ServerVersion()
-		if err != nil {
-			return nil, err
-		}
-		if _, err := gitea.NewClient(e.url, append(base, gitea.SetGiteaVersion(v))...); err != nil {
-			v = "" // unparsable version: skip the SDK's version gates
-		}
-		e.mu.Lock()
-		e.version, e.versionKnown = v, true
-		e.mu.Unlock()
-		ver = v
-	}
-	return gitea.NewClient(e.url, append(base, gitea.SetGiteaVersion(ver))...)
-}
+// healthBodyBytes is how much of a health answer is read: enough for an
+// error body.
+const healthBodyBytes = 4 << 10
 
 // Health asks for the server version (reachable), the token's user
 // (token valid, when a token is configured) and the default repository
-// (when Owner and Repo are set).
+// (when Owner and Repo are set), each with the token. A failed step says
+// which, the HTTP status and the server's reason; a 401 with a token
+// wraps ErrTokenRefused.
 func (e *Executor) Health(ctx context.Context) error {
 	if err := e.configured(); err != nil {
 		return err
 	}
-	wrap := func(what string, resp *gitea.Response, err error) error {
-		if isTransport(err) {
-			return fmt.Errorf("forgejo %s at %s: %w: %v", what, redact(e.url), ErrUnreachable, unwrapURLError(err))
-		}
-		if resp != nil && resp.Response != nil {
-			return fmt.Errorf("forgejo %s at %s: HTTP %d: %w", what, redact(e.url), resp.StatusCode, err)
-		}
-		return fmt.Errorf("forgejo %s at %s: %w", what, redact(e.url), err)
-	}
-	c, err := e.sdk(ctx)
-	if err != nil {
-		return wrap("version", nil, err)
-	}
+	steps := []struct{ what, target string }{{"version", "/version"}}
 	if e.token != "" {
-		if _, resp, err := c.GetMyUserInfo(); err != nil {
-			return wrap("token user", resp, err)
-		}
+		steps = append(steps, struct{ what, target string }{"token user", "/user"})
 	}
 	if e.owner != "" && e.repo != "" {
-		if _, resp, err := c.GetRepo(e.owner, e.repo); err != nil {
-			return wrap("repository "+e.owner+"/"+e.repo, resp, err)
+		steps = append(steps, struct{ what, target string }{"repository " + e.owner + "/" + e.repo, repoPath(e.owner, e.repo)})
+	}
+	for _, s := range steps {
+		ans, err := e.send(ctx, http.MethodGet, s.target, nil, healthBodyBytes)
+		if err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("forgejo %s at %s: %w", s.what, redact(e.url), ctx.Err())
+			}
+			return fmt.Errorf("forgejo %s at %s: %w", s.what, redact(e.url), err)
+		}
+		if ans.ok() {
+			continue
+		}
+		switch reason := ans.reason(); {
+		case ans.status == http.StatusUnauthorized && e.token != "":
+			return fmt.Errorf("forgejo %s at %s: HTTP %s: %w: %s", s.what, redact(e.url), ans.statusText, ErrTokenRefused, reason)
+		case ans.status == http.StatusUnauthorized:
+			return fmt.Errorf("forgejo %s at %s: HTTP %s: the server wants a token and none is configured: %s", s.what, redact(e.url), ans.statusText, reason)
+		default:
+			return fmt.Errorf("forgejo %s at %s: HTTP %s: %s", s.what, redact(e.url), ans.statusText, reason)
 		}
 	}
 	return nil
-}
-
-// args reads params; the first problem is kept in err and later reads
-// return zero values, so a handler reads all it needs and the caller
-// checks err once.
-type args struct {
-	p   map[string]any
-	e   *Executor
-	err error
-}
-
-func (a *args) fail(format string, v ...any) {
-	if a.err == nil {
-		a.err = fmt.Errorf(format, v...)
-	}
-}
-
-func (a *args) str(name string, required bool) string {
-	v, ok := a.p[name]
-	if !ok || v == nil {
-		if required {
-			a.fail("param %q is missing", name)
-		}
-		return ""
-	}
-	s, ok := v.(string)
-	if !ok {
-		a.fail("param %q must be a string, got %T", name, v)
-		return ""
-	}
-	if required && s == "" {
-		a.fail("param %q must not be empty", name)
-	}
-	return s
-}
-
-func (a *args) int(name string, required bool) int64 {
-	switch x := a.p[name].(type) {
-	case nil:
-		if required {
-			a.fail("param %q is missing", name)
-		}
-		return 0
-	case int64:
-		return x
-	case int:
-		return int64(x)
-	case float64:
-		if x != math.Trunc(x) || math.Abs(x) > 1<<53 {
-			a.fail("param %q must be an integer, got %v", name, x)
-			return 0
-		}
-		return int64(x)
-	default:
-		a.fail("param %q must be an integer, got %T", name, x)
-		return 0
-	}
-}
-
-func (a *args) owner() string {
-	if s := a.str("owner", false); s != "" {
-		return s
-	}
-	if a.e.owner == "" {
-		a.fail(`no repository owner: pass the param "owner" or configure a default owner`)
-	}
-	return a.e.owner
-}
-
-func (a *args) repo() string {
-	if s := a.str("repo", false); s != "" {
-		return s
-	}
-	if a.e.repo == "" {
-		a.fail(`no repository: pass the param "repo" or configure a default repository`)
-	}
-	return a.e.repo
-}
-
-func (a *args) list() gitea.ListOptions {
-	return gitea.ListOptions{Page: int(a.int("page", false)), PageSize: int(a.int("limit", false))}
-}
-
-func (a *args) state() gitea.StateType {
-	switch s := a.str("state", false); s {
-	case "":
-		return gitea.StateOpen
-	case "open", "closed", "all":
-		return gitea.StateType(s)
-	default:
-		a.fail(`param "state" must be open, closed or all, got %q`, s)
-		return ""
-	}
-}
-
-func (a *args) fileOptions() gitea.FileOptions {
-	return gitea.FileOptions{
-		Message:       a.str("message", false),
-		BranchName:    a.str("branch", false),
-		NewBranchName: a.str("new_branch", false),
-	}
-}
-
-// handler makes one SDK call. It returns nil, nil, nil without calling
-// when a param is wrong (args.err is then set).
-type handler func(c *gitea.Client, a *args) (any, *gitea.Response, error)
-
-var handlers = map[string]handler{
-	MethodGetFile: func(c *gitea.Client, a *args) (any, *gitea.Response, error) {
-		owner, repo, path, ref := a.owner(), a.repo(), a.str("path", true), a.str("ref", false)
-		if a.err != nil {
-			return nil, nil, nil
-		}
-		f, resp, err := c.GetContents(owner, repo, ref, path)
-		if err != nil {
-			return nil, resp, err
-		}
-		decodeContent(f)
-		return f, resp, nil
-	},
-	MethodListDir: func(c *gitea.Client, a *args) (any, *gitea.Response, error) {
-		owner, repo, path, ref := a.owner(), a.repo(), a.str("path", false), a.str("ref", false)
-		if a.err != nil {
-			return nil, nil, nil
-		}
-		return c.ListContents(owner, repo, ref, path)
-	},
-	MethodListCommits: func(c *gitea.Client, a *args) (any, *gitea.Response, error) {
-		owner, repo := a.owner(), a.repo()
-		opt := gitea.ListCommitOptions{ListOptions: a.list(), SHA: a.str("ref", false), Path: a.str("path", false)}
-		if a.err != nil {
-			return nil, nil, nil
-		}
-		return c.ListRepoCommits(owner, repo, opt)
-	},
-	MethodGetCommit: func(c *gitea.Client, a *args) (any, *gitea.Response, error) {
-		owner, repo, sha := a.owner(), a.repo(), a.str("sha", true)
-		if a.err != nil {
-			return nil, nil, nil
-		}
-		return c.GetSingleCommit(owner, repo, sha)
-	},
-	MethodCreateFile: func(c *gitea.Client, a *args) (any, *gitea.Response, error) {
-		owner, repo, path := a.owner(), a.repo(), a.str("path", true)
-		opt := gitea.CreateFileOptions{FileOptions: a.fileOptions(), Content: base64.StdEncoding.EncodeToString([]byte(a.str("content", true)))}
-		if a.err != nil {
-			return nil, nil, nil
-		}
-		return c.CreateFile(owner, repo, path, opt)
-	},
-	MethodUpdateFile: func(c *gitea.Client, a *args) (any, *gitea.Response, error) {
-		owner, repo, path := a.owner(), a.repo(), a.str("path", true)
-		opt := gitea.UpdateFileOptions{FileOptions: a.fileOptions(), SHA: a.str("sha", false),
-			Content: base64.StdEncoding.EncodeToString([]byte(a.str("content", true)))}
-		if a.err != nil {
-			return nil, nil, nil
-		}
-		if opt.SHA == "" {
-			sha, resp, err := currentSHA(c, owner, repo, opt.BranchName, path)
-			if err != nil {
-				return nil, resp, err
-			}
-			opt.SHA = sha
-		}
-		return c.UpdateFile(owner, repo, path, opt)
-	},
-	MethodDeleteFile: func(c *gitea.Client, a *args) (any, *gitea.Response, error) {
-		owner, repo, path := a.owner(), a.repo(), a.str("path", true)
-		opt := gitea.DeleteFileOptions{FileOptions: a.fileOptions(), SHA: a.str("sha", false)}
-		if a.err != nil {
-			return nil, nil, nil
-		}
-		if opt.SHA == "" {
-			sha, resp, err := currentSHA(c, owner, repo, opt.BranchName, path)
-			if err != nil {
-				return nil, resp, err
-			}
-			opt.SHA = sha
-		}
-		resp, err := c.DeleteFile(owner, repo, path, opt)
-		if err != nil {
-			return nil, resp, err
-		}
-		return map[string]any{"deleted": path, "sha": opt.SHA}, resp, nil
-	},
-	MethodListBranches: func(c *gitea.Client, a *args) (any, *gitea.Response, error) {
-		owner, repo, opt := a.owner(), a.repo(), gitea.ListRepoBranchesOptions{ListOptions: a.list()}
-		if a.err != nil {
-			return nil, nil, nil
-		}
-		return c.ListRepoBranches(owner, repo, opt)
-	},
-	MethodCreateBranch: func(c *gitea.Client, a *args) (any, *gitea.Response, error) {
-		owner, repo := a.owner(), a.repo()
-		opt := gitea.CreateBranchOption{BranchName: a.str("name", true), OldBranchName: a.str("from", false)}
-		if a.err != nil {
-			return nil, nil, nil
-		}
-		return c.CreateBranch(owner, repo, opt)
-	},
-	MethodListIssues: func(c *gitea.Client, a *args) (any, *gitea.Response, error) {
-		owner, repo := a.owner(), a.repo()
-		opt := gitea.ListIssueOption{ListOptions: a.list(), State: a.state(), Type: gitea.IssueTypeIssue, KeyWord: a.str("q", false)}
-		if a.err != nil {
-			return nil, nil, nil
-		}
-		return c.ListRepoIssues(owner, repo, opt)
-	},
-	MethodCreateIssue: func(c *gitea.Client, a *args) (any, *gitea.Response, error) {
-		owner, repo := a.owner(), a.repo()
-		opt := gitea.CreateIssueOption{Title: a.str("title", true), Body: a.str("body", false)}
-		if a.err != nil {
-			return nil, nil, nil
-		}
-		return c.CreateIssue(owner, repo, opt)
-	},
-	MethodCommentIssue: func(c *gitea.Client, a *args) (any, *gitea.Response, error) {
-		owner, repo, n := a.owner(), a.repo(), a.int("number", true)
-		opt := gitea.CreateIssueCommentOption{Body: a.str("body", true)}
-		if a.err == nil && n <= 0 {
-			a.fail(`param "number" must be a positive issue number, got %d`, n)
-		}
-		if a.err != nil {
-			return nil, nil, nil
-		}
-		return c.CreateIssueComment(owner, repo, n, opt)
-	},
-	MethodListPulls: func(c *gitea.Client, a *args) (any, *gitea.Response, error) {
-		owner, repo := a.owner(), a.repo()
-		opt := gitea.ListPullRequestsOptions{ListOptions: a.list(), State: a.state()}
-		if a.err != nil {
-			return nil, nil, nil
-		}
-		return c.ListRepoPullRequests(owner, repo, opt)
-	},
-	MethodCreatePull: func(c *gitea.Client, a *args) (any, *gitea.Response, error) {
-		owner, repo := a.owner(), a.repo()
-		opt := gitea.CreatePullRequestOption{Head: a.str("head", true), Base: a.str("base", true), Title: a.str("title", true), Body: a.str("body", false)}
-		if a.err != nil {
-			return nil, nil, nil
-		}
-		return c.CreatePullRequest(owner, repo, opt)
-	},
-}
-
-// currentSHA returns the blob SHA of path on branch ("" = default branch),
-// which update and delete need.
-func currentSHA(c *gitea.Client, owner, repo, branch, path string) (string, *gitea.Response, error) {
-	f, resp, err := c.GetContents(owner, repo, branch, path)
-	if err != nil {
-		return "", resp, fmt.Errorf("look up the current sha of %s: %w", path, err)
-	}
-	return f.SHA, resp, nil
-}
-
-// decodeContent replaces base64 content by the text it encodes when that
-// text is valid UTF-8 (encoding becomes "utf-8"); binary content stays
-// base64.
-func decodeContent(f *gitea.ContentsResponse) {
-	if f == nil || f.Content == nil || f.Encoding == nil || *f.Encoding != "base64" {
-		return
-	}
-	raw, err := base64.StdEncoding.DecodeString(strings.ReplaceAll(*f.Content, "\n", ""))
-	if err != nil || !utf8.Valid(raw) {
-		return
-	}
-	s, enc := string(raw), "utf-8"
-	f.Content, f.Encoding = &s, &enc
 }

@@ -425,7 +425,7 @@ func (e *Executor) Execute(ctx context.Context, req executors.Request) (executor
 	resp, err := e.client.Do(hreq)
 	if err != nil {
 		if context.Cause(ctx) == errToolTimeout {
-			return executors.Outcome{TimedOut: true, Duration: time.Since(start)}, nil
+			return executors.Outcome{TimedOut: true, ExitCode: -1, Duration: time.Since(start)}, nil // no process: no exit code
 		}
 		return executors.Outcome{}, e.transportError(ctx, t.Name, c, err)
 	}
@@ -439,7 +439,7 @@ func (e *Executor) Execute(ctx context.Context, req executors.Request) (executor
 	out.Duration = time.Since(start)
 	if err != nil {
 		if context.Cause(ctx) == errToolTimeout {
-			out.TimedOut = true
+			out.TimedOut, out.ExitCode = true, -1
 			return out, nil
 		}
 		return executors.Outcome{}, e.transportError(ctx, t.Name, c, err)
