@@ -586,7 +586,7 @@ func TestApprovedRunRespectsLimits(t *testing.T) {
 			started <- struct{}{}
 			<-release
 		}
-		return executors.Outcome{Output: []byte("ran " + req.Approval)}, nil
+		return executors.Outcome{Completed: true, Output: []byte("ran " + req.Approval)}, nil
 	}}
 	d := New(e.cat, map[hldp.ExecutorKind]executors.Executor{hldp.Shell: block}, Options{Approvals: e.ap, MaxConcurrent: 1})
 	r := d.Invoke(context.Background(), Call{Tool: "deploy", Caller: "alice", Params: json.RawMessage(`{"app":"web"}`)})

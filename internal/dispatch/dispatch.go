@@ -318,6 +318,11 @@ func (d *Dispatcher) execute(ctx context.Context, ex executors.Executor, req exe
 		// process did not even start within timeout+backstop, or the
 		// executor hung): a timeout all the same, not the tool's failure.
 		r.Status, r.Error = Timeout, fmt.Sprintf("timed out: the call did not finish within its timeout of %s plus the %s backstop (queued %s before its process started)", t.Constraints.Timeout, backstop, out.Queued.Round(time.Millisecond))
+	case !out.Completed:
+		// The executor returned without seeing the call through and
+		// without an error: a bug, but never a success with exit code 0.
+		r.ExitCode = -1
+		r.Status, r.Error = Error, fmt.Sprintf("executor %s returned without completing the call (no exit status, no answer): nothing says it ran to the end", t.Executor)
 	case out.CutOff && out.ExitCode == sigpipeExit:
 		// Its only problem is the cap: the runtime closed the pipe it
 		// wrote past max_output_bytes to, and SIGPIPE ended it.

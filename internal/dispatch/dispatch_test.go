@@ -69,17 +69,20 @@ func newStore(t *testing.T, entries ...catalog.Entry) *catalog.Store {
 func behave(ctx context.Context, req executors.Request) (executors.Outcome, error) {
 	switch req.Params["cmd"] {
 	case "echo hello":
-		return executors.Outcome{Output: []byte("hello\n"), Duration: 3 * time.Millisecond}, nil
+		return executors.Outcome{Completed: true, Output: []byte("hello\n"), Duration: 3 * time.Millisecond}, nil
 	case "true":
-		return executors.Outcome{}, nil
+		return executors.Outcome{Completed: true}, nil
 	case "ls /nonexistent":
-		return executors.Outcome{Stderr: []byte("ls: cannot access '/nonexistent': No such file or directory\n"), ExitCode: 2}, nil
+		return executors.Outcome{Completed: true, Stderr: []byte("ls: cannot access '/nonexistent': No such file or directory\n"), ExitCode: 2}, nil
 	case "sleep 5":
 		return executors.Outcome{Output: []byte("partial"), TimedOut: true, ExitCode: 143}, nil
 	case "binary":
-		return executors.Outcome{Output: []byte{0xff, 0xfe, 0}}, nil
+		return executors.Outcome{Completed: true, Output: []byte{0xff, 0xfe, 0}}, nil
 	case "cannot start":
 		return executors.Outcome{}, errors.New("exec: \"nope\": executable file not found in $PATH")
+	case "returned without completing":
+		// A buggy executor: no error, no status. Never a success.
+		return executors.Outcome{}, nil
 	case "refused by a guard":
 		return executors.Outcome{}, fmt.Errorf("%w: path \"../x\" is not a relative path inside the files root", executors.ErrRefused)
 	}
@@ -114,6 +117,9 @@ func TestInvokeStatuses(t *testing.T) {
 		{"no data", Call{Tool: "ok", Params: json.RawMessage(`{"cmd":"true"}`)}, NoData, true, "", "", 0, "", ""},
 		{"command fails", Call{Tool: "ok", Params: json.RawMessage(`{"cmd":"ls /nonexistent"}`)}, Error, false, "", "ls: cannot access '/nonexistent': No such file or directory\n", 2, "exit status 2", ""},
 		{"cannot start", Call{Tool: "ok", Params: json.RawMessage(`{"cmd":"cannot start"}`)}, Error, false, "", "", -1, "executable file not found", ""},
+		// Issue 12, item 2: a call that did not run to completion is
+		// never reported with exit code 0.
+		{"executor returned without completing", Call{Tool: "ok", Params: json.RawMessage(`{"cmd":"returned without completing"}`)}, Error, false, "", "", -1, "without completing the call", ""},
 		// A guard of the executor refusing is a refusal, not a failure.
 		{"executor guard refuses", Call{Tool: "ok", Params: json.RawMessage(`{"cmd":"refused by a guard"}`)}, Denied, false, "", "", -1, "not a relative path inside the files root", ""},
 		{"timeout keeps partial output", Call{Tool: "ok", Params: json.RawMessage(`{"cmd":"sleep 5"}`)}, Timeout, false, "partial", "", 143, "timed out after 30s", ""},
@@ -194,7 +200,7 @@ func TestBusy(t *testing.T) {
 	block := fakeExec{func(ctx context.Context, req executors.Request) (executors.Outcome, error) {
 		started <- struct{}{}
 		<-release
-		return executors.Outcome{Output: []byte("done")}, nil
+		return executors.Outcome{Completed: true, Output: []byte("done")}, nil
 	}}
 	d := New(st, map[hldp.ExecutorKind]executors.Executor{hldp.Shell: block}, Options{MaxConcurrent: 2})
 	results := make(chan Result, 2)
@@ -220,7 +226,7 @@ func TestBusy(t *testing.T) {
 	}
 	// Slots are released: a new call runs.
 	releaseNow := fakeExec{func(ctx context.Context, req executors.Request) (executors.Outcome, error) {
-		return executors.Outcome{Output: []byte("ok")}, nil
+		return executors.Outcome{Completed: true, Output: []byte("ok")}, nil
 	}}
 	d.execs[hldp.Shell] = releaseNow
 	if r := d.Invoke(context.Background(), Call{Tool: "serial", Params: json.RawMessage(`{"cmd":"x"}`)}); r.Status != Success {
@@ -301,7 +307,7 @@ func TestCancelledSaysWho(t *testing.T) {
 	wait := func(ctx context.Context, req executors.Request) (executors.Outcome, error) {
 		running <- struct{}{}
 		<-ctx.Done()
-		return executors.Outcome{Output: []byte("part"), ExitCode: 137}, nil
+		return executors.Outcome{Completed: true, Output: []byte("part"), ExitCode: 137}, nil
 	}
 	d := New(st, map[hldp.ExecutorKind]executors.Executor{hldp.Shell: fakeExec{wait}}, Options{})
 	for _, tc := range []struct {

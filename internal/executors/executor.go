@@ -61,6 +61,12 @@ type Outcome struct {
 	// which limits ("read-only, no network; limits: ..."); "" for
 	// executors that start no local process.
 	Sandbox string
+	// Completed says the executor saw the call through: a process was
+	// reaped with its status, a file operation finished, a server
+	// answered. Dispatch reports an Outcome without it (and without
+	// TimedOut) as an error, never as a success: the zero Outcome did not
+	// run, so no result can claim exit code 0 for it.
+	Completed bool
 }
 
 // Plan is what a call would do, for dry runs.

@@ -247,6 +247,7 @@ func (e *Executor) Execute(ctx context.Context, req executors.Request) (executor
 			return executors.Outcome{}, fmt.Errorf("tool %s: forgejo %s: %w", t.Name, t.Method, err)
 		}
 	}
+	out.Completed = true // the server answered, and the body was read
 	e.log.DebugContext(ctx, "forgejo call", "tool", t.Name, "method", t.Method, "rev", req.Rev,
 		"http", c.verb, "status", out.HTTPStatus, "bytes", out.OutputBytes, "truncated", out.Truncated, "duration", out.Duration)
 	return out, nil

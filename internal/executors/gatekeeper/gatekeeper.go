@@ -430,6 +430,7 @@ func (e *Executor) Execute(ctx context.Context, req executors.Request) (executor
 		return executors.Outcome{}, fmt.Errorf("tool %s: gatekeeper target %s: stderr: %w", req.Tool.Name, c.target.name, err)
 	}
 	out := executors.Outcome{
+		Completed:   !wr.TimedOut, // the server answered with the command's status
 		ExitCode:    wr.ExitCode,
 		Truncated:   wr.Truncated,
 		OutputBytes: max(wr.StdoutBytes, int64(len(stdout))),

@@ -444,6 +444,7 @@ func (e *Executor) Execute(ctx context.Context, req executors.Request) (executor
 		}
 		return executors.Outcome{}, e.transportError(ctx, t.Name, c, err)
 	}
+	out.Completed = true // the server answered, and the body was read
 	e.log.DebugContext(ctx, "hlpd-api call", "tool", t.Name, "method", t.Method, "rev", req.Rev,
 		"http", c.verb, "route", c.route.Path, "status", resp.StatusCode, "bytes", out.OutputBytes,
 		"truncated", out.Truncated, "duration", out.Duration)

@@ -442,6 +442,7 @@ func (e *Executor) run(ctx context.Context, c call) (executors.Outcome, error) {
 		Duration:    o.Duration,
 		Queued:      o.Queued,
 		Sandbox:     sandbox,
+		Completed:   true, // proc.Run reaped it: ExitCode is its status
 	}, nil
 }
 
@@ -496,6 +497,7 @@ func (e *Executor) read(c call) (executors.Outcome, error) {
 		return fileFailure(rel, err, start)
 	}
 	return executors.Outcome{
+		Completed:   true,
 		Output:      buf[:n],
 		Truncated:   avail > maxOut,
 		OutputBytes: avail,
@@ -554,6 +556,7 @@ func (e *Executor) write(c call) (executors.Outcome, error) {
 	}
 	msg := fmt.Sprintf("wrote %d bytes to %s\n", n, filepath.ToSlash(rel))
 	return executors.Outcome{
+		Completed:   true,
 		Output:      []byte(msg),
 		OutputBytes: int64(len(msg)),
 		Duration:    time.Since(start),
@@ -608,9 +611,10 @@ func fileFailure(rel string, err error, start time.Time) (executors.Outcome, err
 	var errno syscall.Errno
 	if errors.As(err, &errno) || errors.Is(err, errNotRegular) {
 		return executors.Outcome{
-			Stderr:   []byte(err.Error() + "\n"),
-			ExitCode: 1,
-			Duration: time.Since(start),
+			Completed: true,
+			Stderr:    []byte(err.Error() + "\n"),
+			ExitCode:  1,
+			Duration:  time.Since(start),
 		}, nil
 	}
 	return executors.Outcome{}, fmt.Errorf("%w: path %q leaves the files root: %w", executors.ErrRefused, rel, err)
