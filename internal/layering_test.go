@@ -34,6 +34,7 @@ var allowed = map[string][]string{
 	"internal/reload":               {"internal/catalog", "internal/scan"},
 	"internal/api":                  {"internal/catalog", "internal/dispatch", "internal/reload", "internal/hldp"},
 	"internal/mcpserver":            {"internal/catalog", "internal/dispatch", "internal/hldp"},
+	"internal/console":              {"internal/catalog", "internal/dispatch", "internal/hldp", "internal/reload"},
 	"internal/gatekeeper":           {"internal/proc", "internal/policy", "internal/grant"},
 
 	// Test helpers of sandboxed children: proc only.

@@ -9,11 +9,13 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/toolagent/toolagent/internal/api"
+	"github.com/toolagent/toolagent/internal/console"
 	"github.com/toolagent/toolagent/internal/dispatch"
 	"github.com/toolagent/toolagent/internal/mcpserver"
 	"github.com/toolagent/toolagent/internal/reload"
@@ -79,7 +81,20 @@ func runServe(ctx context.Context, e env, args []string) error {
 	mcpH := endGetsOn(streams, mcpHandler(mcpSrv, tokens, cfg.Profiles, cfg.MaxBodyBytes, splitList(cfg.MCPAllowedOrigins)))
 	mux.Handle("/mcp", mcpH)
 	mux.Handle("/mcp/{profile}", mcpH)
-	mux.Handle("/", apiHandler)
+	ui := console.New(store, disp, console.Options{
+		Authenticate: func(secret string) (console.User, bool) {
+			p, ok := tokens.Find(secret)
+			return console.User{Name: p.Name, CanCall: p.Role >= api.RoleCall, CanApprove: p.Role >= api.RoleApprove, Scope: p.Scope}, ok
+		},
+		Open:     open,
+		Operator: console.User{Name: operatorName, CanCall: true, CanApprove: true},
+		Status:   cr.loop.Status,
+		Version:  buildVersion(),
+		Sandbox:  sandboxLine(cr.common.sandboxStatus()),
+		Logger:   log.With(slog.String("log", "console")),
+	})
+	mux.Handle("/ui/", ui.Handler())
+	mux.Handle("/", toConsole(apiHandler))
 	handler := mux
 
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -105,6 +120,11 @@ func runServe(ctx context.Context, e env, args []string) error {
 	defer removeInfo()
 	log.Info("listening", "version", buildVersion(), "addr", ln.Addr().String(), "url", url, "source", cr.loop.Status().Source,
 		"state", cr.common.state, "files_root", cr.common.filesRoot, "auth", auth, "max_concurrent", cfg.MaxConcurrent)
+	if open {
+		log.Info("web console: sign in as the operator with this one-time link (valid 10 minutes)", "url", url+ui.OneTimeLink())
+	} else {
+		log.Info("web console: sign in with an API token", "url", url+"/ui/")
+	}
 	if opToken != "" {
 		log.Info("the operator token is yours: the CLI on this host uses it (toolagent approvals list, toolagent status); other clients send it as Authorization: Bearer $(cat FILE)",
 			"file", opToken, "caller", operatorName)
@@ -144,6 +164,26 @@ func runServe(ctx context.Context, e env, args []string) error {
 	cr.close() // after every goroutine that reads trees or runs calls has ended
 	log.Info("stopped")
 	return err
+}
+
+// sandboxLine is the sandbox as the console's status page says it.
+func sandboxLine(st api.SandboxStatus) string {
+	if !st.Active {
+		return st.Warning
+	}
+	return st.Mechanism + " (" + st.Version + ")"
+}
+
+// toConsole sends a browser that asks for / to the web console; other
+// clients get the API's JSON index.
+func toConsole(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/" && r.Method == http.MethodGet && strings.Contains(r.Header.Get("Accept"), "text/html") {
+			http.Redirect(w, r, "/ui/", http.StatusSeeOther)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // endGetsOn ends the GET requests h serves when ctx is done (their

@@ -1,0 +1,285 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/chromedp"
+
+	"github.com/toolagent/toolagent/internal/dispatch"
+	"github.com/toolagent/toolagent/internal/proc/proctest"
+)
+
+const readerToken = "reader-0123456789abcdef00" // role read
+
+// browser starts headless Chromium (Debian's chromium, or the program in
+// TOOLAGENT_TEST_CHROMIUM) for the test, recording every request it
+// makes; it skips, saying what to install, when there is none.
+func browser(t *testing.T) (context.Context, func() []string) {
+	t.Helper()
+	path := os.Getenv("TOOLAGENT_TEST_CHROMIUM")
+	if path == "" {
+		for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+			if p, err := exec.LookPath(name); err == nil {
+				path = p
+				break
+			}
+		}
+	}
+	if path == "" {
+		t.Skip("no headless browser: install Debian's chromium (apt-get install chromium) or set TOOLAGENT_TEST_CHROMIUM to a Chrome/Chromium program")
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox,
+		chromedp.Flag("disable-gpu", true), chromedp.Flag("lang", "en-US"), chromedp.UserDataDir(t.TempDir()))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelCtx := chromedp.NewContext(actx)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 3*time.Minute) // a bound, not a timing assertion
+	t.Cleanup(func() { cancelTimeout(); cancelCtx(); cancelAlloc() })
+	var mu sync.Mutex
+	var reqs []string
+	if err := chromedp.Listen(ctx, func(ev any) {
+		if e, ok := ev.(*network.EventRequestWillBeSent); ok {
+			mu.Lock()
+			reqs = append(reqs, e.Request.URL)
+			mu.Unlock()
+		}
+	}); err != nil {
+		t.Fatalf("start %s: %v", path, err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
+		t.Fatalf("start %s: %v", path, err)
+	}
+	return ctx, func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), reqs...) }
+}
+
+func screenshot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Errorf("screenshot %s: %v", name, err)
+		return
+	}
+	if err := os.WriteFile(filepath.Join(t.ArtifactDir(), name+".png"), png, 0o644); err != nil {
+		t.Error(err)
+	}
+}
+
+// consoleDaemon serves the shipped tools with alice (call), bob (approve)
+// and a read-only token, with a files root the test can see (an approved
+// shell-exec call may write there).
+func consoleDaemon(t *testing.T) (*daemon, string) {
+	t.Helper()
+	env := map[string]string{"TOOLAGENT_TOKENS": "alice:call:" + aliceToken + ",bob:approve:" + bobToken + ",reader:read:" + readerToken}
+	root := proctest.HostDir(t)
+	if docs := os.Getenv("TOOLAGENT_DOCS_SCREENSHOT"); docs != "" {
+		// The README's screenshot names no test directory.
+		root = "/var/lib/toolagent/files"
+		if err := os.MkdirAll(root, 0o755); err != nil {
+			t.Skipf("TOOLAGENT_DOCS_SCREENSHOT: %v", err)
+		}
+	}
+	return startDaemon(t, env, "--tools", toolsCopy(t), "--files-root", root), root
+}
+
+// TestConsoleInABrowser (issue 16): in headless Chromium, sign in; the
+// catalog lists shell-exec; searching 查看最近的提交记录 shows git-ops
+// first; try-a-call of `echo hello` shows hello; a call another client
+// holds appears in the queue without a reload; approving runs it and
+// shows the result; deny; an edit the schema refuses is refused on the
+// page. Every page is under 100 KB and no request leaves the daemon.
+func TestConsoleInABrowser(t *testing.T) {
+	d, root := consoleDaemon(t)
+	ctx, reqs := browser(t)
+	run := func(what string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(ctx, steps...); err != nil {
+			screenshot(t, ctx, "failed")
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	get := func(what string, a chromedp.Action[string]) string {
+		t.Helper()
+		v, err := chromedp.Run(ctx, a)
+		if err != nil {
+			screenshot(t, ctx, "failed")
+			t.Fatalf("%s: %v", what, err)
+		}
+		return v
+	}
+	run("sign in",
+		chromedp.Navigate(d.url+"/ui/"),
+		chromedp.WaitVisible(`#token`),
+		chromedp.SendKeys(`#token`, bobToken),
+		chromedp.Submit(`#login`),
+		chromedp.WaitVisible(`#tools`),
+	)
+	if u := get("user", chromedp.Text(`#user`)); u != "bob" {
+		t.Errorf("signed in as %q; want bob", u)
+	}
+	if text := get("catalog", chromedp.Text(`#tools`)); !strings.Contains(text, "shell-exec") {
+		t.Errorf("catalog lacks shell-exec:\n%s", text)
+	}
+	screenshot(t, ctx, "catalog")
+	run("search", chromedp.SetValue(`#q`, "查看最近的提交记录"), chromedp.Submit(`#search`), chromedp.WaitVisible(`#candidates`))
+	if first := get("first candidate", chromedp.Text(`#candidates li:first-child a`)); first != "git-ops" {
+		t.Errorf("first candidate for 查看最近的提交记录 = %q; want git-ops", first)
+	}
+	run("try a call",
+		chromedp.Navigate(d.url+"/ui/tools/shell-exec"),
+		chromedp.WaitVisible(`#p-cmd`),
+		chromedp.SetValue(`#p-cmd`, "echo hello"),
+		chromedp.Click(`#run`),
+		chromedp.WaitVisible(`#output`),
+	)
+	if out := get("output", chromedp.Text(`#output`)); strings.TrimSpace(out) != "hello" {
+		t.Errorf("try-a-call output = %q; want hello", out)
+	}
+	if st, code := get("status", chromedp.Text(`#result-status`)), get("exit code", chromedp.Text(`#exit-code`)); st != "success" || code != "0" {
+		t.Errorf("try-a-call status %q exit %q; want success 0", st, code)
+	}
+	screenshot(t, ctx, "try-a-call")
+
+	// Live queue: alice's held call appears without a reload.
+	run("open the queue", chromedp.Navigate(d.url+"/ui/approvals"), chromedp.WaitVisible(`#pending`))
+	alice := d.as(aliceToken)
+	marker := filepath.Join(root, "approved")
+	_, held := alice.call(t, "shell-exec", map[string]any{"cmd": "touch " + marker + " && echo made"})
+	if held.Status != dispatch.ApprovalRequired {
+		t.Fatalf("alice's call = %+v; want it held", held)
+	}
+	sel := `[id="` + held.ApprovalID + `"]`
+	run("the held call appears live", chromedp.WaitVisible(sel+` .approve`))
+	screenshot(t, ctx, "approvals")
+	if docs := os.Getenv("TOOLAGENT_DOCS_SCREENSHOT"); docs != "" {
+		// go test -run TestConsoleInABrowser ./cmd/toolagent/ with
+		// TOOLAGENT_DOCS_SCREENSHOT=$PWD/docs/console-approvals.png makes
+		// the README's picture.
+		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		if err == nil {
+			err = os.WriteFile(docs, png, 0o644)
+		}
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	run("approve", chromedp.Click(sel+` .approve`), chromedp.WaitVisible(sel+` .approval-result`))
+	if text := get("result", chromedp.Text(sel+` .approval-result`)); !strings.Contains(text, `"exit_code": 0`) || !strings.Contains(text, "made") {
+		t.Errorf("approved call's result on the page:\n%s\nwant exit code 0 and its output", text)
+	}
+	if _, err := os.Stat(marker); err != nil {
+		t.Errorf("the approved call did not run: %v", err)
+	}
+
+	// Deny.
+	_, held2 := alice.call(t, "shell-exec", map[string]any{"cmd": "touch " + marker + "2"})
+	sel2 := `[id="` + held2.ApprovalID + `"]`
+	run("deny", chromedp.WaitVisible(sel2+` .deny`), chromedp.Click(sel2+` .deny`), chromedp.WaitVisible(sel2+` .approval-status`))
+	if text := get("denied", chromedp.Text(sel2+` .approval-status`)); text != "denied" {
+		t.Errorf("denied approval shows %q", text)
+	}
+
+	// An edit the schema refuses is refused on the page; the call waits.
+	_, held3 := alice.call(t, "shell-exec", map[string]any{"cmd": "touch " + marker + "3"})
+	sel3 := `[id="` + held3.ApprovalID + `"]`
+	run("refused edit",
+		chromedp.WaitVisible(sel3+` .edit`),
+		chromedp.SetValue(sel3+` .edit`, `{"cmd": 5}`),
+		chromedp.Click(sel3+` .approve`),
+		chromedp.WaitVisible(`#error`),
+	)
+	if text := get("error", chromedp.Text(`#error`)); !strings.Contains(text, "edited params") {
+		t.Errorf("a refused edit says %q; want the schema's refusal", text)
+	}
+	if _, a, _ := d.as(bobToken).approval(t, "GET", held3.ApprovalID, ""); a.Status != "pending" {
+		t.Errorf("after a refused edit the approval is %q; want still pending", a.Status)
+	}
+
+	// Sizes and hosts.
+	for _, path := range []string{"/ui/", "/ui/tools/shell-exec", "/ui/approvals", "/ui/status", "/ui/login"} {
+		run("open "+path, chromedp.Navigate(d.url+path))
+		if html := get("size of "+path, chromedp.OuterHTML(`html`)); len(html) > 100<<10 {
+			t.Errorf("%s renders %d bytes; want under 100 KB", path, len(html))
+		}
+	}
+	for _, u := range reqs() {
+		if !strings.HasPrefix(u, d.url+"/") && !strings.HasPrefix(u, "data:") && u != "about:blank" {
+			t.Errorf("the browser requested %s, outside the daemon", u)
+		}
+	}
+}
+
+var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+// TestConsoleRefusesForgedPosts: a POST without the CSRF token is refused,
+// and a read-role session's approve (with a valid CSRF token) is refused
+// by the server whatever the page shows.
+func TestConsoleRefusesForgedPosts(t *testing.T) {
+	d, _ := consoleDaemon(t)
+	_, held := d.as(aliceToken).call(t, "shell-exec", map[string]any{"cmd": "touch /tmp/forged"})
+	if held.ApprovalID == "" {
+		t.Fatalf("alice's call = %+v; want it held", held)
+	}
+	signIn := func(token string) (*http.Client, string) {
+		jar, _ := cookiejar.New(nil)
+		c := &http.Client{Jar: jar}
+		resp, err := c.PostForm(d.url+"/ui/login", url.Values{"token": {token}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		resp, err = c.Get(d.url + "/ui/approvals")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b := new(strings.Builder)
+		_, _ = io.Copy(b, resp.Body)
+		m := csrfField.FindStringSubmatch(b.String())
+		if m == nil {
+			t.Fatalf("no CSRF token on the approvals page of %s", token[:6])
+		}
+		return c, m[1]
+	}
+	bob, _ := signIn(bobToken)
+	resp, err := bob.PostForm(d.url+"/ui/approvals/"+held.ApprovalID, url.Values{"decision": {"approve"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("approve without the CSRF token = %d; want 403", resp.StatusCode)
+	}
+	reader, csrf := signIn(readerToken)
+	resp, err = reader.PostForm(d.url+"/ui/approvals/"+held.ApprovalID, url.Values{"decision": {"approve"}, "csrf": {csrf}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a read-role session's approve = %d; want 403", resp.StatusCode)
+	}
+	if _, a, _ := d.as(bobToken).approval(t, "GET", held.ApprovalID, ""); a.Status != "pending" {
+		t.Errorf("after forged posts the approval is %q; want pending", a.Status)
+	}
+	// A wrong token does not sign in.
+	resp, err = http.PostForm(d.url+"/ui/login", url.Values{"token": {"wrong-0123456789abcdef"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("sign in with a wrong token = %d; want 401", resp.StatusCode)
+	}
+}

@@ -1,0 +1,410 @@
+package console
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/toolagent/toolagent/internal/catalog"
+	"github.com/toolagent/toolagent/internal/dispatch"
+	"github.com/toolagent/toolagent/internal/hldp"
+)
+
+func (c *Console) catalogPage(w http.ResponseWriter, r *http.Request, s *session) {
+	snap := c.store.Load()
+	data := map[string]any{}
+	if snap == nil {
+		c.render(w, r, s, http.StatusServiceUnavailable, "error", map[string]any{"Message": c.t(r, s, "err.notloaded")})
+		return
+	}
+	sf := s.user.surface()
+	var enabled, other []catalog.ToolView
+	for _, e := range sf.Filter(snap.All()) {
+		v := e.View(false)
+		if e.Status.Callable() {
+			enabled = append(enabled, v)
+		} else {
+			other = append(other, v)
+		}
+	}
+	data["Tools"], data["Other"], data["Revision"] = enabled, other, snap.Rev()
+	if q := strings.TrimSpace(r.URL.Query().Get("q")); q != "" {
+		data["Query"] = q
+		m := snap.MatchIntentOn(q, catalog.MaxCandidates, sf)
+		data["Match"] = m
+	}
+	c.render(w, r, s, http.StatusOK, "catalog", data)
+}
+
+// field is one input of the try-a-call form.
+type field struct {
+	Name, Type, Description string
+	Required                bool
+	Enum                    []string
+	Value                   string
+	Multiline               bool
+}
+
+// formFields builds the try-a-call form of t: a field per param of the
+// right kind, an enum as a select, defaults filled in (or the values the
+// visitor sent).
+func formFields(t *hldp.Tool, sent map[string]string) []field {
+	var out []field
+	for _, p := range t.Params {
+		f := field{Name: p.Name, Type: string(p.Type), Description: p.Description, Required: p.Required}
+		for _, e := range p.Enum {
+			f.Enum = append(f.Enum, fmt.Sprint(e))
+		}
+		if p.Default != nil {
+			switch d := p.Default.(type) {
+			case string:
+				f.Value = d
+			default:
+				b, _ := json.Marshal(d)
+				f.Value = string(b)
+			}
+		}
+		if v, ok := sent[p.Name]; ok {
+			f.Value = v
+		}
+		f.Multiline = p.Type == hldp.TypeArray || p.Type == hldp.TypeObject
+		out = append(out, f)
+	}
+	return out
+}
+
+// lookup returns the entry of name when it is on the session's surface;
+// one off it does not exist for this visitor.
+func (c *Console) lookup(s *session, name string) (*catalog.Snapshot, catalog.Entry, bool) {
+	snap := c.store.Load()
+	if snap == nil {
+		return nil, catalog.Entry{}, false
+	}
+	e, ok := snap.Lookup(name)
+	if !ok || !s.user.surface().AllowsEntry(e) {
+		return snap, catalog.Entry{}, false
+	}
+	return snap, e, true
+}
+
+func (c *Console) toolPage(w http.ResponseWriter, r *http.Request, s *session) {
+	c.showTool(w, r, s, http.StatusOK, nil, nil)
+}
+
+func (c *Console) showTool(w http.ResponseWriter, r *http.Request, s *session, code int, sent map[string]string, res *dispatch.Result) {
+	name := r.PathValue("name")
+	_, e, ok := c.lookup(s, name)
+	if !ok {
+		c.render(w, r, s, http.StatusNotFound, "error", map[string]any{"Message": fmt.Sprintf(c.t(r, s, "err.notool"), name)})
+		return
+	}
+	v := e.View(true)
+	data := map[string]any{"Tool": v, "Definition": pretty(v)}
+	if e.Tool != nil {
+		data["Fields"] = formFields(e.Tool, sent)
+		data["Schema"] = pretty(json.RawMessage(e.Tool.InputSchema()))
+	}
+	if res != nil {
+		data["Result"] = res
+		data["ResultJSON"] = pretty(res)
+	}
+	c.render(w, r, s, code, "tool", data)
+}
+
+// formParams turns the form's values into params of the declared types:
+// integer, number and boolean parsed, array and object as JSON; an empty
+// optional field is left out. A value that does not parse goes through
+// as text, so params validation says what was expected.
+func formParams(t *hldp.Tool, form map[string][]string) (map[string]any, map[string]string) {
+	params, sent := map[string]any{}, map[string]string{}
+	for _, p := range t.Params {
+		vals, ok := form["p."+p.Name]
+		if !ok || len(vals) == 0 {
+			continue
+		}
+		v := vals[0]
+		sent[p.Name] = v
+		if v == "" && !p.Required {
+			continue
+		}
+		switch p.Type {
+		case hldp.TypeInteger:
+			if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+				params[p.Name] = n
+				continue
+			}
+		case hldp.TypeNumber:
+			if f, err := strconv.ParseFloat(v, 64); err == nil {
+				params[p.Name] = f
+				continue
+			}
+		case hldp.TypeBoolean:
+			if b, err := strconv.ParseBool(v); err == nil {
+				params[p.Name] = b
+				continue
+			}
+		case hldp.TypeArray, hldp.TypeObject:
+			var x any
+			if json.Unmarshal([]byte(v), &x) == nil {
+				params[p.Name] = x
+				continue
+			}
+		}
+		params[p.Name] = v
+	}
+	return params, sent
+}
+
+func (c *Console) callTool(w http.ResponseWriter, r *http.Request, s *session) {
+	name := r.PathValue("name")
+	_, e, ok := c.lookup(s, name)
+	if !ok || e.Tool == nil {
+		c.render(w, r, s, http.StatusNotFound, "error", map[string]any{"Message": fmt.Sprintf(c.t(r, s, "err.notool"), name)})
+		return
+	}
+	dry := r.PostFormValue("action") != "run"
+	if !dry && !s.user.CanCall {
+		c.render(w, r, s, http.StatusForbidden, "error", map[string]any{"Message": c.t(r, s, "err.role")})
+		return
+	}
+	params, sent := formParams(e.Tool, r.PostForm)
+	raw, _ := json.Marshal(params)
+	res := c.be.Invoke(r.Context(), dispatch.Call{Tool: name, Params: raw, Caller: s.user.Name, Door: DoorConsole, DryRun: dry, Surface: s.user.surface()})
+	c.showTool(w, r, s, http.StatusOK, sent, &res)
+}
+
+// DoorConsole is the door of calls and decisions made in the console.
+const DoorConsole = "console"
+
+// approvalView is one approval as the page shows it.
+type approvalView struct {
+	dispatch.Approval
+	ParamsJSON string
+	EditedJSON string
+	ResultJSON string
+	Changes    []change
+	TimeLeft   string
+	Pending    bool
+}
+
+// change is one param an approver edited: asked vs approved.
+type change struct{ Name, Asked, Approved string }
+
+func diffParams(asked, edited map[string]any) []change {
+	if edited == nil {
+		return nil
+	}
+	names := map[string]bool{}
+	for k := range asked {
+		names[k] = true
+	}
+	for k := range edited {
+		names[k] = true
+	}
+	var out []change
+	for _, k := range slices.Sorted(mapsKeys(names)) {
+		a, _ := json.Marshal(asked[k])
+		b, _ := json.Marshal(edited[k])
+		if !bytes.Equal(a, b) {
+			_, inA := asked[k]
+			_, inB := edited[k]
+			ch := change{Name: k, Asked: string(a), Approved: string(b)}
+			if !inA {
+				ch.Asked = "—"
+			}
+			if !inB {
+				ch.Approved = "—"
+			}
+			out = append(out, ch)
+		}
+	}
+	return out
+}
+
+func view(a dispatch.Approval, now time.Time) approvalView {
+	v := approvalView{Approval: a, Pending: a.Status == "pending"}
+	v.ParamsJSON = pretty(a.Params)
+	if a.EditedParams != nil {
+		v.EditedJSON = pretty(a.EditedParams)
+		v.Changes = diffParams(a.Params, a.EditedParams)
+	}
+	if len(a.Result) > 0 {
+		var buf bytes.Buffer
+		if json.Indent(&buf, a.Result, "", "  ") == nil {
+			v.ResultJSON = buf.String()
+		}
+	}
+	if v.Pending {
+		v.TimeLeft = a.ExpiresAt.Sub(now).Round(time.Second).String()
+	}
+	return v
+}
+
+func (c *Console) approvalLists(s *session) (pending, decided []approvalView, err error) {
+	list, err := c.be.ApprovalsOn(false, s.user.surface())
+	if err != nil {
+		return nil, nil, err
+	}
+	now := time.Now()
+	for _, a := range list {
+		if !s.user.CanApprove && a.Caller != s.user.Name {
+			continue // a caller sees its own calls only, as at the API
+		}
+		if a.Status == "pending" {
+			pending = append(pending, view(a, now))
+		} else {
+			decided = append(decided, view(a, now))
+		}
+	}
+	slices.Reverse(decided) // newest first
+	if len(decided) > 50 {
+		decided = decided[:50]
+	}
+	return pending, decided, nil
+}
+
+func (c *Console) approvalsPage(w http.ResponseWriter, r *http.Request, s *session) {
+	c.showApprovals(w, r, s, http.StatusOK, nil)
+}
+
+func (c *Console) showApprovals(w http.ResponseWriter, r *http.Request, s *session, code int, extra map[string]any) {
+	pending, decided, err := c.approvalLists(s)
+	if errors.Is(err, dispatch.ErrNoApprovals) {
+		c.render(w, r, s, http.StatusOK, "error", map[string]any{"Message": c.t(r, s, "err.noqueue")})
+		return
+	}
+	if err != nil {
+		c.render(w, r, s, http.StatusInternalServerError, "error", map[string]any{"Message": err.Error()})
+		return
+	}
+	data := map[string]any{"Pending": pending, "Decided": decided}
+	for k, v := range extra {
+		data[k] = v
+	}
+	name := "approvals"
+	if r.URL.Query().Get("fragment") == "pending" {
+		name = "pending"
+	}
+	c.render(w, r, s, code, name, data)
+}
+
+// approvalEvents streams "changed" whenever the pending queue the session
+// sees changes (server-sent events; the page's script then reloads the
+// list). It looks every Poll, and ends with the request.
+func (c *Console) approvalEvents(w http.ResponseWriter, r *http.Request, s *session) {
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	fmt.Fprint(w, ": live approvals\n\n")
+	fl.Flush()
+	last := ""
+	tick := time.NewTicker(c.opts.Poll)
+	defer tick.Stop()
+	for {
+		pending, _, err := c.approvalLists(s)
+		if err == nil {
+			var ids []string
+			for _, a := range pending {
+				ids = append(ids, a.ID)
+			}
+			if key := strings.Join(ids, ","); key != last {
+				if last != "" || len(ids) > 0 {
+					fmt.Fprintf(w, "event: changed\ndata: %d\n\n", len(ids))
+					fl.Flush()
+				}
+				last = key
+			}
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+func (c *Console) decide(w http.ResponseWriter, r *http.Request, s *session) {
+	if !s.user.CanApprove {
+		c.log.Info("console: decision refused: the session's role cannot approve", "user", s.user.Name)
+		c.render(w, r, s, http.StatusForbidden, "error", map[string]any{"Message": c.t(r, s, "err.role")})
+		return
+	}
+	id := r.PathValue("id")
+	decision := r.PostFormValue("decision")
+	if decision != "approve" && decision != "deny" {
+		c.render(w, r, s, http.StatusBadRequest, "error", map[string]any{"Message": "decision: want approve or deny"})
+		return
+	}
+	var edited json.RawMessage
+	if e := strings.TrimSpace(r.PostFormValue("params")); decision == "approve" && e != "" {
+		// Edits only when they differ from what was asked.
+		if a, err := c.be.ApprovalOn(id, s.user.surface()); err == nil {
+			asked, _ := json.Marshal(a.Params)
+			var x any
+			if json.Unmarshal([]byte(e), &x) != nil || !jsonEqual(asked, []byte(e)) {
+				edited = json.RawMessage(e)
+			}
+		}
+	}
+	_, _, err := c.be.DecideOn(r.Context(), id, s.user.Name, s.user.surface(), decision == "approve", edited)
+	if err != nil {
+		code := http.StatusConflict
+		switch {
+		case errors.Is(err, dispatch.ErrApprovalNotFound):
+			code = http.StatusNotFound
+		case errors.Is(err, dispatch.ErrSelfApproval):
+			code = http.StatusForbidden
+		case errors.Is(err, dispatch.ErrInvalidEdit):
+			code = http.StatusUnprocessableEntity
+		}
+		c.showApprovals(w, r, s, code, map[string]any{"Error": err.Error()})
+		return
+	}
+	http.Redirect(w, r, "/ui/approvals#"+id, http.StatusSeeOther)
+}
+
+// pretty is v as indented JSON, with <, > and & as they are (the template
+// escapes them for HTML).
+func pretty(v any) string {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return ""
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+func jsonEqual(a, b []byte) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	xa, _ := json.Marshal(x)
+	ya, _ := json.Marshal(y)
+	return bytes.Equal(xa, ya)
+}
+
+func (c *Console) statusPage(w http.ResponseWriter, r *http.Request, s *session) {
+	data := map[string]any{"Version": c.opts.Version, "Sandbox": c.opts.Sandbox}
+	if c.opts.Status != nil {
+		st := c.opts.Status()
+		data["Status"], data["StatusJSON"] = st, pretty(st)
+	}
+	if snap := c.store.Load(); snap != nil {
+		counts := snap.Counts()
+		data["Counts"] = map[string]int{"enabled": counts[catalog.Enabled], "stale": counts[catalog.Stale], "failed": counts[catalog.Failed], "disabled": counts[catalog.Disabled]}
+	}
+	c.render(w, r, s, http.StatusOK, "status", data)
+}

@@ -1,0 +1,130 @@
+package console
+
+import (
+	"bytes"
+	"html/template"
+	"iter"
+	"maps"
+	"net/http"
+	"strings"
+)
+
+// messages are the interface texts, by language; tool data is shown as
+// written.
+var messages = map[string]map[string]string{
+	"en": {
+		"title": "toolagent console", "nav_catalog": "Catalog", "nav_approvals": "Approvals", "nav_status": "Status",
+		"signout": "Sign out", "signedin": "signed in as", "search": "Search by intent", "search_button": "Search",
+		"callable": "Callable tools", "other": "Disabled, failed and stale tools", "candidates": "Candidates",
+		"nofit": "No tool fits", "score": "score", "matched": "matched", "name": "Name", "display": "Display name",
+		"status": "Status", "executor": "Executor", "reason": "Reason", "revision": "Revision",
+		"definition": "Definition", "schema": "JSON Schema", "try": "Try a call", "dryrun": "Dry run", "run": "Run",
+		"result": "Result", "output": "Output", "stderr": "Stderr", "exit_code": "Exit code", "duration": "Duration",
+		"truncated": "Truncated", "error": "Error", "required": "required",
+		"pending": "Waiting for a decision", "decided": "Decided", "none": "Nothing here.",
+		"tool": "Tool", "params": "Params", "params_hash": "Params hash", "rule": "Held by", "asked_by": "Asked by",
+		"time_left": "Time left", "grant": "Runs with", "approve": "Approve", "deny": "Deny",
+		"edit": "Approve with these params (edit to change them)", "decider": "Decided by", "changes": "Edited params",
+		"asked": "asked", "approved": "approved", "login": "Sign in", "token": "API token", "login_button": "Sign in",
+		"login_help": "Paste an API token of this daemon (the operator token is in STATE/operator.token). It is checked once and never stored in the browser.",
+		"version":    "Version", "sandbox": "Sandbox", "reload": "Reload status", "tools": "Tools",
+		"err.signin": "sign in first", "err.csrf": "refused: the form's CSRF token is missing or wrong; reload the page",
+		"err.token": "that token is not one of this daemon's", "err.once": "this sign-in link was used or has expired; restart the daemon for a new one",
+		"err.notool": "no tool named %q is registered in the repository", "err.role": "refused: your token's role does not allow this",
+		"err.notloaded": "the catalog is not loaded yet", "err.noqueue": "this daemon has no approval queue",
+		"live": "This list updates by itself.",
+	},
+	"zh": {
+		"title": "toolagent 控制台", "nav_catalog": "工具目录", "nav_approvals": "审批", "nav_status": "状态",
+		"signout": "退出", "signedin": "当前身份", "search": "按意图搜索", "search_button": "搜索",
+		"callable": "可调用的工具", "other": "已停用、失败或过期的工具", "candidates": "候选工具",
+		"nofit": "没有合适的工具", "score": "得分", "matched": "命中", "name": "名称", "display": "显示名",
+		"status": "状态", "executor": "执行器", "reason": "原因", "revision": "版本",
+		"definition": "定义", "schema": "JSON Schema", "try": "试调用", "dryrun": "预演", "run": "执行",
+		"result": "结果", "output": "输出", "stderr": "标准错误", "exit_code": "退出码", "duration": "耗时",
+		"truncated": "已截断", "error": "错误", "required": "必填",
+		"pending": "等待审批", "decided": "已决定", "none": "暂无。",
+		"tool": "工具", "params": "参数", "params_hash": "参数哈希", "rule": "拦截规则", "asked_by": "发起者",
+		"time_left": "剩余时间", "grant": "运行权限", "approve": "批准", "deny": "拒绝",
+		"edit": "按这些参数批准（可修改）", "decider": "决定者", "changes": "修改过的参数",
+		"asked": "原参数", "approved": "批准的参数", "login": "登录", "token": "API 令牌", "login_button": "登录",
+		"login_help": "粘贴本守护进程的一个 API 令牌（操作员令牌在 STATE/operator.token）。令牌只校验一次，不会保存在浏览器里。",
+		"version":    "版本", "sandbox": "沙箱", "reload": "加载状态", "tools": "工具",
+		"err.signin": "请先登录", "err.csrf": "已拒绝：表单的 CSRF 令牌缺失或错误，请刷新页面",
+		"err.token": "这个令牌不属于本守护进程", "err.once": "这个登录链接已用过或已过期；重启守护进程可得到新的链接",
+		"err.notool": "仓库里没有名为 %q 的工具", "err.role": "已拒绝：你的令牌角色不允许这个操作",
+		"err.notloaded": "工具目录尚未加载", "err.noqueue": "本守护进程没有审批队列",
+		"live": "列表会自动更新。",
+	},
+}
+
+// lang picks the interface language: the session's choice, else the
+// browser's Accept-Language (zh or en), else English.
+func (c *Console) lang(r *http.Request, s *session) string {
+	if q := r.URL.Query().Get("lang"); q == "zh" || q == "en" {
+		return q
+	}
+	if s != nil {
+		c.mu.Lock()
+		l := s.lang
+		c.mu.Unlock()
+		if l != "" {
+			return l
+		}
+	}
+	for _, part := range strings.Split(r.Header.Get("Accept-Language"), ",") {
+		tag := strings.ToLower(strings.TrimSpace(strings.Split(part, ";")[0]))
+		switch {
+		case strings.HasPrefix(tag, "zh"):
+			return "zh"
+		case strings.HasPrefix(tag, "en"):
+			return "en"
+		}
+	}
+	return "en"
+}
+
+func (c *Console) t(r *http.Request, s *session, key string) string {
+	return messages[c.lang(r, s)][key]
+}
+
+var pages = []string{"login", "catalog", "tool", "approvals", "status", "error"}
+
+func parseTemplates() map[string]*template.Template {
+	funcs := template.FuncMap{"join": strings.Join}
+	out := map[string]*template.Template{}
+	for _, p := range pages {
+		out[p] = template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+p+".html"))
+	}
+	// The pending list alone, for the live update.
+	out["pending"] = out["approvals"]
+	return out
+}
+
+// render writes page name with data and the common fields: the user, the
+// CSRF token, the language and its texts.
+func (c *Console) render(w http.ResponseWriter, r *http.Request, s *session, code int, name string, data map[string]any) {
+	if data == nil {
+		data = map[string]any{}
+	}
+	lang := c.lang(r, s)
+	data["L"], data["Lang"] = messages[lang], lang
+	if s != nil {
+		data["User"], data["CSRF"] = s.user, s.csrf
+	}
+	exec := "layout.html"
+	if name == "pending" {
+		exec = "pending"
+	}
+	var buf bytes.Buffer
+	if err := c.tmpl[name].ExecuteTemplate(&buf, exec, data); err != nil {
+		c.log.Error("console: render", "page", name, "err", err)
+		http.Error(w, "the page could not be rendered", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(code)
+	w.Write(buf.Bytes())
+}
+
+func mapsKeys[K comparable, V any](m map[K]V) iter.Seq[K] { return maps.Keys(m) }
