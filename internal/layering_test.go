@@ -34,7 +34,8 @@ var allowed = map[string][]string{
 	"internal/reload":               {"internal/catalog", "internal/scan"},
 	"internal/api":                  {"internal/catalog", "internal/dispatch", "internal/reload", "internal/hldp"},
 	"internal/mcpserver":            {"internal/catalog", "internal/dispatch", "internal/hldp"},
-	"internal/console":              {"internal/catalog", "internal/dispatch", "internal/hldp", "internal/reload"},
+	"internal/console":              {"internal/catalog", "internal/dispatch", "internal/hldp", "internal/reload", "internal/audit"},
+	"internal/audit":                {},
 	"internal/gatekeeper":           {"internal/proc", "internal/policy", "internal/grant"},
 
 	// Test helpers of sandboxed children: proc only.

@@ -206,8 +206,19 @@ func TestConsoleInABrowser(t *testing.T) {
 		t.Errorf("after a refused edit the approval is %q; want still pending", a.Status)
 	}
 
+	// History: the calls and decisions above, newest first, filterable.
+	run("history", chromedp.Navigate(d.url+"/ui/history?caller=alice"), chromedp.WaitVisible(`#history`))
+	if text := get("history", chromedp.Text(`#history`)); !strings.Contains(text, "shell-exec") || !strings.Contains(text, "approval_required") || strings.Contains(text, "bob console") {
+		t.Errorf("history filtered by caller=alice:\n%s\nwant alice's held shell-exec calls only", text)
+	}
+	run("history of decisions", chromedp.Navigate(d.url+"/ui/history?status=denied"), chromedp.WaitVisible(`#history`))
+	if text := get("denied", chromedp.Text(`#history`)); !strings.Contains(text, "denied") || strings.Contains(text, "approved") {
+		t.Errorf("history filtered by status=denied:\n%s", text)
+	}
+	screenshot(t, ctx, "history")
+
 	// Sizes and hosts.
-	for _, path := range []string{"/ui/", "/ui/tools/shell-exec", "/ui/approvals", "/ui/status", "/ui/login"} {
+	for _, path := range []string{"/ui/", "/ui/tools/shell-exec", "/ui/approvals", "/ui/history", "/ui/status", "/ui/login"} {
 		run("open "+path, chromedp.Navigate(d.url+path))
 		if html := get("size of "+path, chromedp.OuterHTML(`html`)); len(html) > 100<<10 {
 			t.Errorf("%s renders %d bytes; want under 100 KB", path, len(html))

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"path/filepath"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -15,6 +16,7 @@ import (
 	nativerepo "github.com/toolagent/toolagent/native-repo"
 
 	"github.com/toolagent/toolagent/internal/approval"
+	"github.com/toolagent/toolagent/internal/audit"
 	"github.com/toolagent/toolagent/internal/catalog"
 	"github.com/toolagent/toolagent/internal/dispatch"
 	"github.com/toolagent/toolagent/internal/executors"
@@ -44,6 +46,9 @@ type core struct {
 	// approvals is the approval queue under STATE/approvals; nil without
 	// one. close releases its directory lock.
 	approvals *approval.Store
+	// auditFile keeps the audit trail in STATE/audit for the console's
+	// history; nil for commands that run no calls.
+	auditFile *audit.File
 }
 
 // approvalMode says whether a command needs the approval queue.
@@ -139,12 +144,22 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (*core, err
 			return nil, err
 		}
 	}
+	auditLog := log.With(slog.String("log", "audit"))
+	var af *audit.File
+	if mode != noApprovals {
+		if af, err = audit.Open(filepath.Join(c.state, "audit"), 0, 0); err != nil {
+			log.Warn("no audit file: the console's history stays empty; the audit log lines are kept", "err", err)
+			af = nil
+		} else {
+			auditLog = slog.New(slog.NewMultiHandler(log.Handler(), af.Handler())).With(slog.String("log", "audit"))
+		}
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	store := new(catalog.Store)
 	disp := dispatch.New(store, execs, dispatch.Options{
 		MaxConcurrent: cfg.MaxConcurrent,
-		Audit:         log.With(slog.String("log", "audit")),
+		Audit:         auditLog,
 		Approvals:     ap,
 		ShellPolicy:   sp,
 		NoQueueReason: noQueue,
@@ -181,7 +196,7 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (*core, err
 	return &core{
 		cfg: cfg, log: log, common: c, reg: reg, store: store, execs: execs, disp: disp,
 		loop: loop, trigger: trigger, watchDir: src.watchDir, health: hc, src: src,
-		approvals: ap,
+		approvals: ap, auditFile: af,
 	}, nil
 }
 
@@ -189,6 +204,9 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (*core, err
 // lock. Call it after every goroutine start began has ended.
 func (cr *core) close() {
 	cr.src.close()
+	if cr.auditFile != nil {
+		cr.auditFile.Close()
+	}
 	if cr.approvals != nil {
 		if err := cr.approvals.Close(); err != nil {
 			cr.log.Warn("close the approval queue", "err", err)

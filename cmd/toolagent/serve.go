@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/toolagent/toolagent/internal/api"
+	"github.com/toolagent/toolagent/internal/audit"
 	"github.com/toolagent/toolagent/internal/console"
 	"github.com/toolagent/toolagent/internal/dispatch"
 	"github.com/toolagent/toolagent/internal/mcpserver"
@@ -89,6 +90,7 @@ func runServe(ctx context.Context, e env, args []string) error {
 		Open:     open,
 		Operator: console.User{Name: operatorName, CanCall: true, CanApprove: true},
 		Status:   cr.loop.Status,
+		History:  historyOf(cr.auditFile),
 		Version:  buildVersion(),
 		Sandbox:  sandboxLine(cr.common.sandboxStatus()),
 		Logger:   log.With(slog.String("log", "console")),
@@ -164,6 +166,14 @@ func runServe(ctx context.Context, e env, args []string) error {
 	cr.close() // after every goroutine that reads trees or runs calls has ended
 	log.Info("stopped")
 	return err
+}
+
+// historyOf is the console's history store: the audit file, or none.
+func historyOf(f *audit.File) audit.Store {
+	if f == nil {
+		return nil // a nil *audit.File in the interface would not be nil
+	}
+	return f
 }
 
 // sandboxLine is the sandbox as the console's status page says it.

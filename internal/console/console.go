@@ -16,7 +16,7 @@
 // is checked again on the server; what a call or an approval may do is
 // dispatch's decision, as through the API.
 //
-// Imports: catalog, dispatch, hldp, reload (STYLE.md 4.3). Imported only
+// Imports: audit, catalog, dispatch, hldp, reload (STYLE.md 4.3). Imported only
 // by cmd/toolagent.
 package console
 
@@ -35,6 +35,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/toolagent/toolagent/internal/audit"
 	"github.com/toolagent/toolagent/internal/catalog"
 	"github.com/toolagent/toolagent/internal/dispatch"
 	"github.com/toolagent/toolagent/internal/reload"
@@ -82,6 +83,8 @@ type Options struct {
 	Open bool
 	// Operator is who a one-time link signs in.
 	Operator User
+	// History is the audit trail the history page reads; nil: no history.
+	History audit.Store
 	// Status reports the reload loop; nil leaves it out of the status page.
 	Status func() reload.Status
 	// Version and Sandbox are shown on the status page.
@@ -167,6 +170,7 @@ func (c *Console) Handler() http.Handler {
 	mux.HandleFunc("GET /ui/approvals/events", c.withUser(c.approvalEvents))
 	mux.HandleFunc("POST /ui/approvals/{id}", c.withUser(c.decide))
 	mux.HandleFunc("GET /ui/status", c.withUser(c.statusPage))
+	mux.HandleFunc("GET /ui/history", c.withUser(c.historyPage))
 	mux.HandleFunc("/ui/", func(w http.ResponseWriter, r *http.Request) {
 		c.render(w, r, nil, http.StatusNotFound, "error", map[string]any{"Message": "no such page"})
 	})

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/toolagent/toolagent/internal/audit"
 	"github.com/toolagent/toolagent/internal/catalog"
 	"github.com/toolagent/toolagent/internal/dispatch"
 	"github.com/toolagent/toolagent/internal/hldp"
@@ -407,4 +408,62 @@ func (c *Console) statusPage(w http.ResponseWriter, r *http.Request, s *session)
 		data["Counts"] = map[string]int{"enabled": counts[catalog.Enabled], "stale": counts[catalog.Stale], "failed": counts[catalog.Failed], "disabled": counts[catalog.Disabled]}
 	}
 	c.render(w, r, s, http.StatusOK, "status", data)
+}
+
+// historyRow is one audit record as the history page shows it.
+type historyRow struct {
+	Time, Kind, Tool, Caller, Door, Status, Exit, Duration, Revision, ApprovalID string
+}
+
+// historyPage lists recent calls and decisions from the audit trail,
+// filtered by tool, caller and status; a session sees only the tools on
+// its surface, and a caller without the approve role only its own calls.
+func (c *Console) historyPage(w http.ResponseWriter, r *http.Request, s *session) {
+	if c.opts.History == nil {
+		c.render(w, r, s, http.StatusOK, "error", map[string]any{"Message": c.t(r, s, "err.nohistory")})
+		return
+	}
+	q := r.URL.Query()
+	f := audit.Filter{Tool: q.Get("tool"), Caller: q.Get("caller"), Status: q.Get("status")}
+	if !s.user.CanApprove {
+		f.Caller = s.user.Name
+	}
+	recs, err := c.opts.History.Recent(f, 500)
+	if err != nil {
+		c.render(w, r, s, http.StatusInternalServerError, "error", map[string]any{"Message": err.Error()})
+		return
+	}
+	snap := c.store.Load()
+	sf := s.user.surface()
+	var rows []historyRow
+	for _, rec := range recs {
+		tool := rec.Str("tool")
+		if len(sf) > 0 {
+			var t *hldp.Tool
+			if snap != nil {
+				if e, ok := snap.Lookup(tool); ok {
+					t = e.Tool
+				}
+			}
+			if !sf.Allows(tool, t) {
+				continue
+			}
+		}
+		row := historyRow{Time: rec.Str("time"), Kind: rec.Str("msg"), Tool: tool, Caller: rec.Str("caller"), Door: rec.Str("door"),
+			Status: rec.Str("status"), Revision: rec.Str("revision"), ApprovalID: rec.Str("approval_id")}
+		if row.Kind == "approval" {
+			row.Status, row.Caller = rec.Str("event"), rec.Str("decided_by")
+		}
+		if v, ok := rec["exit_code"].(float64); ok {
+			row.Exit = strconv.Itoa(int(v))
+		}
+		if v, ok := rec["duration_ms"].(float64); ok {
+			row.Duration = strconv.Itoa(int(v)) + " ms"
+		}
+		rows = append(rows, row)
+		if len(rows) == 100 {
+			break
+		}
+	}
+	c.render(w, r, s, http.StatusOK, "history", map[string]any{"Rows": rows, "Filter": f})
 }

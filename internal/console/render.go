@@ -32,7 +32,9 @@ var messages = map[string]map[string]string{
 		"err.token": "that token is not one of this daemon's", "err.once": "this sign-in link was used or has expired; restart the daemon for a new one",
 		"err.notool": "no tool named %q is registered in the repository", "err.role": "refused: your token's role does not allow this",
 		"err.notloaded": "the catalog is not loaded yet", "err.noqueue": "this daemon has no approval queue",
-		"live": "This list updates by itself.",
+		"live":        "This list updates by itself.",
+		"nav_history": "History", "time": "Time", "kind": "Kind", "caller": "Caller", "filter": "Filter",
+		"err.nohistory": "this daemon keeps no audit file",
 	},
 	"zh": {
 		"title": "toolagent 控制台", "nav_catalog": "工具目录", "nav_approvals": "审批", "nav_status": "状态",
@@ -54,7 +56,9 @@ var messages = map[string]map[string]string{
 		"err.token": "这个令牌不属于本守护进程", "err.once": "这个登录链接已用过或已过期；重启守护进程可得到新的链接",
 		"err.notool": "仓库里没有名为 %q 的工具", "err.role": "已拒绝：你的令牌角色不允许这个操作",
 		"err.notloaded": "工具目录尚未加载", "err.noqueue": "本守护进程没有审批队列",
-		"live": "列表会自动更新。",
+		"live":        "列表会自动更新。",
+		"nav_history": "历史", "time": "时间", "kind": "类别", "caller": "调用者", "filter": "筛选",
+		"err.nohistory": "本守护进程没有审计文件",
 	},
 }
 
@@ -88,7 +92,7 @@ func (c *Console) t(r *http.Request, s *session, key string) string {
 	return messages[c.lang(r, s)][key]
 }
 
-var pages = []string{"login", "catalog", "tool", "approvals", "status", "error"}
+var pages = []string{"login", "catalog", "tool", "approvals", "status", "history", "error"}
 
 func parseTemplates() map[string]*template.Template {
 	funcs := template.FuncMap{"join": strings.Join}
