@@ -128,7 +128,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	if u := get("user", chromedp.Text(`#user`)); u != "bob" {
 		t.Errorf("signed in as %q; want bob", u)
 	}
-	if text := get("catalog", chromedp.Text(`#tools`)); !strings.Contains(text, "shell-exec") {
+	if text := get("catalog", chromedp.Text(`#tools`)); !strings.Contains(text, "shell-exec") || !strings.Contains(text, "git, read-only") {
 		t.Errorf("catalog lacks shell-exec:\n%s", text)
 	}
 	screenshot(t, ctx, "catalog")
