@@ -14,8 +14,10 @@ import (
 
 // runEval measures intent matching alone: it indexes every tool whose
 // definition parses (whatever its executor, configured here or not), ranks
-// each query of a queries.jsonl and prints Recall@1/3, Hit@1/3, MRR@3 and
-// the precision and recall of "no tool fits".
+// each query of a queries.jsonl and prints Recall@1/3, Hit@1/3, MRR@3, the
+// share of answerable queries refused and the precision and recall of "no
+// tool fits"; then the same figures with the tools' examples removed, so
+// that what the examples gain (or cost) shows.
 func runEval(ctx context.Context, e env, args []string) error {
 	var c common
 	fs := newFlagSet("eval", e)
@@ -66,24 +68,58 @@ func runEval(ctx context.Context, e env, args []string) error {
 			docs = append(docs, catalog.ToolDoc(en.Tool))
 		}
 	}
-	r := matcheval.RunDocs(docs, vocab, qs, catalog.MaxCandidates)
-	if !*byLang {
-		r.ByLang = nil
+	out := evalReport{
+		Report:          matcheval.RunDocs(docs, vocab, qs, catalog.MaxCandidates),
+		WithoutExamples: matcheval.RunDocs(matcheval.WithoutExamples(docs), vocab, qs, catalog.MaxCandidates),
 	}
-	fmt.Fprintf(e.stderr, "indexed %d tools from %s; %d queries\n", len(docs), c.tools, len(qs))
+	for _, d := range docs {
+		n := 0
+		for _, f := range d.Fields {
+			if f.Example {
+				n++
+			}
+		}
+		out.Examples += n
+		if n > 0 {
+			out.ToolsWithExamples++
+		}
+	}
+	if !*byLang {
+		out.ByLang, out.WithoutExamples.ByLang = nil, nil
+	}
+	fmt.Fprintf(e.stderr, "indexed %d tools from %s (%d examples in %d tools); %d queries\n", len(docs), c.tools, out.Examples, out.ToolsWithExamples, len(qs))
 	for _, p := range problemLines(rep.Problems) {
 		fmt.Fprintf(e.stderr, "could not read: %s\n", p)
 	}
 	if *asJSON {
-		return printJSON(e.stdout, r)
+		return printJSON(e.stdout, out)
 	}
-	if err := r.WriteText(e.stdout); err != nil {
+	if err := out.WriteText(e.stdout); err != nil {
 		return err
 	}
+	if out.Examples == 0 {
+		fmt.Fprintln(e.stdout, "without examples: the same (no tool has examples)")
+	} else {
+		fmt.Fprintf(e.stdout, "without examples (the %d examples of %d tools removed):\n", out.Examples, out.ToolsWithExamples)
+		if err := out.WithoutExamples.WriteText(e.stdout); err != nil {
+			return err
+		}
+	}
 	if *misses {
-		return r.WriteMisses(e.stdout)
+		return out.WriteMisses(e.stdout)
 	}
 	return nil
+}
+
+// evalReport is what eval prints: the figures of the tools as written,
+// the same figures with their examples removed, and how many examples
+// there were. In JSON the first set's keys stay at the top level, as
+// before examples existed.
+type evalReport struct {
+	matcheval.Report
+	WithoutExamples   matcheval.Report `json:"without_examples"`
+	Examples          int              `json:"examples"`
+	ToolsWithExamples int              `json:"tools_with_examples"`
 }
 
 // loadVocab returns the built-in vocabulary, merged with file when given.

@@ -3,6 +3,7 @@ package catalog
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/toolagent/toolagent/internal/hldp"
@@ -94,4 +95,50 @@ func TestMatchNativeTools(t *testing.T) {
 		{"订一张去上海的机票", ""},
 		{"write a poem about autumn", ""},
 	})
+}
+
+// TestExampleTeachesWords: an example added to a tool makes a request in
+// its words find that tool, in English and in Chinese, where the same
+// catalog without it found nothing; the other tools' requests and an
+// off-topic one are answered as before.
+func TestExampleTeachesWords(t *testing.T) {
+	logs := &hldp.Tool{Name: "svc-logs", Display: "服务日志", Intent: "show the recent log lines of a systemd service", Method: "run", Executor: hldp.Shell}
+	taught := *svcRestart
+	taught.Examples = []string{"the api is wedged again, kick it", "api 又卡死了，踢一下"}
+	requests := []string{"nginx is wedged, kick it", "nginx 卡死了，踢一下", "kick the wedged worker"}
+	for _, q := range requests {
+		if r := match.New([]match.Doc{ToolDoc(svcRestart), ToolDoc(svcStatus), ToolDoc(logs)}, nil).Match(q, 3); r.Found {
+			t.Fatalf("without examples Match(%q) = found %+v; the test needs a request the tools' own text does not answer", q, r.Candidates)
+		}
+	}
+	cases := []matchCase{{"is nginx running", "svc-status"}, {"write me a poem", ""}}
+	for _, q := range requests {
+		cases = append(cases, matchCase{q, "svc-restart"})
+	}
+	checkMatches(t, "with examples", []*hldp.Tool{&taught, svcStatus, logs}, cases)
+}
+
+// TestToolDocExamples: each example is a field of its own, marked Example,
+// weighted above every other field.
+func TestToolDocExamples(t *testing.T) {
+	tool := *svcRestart
+	tool.Keywords = []string{"bounce"}
+	tool.Why = "services hang"
+	tool.Examples = []string{"kick nginx", "重启一下 api"}
+	var got []string
+	var top, other float64
+	for _, f := range ToolDoc(&tool).Fields {
+		if f.Example {
+			got = append(got, f.Name+":"+f.Text)
+			top = max(top, f.Weight)
+		} else {
+			other = max(other, f.Weight)
+		}
+	}
+	if want := []string{"examples:kick nginx", "examples:重启一下 api"}; !slices.Equal(got, want) {
+		t.Errorf("ToolDoc example fields = %q, want %q", got, want)
+	}
+	if top <= other {
+		t.Errorf("examples weigh %v, other fields up to %v; want examples the strongest field", top, other)
+	}
 }

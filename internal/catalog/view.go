@@ -27,6 +27,7 @@ type ToolView struct {
 	Argv         []any            `json:"argv,omitempty"`
 	Target       string           `json:"target,omitempty"`
 	Keywords     []string         `json:"keywords,omitempty"`
+	Examples     []string         `json:"examples,omitempty"`
 	Author       string           `json:"author,omitempty"`
 	Created      string           `json:"created,omitempty"`
 	Why          string           `json:"why,omitempty"`
@@ -107,7 +108,7 @@ func (e Entry) View(full bool) ToolView {
 			v.Argv = append(v.Argv, it.Word)
 		}
 	}
-	v.Target, v.Keywords = t.Target, t.Keywords
+	v.Target, v.Keywords, v.Examples = t.Target, t.Keywords, t.Examples
 	v.Author, v.Created, v.Why = t.Author, t.Created, t.Why
 	return v
 }

@@ -95,3 +95,38 @@ why: tests
 		t.Errorf("full view %s lacks %s", full, want)
 	}
 }
+
+// TestViewShowsExamples: the full view of a tool lists its examples in
+// file order; listings (the summary view) leave them out.
+func TestViewShowsExamples(t *testing.T) {
+	tool, err := hldp.Parse("g/TOOL.hdlp", []byte(`name: g
+display: G
+intent: show git history
+method: run
+executor: shell
+argv: [git, log]
+params_schema: {}
+examples: ["show me the last five commits", 查看最近的提交记录]
+author: a
+created: 2026-05-31
+why: tests
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := Entry{Name: "g", Tool: tool, Status: Enabled}
+	summary, err := json.Marshal(e.View(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(summary), `"examples"`) {
+		t.Errorf("summary view %s; want no examples", summary)
+	}
+	full, err := json.Marshal(e.View(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `"examples":["show me the last five commits","查看最近的提交记录"]`; !strings.Contains(string(full), want) {
+		t.Errorf("full view %s lacks %s", full, want)
+	}
+}

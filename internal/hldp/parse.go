@@ -41,7 +41,7 @@ var (
 // second the extensions (see Parse).
 var (
 	requiredKeys = []string{"name", "display", "intent", "method", "executor", "params_schema", "author", "created", "why"}
-	topKeys      = []string{"name", "display", "intent", "method", "executor", "params_schema", "constraints", "author", "created", "why", "argv", "target", "keywords", "sandbox", "requires", "tags"}
+	topKeys      = []string{"name", "display", "intent", "method", "executor", "params_schema", "constraints", "author", "created", "why", "argv", "target", "keywords", "sandbox", "requires", "tags", "examples"}
 	constraintKs = []string{"timeout_ms", "max_output_bytes", "require_confirm", "max_concurrency", "rules", "shell_policy"}
 	ruleKeys     = []string{"allow", "confirm", "deny"}
 	paramKeys    = []string{"type", "required", "description", "enum", "default", "pattern", "minimum", "maximum", "items"}
@@ -72,7 +72,7 @@ var typeAliases = map[string]ParamType{
 // data, not YAML, empty, several documents, not a mapping) are reported
 // alone, since nothing below them can be trusted.
 //
-// Besides the core fields of DESIGN.md, six extension keys are accepted
+// Besides the core fields of DESIGN.md, seven extension keys are accepted
 // at the top level and validated as strictly:
 //
 //   - argv: the argv template of a tool with method "run" on executor
@@ -98,6 +98,9 @@ var typeAliases = map[string]ParamType{
 //     paths) and check (a non-empty argv of literal words whose program is
 //     a bare name or an absolute path). See Requires.
 //   - tags: a list of distinct tags (see ValidTag).
+//   - examples: requests, in any language, that the tool answers: a list
+//     of at most MaxExamples distinct one-line strings of at most
+//     MaxExampleLen characters each (see Tool.Examples).
 func Parse(file string, data []byte) (*Tool, error) {
 	p := &parser{file: file}
 	t := p.parse(data)
@@ -504,6 +507,8 @@ func (p *parser) tool(root *yaml.Node) *Tool {
 			t.Requires = p.requires(v, f)
 		case "tags":
 			t.Tags = p.tags(v, f)
+		case "examples":
+			t.Examples = p.examples(v, f)
 		case "argv":
 			argv = &e
 		}

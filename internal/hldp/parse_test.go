@@ -136,6 +136,15 @@ var expectedErrors = map[string][]string{
 	"display-not-string":       {"TOOL.hdlp:3:10: display: want a non-empty string (display name), got integer 12345 (put the value in quotes"},
 	"duplicate-keys":           {"TOOL.hdlp:6:1: method: duplicate key; want each key once (first defined at line 5)"},
 	"duplicate-params":         {"TOOL.hdlp:9:3: params_schema.cmd: duplicate key; want each key once (first defined at line 8)"},
+	"examples-invalid": {
+		`TOOL.hdlp:18:5: examples[1]: want a request (a non-empty string), got an empty string`,
+		`TOOL.hdlp:19:5: examples[2]: want a request (a non-empty string), got integer 42 (put the value in quotes to make it a string)`,
+		`TOOL.hdlp:20:5: examples[3]: example too long; want at most 200 characters, got 201 characters`,
+		`TOOL.hdlp:21:5: examples[4]: duplicate example; want each request once (case and spacing aside), got "Show me  the LAST commits" (same as examples[0])`,
+		`TOOL.hdlp:22:5: examples[5]: not one line of text; want one request on one line, got U+000A in string`,
+	},
+	"examples-not-list":        {`TOOL.hdlp:16:11: examples: want a list of requests the tool answers, like ["show me the last five commits", 查看最近的提交记录], got string "show me the last commits" (write a list: [show me the last commits])`},
+	"examples-too-many":        {`TOOL.hdlp:17:3: examples: too many examples; want at most 20, got 21`},
 	"empty-file":               {"empty-file/TOOL.hdlp:1: empty file; want a YAML mapping of tool fields"},
 	"invalid-method":           {`TOOL.hdlp:5:9: method: want a method name matching [a-z][a-z0-9_.-]*, got string "Exec Now"`},
 	"invalid-name":             {`TOOL.hdlp:2:7: name: invalid name; want a name matching [a-z0-9][a-z0-9_-]*, got string "Invalid Name"`},
@@ -407,6 +416,20 @@ func TestParseFields(t *testing.T) {
 		{name: "constraints overflow", append: "constraints: {timeout_ms: 99999999999999999999}\n", wantErr: "constraints.timeout_ms"},
 		{name: "constraints not mapping", append: "constraints: 5\n", wantErr: "constraints: want a mapping with timeout_ms"},
 		{name: "keywords", append: "keywords: [a, 日志]\n", check: func(t *Tool) string { return cmp.Diff([]string{"a", "日志"}, t.Keywords) }},
+		{name: "examples", append: "examples: [\"show me the last five commits\", 查看最近的提交记录]\n", check: func(t *Tool) string {
+			return cmp.Diff([]string{"show me the last five commits", "查看最近的提交记录"}, t.Examples)
+		}},
+		{name: "examples empty list", append: "examples: []\n", check: func(t *Tool) string { return cmp.Diff([]string{}, t.Examples) }},
+		{name: "duplicate examples", append: "examples: [show me the commits, Show me the  commits]\n", wantErr: `examples[1]: duplicate example; want each request once (case and spacing aside), got "Show me the  commits" (same as examples[0])`},
+		{name: "example of MaxExampleLen characters", append: "examples: [" + strings.Repeat("查", MaxExampleLen) + "]\n", check: func(t *Tool) string {
+			return cmp.Diff(1, len(t.Examples))
+		}},
+		{name: "MaxExamples examples", append: "examples: [" + numbered("e", MaxExamples) + "]\n", check: func(t *Tool) string {
+			return cmp.Diff(MaxExamples, len(t.Examples))
+		}},
+		{name: "example with a tab", append: "examples: [\"a\\tb\"]\n", wantErr: "examples[0]: not one line of text; want one request on one line, got U+0009"},
+		{name: "example a list", append: "examples: [[a, b]]\n", wantErr: "examples[0]: want a request (a non-empty string), got a list"},
+		{name: "examples a mapping", append: "examples: {a: b}\n", wantErr: "examples: want a list of requests"},
 		{name: "target on gatekeeper", append: "target: prod\n", check: func(t *Tool) string { return cmp.Diff("prod", t.Target) }},
 		{name: "executor typo hint", replace: [2]string{"executor: gatekeeper", "executor: hlpd_api"}, wantErr: `(did you mean "hlpd-api"?)`},
 		{name: "type alias hint", replace: [2]string{"params_schema: {}", "params_schema: {n: {type: bool}}"}, wantErr: `params_schema.n.type: unknown type; want one of string, integer, number, boolean, array, object, got string "bool" (did you mean "boolean"?)`},
@@ -455,6 +478,15 @@ func TestParseFields(t *testing.T) {
 			}
 		})
 	}
+}
+
+// numbered returns "w0, w1, ..." with n words.
+func numbered(w string, n int) string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s%d", w, i)
+	}
+	return strings.Join(out, ", ")
 }
 
 func createdIs(want string) func(*Tool) string {

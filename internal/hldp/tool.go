@@ -8,9 +8,9 @@
 // OpenAIFunction, CheckParams and RenderArgv may be called from many
 // goroutines at once (the compiled params schema is built once, lazily).
 //
-// The format's extension keys (argv, target, keywords) are documented on
-// Parse; RenderArgv documents how an argv template is filled and why params
-// cannot inject commands.
+// The format's extension keys (argv, target, keywords, sandbox, requires,
+// tags, examples) are documented on Parse; RenderArgv documents how an
+// argv template is filled and why params cannot inject commands.
 package hldp
 
 import (
@@ -31,8 +31,8 @@ const FileName = "TOOL.hdlp"
 // 2: constraints.rules and constraints.shell_policy. 3: sandbox.
 // 4: "file too large" says "more than N bytes" for a file read only up to
 // the limit. 5: conditional argv groups ({if: ..., then: [...]}).
-// 6: requires and tags.
-const FormatVersion = 6
+// 6: requires and tags. 7: examples.
+const FormatVersion = 7
 
 // ExecutorKind names an executor; the value is the wire word used in
 // TOOL.hdlp and in results.
@@ -105,6 +105,13 @@ type Tool struct {
 	// words of letters, digits and '-', each once, in file order. Listings
 	// show them and filter by them.
 	Tags []string
+	// Examples are requests, in any language, that the tool answers (the
+	// top-level examples key), in file order: each one line of at most
+	// MaxExampleLen characters, no two alike (ignoring case and spacing),
+	// at most MaxExamples. Intent matching indexes them as its strongest
+	// field, and `toolagent validate --match` checks that each one finds
+	// its tool against the rest of the catalog.
+	Examples []string
 
 	// File is the path the tool was parsed from (for messages).
 	File string

@@ -9,9 +9,13 @@ import (
 )
 
 // synthDocs makes n tools from a fixed seed, mixing English and Chinese
-// fields the way real tool definitions do.
+// fields the way real tool definitions do, each with five examples (the
+// 4-6 requests, in both languages, a shipped tool gives). The examples
+// come from a generator of their own, so the other fields are those the
+// benchmarks had before examples existed.
 func synthDocs(n int) []Doc {
 	r := rand.New(rand.NewPCG(1, 2))
+	er := rand.New(rand.NewPCG(3, 4))
 	verbs := []string{"restart", "list", "show", "delete", "create", "renew", "export", "restore", "search", "tail", "deploy", "merge", "probe", "kill", "read"}
 	objs := []string{"service", "file", "certificate", "database", "table", "issue", "pull request", "log", "port", "process", "disk", "memory", "container", "cron job", "alert", "metric", "backup", "branch", "commit", "domain"}
 	zh := []string{"重启服务", "查看日志", "删除文件", "续签证书", "导出表数据", "恢复数据库", "搜索问题单", "合并分支", "检查端口", "结束进程", "磁盘占用", "内存使用", "定时任务", "当前告警", "监控指标", "发布应用", "提交记录"}
@@ -25,6 +29,15 @@ func synthDocs(n int) []Doc {
 			{Name: "why", Text: zh[r.IntN(len(zh))] + "时需要一个有记录的入口。", Weight: 0.7},
 			{Name: "params", Text: "host: target server. name: " + o + " name.", Weight: 0.5},
 		}}
+		for _, ex := range []string{
+			fmt.Sprintf("please %s the %s on web-%02d", v, o, er.IntN(100)),
+			fmt.Sprintf("can you %s %s %d for team%d", verbs[er.IntN(len(verbs))], o, er.IntN(1000), er.IntN(500)),
+			fmt.Sprintf("帮我%s，team%d 那边在等", zh[er.IntN(len(zh))], er.IntN(500)),
+			fmt.Sprintf("%s %s 的情况怎么样", o, zh[er.IntN(len(zh))]),
+			fmt.Sprintf("why can't I %s the %s since the last %s", v, objs[er.IntN(len(objs))], objs[er.IntN(len(objs))]),
+		} {
+			docs[i].Fields = append(docs[i].Fields, Field{Name: "examples", Text: ex, Weight: 3, Example: true})
+		}
 	}
 	return docs
 }

@@ -33,7 +33,10 @@
 // a Chinese verb before 的 or 过, 谁写的) count as words, not actions. A
 // verb read as a state ("is it still open", 一直在反复重启) asks for a
 // status; a question about what a text says (写的是什么, 怎么写的) asks to
-// read it. Known words joined by '/' ("issue/PR") are alternatives, not
+// read it. A document's examples (Field.Example: requests it answers)
+// count like its other fields, but a concept that only examples hold is
+// not taken as offered by the catalog, since a request names its context
+// too. Known words joined by '/' ("issue/PR") are alternatives, not
 // the weak parts of an identifier; a path ending in a file type names a
 // file.
 // Chinese two-character words the vocabulary lacks are read as homophone
@@ -182,6 +185,15 @@ type Field struct {
 	// requested object that a document mentions only in context fields is
 	// weak evidence that the document fits (see offCoreFactor).
 	Context bool
+	// Example marks a request the document answers, as a user would type
+	// it (a tool's examples), as opposed to a description. Its words count
+	// like any field's, but a vocabulary concept that only Example fields
+	// hold is not taken as something the catalog offers: a request names
+	// its context too ("before the migration, back up the db"), so a
+	// concept known only from examples still weighs as uncovered in a
+	// query's maximum (see uncoveredWeight and absentActionFactor), and
+	// only the documents holding it earn it.
+	Example bool
 }
 
 // Result is the answer to a query.
@@ -219,14 +231,17 @@ type posting struct {
 // Index ranks documents for queries. It is immutable after New and safe for
 // concurrent use.
 type Index struct {
-	an        analyzer
-	ids       []string
-	fields    [][]string // per document, the field names
-	terms     map[string]int32
-	postings  [][]posting // by term id, sorted by doc
-	idf       []float64   // by term id
-	surfs     []string
-	typos     *typoIndex
+	an       analyzer
+	ids      []string
+	fields   [][]string // per document, the field names
+	terms    map[string]int32
+	postings [][]posting // by term id, sorted by doc
+	idf      []float64   // by term id
+	surfs    []string
+	typos    *typoIndex
+	// described reports, by term id, whether a field that is not Example
+	// holds the term (see Field.Example).
+	described []bool
 	threshold float64
 	// offCore and onlyAction are offCoreFactor and onlyActionFactor; fields
 	// so that tests can check the constants against the development set.
@@ -273,6 +288,7 @@ func New(docs []Doc, vocab *Vocab) *Index {
 			id = int32(len(ix.postings))
 			ix.terms[key] = id
 			ix.postings = append(ix.postings, nil)
+			ix.described = append(ix.described, false)
 		}
 		return id
 	}
@@ -305,7 +321,9 @@ func New(docs []Doc, vocab *Vocab) *Index {
 			toks = an.analyze(toks[:0], fl.Text, false)
 			var l float64
 			for _, t := range toks {
-				arena = append(arena, ctok{term: termID(t.key), weight: float32(t.weight), surf: intern(t.surface)})
+				id := termID(t.key)
+				ix.described[id] = ix.described[id] || !fl.Example
+				arena = append(arena, ctok{term: id, weight: float32(t.weight), surf: intern(t.surface)})
 				l += t.weight
 				if t.kind == kindWord {
 					words[t.surface] = true
@@ -414,11 +432,14 @@ func (ix *Index) Len() int { return len(ix.ids) }
 type unit struct {
 	term    int32 // -1 when no document holds it
 	surface string
-	qw      float64 // the unit's share of the query's maximum score
-	fuzzy   string  // the known word a typo was corrected to
-	class   Class
-	gain    float64 // share of qw a hit earns: 1, less for a corrected typo
-	role    role    // what the unit asks a fitting document to offer
+	qw      float64 // the weight a document holding the unit earns
+	// uncovered is the unit's weight in the query's maximum when the
+	// catalog does not offer it (0 when it does); see Field.Example.
+	uncovered float64
+	fuzzy     string // the known word a typo was corrected to
+	class     Class
+	gain      float64 // share of qw a hit earns: 1, less for a corrected typo
+	role      role    // what the unit asks a fitting document to offer
 }
 
 // role says what a query unit is, as bits, for the checks of fit beyond
@@ -550,9 +571,10 @@ func (ix *Index) units(s *scratch, q string) ([]unit, float64, int) {
 	add := func(key, surface, fuzzy string, kw float64, concept, char bool, class Class) {
 		if i, ok := seen[key]; ok {
 			// A repeated token adds nothing; keep the larger weight.
-			if units[i].term >= 0 && kw*ix.idf[units[i].term] > units[i].qw {
-				total += kw*ix.idf[units[i].term] - units[i].qw
-				units[i].qw = kw * ix.idf[units[i].term]
+			if u := &units[i]; u.term >= 0 && kw*ix.idf[u.term] > u.qw {
+				total -= max(u.qw, u.uncovered)
+				u.qw = kw * ix.idf[u.term]
+				total += max(u.qw, u.uncovered)
 			}
 			return
 		}
@@ -568,23 +590,35 @@ func (ix *Index) units(s *scratch, q string) ([]unit, float64, int) {
 			// evidence of what a request is about (一 in 写一首诗).
 			u.role |= roleThing
 		}
-		if id, ok := ix.terms[key]; ok {
+		id, known := ix.terms[key]
+		if known {
 			u.term = id
 			u.qw = kw * ix.idf[id]
-		} else if concept {
-			u.qw = kw * uncoveredWeight
+		}
+		// uncovered is the unit's weight when the catalog does not offer
+		// it: a concept no document holds, or (Field.Example) one only
+		// examples hold, which the documents holding it still earn.
+		var uncovered float64
+		switch {
+		case known && ix.described[id]:
+		case concept:
+			uncovered = kw * uncoveredWeight
 			if class != Other {
-				u.qw *= uncoveredClassWeight
+				uncovered *= uncoveredClassWeight
 			}
 			if class == Action && kw >= absentActionMinWeight {
 				absent++
 			}
-		} else {
-			u.qw = kw * unknownWeight
+		case !known:
+			uncovered = kw * unknownWeight
 		}
+		if !known {
+			u.qw = uncovered
+		}
+		u.uncovered = uncovered
 		seen[key] = len(units)
 		units = append(units, u)
-		total += u.qw
+		total += max(u.qw, uncovered)
 	}
 	for _, t := range s.toks {
 		if _, ok := ix.terms[t.key]; !ok && t.kind == kindWord {

@@ -3,6 +3,7 @@ package match
 import (
 	"bufio"
 	"fmt"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -407,4 +408,39 @@ func TestMatchConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// TestExampleFieldOffersNothing: an Example field's words match like any
+// field's, but a vocabulary concept that only examples hold is no
+// operation the catalog offers. "before the migration" in a backup tool's
+// example is context: the same text as a plain field lets "run the
+// database migration now" find the backup tool; as an example it does
+// not. Words that are no concept ("orders") and concepts a description
+// holds ("back up") count the same either way.
+func TestExampleFieldOffersNothing(t *testing.T) {
+	index := func(example bool) *Index {
+		return New([]Doc{
+			{ID: "db-backup", Fields: []Field{
+				{Name: "intent", Text: "back up a database to the backup bucket", Weight: 2},
+				{Name: "examples", Text: "back up the orders db before the migration", Weight: 3, Example: example},
+			}},
+			{ID: "db-schema", Fields: []Field{{Name: "intent", Text: "show the schema of a database table", Weight: 2}}},
+		}, nil)
+	}
+	plain, example := index(false), index(true)
+	const q = "run the database migration now"
+	if r := plain.Match(q, 3); !r.Found || r.Candidates[0].ID != "db-backup" {
+		t.Fatalf("plain field: Match(%q) = found %v %+v; want db-backup found (the test's premise)", q, r.Found, r.Candidates)
+	}
+	if r := example.Match(q, 3); r.Found {
+		t.Errorf("example field: Match(%q) = found %+v; want refused: only an example mentions a migration", q, r.Candidates)
+	}
+	const same = "back up the orders db"
+	p, e := plain.Match(same, 1), example.Match(same, 1)
+	if !e.Found || e.Candidates[0].ID != "db-backup" || math.Abs(p.Candidates[0].Score-e.Candidates[0].Score) > 1e-9 {
+		t.Errorf("Match(%q) = %+v as an example, %+v as a plain field; want db-backup found with the same score", same, e.Candidates, p.Candidates)
+	}
+	if m := e.Candidates[0].Matched; !slices.Contains(m, "orders@examples") {
+		t.Errorf("Match(%q).Matched = %q; want orders@examples", same, m)
+	}
 }
