@@ -90,7 +90,9 @@ func consoleDaemon(t *testing.T) (*daemon, string) {
 			t.Skipf("TOOLAGENT_DOCS_SCREENSHOT: %v", err)
 		}
 	}
-	return startDaemon(t, env, "--tools", toolsCopy(t), "--files-root", root), root
+	tools := toolsCopy(t)
+	writeTool(t, tools, "broken-tool", "method: run\nexecutor: shell\nargv: [echo]\nparams_schema: {}\nbogus_key: 1\n")
+	return startDaemon(t, env, "--tools", tools, "--files-root", root), root
 }
 
 // TestConsoleInABrowser (issue 16): in headless Chromium, sign in; the
@@ -216,6 +218,15 @@ func TestConsoleInABrowser(t *testing.T) {
 		t.Errorf("history filtered by status=denied:\n%s", text)
 	}
 	screenshot(t, ctx, "history")
+
+	// Status: executor health and the files that do not load, file:line.
+	run("status", chromedp.Navigate(d.url+"/ui/status"), chromedp.WaitVisible(`#executors`))
+	if text := get("executors", chromedp.Text(`#executors`)); !strings.Contains(text, "shell") || !strings.Contains(text, "ok") {
+		t.Errorf("status page executors:\n%s", text)
+	}
+	if text := get("problems", chromedp.Text(`#problems`)); !strings.Contains(text, "broken-tool/TOOL.hdlp:") || !strings.Contains(text, "bogus_key") {
+		t.Errorf("status page problems:\n%s\nwant the broken tool's file:line and field", text)
+	}
 
 	// Sizes and hosts.
 	for _, path := range []string{"/ui/", "/ui/tools/shell-exec", "/ui/approvals", "/ui/history", "/ui/status", "/ui/login"} {

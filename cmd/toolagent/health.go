@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/toolagent/toolagent/internal/catalog"
+	"github.com/toolagent/toolagent/internal/console"
 	"github.com/toolagent/toolagent/internal/executors"
 	"github.com/toolagent/toolagent/internal/hldp"
 	"github.com/toolagent/toolagent/internal/reload"
@@ -464,4 +465,24 @@ func (h *health) run(ctx context.Context, loop *reload.Loop) error {
 		case <-timer.C:
 		}
 	}
+}
+
+// report says, for each executor (and gatekeeper target) probed, whether
+// its last health check passed, for the console's status page.
+func (h *health) report() []console.ExecutorHealth {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]console.ExecutorHealth, 0, len(h.probes))
+	for _, p := range h.probes {
+		name := string(p.kind)
+		if p.target != "" {
+			name += " " + p.target
+		}
+		eh := console.ExecutorHealth{Name: name, OK: true}
+		if v, failed := h.verdicts[probeKey{p.kind, p.target}]; failed {
+			eh.OK, eh.Reason = false, v.status.String()+": "+v.reason
+		}
+		out = append(out, eh)
+	}
+	return out
 }

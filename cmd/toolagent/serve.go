@@ -87,13 +87,14 @@ func runServe(ctx context.Context, e env, args []string) error {
 			p, ok := tokens.Find(secret)
 			return console.User{Name: p.Name, CanCall: p.Role >= api.RoleCall, CanApprove: p.Role >= api.RoleApprove, Scope: p.Scope}, ok
 		},
-		Open:     open,
-		Operator: console.User{Name: operatorName, CanCall: true, CanApprove: true},
-		Status:   cr.loop.Status,
-		History:  historyOf(cr.auditFile),
-		Version:  buildVersion(),
-		Sandbox:  sandboxLine(cr.common.sandboxStatus()),
-		Logger:   log.With(slog.String("log", "console")),
+		Open:      open,
+		Operator:  console.User{Name: operatorName, CanCall: true, CanApprove: true},
+		Status:    cr.loop.Status,
+		History:   historyOf(cr.auditFile),
+		Executors: cr.health.report,
+		Version:   buildVersion(),
+		Sandbox:   sandboxLine(cr.common.sandboxStatus()),
+		Logger:    log.With(slog.String("log", "console")),
 	})
 	mux.Handle("/ui/", ui.Handler())
 	mux.Handle("/", toConsole(apiHandler))

@@ -87,6 +87,8 @@ type Options struct {
 	History audit.Store
 	// Status reports the reload loop; nil leaves it out of the status page.
 	Status func() reload.Status
+	// Executors reports the executors' last health checks (nil: not shown).
+	Executors func() []ExecutorHealth
 	// Version and Sandbox are shown on the status page.
 	Version string
 	Sandbox string
@@ -96,6 +98,14 @@ type Options struct {
 	// Poll is how often the live approvals stream looks for changes
 	// (default 1s).
 	Poll time.Duration
+}
+
+// ExecutorHealth is one executor's (or gatekeeper target's) last health
+// check.
+type ExecutorHealth struct {
+	Name   string
+	OK     bool
+	Reason string
 }
 
 // maxSessions bounds the session table; the oldest go first.

@@ -406,6 +406,17 @@ func (c *Console) statusPage(w http.ResponseWriter, r *http.Request, s *session)
 	if snap := c.store.Load(); snap != nil {
 		counts := snap.Counts()
 		data["Counts"] = map[string]int{"enabled": counts[catalog.Enabled], "stale": counts[catalog.Stale], "failed": counts[catalog.Failed], "disabled": counts[catalog.Disabled]}
+		// The reload's problems, file:line, of the tools this session sees.
+		var problems []string
+		for _, e := range s.user.surface().Filter(snap.All()) {
+			if e.LoadErr != nil {
+				problems = append(problems, e.LoadErr.Error())
+			}
+		}
+		data["Problems"] = problems
+	}
+	if c.opts.Executors != nil {
+		data["Executors"] = c.opts.Executors()
 	}
 	c.render(w, r, s, http.StatusOK, "status", data)
 }
