@@ -145,6 +145,9 @@ func TestConsoleInABrowser(t *testing.T) {
 		chromedp.Click(`#run`),
 		chromedp.WaitVisible(`#output`),
 	)
+	if file := get("the file as committed", chromedp.Text(`#file`)); !strings.Contains(file, "name: shell-exec") || !strings.Contains(file, "method: exec") {
+		t.Errorf("tool page's file:\n%s\nwant shell-exec's TOOL.hdlp as in the tree", file)
+	}
 	if out := get("output", chromedp.Text(`#output`)); strings.TrimSpace(out) != "hello" {
 		t.Errorf("try-a-call output = %q; want hello", out)
 	}
@@ -303,5 +306,24 @@ func TestConsoleRefusesForgedPosts(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("sign in with a wrong token = %d; want 401", resp.StatusCode)
+	}
+}
+
+// TestForgeLinks: the console links a git revision to the Forgejo/Gitea
+// web UI of an http(s) repository, without credentials, and nothing else.
+func TestForgeLinks(t *testing.T) {
+	rev := strings.Repeat("ab", 20)
+	links := forgeLinks("https://user:secret@forgejo.example/ops/tools.git", "tools")
+	commit, file := links(rev, "greet/TOOL.hdlp")
+	if commit != "https://forgejo.example/ops/tools/commit/"+rev || file != "https://forgejo.example/ops/tools/src/commit/"+rev+"/tools/greet/TOOL.hdlp" {
+		t.Errorf("links = %q %q", commit, file)
+	}
+	if c, f := links("local:3f9c2a1b7e04d5a6", "greet/TOOL.hdlp"); c != "" || f != "" {
+		t.Errorf("a local revision got links %q %q", c, f)
+	}
+	for _, repo := range []string{"", "git@forgejo.example:ops/tools.git", "ssh://forgejo.example/ops/tools.git"} {
+		if forgeLinks(repo, "tools") != nil {
+			t.Errorf("forgeLinks(%q) is not nil", repo)
+		}
 	}
 }

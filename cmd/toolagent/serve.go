@@ -5,10 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
+	neturl "net/url"
 	"os"
+	"path"
+	"regexp"
 	"strings"
 	"time"
 
@@ -92,9 +96,17 @@ func runServe(ctx context.Context, e env, args []string) error {
 		Status:    cr.loop.Status,
 		History:   historyOf(cr.auditFile),
 		Executors: cr.health.report,
-		Version:   buildVersion(),
-		Sandbox:   sandboxLine(cr.common.sandboxStatus()),
-		Logger:    log.With(slog.String("log", "console")),
+		Source: func(file string) ([]byte, error) {
+			t := cr.loop.Tree()
+			if t == nil {
+				return nil, fs.ErrNotExist
+			}
+			return fs.ReadFile(t.FS(), file)
+		},
+		Links:   forgeLinks(cfg.Repo, cfg.ToolsPath),
+		Version: buildVersion(),
+		Sandbox: sandboxLine(cr.common.sandboxStatus()),
+		Logger:  log.With(slog.String("log", "console")),
 	})
 	mux.Handle("/ui/", ui.Handler())
 	mux.Handle("/", toConsole(apiHandler))
@@ -167,6 +179,25 @@ func runServe(ctx context.Context, e env, args []string) error {
 	cr.close() // after every goroutine that reads trees or runs calls has ended
 	log.Info("stopped")
 	return err
+}
+
+// forgeLinks returns the console's links into a Forgejo or Gitea web UI
+// for an http(s) repository: the commit, and the file at it; nil for other
+// sources. Credentials in the URL are dropped.
+func forgeLinks(repoURL, toolsPath string) func(rev, file string) (string, string) {
+	u, err := neturl.Parse(repoURL)
+	if repoURL == "" || err != nil || (u.Scheme != "https" && u.Scheme != "http") {
+		return nil
+	}
+	u.User = nil
+	base := strings.TrimSuffix(strings.TrimSuffix(u.String(), "/"), ".git")
+	hexRev := regexp.MustCompile(`^[0-9a-f]{40}$`)
+	return func(rev, file string) (string, string) {
+		if !hexRev.MatchString(rev) {
+			return "", ""
+		}
+		return base + "/commit/" + rev, base + "/src/commit/" + rev + "/" + path.Join(toolsPath, file)
+	}
 }
 
 // historyOf is the console's history store: the audit file, or none.

@@ -87,6 +87,14 @@ type Options struct {
 	History audit.Store
 	// Status reports the reload loop; nil leaves it out of the status page.
 	Status func() reload.Status
+	// Source reads a definition's file (its path in the tools tree, as
+	// catalog.Entry.File) as it is in the source: the tool page shows it
+	// as committed. Nil: not shown.
+	Source func(file string) ([]byte, error)
+	// Links gives the web addresses of a revision and of a file at it on
+	// the git server (a Forgejo or Gitea) when the source is one; "" for
+	// none.
+	Links func(rev, file string) (commit, fileURL string)
 	// Executors reports the executors' last health checks (nil: not shown).
 	Executors func() []ExecutorHealth
 	// Version and Sandbox are shown on the status page.

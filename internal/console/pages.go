@@ -107,6 +107,14 @@ func (c *Console) showTool(w http.ResponseWriter, r *http.Request, s *session, c
 	}
 	v := e.View(true)
 	data := map[string]any{"Tool": v, "Definition": pretty(v)}
+	if c.opts.Source != nil && e.File != "" {
+		if b, err := c.opts.Source(e.File); err == nil && len(b) <= maxFileShown {
+			data["File"] = string(b)
+		}
+	}
+	if c.opts.Links != nil {
+		data["CommitURL"], data["FileURL"] = c.opts.Links(e.Rev, e.File)
+	}
 	if e.Tool != nil {
 		data["Fields"] = formFields(e.Tool, sent)
 		data["Schema"] = pretty(json.RawMessage(e.Tool.InputSchema()))
@@ -117,6 +125,9 @@ func (c *Console) showTool(w http.ResponseWriter, r *http.Request, s *session, c
 	}
 	c.render(w, r, s, code, "tool", data)
 }
+
+// maxFileShown bounds the definition file a tool page shows.
+const maxFileShown = 256 << 10
 
 // formParams turns the form's values into params of the declared types:
 // integer, number and boolean parsed, array and object as JSON; an empty

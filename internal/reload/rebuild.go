@@ -16,6 +16,15 @@ func (l *Loop) setTree(t scan.Tree) {
 	l.tree = t
 }
 
+// Tree returns the tree of the snapshot the loop last published or kept
+// (nil before the first), for reading a definition's file as it is in the
+// source.
+func (l *Loop) Tree() scan.Tree {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.tree
+}
+
 // Rebuild builds a new snapshot from the tree of the last successful
 // reload, without syncing the source again, and swaps it in. It is for
 // changes that lie outside the tree but change the snapshot, such as an
