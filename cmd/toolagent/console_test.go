@@ -227,6 +227,9 @@ func TestConsoleInABrowser(t *testing.T) {
 	if text := get("executors", chromedp.Text(`#executors`)); !strings.Contains(text, "shell") || !strings.Contains(text, "ok") {
 		t.Errorf("status page executors:\n%s", text)
 	}
+	if text := get("webhook", chromedp.Text(`#webhook`)); text != "—" {
+		t.Errorf("last webhook with none delivered = %q; want —", text)
+	}
 	if text := get("problems", chromedp.Text(`#problems`)); !strings.Contains(text, "broken-tool/TOOL.hdlp:") || !strings.Contains(text, "bogus_key") {
 		t.Errorf("status page problems:\n%s\nwant the broken tool's file:line and field", text)
 	}

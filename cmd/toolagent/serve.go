@@ -14,6 +14,7 @@ import (
 	"path"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -71,7 +72,8 @@ func runServe(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	dropSecretEnv(e, cfg)
-	apiHandler := api.New(api.Options{Tokens: tokens, MaxBodyBytes: cfg.MaxBodyBytes, Registry: cr.reg, Webhook: cr.src.webhook, Approvals: disp, Sandbox: cr.common.sandboxStatus(), Version: buildVersion()},
+	var hooks lastDelivery
+	apiHandler := api.New(api.Options{OnWebhook: hooks.saw, Tokens: tokens, MaxBodyBytes: cfg.MaxBodyBytes, Registry: cr.reg, Webhook: cr.src.webhook, Approvals: disp, Sandbox: cr.common.sandboxStatus(), Version: buildVersion()},
 		store, disp, syncer{loop, trigger}, log.With(slog.String("log", "api")))
 	// MCP over streamable HTTP beside the API (api may not import
 	// mcpserver: both sit on one layer). No write timeout applies: its
@@ -91,11 +93,12 @@ func runServe(ctx context.Context, e env, args []string) error {
 			p, ok := tokens.Find(secret)
 			return console.User{Name: p.Name, CanCall: p.Role >= api.RoleCall, CanApprove: p.Role >= api.RoleApprove, Scope: p.Scope}, ok
 		},
-		Open:      open,
-		Operator:  console.User{Name: operatorName, CanCall: true, CanApprove: true},
-		Status:    cr.loop.Status,
-		History:   historyOf(cr.auditFile),
-		Executors: cr.health.report,
+		Open:        open,
+		Operator:    console.User{Name: operatorName, CanCall: true, CanApprove: true},
+		Status:      cr.loop.Status,
+		History:     historyOf(cr.auditFile),
+		Executors:   cr.health.report,
+		LastWebhook: hooks.last,
 		Source: func(file string) ([]byte, error) {
 			t := cr.loop.Tree()
 			if t == nil {
@@ -179,6 +182,25 @@ func runServe(ctx context.Context, e env, args []string) error {
 	cr.close() // after every goroutine that reads trees or runs calls has ended
 	log.Info("stopped")
 	return err
+}
+
+// lastDelivery remembers the last push webhook delivery for the console.
+type lastDelivery struct {
+	mu     sync.Mutex
+	at     time.Time
+	result string
+}
+
+func (d *lastDelivery) saw(result string) {
+	d.mu.Lock()
+	d.at, d.result = time.Now(), result
+	d.mu.Unlock()
+}
+
+func (d *lastDelivery) last() (time.Time, string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.at, d.result
 }
 
 // forgeLinks returns the console's links into a Forgejo or Gitea web UI

@@ -77,6 +77,10 @@ type Options struct {
 	// Webhook configures POST /v1/hooks/forgejo (zero: the endpoint
 	// answers 404).
 	Webhook Webhook
+	// OnWebhook, when set, is told the result of every push webhook
+	// delivery (queued, ignored, unsigned, bad_signature, ...), as the
+	// metric counts it.
+	OnWebhook func(result string)
 	// Approvals serves /v1/approvals (nil: those routes answer 501).
 	Approvals Approver
 	// Sandbox is what /v1/status says of the sandbox around tool

@@ -79,7 +79,7 @@ func newWebhookCounter(reg prometheus.Registerer) *prometheus.CounterVec {
 func (s *server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 	wh := s.opts.Webhook
 	refuse := func(result string, err *apiError) {
-		s.webhooks.WithLabelValues(result).Inc()
+		s.sawWebhook(result)
 		s.log.WarnContext(r.Context(), "webhook refused", "result", result, "status", err.status, "remote", r.RemoteAddr)
 		writeError(w, s.log, err)
 	}
@@ -112,7 +112,7 @@ func (s *server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 	}
 
 	if event, ok := firstHeader(r.Header, eventHeaders); ok && event != "push" {
-		s.webhooks.WithLabelValues(whIgnored).Inc()
+		s.sawWebhook(whIgnored)
 		encode(w, s.log, http.StatusOK, webhookBody{Status: whIgnored, Reason: "event " + event + " is not a push"})
 		return
 	}
@@ -126,7 +126,7 @@ func (s *server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 	}
 	want := "refs/heads/" + wh.Branch
 	if push.Ref != want {
-		s.webhooks.WithLabelValues(whIgnored).Inc()
+		s.sawWebhook(whIgnored)
 		s.log.DebugContext(r.Context(), "webhook ignored", "ref", push.Ref, "serving", want)
 		encode(w, s.log, http.StatusAccepted, webhookBody{Status: whIgnored, Reason: "push to " + push.Ref + "; this daemon serves " + want})
 		return
@@ -139,7 +139,7 @@ func (s *server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 		exact = true
 	}
 	s.sync.Poke()
-	s.webhooks.WithLabelValues(whQueued).Inc()
+	s.sawWebhook(whQueued)
 	s.log.InfoContext(r.Context(), "webhook push", "ref", push.Ref, "after", push.After, "at_once", exact)
 	encode(w, s.log, http.StatusAccepted, webhookBody{Status: whQueued})
 }
@@ -195,4 +195,12 @@ func validSignature(secret, body []byte, sig string) bool {
 	mac := hmac.New(sha256.New, secret)
 	mac.Write(body)
 	return hmac.Equal(got, mac.Sum(nil))
+}
+
+// sawWebhook counts a delivery by its result and tells Options.OnWebhook.
+func (s *server) sawWebhook(result string) {
+	s.webhooks.WithLabelValues(result).Inc()
+	if s.opts.OnWebhook != nil {
+		s.opts.OnWebhook(result)
+	}
 }

@@ -150,8 +150,14 @@ func TestWebhookExpect(t *testing.T) {
 func TestWebhookCounts(t *testing.T) {
 	f := newFixture(t, nil)
 	reg := prometheus.NewRegistry()
-	h := New(Options{Registry: reg, Webhook: Webhook{Secret: []byte(hookSecret), Branch: "main"}},
+	var told []string // OnWebhook hears each delivery's result (the console's "last webhook")
+	h := New(Options{Registry: reg, Webhook: Webhook{Secret: []byte(hookSecret), Branch: "main"}, OnWebhook: func(r string) { told = append(told, r) }},
 		f.store, dispatch.New(f.store, execs(), dispatch.Options{}), f.sync, nil)
+	defer func() {
+		if want := []string{whQueued, whUnsigned, whBadSignature}; !slices.Equal(told, want) {
+			t.Errorf("OnWebhook heard %v; want %v", told, want)
+		}
+	}()
 	body := `{"ref":"refs/heads/main"}`
 	for _, sig := range []string{sign(hookSecret, body), "", "deadbeef"} {
 		req := httptest.NewRequest("POST", "/v1/hooks/forgejo", strings.NewReader(body))

@@ -95,6 +95,9 @@ type Options struct {
 	// the git server (a Forgejo or Gitea) when the source is one; "" for
 	// none.
 	Links func(rev, file string) (commit, fileURL string)
+	// LastWebhook reports the last push webhook delivery: when, and its
+	// result (zero time: none yet; nil: not shown).
+	LastWebhook func() (time.Time, string)
 	// Executors reports the executors' last health checks (nil: not shown).
 	Executors func() []ExecutorHealth
 	// Version and Sandbox are shown on the status page.

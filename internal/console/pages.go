@@ -429,6 +429,13 @@ func (c *Console) statusPage(w http.ResponseWriter, r *http.Request, s *session)
 	if c.opts.Executors != nil {
 		data["Executors"] = c.opts.Executors()
 	}
+	if c.opts.LastWebhook != nil {
+		if at, result := c.opts.LastWebhook(); !at.IsZero() {
+			data["Webhook"] = at.UTC().Format(time.RFC3339) + ": " + result
+		} else {
+			data["Webhook"] = "—"
+		}
+	}
 	c.render(w, r, s, http.StatusOK, "status", data)
 }
 
