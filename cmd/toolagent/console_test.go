@@ -221,6 +221,12 @@ func TestConsoleInABrowser(t *testing.T) {
 		t.Errorf("history filtered by status=denied:\n%s", text)
 	}
 	screenshot(t, ctx, "history")
+	run("open a call's result from the history",
+		chromedp.Navigate(d.url+"/ui/history?tool=shell-exec&status=success"), chromedp.WaitVisible(`#history`),
+		chromedp.Click(`.run-link`), chromedp.WaitVisible(`#output`))
+	if out := get("kept result", chromedp.Text(`#output`)); strings.TrimSpace(out) != "hello" {
+		t.Errorf("the history's result of the try-a-call = %q; want hello", out)
+	}
 
 	// Status: executor health and the files that do not load, file:line.
 	run("status", chromedp.Navigate(d.url+"/ui/status"), chromedp.WaitVisible(`#executors`))
@@ -300,6 +306,24 @@ func TestConsoleRefusesForgedPosts(t *testing.T) {
 	}
 	if _, a, _ := d.as(bobToken).approval(t, "GET", held.ApprovalID, ""); a.Status != "pending" {
 		t.Errorf("after forged posts the approval is %q; want pending", a.Status)
+	}
+	// A kept result opens for its caller and approvers only.
+	_, mine := d.as(bobToken).call(t, "shell-exec", map[string]any{"cmd": "echo bobs"})
+	if mine.RunID == "" {
+		t.Fatalf("a result without run_id: %+v", mine)
+	}
+	aliceC, _ := signIn(aliceToken)
+	for who, c := range map[string]*http.Client{"alice": aliceC, "bob": bob} {
+		resp, err := c.Get(d.url + "/ui/runs/" + mine.RunID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		want := map[string]int{"alice": http.StatusNotFound, "bob": http.StatusOK}[who]
+		if resp.StatusCode != want || (want == 200) != strings.Contains(string(b), "bobs") {
+			t.Errorf("%s opening bob's result = %d; want %d", who, resp.StatusCode, want)
+		}
 	}
 	// A wrong token does not sign in.
 	resp, err = http.PostForm(d.url+"/ui/login", url.Values{"token": {"wrong-0123456789abcdef"}})

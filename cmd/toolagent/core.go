@@ -46,6 +46,8 @@ type core struct {
 	// approvals is the approval queue under STATE/approvals; nil without
 	// one. close releases its directory lock.
 	approvals *approval.Store
+	// runs keeps the last calls' results for the console.
+	runs *keptRuns
 	// auditFile keeps the audit trail in STATE/audit for the console's
 	// history; nil for commands that run no calls.
 	auditFile *audit.File
@@ -157,7 +159,9 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (*core, err
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	store := new(catalog.Store)
+	runs := new(keptRuns)
 	disp := dispatch.New(store, execs, dispatch.Options{
+		Kept:          runs.keep,
 		MaxConcurrent: cfg.MaxConcurrent,
 		Audit:         auditLog,
 		Approvals:     ap,
@@ -196,7 +200,7 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (*core, err
 	return &core{
 		cfg: cfg, log: log, common: c, reg: reg, store: store, execs: execs, disp: disp,
 		loop: loop, trigger: trigger, watchDir: src.watchDir, health: hc, src: src,
-		approvals: ap, auditFile: af,
+		approvals: ap, auditFile: af, runs: runs,
 	}, nil
 }
 

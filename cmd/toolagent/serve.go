@@ -99,6 +99,7 @@ func runServe(ctx context.Context, e env, args []string) error {
 		History:     historyOf(cr.auditFile),
 		Executors:   cr.health.report,
 		LastWebhook: hooks.last,
+		Run:         cr.runs.get,
 		Source: func(file string) ([]byte, error) {
 			t := cr.loop.Tree()
 			if t == nil {
@@ -182,6 +183,46 @@ func runServe(ctx context.Context, e env, args []string) error {
 	cr.close() // after every goroutine that reads trees or runs calls has ended
 	log.Info("stopped")
 	return err
+}
+
+// keptRuns holds the results of the last calls, for the console's
+// history to open (bounded: the oldest go first).
+type keptRuns struct {
+	mu    sync.Mutex
+	order []string
+	byID  map[string]keptRun
+}
+
+type keptRun struct {
+	caller string
+	res    dispatch.Result
+}
+
+// maxKeptRuns bounds keptRuns.
+const maxKeptRuns = 256
+
+func (k *keptRuns) keep(c dispatch.Call, r dispatch.Result) {
+	if r.RunID == "" {
+		return
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.byID == nil {
+		k.byID = map[string]keptRun{}
+	}
+	if len(k.order) == maxKeptRuns {
+		delete(k.byID, k.order[0])
+		k.order = k.order[1:]
+	}
+	k.order = append(k.order, r.RunID)
+	k.byID[r.RunID] = keptRun{caller: c.Caller, res: r}
+}
+
+func (k *keptRuns) get(id string) (string, dispatch.Result, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	kr, ok := k.byID[id]
+	return kr.caller, kr.res, ok
 }
 
 // lastDelivery remembers the last push webhook delivery for the console.

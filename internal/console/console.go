@@ -95,6 +95,10 @@ type Options struct {
 	// the git server (a Forgejo or Gitea) when the source is one; "" for
 	// none.
 	Links func(rev, file string) (commit, fileURL string)
+	// Run returns a recent call's result by its run id (dispatch's
+	// Options.Kept fills what it reads), with who asked; false when it is
+	// not kept (any more). Nil: history rows do not open results.
+	Run func(id string) (caller string, r dispatch.Result, ok bool)
 	// LastWebhook reports the last push webhook delivery: when, and its
 	// result (zero time: none yet; nil: not shown).
 	LastWebhook func() (time.Time, string)
@@ -192,6 +196,7 @@ func (c *Console) Handler() http.Handler {
 	mux.HandleFunc("POST /ui/approvals/{id}", c.withUser(c.decide))
 	mux.HandleFunc("GET /ui/status", c.withUser(c.statusPage))
 	mux.HandleFunc("GET /ui/history", c.withUser(c.historyPage))
+	mux.HandleFunc("GET /ui/runs/{id}", c.withUser(c.runPage))
 	mux.HandleFunc("/ui/", func(w http.ResponseWriter, r *http.Request) {
 		c.render(w, r, nil, http.StatusNotFound, "error", map[string]any{"Message": "no such page"})
 	})

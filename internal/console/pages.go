@@ -441,7 +441,7 @@ func (c *Console) statusPage(w http.ResponseWriter, r *http.Request, s *session)
 
 // historyRow is one audit record as the history page shows it.
 type historyRow struct {
-	Time, Kind, Tool, Caller, Door, Status, Exit, Duration, Revision, ApprovalID string
+	Time, Kind, Tool, Caller, Door, Status, Exit, Duration, Revision, ApprovalID, RunID string
 }
 
 // historyPage lists recent calls and decisions from the audit trail,
@@ -479,7 +479,7 @@ func (c *Console) historyPage(w http.ResponseWriter, r *http.Request, s *session
 			}
 		}
 		row := historyRow{Time: rec.Str("time"), Kind: rec.Str("msg"), Tool: tool, Caller: rec.Str("caller"), Door: rec.Str("door"),
-			Status: rec.Str("status"), Revision: rec.Str("revision"), ApprovalID: rec.Str("approval_id")}
+			Status: rec.Str("status"), Revision: rec.Str("revision"), ApprovalID: rec.Str("approval_id"), RunID: rec.Str("run_id")}
 		if row.Kind == "approval" {
 			row.Status, row.Caller = rec.Str("event"), rec.Str("decided_by")
 		}
@@ -495,4 +495,35 @@ func (c *Console) historyPage(w http.ResponseWriter, r *http.Request, s *session
 		}
 	}
 	c.render(w, r, s, http.StatusOK, "history", map[string]any{"Rows": rows, "Filter": f})
+}
+
+// runPage shows a recent call's result as it came, to its caller, or to
+// an approver; a tool off the session's surface, or a result no longer
+// kept, is not found.
+func (c *Console) runPage(w http.ResponseWriter, r *http.Request, s *session) {
+	notFound := func() {
+		c.render(w, r, s, http.StatusNotFound, "error", map[string]any{"Message": c.t(r, s, "err.norun")})
+	}
+	if c.opts.Run == nil {
+		notFound()
+		return
+	}
+	caller, res, ok := c.opts.Run(r.PathValue("id"))
+	if !ok || (!s.user.CanApprove && caller != s.user.Name) {
+		notFound()
+		return
+	}
+	if sf := s.user.surface(); len(sf) > 0 {
+		var t *hldp.Tool
+		if snap := c.store.Load(); snap != nil {
+			if e, ok := snap.Lookup(res.Tool); ok {
+				t = e.Tool
+			}
+		}
+		if !sf.Allows(res.Tool, t) {
+			notFound()
+			return
+		}
+	}
+	c.render(w, r, s, http.StatusOK, "run", map[string]any{"Result": &res, "Caller": caller, "ResultJSON": pretty(res)})
 }

@@ -33,7 +33,7 @@ var messages = map[string]map[string]string{
 		"err.notool": "no tool named %q is registered in the repository", "err.role": "refused: your token's role does not allow this",
 		"err.notloaded": "the catalog is not loaded yet", "err.noqueue": "this daemon has no approval queue",
 		"live":        "This list updates by itself.",
-		"nav_history": "History", "tags": "Tags", "executors": "Executors", "on_server": "on the git server", "webhook": "Last push webhook", "problems": "Files that do not load", "time": "Time", "kind": "Kind", "caller": "Caller", "filter": "Filter",
+		"nav_history": "History", "tags": "Tags", "executors": "Executors", "on_server": "on the git server", "webhook": "Last push webhook", "err.norun": "no such call is kept (the console keeps the last 256 results)", "problems": "Files that do not load", "time": "Time", "kind": "Kind", "caller": "Caller", "filter": "Filter",
 		"err.nohistory": "this daemon keeps no audit file",
 	},
 	"zh": {
@@ -57,7 +57,7 @@ var messages = map[string]map[string]string{
 		"err.notool": "仓库里没有名为 %q 的工具", "err.role": "已拒绝：你的令牌角色不允许这个操作",
 		"err.notloaded": "工具目录尚未加载", "err.noqueue": "本守护进程没有审批队列",
 		"live":        "列表会自动更新。",
-		"nav_history": "历史", "tags": "标签", "executors": "执行器", "on_server": "在 git 服务器上查看", "webhook": "最近一次推送 webhook", "problems": "无法加载的文件", "time": "时间", "kind": "类别", "caller": "调用者", "filter": "筛选",
+		"nav_history": "历史", "tags": "标签", "executors": "执行器", "on_server": "在 git 服务器上查看", "webhook": "最近一次推送 webhook", "err.norun": "没有保留这次调用的结果（控制台只保留最近 256 个结果）", "problems": "无法加载的文件", "time": "时间", "kind": "类别", "caller": "调用者", "filter": "筛选",
 		"err.nohistory": "本守护进程没有审计文件",
 	},
 }
@@ -92,7 +92,7 @@ func (c *Console) t(r *http.Request, s *session, key string) string {
 	return messages[c.lang(r, s)][key]
 }
 
-var pages = []string{"login", "catalog", "tool", "approvals", "status", "history", "error"}
+var pages = []string{"login", "catalog", "tool", "approvals", "status", "history", "run", "error"}
 
 func parseTemplates() map[string]*template.Template {
 	funcs := template.FuncMap{"join": strings.Join}

@@ -19,6 +19,8 @@ package dispatch
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -49,6 +51,9 @@ type Options struct {
 	// MaxConcurrent caps calls running at once; more get status busy
 	// (0: DefaultMaxConcurrent; negative: no cap).
 	MaxConcurrent int
+	// Kept, when set, receives every call's final Result (with its
+	// RunID), for the console's history to open; it must not block.
+	Kept func(Call, Result)
 	// Audit receives one line per call (nil: discarded).
 	Audit *slog.Logger
 	// Now returns the time (nil: time.Now). Tests set it.
@@ -144,9 +149,11 @@ const (
 // never returns a Go error: every outcome is a status.
 func (d *Dispatcher) Invoke(ctx context.Context, c Call) Result {
 	start := d.opts.Now()
+	id := newRunID()
 	if snap := d.store.Load(); snap != nil && len(c.Surface) > 0 {
 		if e, ok := snap.Lookup(c.Tool); ok && !c.Surface.AllowsEntry(e) {
 			r := notFound(snap, c.Tool, c.Surface)
+			r.RunID = id
 			d.audit(ctx, c, r, nil, d.opts.Now().Sub(start), slog.String("refused", "the tool is outside the caller's scope"))
 			return r
 		}
@@ -156,8 +163,19 @@ func (d *Dispatcher) Invoke(ctx context.Context, c Call) Result {
 		r.DurationMS = d.opts.Now().Sub(start).Milliseconds()
 	}
 	r.OK = r.Status == Success || r.Status == NoData || r.Status == DryRun
+	r.RunID = id
 	d.audit(ctx, c, r, params, d.opts.Now().Sub(start))
+	if d.opts.Kept != nil {
+		d.opts.Kept(c, r)
+	}
 	return r
+}
+
+// newRunID returns 16 random hex digits.
+func newRunID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 func (d *Dispatcher) invoke(ctx context.Context, c Call) (Result, map[string]any) {
@@ -556,6 +574,7 @@ func (d *Dispatcher) audit(ctx context.Context, c Call, r Result, params map[str
 	}
 	slices.Sort(names)
 	attrs := []slog.Attr{
+		slog.String("run_id", r.RunID),
 		slog.String("caller", c.Caller),
 		slog.String("door", c.Door),
 		slog.String("tool", clip(c.Tool)),

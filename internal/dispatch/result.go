@@ -51,6 +51,9 @@ const (
 // Result is the one JSON object every call returns (DESIGN.md "Result").
 // The seed's fields keep their names; the rest are additions.
 type Result struct {
+	// RunID names this call: in its audit line and the console's
+	// history, which opens the result by it.
+	RunID      string       `json:"run_id,omitempty"`
 	OK         bool         `json:"ok"`
 	Status     ResultStatus `json:"status"`
 	Tool       string       `json:"tool"`
