@@ -216,8 +216,17 @@ func TestServeCall(t *testing.T) {
 	if err := d.stop(t); err != nil {
 		t.Errorf("run() = %v after cancel; want nil", err)
 	}
-	if !strings.Contains(d.logs.String(), `"msg":"call","log":"audit","caller":"anonymous","door":"api","tool":"shell-exec"`) {
-		t.Errorf("no audit line with caller anonymous in the logs:\n%s", d.logs)
+	found := false
+	for _, line := range strings.Split(d.logs.String(), "\n") {
+		var l struct{ Msg, Log, Caller, Door, Tool, RunID string }
+		var raw map[string]any
+		if json.Unmarshal([]byte(line), &l) == nil && json.Unmarshal([]byte(line), &raw) == nil {
+			l.RunID, _ = raw["run_id"].(string)
+			found = found || (l.Msg == "call" && l.Log == "audit" && l.Caller == "anonymous" && l.Door == "api" && l.Tool == "shell-exec" && l.RunID == res.RunID && l.RunID != "")
+		}
+	}
+	if !found {
+		t.Errorf("no audit line of the call (caller anonymous, door api, run_id %q) in the logs:\n%s", res.RunID, d.logs)
 	}
 }
 
