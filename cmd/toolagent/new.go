@@ -17,7 +17,7 @@ var toolNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
 // scaffold is the TOOL.hdlp `toolagent new` writes: every field, a working
 // shell run tool, comments saying what to change.
 const scaffold = `# %[1]s — scaffolded by toolagent new; edit every field, then run
-# toolagent validate and commit. The format is documented in README.md.
+# toolagent validate and commit. The format is documented in docs/tool-format.md.
 name: %[1]s
 display: %[1]s
 intent: One sentence saying what the tool does (this is what intent search matches).
@@ -34,6 +34,17 @@ constraints:
   max_output_bytes: 65536
   require_confirm: false
 keywords: []
+# examples: requests, in any language, this tool answers: the strongest
+# words for intent search (toolagent validate --match checks they find it).
+examples:
+  - "echo a message back"
+  - "回显一条消息"
+# tags: lowercase words for filtering and scoped tokens (list --tag).
+tags: [example]
+# requires: what must exist on this host for the tool to be offered;
+# without it the tool is disabled, with the reason.
+requires:
+  programs: [echo]
 author: %[2]s
 created: %[3]s
 why: Why the tool exists and who needs it.
