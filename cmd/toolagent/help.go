@@ -94,7 +94,7 @@ func didYouMean(typed string) string {
 	best, bestD := "", 3
 	var near []string
 	for _, c := range commands() {
-		if d := editDistance(typed, c.name); d < bestD {
+		if d := levenshtein(typed, c.name); d < bestD {
 			best, bestD = c.name, d
 		}
 		if n := commonPrefix(typed, c.name); n >= 4 || (n == len(typed) && n > 0) {
@@ -115,26 +115,6 @@ func commonPrefix(a, b string) int {
 	return n
 }
 
-// editDistance is the Levenshtein distance of a and b (bytes).
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
-}
 
 // subcommandFlags returns the flags of every subcommand, read from its own
 // help (so completion can never list a flag a subcommand does not take).
