@@ -115,7 +115,6 @@ func commonPrefix(a, b string) int {
 	return n
 }
 
-
 // subcommandFlags returns the flags of every subcommand, read from its own
 // help (so completion can never list a flag a subcommand does not take).
 func subcommandFlags(ctx context.Context, e env) map[string][]string {
