@@ -98,7 +98,7 @@ func parseTemplates() map[string]*template.Template {
 	funcs := template.FuncMap{"join": strings.Join}
 	out := map[string]*template.Template{}
 	for _, p := range pages {
-		out[p] = template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+p+".html"))
+		out[p] = template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/result.html", "templates/"+p+".html"))
 	}
 	// The pending list alone, for the live update.
 	out["pending"] = out["approvals"]
