@@ -71,8 +71,8 @@ func runBin(t *testing.T, dir string, env []string, args ...string) (string, str
 
 // startBinDaemon starts `toolagent serve` (the built binary) in dir on
 // 127.0.0.1:0 with state, and waits for it to record itself in
-// STATE/daemon.json and answer /healthz. It is stopped with SIGTERM at
-// cleanup.
+// STATE/daemon.json and be ready (/readyz: its catalog is loaded). It is
+// stopped with SIGTERM at cleanup.
 func startBinDaemon(t *testing.T, dir, state string, env []string, args ...string) daemonInfo {
 	t.Helper()
 	cmd := exec.Command(builtBinary(t), append([]string{"serve", "--listen", "127.0.0.1:0", "--state", state}, args...)...)
@@ -94,7 +94,7 @@ func startBinDaemon(t *testing.T, dir, state string, env []string, args ...strin
 		}
 	})
 	var info daemonInfo
-	pollUntil(t, "STATE/daemon.json of a healthy daemon", func() bool {
+	pollUntil(t, "STATE/daemon.json of a ready daemon", func() bool {
 		select {
 		case <-exited:
 			t.Fatalf("the daemon exited early:\n%s", logs)
@@ -102,7 +102,15 @@ func startBinDaemon(t *testing.T, dir, state string, env []string, args ...strin
 		}
 		var err error
 		info, err = readDaemonInfo(state)
-		return err == nil && healthy(t.Context(), http.DefaultClient, info.URL)
+		if err != nil {
+			return false
+		}
+		resp, err := http.Get(info.URL + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
 	})
 	return info
 }
