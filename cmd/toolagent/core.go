@@ -110,7 +110,7 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (*core, err
 	if err != nil {
 		return nil, err
 	}
-	c.sandboxOpts = proc.SandboxOptions{Bwrap: cfg.SandboxBwrap, User: user, Limits: proc.Limits{MaxProcs: cfg.SandboxMaxProcs, MaxMemory: cfg.SandboxMaxMemory}}
+	c.sandboxOpts = proc.SandboxOptions{Bwrap: cfg.SandboxBwrap, User: user, Reuse: cfg.SandboxReuse, Limits: proc.Limits{MaxProcs: cfg.SandboxMaxProcs, MaxMemory: cfg.SandboxMaxMemory}}
 	sp, err := cfg.shellPolicy()
 	if err != nil {
 		return nil, err
@@ -204,10 +204,13 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (*core, err
 	}, nil
 }
 
-// close releases what newCore opened: the source and the approval queue's
-// lock. Call it after every goroutine start began has ended.
+// close releases what newCore opened: the source, the idle sandboxes and
+// the approval queue's lock. Call it after every goroutine start began has ended.
 func (cr *core) close() {
 	cr.src.close()
+	if cr.common.sandbox != nil {
+		cr.common.sandbox.Close() // the idle reusable sandboxes
+	}
 	if cr.auditFile != nil {
 		cr.auditFile.Close()
 	}

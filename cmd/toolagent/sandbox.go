@@ -48,7 +48,15 @@ func logSandbox(log *slog.Logger, sb *proc.Sandbox, what string) {
 			"flag", "--sandbox=off")
 		return
 	}
-	log.Info("sandbox", "mechanism", sb.Mechanism(), "version", sb.Version(), "hidden", len(sb.Hidden()))
+	st, ok, err := sb.Pool()
+	switch {
+	case ok:
+		log.Info("sandbox", "mechanism", sb.Mechanism(), "version", sb.Version(), "hidden", len(sb.Hidden()), "reuse", st.Reuse)
+	case err != nil:
+		log.Warn("sandbox: reusable sandboxes cannot run here; every call gets a sandbox of its own", "mechanism", sb.Mechanism(), "version", sb.Version(), "hidden", len(sb.Hidden()), "err", err)
+	default:
+		log.Info("sandbox", "mechanism", sb.Mechanism(), "version", sb.Version(), "hidden", len(sb.Hidden()), "reuse", 0)
+	}
 }
 
 // secretFiles are the files holding the daemon's secrets; the sandbox

@@ -393,6 +393,9 @@ func TestServeSandboxStatus(t *testing.T) {
 					Active    bool
 					Mechanism string
 					Warning   string
+					Reuse     *struct {
+						Reuse, Started, Idle int
+					}
 				}
 			}
 			if err := json.Unmarshal(body, &st); err != nil || code != 200 {
@@ -400,6 +403,11 @@ func TestServeSandboxStatus(t *testing.T) {
 			}
 			if got := st.Sandbox; (mode == "on") != got.Active || (mode == "on" && got.Mechanism != "bubblewrap") || (mode == "off" && got.Warning == "") {
 				t.Errorf("--sandbox=%s: status sandbox = %+v", mode, got)
+			}
+			// The reusable sandboxes: the default keeps 16, and the
+			// start-up probe left one idle.
+			if r := st.Sandbox.Reuse; (mode == "on") != (r != nil) || r != nil && (r.Reuse != 16 || r.Started != 1 || r.Idle != 1) {
+				t.Errorf("--sandbox=%s: status sandbox.reuse = %+v; want {reuse 16, started 1, idle 1} with the sandbox on, none off", mode, r)
 			}
 			if warned := strings.Contains(d.logs.String(), "the sandbox is off"); warned != (mode == "off") {
 				t.Errorf("--sandbox=%s: start-up warning logged = %v", mode, warned)
@@ -417,7 +425,7 @@ func BenchmarkServeEcho(b *testing.B) {
 		b.Run("sandbox="+mode, func(b *testing.B) {
 			tools := b.TempDir()
 			putTool(b, tools, "shell-exec", shellExec(b))
-			d := startDaemon(b, map[string]string{}, "--tools", tools, "--sandbox", mode, "--log-level", "warn")
+			d := startDaemon(b, map[string]string{}, "--tools", tools, "--sandbox", mode)
 			body := `{"tool":"shell-exec","params":{"cmd":"echo hello"}}`
 			b.SetParallelism(16)
 			b.ResetTimer()

@@ -63,7 +63,24 @@ func (c *common) sandboxStatus() api.SandboxStatus {
 	if c.sandbox == nil {
 		return api.SandboxStatus{Warning: "the sandbox is off (--sandbox=off): tool processes run with the daemon's own view of the host: its files, its network and its other processes"}
 	}
-	return api.SandboxStatus{Active: true, Mechanism: c.sandbox.Mechanism(), Version: c.sandbox.Version(), Limits: c.sandbox.Limits()}
+	return api.SandboxStatus{Active: true, Mechanism: c.sandbox.Mechanism(), Version: c.sandbox.Version(), Limits: c.sandbox.Limits(), Reuse: c.sandboxReuse}
+}
+
+// sandboxReuse is /v1/status's sandbox.reuse: the reusable sandboxes'
+// counts, or why there are none.
+func (c *common) sandboxReuse() any {
+	if c.sandbox == nil {
+		return nil
+	}
+	st, ok, err := c.sandbox.Pool()
+	if !ok {
+		r := map[string]any{"reuse": 0}
+		if err != nil {
+			r["error"] = "every call gets a sandbox of its own: reusable sandboxes cannot run here: " + err.Error()
+		}
+		return r
+	}
+	return st
 }
 
 // newSandbox builds the sandbox of c (nil when it is off). It hides the

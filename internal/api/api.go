@@ -101,6 +101,22 @@ type SandboxStatus struct {
 	Limits any `json:"limits,omitempty"`
 	// Warning says what an inactive sandbox means.
 	Warning string `json:"warning,omitempty"`
+	// Reuse, when set, reports the reusable sandboxes at the time of the
+	// request (shown as "reuse").
+	Reuse func() any `json:"-"`
+}
+
+// MarshalJSON adds the reusable sandboxes' report, read now.
+func (s SandboxStatus) MarshalJSON() ([]byte, error) {
+	type plain SandboxStatus
+	out := struct {
+		plain
+		Reuse any `json:"reuse,omitempty"`
+	}{plain: plain(s)}
+	if s.Reuse != nil {
+		out.Reuse = s.Reuse()
+	}
+	return json.Marshal(out)
 }
 
 type server struct {

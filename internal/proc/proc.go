@@ -200,6 +200,14 @@ func Run(ctx context.Context, s Spec) (Outcome, error) {
 				return Outcome{}, fmt.Errorf("start %q: working directory: %w", s.Argv[0], err)
 			}
 		}
+		if p := s.Sandbox.pool; p != nil && !inScratch(dir) {
+			if err := s.Sandbox.CheckGrant(s.Grant); err != nil {
+				return Outcome{}, fmt.Errorf("start %q: %w", s.Argv[0], err)
+			}
+			if w := p.get(s.Grant); w != nil {
+				return p.run(ctx, w, s, path, dir, env, entered)
+			}
+		}
 		if err := sb.prepare(cmd, append([]string{path}, s.Argv[1:]...), s.Grant, dir); err != nil {
 			return Outcome{}, fmt.Errorf("start %q: %w", s.Argv[0], err)
 		}

@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -143,6 +144,10 @@ type SandboxOptions struct {
 	User *syscall.Credential
 	// Limits are the resource limits of every call.
 	Limits Limits
+	// Reuse is the most idle sandboxes kept to serve later calls, one
+	// call at a time (see pool.go for what a call then gets); 0 gives
+	// every call a sandbox of its own.
+	Reuse int
 }
 
 // Sandbox runs children inside bubblewrap. Build it with NewSandbox; it is
@@ -170,6 +175,10 @@ type Sandbox struct {
 	// the sandbox when the daemon may not set them on a process of
 	// another user (no CAP_SYS_RESOURCE); "" when the daemon sets them.
 	prlimit string
+	// pool serves calls from reusable sandboxes; nil when
+	// SandboxOptions.Reuse is 0 or they cannot run here (poolErr).
+	pool    *pool
+	poolErr error
 }
 
 type hidden struct {
@@ -254,7 +263,57 @@ func NewSandbox(opts SandboxOptions) (*Sandbox, error) {
 		}
 		return nil, fmt.Errorf("%w: %s cannot set up a sandbox on this host: %s (the kernel must allow user namespaces: sysctl user.max_user_namespaces > 0 and, on Debian/Ubuntu, kernel.unprivileged_userns_clone=1 or an AppArmor profile for bwrap); or run without a sandbox explicitly (--sandbox=off)", ErrSandbox, bw, msg)
 	}
+	if opts.Reuse > 0 {
+		s.pool, s.poolErr = newPool(s, opts.Reuse)
+		if s.poolErr == nil {
+			// The same probe through a reusable sandbox, which stays
+			// for the first calls: where the worker cannot run,
+			// every call gets a sandbox of its own, and Pool says why.
+			err := s.pool.warm(Grant{})
+			if err == nil {
+				var o Outcome
+				o, err = Run(context.Background(), Spec{Argv: []string{"/bin/true"}, Dir: "/", Env: SandboxEnv(), Sandbox: s, Timeout: 30 * time.Second})
+				if err == nil && (o.ExitCode != 0 || s.pool.snapshot().Served != 1) {
+					err = fmt.Errorf("/bin/true exited %d: %s", o.ExitCode, bytes.TrimSpace(o.Stderr))
+				}
+			}
+			if err != nil {
+				s.pool.close()
+				s.pool, s.poolErr = nil, err
+			}
+		}
+	}
 	return s, nil
+}
+
+// Warm starts a reusable sandbox for g and keeps it idle, so that the
+// next call with g need not get a sandbox of its own. It does nothing
+// without reusable sandboxes.
+func (s *Sandbox) Warm(g Grant) error {
+	if s.pool == nil {
+		return nil
+	}
+	if err := s.CheckGrant(g); err != nil {
+		return err
+	}
+	return s.pool.warm(g)
+}
+
+// Close ends the idle reusable sandboxes. Calls running go on; later
+// calls get a sandbox of their own.
+func (s *Sandbox) Close() {
+	if s.pool != nil {
+		s.pool.close()
+	}
+}
+
+// Pool reports the reusable sandboxes: ok is false when there are none
+// (Reuse 0, or err says why they cannot run here).
+func (s *Sandbox) Pool() (st PoolStats, ok bool, err error) {
+	if s.pool == nil {
+		return PoolStats{}, false, s.poolErr
+	}
+	return s.pool.snapshot(), true, nil
 }
 
 // hasCapSysResource reports whether this process may set the rlimits of a
@@ -348,19 +407,23 @@ func (s *Sandbox) uncovers(p string) (string, bool) {
 	return "", false
 }
 
-// args returns the bwrap arguments for one child, up to and including
-// "--". statusFD and blockFD are the child's descriptor numbers of the
-// status pipe (bwrap writes) and the block pipe (bwrap waits on it).
-func (s *Sandbox) args(g Grant, dir string, statusFD, blockFD int) []string {
+// mountArgs returns the bwrap arguments every sandbox gets: namespaces,
+// the read-only root, the private /tmp, /var/tmp and /dev/shm, the grant
+// and the covers of hidden paths. shown is a working directory under /tmp
+// or /var/tmp to show read-only, or "".
+func (s *Sandbox) mountArgs(g Grant, shown string) []string {
+	tmp := strconv.FormatInt(s.limits.MaxTmp, 10)
 	a := []string{
 		"--die-with-parent", "--new-session",
 		"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
 		"--disable-userns", "--cap-drop", "ALL",
 		"--ro-bind", "/", "/",
 		"--dev", "/dev",
+		"--size", tmp, "--tmpfs", "/dev/shm",
+		"--mqueue", "/dev/mqueue",
 		"--proc", "/proc",
-		"--size", strconv.FormatInt(s.limits.MaxTmp, 10), "--tmpfs", SandboxTmp,
-		"--size", strconv.FormatInt(s.limits.MaxTmp, 10), "--tmpfs", "/var/tmp",
+		"--size", tmp, "--tmpfs", SandboxTmp,
+		"--size", tmp, "--tmpfs", "/var/tmp",
 	}
 	if !g.Network {
 		a = append(a, "--unshare-net", "--tmpfs", "/run")
@@ -368,11 +431,12 @@ func (s *Sandbox) args(g Grant, dir string, statusFD, blockFD int) []string {
 	// A working directory under the private /tmp or /var/tmp (a checkout
 	// in /tmp) is shown read-only, and only it: the rest of the host's
 	// /tmp stays out of sight. What is hidden inside it is covered below.
-	if dir != "" && (within(dir, SandboxTmp) || within(dir, "/var/tmp")) {
-		a = append(a, "--ro-bind", dir, dir)
+	if shown != "" {
+		a = append(a, "--ro-bind", shown, shown)
 	}
 	// Hidden paths first, then what is shown or granted inside them, then
-	// the covers are made read-only.
+	// the covers are made read-only, and so are /dev and /run: a call
+	// writes only in its grant and in the scratch directories.
 	for _, h := range s.hide {
 		if h.dir {
 			a = append(a, "--tmpfs", h.path)
@@ -391,6 +455,30 @@ func (s *Sandbox) args(g Grant, dir string, statusFD, blockFD int) []string {
 			a = append(a, "--remount-ro", h.path)
 		}
 	}
+	a = append(a, "--remount-ro", "/dev")
+	if !g.Network {
+		a = append(a, "--remount-ro", "/run")
+	}
+	return a
+}
+
+// inScratch reports whether dir is under /tmp or /var/tmp, which are
+// private in a sandbox: such a working directory must be shown to the
+// call (mountArgs' shown).
+func inScratch(dir string) bool {
+	return within(dir, SandboxTmp) || within(dir, "/var/tmp")
+}
+
+// args returns the bwrap arguments for one child in a sandbox of its own,
+// up to and including "--". statusFD and blockFD are the child's
+// descriptor numbers of the status pipe (bwrap writes) and the block pipe
+// (bwrap waits on it).
+func (s *Sandbox) args(g Grant, dir string, statusFD, blockFD int) []string {
+	shown := ""
+	if dir != "" && inScratch(dir) {
+		shown = dir
+	}
+	a := s.mountArgs(g, shown)
 	if dir != "" {
 		a = append(a, "--chdir", dir)
 	}

@@ -32,6 +32,14 @@ func bash(t *testing.T, sb *proc.Sandbox, g proc.Grant, script string) proc.Outc
 	})
 }
 
+// eachReuse runs f with a sandbox of its own per call (reuse 0) and with
+// reusable sandboxes (reuse 4): both must give a call the same boundary.
+func eachReuse(t *testing.T, f func(t *testing.T, reuse int)) {
+	for _, reuse := range []int{0, 4} {
+		t.Run(fmt.Sprintf("reuse=%d", reuse), func(t *testing.T) { f(t, reuse) })
+	}
+}
+
 func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
@@ -49,128 +57,145 @@ func worldDir(t *testing.T) string {
 }
 
 func TestSandboxRunsAndReportsTheExitCode(t *testing.T) {
-	sb := proctest.NewSandbox(t, proc.SandboxOptions{})
-	out := bash(t, sb, proc.Grant{}, `echo hello; echo oops >&2; exit 7`)
-	if string(out.Stdout) != "hello\n" || string(out.Stderr) != "oops\n" || out.ExitCode != 7 {
-		t.Errorf("got stdout %q stderr %q exit %d; want hello, oops, 7", out.Stdout, out.Stderr, out.ExitCode)
-	}
-	out = bash(t, sb, proc.Grant{}, `kill -SEGV $$`)
-	if out.ExitCode != 128+int(syscall.SIGSEGV) {
-		t.Errorf("a command killed by SIGSEGV: exit %d; want %d", out.ExitCode, 128+int(syscall.SIGSEGV))
-	}
+	eachReuse(t, func(t *testing.T, reuse int) {
+		sb := proctest.NewSandbox(t, proc.SandboxOptions{Reuse: reuse})
+		out := bash(t, sb, proc.Grant{}, `echo hello; echo oops >&2; exit 7`)
+		if string(out.Stdout) != "hello\n" || string(out.Stderr) != "oops\n" || out.ExitCode != 7 {
+			t.Errorf("got stdout %q stderr %q exit %d; want hello, oops, 7", out.Stdout, out.Stderr, out.ExitCode)
+		}
+		out = bash(t, sb, proc.Grant{}, `kill -SEGV $$`)
+		if out.ExitCode != 128+int(syscall.SIGSEGV) {
+			t.Errorf("a command killed by SIGSEGV: exit %d; want %d", out.ExitCode, 128+int(syscall.SIGSEGV))
+		}
+	})
 }
 
 func TestSandboxFilesystemIsReadOnlyOutsideTheGrant(t *testing.T) {
-	sb := proctest.NewSandbox(t, proc.SandboxOptions{})
-	dir, granted := proctest.HostDir(t), proctest.HostDir(t)
-	script := fmt.Sprintf(`touch %s/outside; touch %s/inside && echo wrote`, dir, granted)
+	eachReuse(t, func(t *testing.T, reuse int) {
+		sb := proctest.NewSandbox(t, proc.SandboxOptions{Reuse: reuse})
+		dir, granted := proctest.HostDir(t), proctest.HostDir(t)
+		script := fmt.Sprintf(`touch %s/outside; touch %s/inside && echo wrote`, dir, granted)
 
-	out := bash(t, sb, proc.Grant{}, script)
-	if _, err := os.Stat(filepath.Join(dir, "outside")); err == nil {
-		t.Errorf("read-only grant: a file was created outside the grant")
-	}
-	if _, err := os.Stat(filepath.Join(granted, "inside")); err == nil {
-		t.Errorf("read-only grant: a file was created in a directory that was not granted")
-	}
-	if !strings.Contains(string(out.Stderr), "Read-only file system") {
-		t.Errorf("stderr = %q; want the kernel's Read-only file system", out.Stderr)
-	}
+		out := bash(t, sb, proc.Grant{}, script)
+		if _, err := os.Stat(filepath.Join(dir, "outside")); err == nil {
+			t.Errorf("read-only grant: a file was created outside the grant")
+		}
+		if _, err := os.Stat(filepath.Join(granted, "inside")); err == nil {
+			t.Errorf("read-only grant: a file was created in a directory that was not granted")
+		}
+		if !strings.Contains(string(out.Stderr), "Read-only file system") {
+			t.Errorf("stderr = %q; want the kernel's Read-only file system", out.Stderr)
+		}
 
-	out = bash(t, sb, proc.Grant{Write: []string{granted}}, script)
-	if _, err := os.Stat(filepath.Join(granted, "inside")); err != nil {
-		t.Errorf("write grant: %v (stdout %q stderr %q)", err, out.Stdout, out.Stderr)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "outside")); err == nil {
-		t.Errorf("write grant of one directory let the call write another")
-	}
+		out = bash(t, sb, proc.Grant{Write: []string{granted}}, script)
+		if _, err := os.Stat(filepath.Join(granted, "inside")); err != nil {
+			t.Errorf("write grant: %v (stdout %q stderr %q)", err, out.Stdout, out.Stderr)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "outside")); err == nil {
+			t.Errorf("write grant of one directory let the call write another")
+		}
+	})
 }
 
 func TestSandboxTmpIsPrivateAndGone(t *testing.T) {
-	sb := proctest.NewSandbox(t, proc.SandboxOptions{})
-	marker := "toolagent-tmp-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	out := bash(t, sb, proc.Grant{}, `echo x > /tmp/`+marker+` && ls -A /tmp && echo "HOME=$HOME"`)
-	if got := string(out.Stdout); got != marker+"\nHOME=/tmp\n" {
-		t.Errorf("first call: stdout %q stderr %q; want only its own file in /tmp and HOME=/tmp", got, out.Stderr)
-	}
-	if _, err := os.Stat(filepath.Join(os.TempDir(), marker)); err == nil {
-		t.Errorf("the sandbox's /tmp file appeared in the host's /tmp")
-	}
-	out = bash(t, sb, proc.Grant{}, `ls -A /tmp /var/tmp`)
-	if strings.Contains(string(out.Stdout), marker) {
-		t.Errorf("second call sees the first call's /tmp: %q", out.Stdout)
-	}
+	eachReuse(t, func(t *testing.T, reuse int) {
+		sb := proctest.NewSandbox(t, proc.SandboxOptions{Reuse: reuse})
+		marker := "toolagent-tmp-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+		out := bash(t, sb, proc.Grant{}, `echo x > /tmp/`+marker+` && ls -A /tmp && echo "HOME=$HOME"`)
+		if got := string(out.Stdout); got != marker+"\nHOME=/tmp\n" {
+			t.Errorf("first call: stdout %q stderr %q; want only its own file in /tmp and HOME=/tmp", got, out.Stderr)
+		}
+		if _, err := os.Stat(filepath.Join(os.TempDir(), marker)); err == nil {
+			t.Errorf("the sandbox's /tmp file appeared in the host's /tmp")
+		}
+		out = bash(t, sb, proc.Grant{}, `ls -A /tmp /var/tmp`)
+		if strings.Contains(string(out.Stdout), marker) {
+			t.Errorf("second call sees the first call's /tmp: %q", out.Stdout)
+		}
+	})
 }
 
 func TestSandboxHidesSecrets(t *testing.T) {
-	// Not under /tmp: the sandbox's /tmp is private anyway, so a secret
-	// there would be hidden without Hide doing anything.
-	base2 := proctest.HostDir(t)
-	secretDir := filepath.Join(base2, "state")
-	secretFile := filepath.Join(base2, "token")
-	must(t, os.MkdirAll(secretDir, 0o700))
-	must(t, os.WriteFile(filepath.Join(secretDir, "approvals.json"), []byte("SECRET-IN-STATE"), 0o600))
-	must(t, os.WriteFile(secretFile, []byte("SECRET-TOKEN"), 0o600))
-	must(t, os.WriteFile(filepath.Join(base2, "visible"), []byte("visible"), 0o644))
-	sb := proctest.NewSandbox(t, proc.SandboxOptions{Hide: []string{secretDir, secretFile}})
+	eachReuse(t, func(t *testing.T, reuse int) {
+		// Not under /tmp: the sandbox's /tmp is private anyway, so a secret
+		// there would be hidden without Hide doing anything.
+		base2 := proctest.HostDir(t)
+		secretDir := filepath.Join(base2, "state")
+		secretFile := filepath.Join(base2, "token")
+		must(t, os.MkdirAll(secretDir, 0o700))
+		must(t, os.WriteFile(filepath.Join(secretDir, "approvals.json"), []byte("SECRET-IN-STATE"), 0o600))
+		must(t, os.WriteFile(secretFile, []byte("SECRET-TOKEN"), 0o600))
+		must(t, os.WriteFile(filepath.Join(base2, "visible"), []byte("visible"), 0o644))
+		sb := proctest.NewSandbox(t, proc.SandboxOptions{Reuse: reuse, Hide: []string{secretDir, secretFile}})
 
-	out := bash(t, sb, proc.Grant{}, fmt.Sprintf(`cat %[1]s/visible; echo; cat %[1]s/token; ls -A %[1]s/state; cat %[1]s/state/approvals.json; grep -r SECRET %[1]s`, base2))
-	if strings.Contains(string(out.Stdout), "SECRET") {
-		t.Errorf("a hidden secret was readable: %q", out.Stdout)
-	}
-	if !strings.HasPrefix(string(out.Stdout), "visible") {
-		t.Errorf("stdout = %q; want the file that is not hidden to stay readable", out.Stdout)
-	}
-	// A write grant may not uncover a hidden path.
-	if err := sb.CheckGrant(proc.Grant{Write: []string{base2}}); err == nil {
-		t.Errorf("CheckGrant(write %s) = nil; want a refusal: it contains hidden paths", base2)
-	}
+		out := bash(t, sb, proc.Grant{}, fmt.Sprintf(`cat %[1]s/visible; echo; cat %[1]s/token; ls -A %[1]s/state; cat %[1]s/state/approvals.json; grep -r SECRET %[1]s`, base2))
+		if strings.Contains(string(out.Stdout), "SECRET") {
+			t.Errorf("a hidden secret was readable: %q", out.Stdout)
+		}
+		if !strings.HasPrefix(string(out.Stdout), "visible") {
+			t.Errorf("stdout = %q; want the file that is not hidden to stay readable", out.Stdout)
+		}
+		// A write grant may not uncover a hidden path.
+		if err := sb.CheckGrant(proc.Grant{Write: []string{base2}}); err == nil {
+			t.Errorf("CheckGrant(write %s) = nil; want a refusal: it contains hidden paths", base2)
+		}
+	})
 }
 
 func TestSandboxSeesNoDaemon(t *testing.T) {
-	t.Setenv("TOOLAGENT_TEST_SECRET", "SECRET-IN-ENV")
-	sb := proctest.NewSandbox(t, proc.SandboxOptions{})
-	out := bash(t, sb, proc.Grant{}, fmt.Sprintf(`echo "ppid=$PPID"; ls /proc | grep -c '^[0-9]'; cat /proc/%d/environ; tr '\0' '\n' < /proc/$PPID/environ; cat /proc/1/environ`, os.Getpid()))
-	if bytes.Contains(out.Stdout, []byte("SECRET-IN-ENV")) || bytes.Contains(out.Stderr, []byte("SECRET-IN-ENV")) {
-		t.Fatalf("the daemon's environment reached the sandbox: %q", out.Stdout)
-	}
-	lines := strings.Split(string(out.Stdout), "\n")
-	if n, err := strconv.Atoi(lines[1]); err != nil || n > 4 {
-		t.Errorf("the sandbox's /proc shows %q processes; want only its own few (stdout %q)", lines[1], out.Stdout)
-	}
+	eachReuse(t, func(t *testing.T, reuse int) {
+		t.Setenv("TOOLAGENT_TEST_SECRET", "SECRET-IN-ENV")
+		sb := proctest.NewSandbox(t, proc.SandboxOptions{Reuse: reuse})
+		out := bash(t, sb, proc.Grant{}, fmt.Sprintf(`echo "ppid=$PPID"; ls /proc | grep -c '^[0-9]'; cat /proc/%d/environ; tr '\0' '\n' < /proc/$PPID/environ; cat /proc/1/environ`, os.Getpid()))
+		if bytes.Contains(out.Stdout, []byte("SECRET-IN-ENV")) || bytes.Contains(out.Stderr, []byte("SECRET-IN-ENV")) {
+			t.Fatalf("the daemon's environment reached the sandbox: %q", out.Stdout)
+		}
+		lines := strings.Split(string(out.Stdout), "\n")
+		// bwrap's init, bash, ls and grep; and the worker when reused.
+		limit := 4
+		if reuse > 0 {
+			limit = 5
+		}
+		if n, err := strconv.Atoi(lines[1]); err != nil || n > limit {
+			t.Errorf("the sandbox's /proc shows %q processes; want only its own few (stdout %q)", lines[1], out.Stdout)
+		}
+	})
 }
 
 func TestSandboxNetwork(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Write([]byte("reached\n"))
-			c.Close()
+	eachReuse(t, func(t *testing.T, reuse int) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
 		}
-	}()
-	port := ln.Addr().(*net.TCPAddr).Port
-	sb := proctest.NewSandbox(t, proc.SandboxOptions{})
-	script := fmt.Sprintf(`exec 3<>/dev/tcp/127.0.0.1/%d && cat <&3`, port)
+		defer ln.Close()
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				c.Write([]byte("reached\n"))
+				c.Close()
+			}
+		}()
+		port := ln.Addr().(*net.TCPAddr).Port
+		sb := proctest.NewSandbox(t, proc.SandboxOptions{Reuse: reuse})
+		script := fmt.Sprintf(`exec 3<>/dev/tcp/127.0.0.1/%d && cat <&3`, port)
 
-	out := bash(t, sb, proc.Grant{}, script)
-	if strings.Contains(string(out.Stdout), "reached") || out.ExitCode == 0 {
-		t.Errorf("no network grant: the call reached the host's loopback (exit %d, %q)", out.ExitCode, out.Stdout)
-	}
-	out = bash(t, sb, proc.Grant{}, `ls /run | head -3`)
-	if len(bytes.TrimSpace(out.Stdout)) != 0 {
-		t.Errorf("no network grant: /run (host service sockets) is visible: %q", out.Stdout)
-	}
-	out = bash(t, sb, proc.Grant{Network: true}, script)
-	if string(out.Stdout) != "reached\n" {
-		t.Errorf("network grant: stdout %q stderr %q exit %d; want the listener's line", out.Stdout, out.Stderr, out.ExitCode)
-	}
+		out := bash(t, sb, proc.Grant{}, script)
+		if strings.Contains(string(out.Stdout), "reached") || out.ExitCode == 0 {
+			t.Errorf("no network grant: the call reached the host's loopback (exit %d, %q)", out.ExitCode, out.Stdout)
+		}
+		out = bash(t, sb, proc.Grant{}, `ls /run | head -3`)
+		if len(bytes.TrimSpace(out.Stdout)) != 0 {
+			t.Errorf("no network grant: /run (host service sockets) is visible: %q", out.Stdout)
+		}
+		out = bash(t, sb, proc.Grant{Network: true}, script)
+		if string(out.Stdout) != "reached\n" {
+			t.Errorf("network grant: stdout %q stderr %q exit %d; want the listener's line", out.Stdout, out.Stderr, out.ExitCode)
+		}
+	})
 }
 
 // waitNoneMarked waits until no process carries marker, failing after d.
@@ -190,92 +215,113 @@ func waitNoneMarked(t *testing.T, marker string, d time.Duration) {
 }
 
 func TestSandboxNothingOutlivesTheCall(t *testing.T) {
-	sb := proctest.NewSandbox(t, proc.SandboxOptions{})
-	marker := "toolagent-escape-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	// Each escape names the marker in its own argv, so it can be counted.
-	// The script waits (bounded) until all four escapees run, and says
-	// how many it saw, so the test knows they started.
-	script := fmt.Sprintf(`
-setsid -f bash -c 'exec -a %[1]s-setsid sleep 1000'
-( ( exec -a %[1]s-double sleep 1000 ) & ) &
-perl -e 'setpgrp(0,0); exec {"sleep"} "%[1]s-setpgrp", "1000"' &
-nohup bash -c 'exec -a %[1]s-nohup sleep 1000' >/dev/null 2>&1 &
-disown -a
-for i in $(seq 200); do [ "$(pgrep -fc ^%[1]s)" -ge 4 ] && break; sleep 0.05; done
-echo "running $(pgrep -fc ^%[1]s)"`, marker)
-	out := bash(t, sb, proc.Grant{}, script)
-	if !strings.Contains(string(out.Stdout), "running 4") {
-		t.Fatalf("the escapees did not all start: stdout %q stderr %q", out.Stdout, out.Stderr)
-	}
-	waitNoneMarked(t, marker, 30*time.Second)
+	eachReuse(t, func(t *testing.T, reuse int) {
+		sb := proctest.NewSandbox(t, proc.SandboxOptions{Reuse: reuse})
+		marker := "toolagent-escape-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+		// Each escape names the marker in its own argv, so it can be counted.
+		// The script waits (bounded) until all four escapees run, and says
+		// how many it saw, so the test knows they started.
+		script := fmt.Sprintf(`
+	setsid -f bash -c 'exec -a %[1]s-setsid sleep 1000'
+	( ( exec -a %[1]s-double sleep 1000 ) & ) &
+	perl -e 'setpgrp(0,0); exec {"sleep"} "%[1]s-setpgrp", "1000"' &
+	nohup bash -c 'exec -a %[1]s-nohup sleep 1000' >/dev/null 2>&1 &
+	disown -a
+	for i in $(seq 200); do [ "$(pgrep -fc ^%[1]s)" -ge 4 ] && break; sleep 0.05; done
+	echo "running $(pgrep -fc ^%[1]s)"`, marker)
+		out := bash(t, sb, proc.Grant{}, script)
+		if !strings.Contains(string(out.Stdout), "running 4") {
+			t.Fatalf("the escapees did not all start: stdout %q stderr %q", out.Stdout, out.Stderr)
+		}
+		waitNoneMarked(t, marker, 30*time.Second)
 
-	// The same at a timeout: the call is killed while its escapees run.
-	s := proc.Spec{
-		Argv:    []string{"/bin/bash", "-c", fmt.Sprintf(`setsid -f bash -c 'exec -a %[1]s-t sleep 1000'; ( (exec -a %[1]s-t2 sleep 1000) & ) & echo ready; sleep 1000`, marker)},
-		Env:     proc.SandboxEnv(),
-		Timeout: 2 * time.Second,
-		Sandbox: sb,
-	}
-	o := mustRun(t, t.Context(), s)
-	if !o.TimedOut {
-		t.Errorf("want a timeout, got %+v", o)
-	}
-	waitNoneMarked(t, marker, 30*time.Second)
+		// The same at a timeout: the call is killed while its escapees run.
+		s := proc.Spec{
+			Argv:    []string{"/bin/bash", "-c", fmt.Sprintf(`setsid -f bash -c 'exec -a %[1]s-t sleep 1000'; ( (exec -a %[1]s-t2 sleep 1000) & ) & echo ready; sleep 1000`, marker)},
+			Env:     proc.SandboxEnv(),
+			Timeout: 2 * time.Second,
+			Sandbox: sb,
+		}
+		o := mustRun(t, t.Context(), s)
+		if !o.TimedOut {
+			t.Errorf("want a timeout, got %+v", o)
+		}
+		waitNoneMarked(t, marker, 30*time.Second)
+	})
 }
 
 func TestSandboxLimits(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("needs root to run the sandbox as another user (RLIMIT_NPROC does not bind uid 0)")
-	}
-	nobody := &syscall.Credential{Uid: 65534, Gid: 65534}
-	sb := proctest.NewSandbox(t, proc.SandboxOptions{User: nobody, Limits: proc.Limits{MaxProcs: 16, MaxMemory: 256 << 20}})
-	dir := worldDir(t)
+	eachReuse(t, func(t *testing.T, reuse int) {
+		if os.Getuid() != 0 {
+			t.Skip("needs root to run the sandbox as another user (RLIMIT_NPROC does not bind uid 0)")
+		}
+		nobody := &syscall.Credential{Uid: 65534, Gid: 65534}
+		sb := proctest.NewSandbox(t, proc.SandboxOptions{Reuse: reuse, User: nobody, Limits: proc.Limits{MaxProcs: 16, MaxMemory: 256 << 20}})
+		dir := worldDir(t)
 
-	// Process count: dash reports a failed fork at once (bash retries).
-	o := mustRun(t, t.Context(), proc.Spec{
-		Argv: []string{"/bin/sh", "-c", `i=0; while [ $i -lt 64 ]; do sleep 30 & i=$((i+1)); done; echo spawned`},
-		Env:  proc.SandboxEnv(), Timeout: 60 * time.Second, Sandbox: sb, Dir: dir,
-	})
-	if o.ExitCode == 0 || !strings.Contains(string(o.Stderr), "fork") {
-		t.Errorf("64 background processes with max_procs 16: exit %d, stderr %q; want a fork failure", o.ExitCode, o.Stderr)
-	}
+		// Process count: dash reports a failed fork at once (bash retries).
+		o := mustRun(t, t.Context(), proc.Spec{
+			Argv: []string{"/bin/sh", "-c", `i=0; while [ $i -lt 64 ]; do sleep 30 & i=$((i+1)); done; echo spawned`},
+			Env:  proc.SandboxEnv(), Timeout: 60 * time.Second, Sandbox: sb, Dir: dir,
+		})
+		if o.ExitCode == 0 || !strings.Contains(string(o.Stderr), "fork") {
+			t.Errorf("64 background processes with max_procs 16: exit %d, stderr %q; want a fork failure", o.ExitCode, o.Stderr)
+		}
 
-	// Memory: dd allocates its block before it reads.
-	o = mustRun(t, t.Context(), proc.Spec{
-		Argv: []string{"dd", "if=/dev/zero", "of=/dev/null", "bs=512M", "count=1"},
-		Env:  proc.SandboxEnv(), Timeout: 60 * time.Second, Sandbox: sb,
-	})
-	if o.ExitCode == 0 || !strings.Contains(string(o.Stderr), "memory") {
-		t.Errorf("a 512 MiB buffer with max_memory 256 MiB: exit %d, stderr %q; want dd's memory exhausted", o.ExitCode, o.Stderr)
-	}
+		// Memory: dd allocates its block before it reads.
+		o = mustRun(t, t.Context(), proc.Spec{
+			Argv: []string{"dd", "if=/dev/zero", "of=/dev/null", "bs=512M", "count=1"},
+			Env:  proc.SandboxEnv(), Timeout: 60 * time.Second, Sandbox: sb,
+		})
+		if o.ExitCode == 0 || !strings.Contains(string(o.Stderr), "memory") {
+			t.Errorf("a 512 MiB buffer with max_memory 256 MiB: exit %d, stderr %q; want dd's memory exhausted", o.ExitCode, o.Stderr)
+		}
 
-	// The user: the sandbox cannot read a root-only file.
-	secret := filepath.Join(dir, "root-only")
-	must(t, os.WriteFile(secret, []byte("SECRET"), 0o600))
-	o = mustRun(t, t.Context(), proc.Spec{
-		Argv: []string{"/bin/cat", secret}, Env: proc.SandboxEnv(), Timeout: 30 * time.Second, Sandbox: sb,
+		// Every call has the limits: with a limit below what the Go
+		// runtime of a reused sandbox's worker needs, it sets the
+		// address space on each call; with the default one, the worker
+		// carries it, and the call inherits it.
+		for _, mem := range []int64{256 << 20, proc.DefaultMaxMemory} {
+			sb := proctest.NewSandbox(t, proc.SandboxOptions{Reuse: reuse, User: nobody, Limits: proc.Limits{MaxProcs: 16, MaxMemory: mem}})
+			o := mustRun(t, t.Context(), proc.Spec{
+				Argv: []string{"/bin/bash", "-c", `ulimit -v; ulimit -u; ulimit -n`},
+				Env:  proc.SandboxEnv(), Timeout: 60 * time.Second, Sandbox: sb, Dir: "/",
+			})
+			if want := fmt.Sprintf("%d\n16\n%d\n", mem>>10, proc.DefaultMaxOpenFiles); string(o.Stdout) != want {
+				t.Errorf("max_memory %d: ulimit -v, -u, -n say %q (stderr %q); want %q", mem, o.Stdout, o.Stderr, want)
+			}
+		}
+
+		// The user: the sandbox cannot read a root-only file.
+		secret := filepath.Join(dir, "root-only")
+		must(t, os.WriteFile(secret, []byte("SECRET"), 0o600))
+		o = mustRun(t, t.Context(), proc.Spec{
+			Argv: []string{"/bin/cat", secret}, Env: proc.SandboxEnv(), Timeout: 30 * time.Second, Sandbox: sb,
+		})
+		if bytes.Contains(o.Stdout, []byte("SECRET")) || o.ExitCode == 0 {
+			t.Errorf("sandbox user read a 0600 root file: exit %d %q", o.ExitCode, o.Stdout)
+		}
 	})
-	if bytes.Contains(o.Stdout, []byte("SECRET")) || o.ExitCode == 0 {
-		t.Errorf("sandbox user read a 0600 root file: exit %d %q", o.ExitCode, o.Stdout)
-	}
 }
 
 func TestSandboxSetupFailureIsAStartError(t *testing.T) {
-	sb := proctest.NewSandbox(t, proc.SandboxOptions{})
-	_, err := proc.Run(t.Context(), proc.Spec{
-		Argv: []string{"/bin/true"}, Env: proc.SandboxEnv(), Timeout: 30 * time.Second, Sandbox: sb,
-		Grant: proc.Grant{Write: []string{"/nonexistent/toolagent"}},
+	eachReuse(t, func(t *testing.T, reuse int) {
+		sb := proctest.NewSandbox(t, proc.SandboxOptions{Reuse: reuse})
+		_, err := proc.Run(t.Context(), proc.Spec{
+			Argv: []string{"/bin/true"}, Env: proc.SandboxEnv(), Timeout: 30 * time.Second, Sandbox: sb,
+			Grant: proc.Grant{Write: []string{"/nonexistent/toolagent"}},
+		})
+		if !errors.Is(err, proc.ErrSandbox) {
+			t.Errorf("a grant of a missing path: err = %v; want ErrSandbox", err)
+		}
+		_, err = proc.Run(t.Context(), proc.Spec{
+			Argv: []string{"/bin/true"}, Env: proc.SandboxEnv(), Timeout: 30 * time.Second, Sandbox: sb,
+			Dir: "/proc/self/fd/0/nonexistent-dir-x",
+		})
+		if err == nil {
+			t.Errorf("a missing working directory: err = nil; want a start error")
+		}
 	})
-	if !errors.Is(err, proc.ErrSandbox) {
-		t.Errorf("a grant of a missing path: err = %v; want ErrSandbox", err)
-	}
-	_, err = proc.Run(t.Context(), proc.Spec{
-		Argv: []string{"/bin/true"}, Env: proc.SandboxEnv(), Timeout: 30 * time.Second, Sandbox: sb,
-		Dir: "/proc/self/fd/0/nonexistent-dir-x",
-	})
-	if err == nil {
-		t.Errorf("a missing working directory: err = nil; want a start error")
-	}
 }
 
 func TestNewSandboxWithoutBubblewrap(t *testing.T) {
@@ -309,31 +355,33 @@ func TestLimitsString(t *testing.T) {
 // hidden path inside it stays hidden, and the rest of the host's /tmp is
 // out of sight. With no Dir, the daemon's own working directory counts.
 func TestSandboxShowsAWorkingDirectoryInTmp(t *testing.T) {
-	work, other := t.TempDir(), t.TempDir()
-	must(t, os.WriteFile(filepath.Join(work, "README"), []byte("checkout"), 0o644))
-	must(t, os.MkdirAll(filepath.Join(work, "state"), 0o700))
-	must(t, os.WriteFile(filepath.Join(work, "state", "secret"), []byte("SECRET"), 0o600))
-	must(t, os.WriteFile(filepath.Join(other, "neighbour"), []byte("NEIGHBOUR"), 0o644))
-	sb := proctest.NewSandbox(t, proc.SandboxOptions{Hide: []string{filepath.Join(work, "state")}})
-	script := fmt.Sprintf(`cat README; cat state/secret; cat %s/neighbour; touch written`, other)
-	for _, tc := range []struct {
-		name string
-		dir  string
-	}{{"Dir", work}, {"the daemon's own", ""}} {
-		t.Run(tc.name, func(t *testing.T) {
-			if tc.dir == "" {
-				t.Chdir(work)
-			}
-			o := mustRun(t, t.Context(), proc.Spec{Argv: []string{"/bin/bash", "-c", script}, Dir: tc.dir, Env: proc.SandboxEnv(), Timeout: 30 * time.Second, Sandbox: sb})
-			if !strings.HasPrefix(string(o.Stdout), "checkout") {
-				t.Errorf("stdout %q stderr %q; want the working directory's file", o.Stdout, o.Stderr)
-			}
-			if strings.Contains(string(o.Stdout), "SECRET") || strings.Contains(string(o.Stdout), "NEIGHBOUR") {
-				t.Errorf("stdout %q: a hidden file or another /tmp directory was visible", o.Stdout)
-			}
-			if _, err := os.Stat(filepath.Join(work, "written")); err == nil {
-				t.Errorf("the working directory in /tmp was writable")
-			}
-		})
-	}
+	eachReuse(t, func(t *testing.T, reuse int) {
+		work, other := t.TempDir(), t.TempDir()
+		must(t, os.WriteFile(filepath.Join(work, "README"), []byte("checkout"), 0o644))
+		must(t, os.MkdirAll(filepath.Join(work, "state"), 0o700))
+		must(t, os.WriteFile(filepath.Join(work, "state", "secret"), []byte("SECRET"), 0o600))
+		must(t, os.WriteFile(filepath.Join(other, "neighbour"), []byte("NEIGHBOUR"), 0o644))
+		sb := proctest.NewSandbox(t, proc.SandboxOptions{Reuse: reuse, Hide: []string{filepath.Join(work, "state")}})
+		script := fmt.Sprintf(`cat README; cat state/secret; cat %s/neighbour; touch written`, other)
+		for _, tc := range []struct {
+			name string
+			dir  string
+		}{{"Dir", work}, {"the daemon's own", ""}} {
+			t.Run(tc.name, func(t *testing.T) {
+				if tc.dir == "" {
+					t.Chdir(work)
+				}
+				o := mustRun(t, t.Context(), proc.Spec{Argv: []string{"/bin/bash", "-c", script}, Dir: tc.dir, Env: proc.SandboxEnv(), Timeout: 30 * time.Second, Sandbox: sb})
+				if !strings.HasPrefix(string(o.Stdout), "checkout") {
+					t.Errorf("stdout %q stderr %q; want the working directory's file", o.Stdout, o.Stderr)
+				}
+				if strings.Contains(string(o.Stdout), "SECRET") || strings.Contains(string(o.Stdout), "NEIGHBOUR") {
+					t.Errorf("stdout %q: a hidden file or another /tmp directory was visible", o.Stdout)
+				}
+				if _, err := os.Stat(filepath.Join(work, "written")); err == nil {
+					t.Errorf("the working directory in /tmp was writable")
+				}
+			})
+		}
+	})
 }

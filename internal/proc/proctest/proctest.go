@@ -38,6 +38,7 @@ func NewSandbox(t testing.TB, opts proc.SandboxOptions) *proc.Sandbox {
 	if err != nil {
 		t.Fatalf("NewSandbox: %v", err)
 	}
+	t.Cleanup(sb.Close)
 	return sb
 }
 
