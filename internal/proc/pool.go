@@ -91,6 +91,7 @@ type worker struct {
 	key    string
 	bwrap  *exec.Cmd
 	conn   *net.UnixConn
+	in     *frameReader
 	gone   chan struct{} // closed once bwrap has exited
 	stderr *bytes.Buffer // bwrap's and the worker's own messages; read after gone
 	idleAt time.Time
@@ -259,7 +260,8 @@ func (p *pool) start(ctx context.Context, g Grant, key string) (*worker, error) 
 		theirs.Close()
 		return nil, fmt.Errorf("%w: socket: %v", ErrSandbox, err)
 	}
-	w := &worker{key: key, conn: c.(*net.UnixConn), gone: make(chan struct{}), stderr: new(bytes.Buffer)}
+	conn := c.(*net.UnixConn)
+	w := &worker{key: key, conn: conn, in: &frameReader{conn: conn}, gone: make(chan struct{}), stderr: new(bytes.Buffer)}
 	args := append(p.s.mountArgs(g, ""), "--chdir", "/", "--",
 		fmt.Sprintf("/proc/self/fd/%d", workerExe), workerArg, p.pidns)
 	cmd := exec.Command(p.s.bwrap, append(args, workerLimitArgs(p.s.limits)...)...)
@@ -286,7 +288,7 @@ func (p *pool) start(ctx context.Context, g Grant, key string) (*worker, error) 
 	go func() {
 		var r workerReply
 		_ = w.conn.SetReadDeadline(time.Now().Add(poolStart))
-		_, err := readFrame(w.conn, &r)
+		_, err := w.in.readFrame(&r)
 		if err == nil && !r.Ready {
 			err = fmt.Errorf("unexpected %+v", r)
 		}
@@ -414,7 +416,7 @@ func (p *pool) run(ctx context.Context, w *worker, s Spec, path, dir string, env
 		defer close(replies)
 		for range 2 {
 			var r workerReply
-			if _, err := readFrame(w.conn, &r); err != nil {
+			if _, err := w.in.readFrame(&r); err != nil {
 				return
 			}
 			replies <- r

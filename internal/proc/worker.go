@@ -45,7 +45,11 @@ func init() {
 	// Any binary that links proc can be the worker; nothing else runs
 	// in that process, not even the rest of its packages' init.
 	if len(os.Args) >= 2 && os.Args[1] == workerArg && os.Getenv(workerEnv) == "1" {
-		os.Exit(workerMain(os.Args[2:]))
+		// Not on this goroutine: during init the main goroutine is
+		// locked to the main thread, and a locked goroutine that blocks
+		// and wakes costs two thread switches each time.
+		go func() { os.Exit(workerMain(os.Args[2:])) }()
+		select {}
 	}
 }
 
@@ -127,12 +131,13 @@ func workerMain(args []string) int {
 		return workerFail("socket: %v", err)
 	}
 	conn := c.(*net.UnixConn)
+	in := &frameReader{conn: conn}
 	if err := writeFrame(conn, workerReply{Ready: true}, nil); err != nil {
 		return 1
 	}
 	for {
 		var req workerRequest
-		fds, err := readFrame(conn, &req)
+		fds, err := in.readFrame(&req)
 		if err != nil {
 			return 0 // the daemon closed the socket: done
 		}
@@ -701,53 +706,63 @@ func writeFrame(conn *net.UnixConn, v any, fds []int) error {
 	return err
 }
 
+// frameReader reads frames from one connection, keeping what a read took
+// beyond a frame (two replies may arrive in one read) for the next one.
+type frameReader struct {
+	conn    *net.UnixConn
+	pending []byte
+}
+
 // readFrame reads one frame into v and returns the descriptors that came
-// with it.
-func readFrame(conn *net.UnixConn, v any) ([]int, error) {
-	var hdr [4]byte
-	oob := make([]byte, unix.CmsgSpace(4*4))
-	n, oobn, _, _, err := conn.ReadMsgUnix(hdr[:], oob)
-	if err != nil {
-		return nil, err
-	}
+// with it. A frame usually arrives whole, so one read takes it.
+func (r *frameReader) readFrame(v any) ([]int, error) {
 	var fds []int
-	if oobn > 0 {
-		msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
-		if err != nil {
-			return nil, err
-		}
-		for _, m := range msgs {
-			got, err := unix.ParseUnixRights(&m)
-			if err != nil {
-				return nil, err
-			}
-			fds = append(fds, got...)
-		}
-	}
-	closeFDs := func() {
+	fail := func(err error) ([]int, error) {
 		for _, fd := range fds {
 			unix.Close(fd)
 		}
+		return nil, err
 	}
-	if n < len(hdr) {
-		if _, err := io.ReadFull(conn, hdr[n:]); err != nil {
-			closeFDs()
-			return nil, err
+	buf := r.pending
+	r.pending = nil
+	for {
+		if len(buf) >= 4 {
+			size := int(binary.BigEndian.Uint32(buf))
+			if size > maxFrame {
+				return fail(fmt.Errorf("frame of %d bytes", size))
+			}
+			if len(buf) >= 4+size {
+				if err := json.Unmarshal(buf[4:4+size], v); err != nil {
+					return fail(err)
+				}
+				if rest := buf[4+size:]; len(rest) > 0 {
+					r.pending = append([]byte(nil), rest...)
+				}
+				return fds, nil
+			}
 		}
+		chunk := make([]byte, 4<<10)
+		oob := make([]byte, unix.CmsgSpace(4*4))
+		n, oobn, _, _, err := r.conn.ReadMsgUnix(chunk, oob)
+		if n == 0 && err == nil {
+			err = io.ErrUnexpectedEOF
+		}
+		if err != nil {
+			return fail(err)
+		}
+		if oobn > 0 {
+			msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+			if err != nil {
+				return fail(err)
+			}
+			for _, m := range msgs {
+				got, err := unix.ParseUnixRights(&m)
+				if err != nil {
+					return fail(err)
+				}
+				fds = append(fds, got...)
+			}
+		}
+		buf = append(buf, chunk[:n]...)
 	}
-	size := binary.BigEndian.Uint32(hdr[:])
-	if size > maxFrame {
-		closeFDs()
-		return nil, fmt.Errorf("frame of %d bytes", size)
-	}
-	b := make([]byte, size)
-	if _, err := io.ReadFull(conn, b); err != nil {
-		closeFDs()
-		return nil, err
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		closeFDs()
-		return nil, err
-	}
-	return fds, nil
 }
