@@ -240,8 +240,10 @@ func (cr *core) start(ctx context.Context, g *errgroup.Group) {
 }
 
 // toolsSource returns the reload source for the tools tree dir, and the
-// directory to watch ("" for the embedded tree, which never changes).
-func toolsSource(dir string) (reload.Source, string, error) {
+// directory to watch ("" for the embedded tree, which never changes). A
+// directory keeps its listing under the state directory, so a restart
+// reads only the files that changed while the daemon was down.
+func toolsSource(dir, state string, log *slog.Logger) (reload.Source, string, error) {
 	if dir == embeddedTools {
 		sub, err := fs.Sub(nativerepo.Tools, "tools")
 		if err != nil {
@@ -256,7 +258,11 @@ func toolsSource(dir string) (reload.Source, string, error) {
 	if !fi.IsDir() {
 		return nil, "", fmt.Errorf("tools tree %s: not a directory", dir)
 	}
-	return &localSource{dir: &repo.LocalDir{Path: dir}}, dir, nil
+	return &localSource{dir: &repo.LocalDir{
+		Path:        dir,
+		ListingFile: filepath.Join(state, filepath.FromSlash(stateListingFile)),
+		Logger:      log.With(slog.String("log", "reload")),
+	}}, dir, nil
 }
 
 // localSource adapts repo.LocalDir, whose Sync returns the concrete

@@ -63,6 +63,7 @@ func commands() []command {
 		{"new", "NAME", "scaffold tools/NAME/TOOL.hdlp with every field", runNew},
 		{"match", "INTENT...", "find the 1-3 tools that fit an intent in words", runMatch},
 		{"eval", "--queries FILE", "measure intent matching on a queries.jsonl", runEval},
+		{"bench", "catalog", "measure start-up, reload, memory and matching on a synthetic catalog (--tools N)", runBench},
 		{"completion", "bash | zsh | fish", "print a shell completion script", runCompletion},
 		{"version", "", "print the build's version (also --version)", runVersion},
 	}

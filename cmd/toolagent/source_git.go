@@ -23,6 +23,9 @@ import (
 const (
 	stateRepoDir   = "repo"              // repo.Git.Dir
 	stateCacheFile = "cache/parse.cache" // cache.Open
+	// stateListingFile is repo.LocalDir.ListingFile of a local tools
+	// directory.
+	stateListingFile = "cache/local.listing"
 )
 
 // source is where a core's trees come from, and when they are synced
@@ -43,7 +46,7 @@ type source struct {
 // tree.
 func newSource(cfg Config, c common, log *slog.Logger) (*source, error) {
 	if cfg.Repo == "" {
-		src, watchDir, err := toolsSource(c.tools)
+		src, watchDir, err := toolsSource(c.tools, c.state, log)
 		if err != nil {
 			return nil, err
 		}

@@ -9,16 +9,25 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/toolagent/toolagent/internal/hldp"
 )
 
 // fileFormat names the on-disk layout; with hldp.FormatVersion it decides
-// whether a persisted memo may be used.
-const fileFormat = "toolagent-parse-cache-1"
+// whether a persisted memo may be used. Layout 2 keeps the outcomes in
+// chunks, each a gob stream of its own, so that Open decodes and Save
+// encodes them on several goroutines.
+const fileFormat = "toolagent-parse-cache-2"
+
+// chunkLen is the most outcomes one chunk holds: enough that each
+// chunk's own type description is small beside it, few enough that a
+// catalog of a few thousand tools spreads over every processor.
+const chunkLen = 512
 
 type fileHeader struct {
 	Format        string
@@ -56,6 +65,21 @@ func listingSum(tree string, keys []Key) uint32 {
 
 var registerOnce sync.Once
 
+// parallel calls f(0) … f(n-1) on up to GOMAXPROCS goroutines and returns
+// when all have returned.
+func parallel(n int, f func(i int)) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), n) {
+		wg.Go(func() {
+			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+				f(i)
+			}
+		})
+	}
+	wg.Wait()
+}
+
 // registerValueTypes tells gob the dynamic types that hldp stores in
 // Param.Default and Param.Enum (string, int64, float64 and bool are
 // built in).
@@ -90,11 +114,19 @@ func Open(path string) (*Cache, error) {
 	if h.Format != fileFormat || h.FormatVersion != hldp.FormatVersion {
 		return c, fmt.Errorf("cache: %s was written for format %s/%d, want %s/%d (ignored; it will be rebuilt)", path, h.Format, h.FormatVersion, fileFormat, hldp.FormatVersion)
 	}
-	var entries []fileEntry
-	if err := dec.Decode(&entries); err != nil {
+	var chunks [][]byte
+	if err := dec.Decode(&chunks); err != nil {
 		return c, fmt.Errorf("cache: %s is corrupt (ignored): %w", path, err)
 	}
-	for _, e := range entries {
+	decoded := make([][]fileEntry, len(chunks))
+	errs := make([]error, len(chunks))
+	parallel(len(chunks), func(i int) {
+		errs[i] = gob.NewDecoder(bytes.NewReader(chunks[i])).Decode(&decoded[i])
+	})
+	if err := errors.Join(errs...); err != nil {
+		return c, fmt.Errorf("cache: %s is corrupt (ignored): %w", path, err)
+	}
+	for _, e := range slices.Concat(decoded...) {
 		o := Outcome{Tool: e.Tool, Rev: e.Rev}
 		switch {
 		case len(e.Diags) > 0:
@@ -192,12 +224,22 @@ func (c *Cache) Save() error {
 	l.Sum = listingSum(l.Tree, l.Keys)
 
 	registerValueTypes()
+	chunks := make([][]byte, (len(entries)+chunkLen-1)/chunkLen)
+	errs := make([]error, len(chunks))
+	parallel(len(chunks), func(i int) {
+		var b bytes.Buffer
+		errs[i] = gob.NewEncoder(&b).Encode(entries[i*chunkLen : min(len(entries), (i+1)*chunkLen)])
+		chunks[i] = b.Bytes()
+	})
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("cache: encode: %w", err)
+	}
 	var buf bytes.Buffer
 	enc := gob.NewEncoder(&buf)
 	if err := enc.Encode(fileHeader{Format: fileFormat, FormatVersion: hldp.FormatVersion}); err != nil {
 		return fmt.Errorf("cache: encode: %w", err)
 	}
-	if err := enc.Encode(entries); err != nil {
+	if err := enc.Encode(chunks); err != nil {
 		return fmt.Errorf("cache: encode: %w", err)
 	}
 	if err := enc.Encode(l); err != nil {

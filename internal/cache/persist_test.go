@@ -3,6 +3,7 @@ package cache
 import (
 	"bytes"
 	"encoding/gob"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -207,14 +208,18 @@ func TestListingDamaged(t *testing.T) {
 	if tail < 0 {
 		t.Fatal("listing not found in the file")
 	}
-	// A file as written before listings: header and outcomes only.
-	var old bytes.Buffer
-	enc := gob.NewEncoder(&old)
+	// A file ending after the outcomes (as written before listings):
+	// header and one chunk.
 	registerValueTypes()
+	var chunk, old bytes.Buffer
+	if err := gob.NewEncoder(&chunk).Encode([]fileEntry{{Key: Key{Path: "p/TOOL.hdlp", Blob: "b1"}, Tool: &hldp.Tool{Name: "p"}}}); err != nil {
+		t.Fatal(err)
+	}
+	enc := gob.NewEncoder(&old)
 	if err := enc.Encode(fileHeader{Format: fileFormat, FormatVersion: hldp.FormatVersion}); err != nil {
 		t.Fatal(err)
 	}
-	if err := enc.Encode([]fileEntry{{Key: Key{Path: "p/TOOL.hdlp", Blob: "b1"}, Tool: &hldp.Tool{Name: "p"}}}); err != nil {
+	if err := enc.Encode([][]byte{chunk.Bytes()}); err != nil {
 		t.Fatal(err)
 	}
 	altered := bytes.Clone(data)
@@ -253,4 +258,55 @@ func errText(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// TestPersistChunks: outcomes are saved in chunks decoded in parallel; a
+// cache of several chunks comes back whole, a damaged chunk makes the
+// file ignored (never half used), and a file of the layout before chunks
+// is ignored with its format named.
+func TestPersistChunks(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "parse.cache")
+	c := New()
+	c.path = path
+	const n = 3*chunkLen + 7
+	for i := range n {
+		name := fmt.Sprintf("t%04d", i)
+		c.Put(Key{Path: name + "/TOOL.hdlp", Blob: fmt.Sprint(i)}, Outcome{Tool: &hldp.Tool{Name: name, Keywords: []string{name}}, Rev: "r"})
+	}
+	if err := c.Save(); err != nil {
+		t.Fatal(err)
+	}
+	c2, err := Open(path)
+	if err != nil || c2.Len() != n {
+		t.Fatalf("Open() = %d outcomes, %v; want %d, nil", c2.Len(), err, n)
+	}
+	for _, i := range []int{0, chunkLen, n - 1} {
+		name := fmt.Sprintf("t%04d", i)
+		if o, ok := c2.Get(Key{Path: name + "/TOOL.hdlp", Blob: fmt.Sprint(i)}); !ok || o.Tool.Name != name || o.Tool.Keywords[0] != name || o.Rev != "r" {
+			t.Errorf("Get(%s) = %+v, %v; want the tool saved", name, o, ok)
+		}
+	}
+
+	data, _ := os.ReadFile(path)
+	i := bytes.LastIndex(data, []byte("t0700"))
+	if i < 0 {
+		t.Fatal("outcome t0700 not found in the file")
+	}
+	damaged := bytes.Clone(data)
+	damaged[i-2] ^= 0xff // the length of a string inside one chunk
+	bad := filepath.Join(t.TempDir(), "parse.cache")
+	os.WriteFile(bad, damaged, 0o600)
+	if c, err := Open(bad); err == nil || !strings.Contains(err.Error(), "ignored") || c.Len() != 0 {
+		t.Errorf("Open(a damaged chunk) = %d outcomes, %v; want none and an error saying it was ignored", c.Len(), err)
+	}
+
+	var v1 bytes.Buffer
+	enc := gob.NewEncoder(&v1)
+	enc.Encode(fileHeader{Format: "toolagent-parse-cache-1", FormatVersion: hldp.FormatVersion})
+	enc.Encode([]fileEntry{{Key: Key{Path: "p/TOOL.hdlp", Blob: "b"}, Tool: &hldp.Tool{Name: "p"}}})
+	old := filepath.Join(t.TempDir(), "parse.cache")
+	os.WriteFile(old, v1.Bytes(), 0o600)
+	if c, err := Open(old); err == nil || !strings.Contains(err.Error(), "toolagent-parse-cache-1") || c.Len() != 0 {
+		t.Errorf("Open(layout 1) = %d outcomes, %v; want none and an error naming the old format", c.Len(), err)
+	}
 }

@@ -1,17 +1,28 @@
 package repo
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha1"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io/fs"
+	"log/slog"
 	"os"
-	"sort"
+	"path/filepath"
+	"runtime"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // LocalDir is a source that serves a directory on the local file system.
@@ -19,21 +30,69 @@ import (
 // It opens the directory once, with os.OpenRoot, and reads every Tree
 // through that one handle; Close releases it. Sync may be called from any
 // goroutine. A LocalDir must not be copied after first use.
+//
+// Between Syncs it keeps a listing of the directory: every file's and
+// folder's stat, and each file's git blob hash. A Sync reads only the
+// files whose stat differs from the listing, and the folders whose
+// entries may have changed; with ListingFile set the listing also
+// outlives the process, so the first Sync after a restart reads only what
+// changed while the daemon was down.
 type LocalDir struct {
 	// Path is the directory to serve; its contents are the tree's root.
 	Path string
+	// ListingFile, when not empty, is the file where Sync keeps the
+	// listing between runs (written atomically, after a Sync that changed
+	// it); it belongs outside Path, in the daemon's state directory. A
+	// missing file costs the first Sync reading every file; a file that
+	// is damaged, of another format or of another directory is ignored
+	// with a line on Logger, with the same cost and nothing else.
+	ListingFile string
+	// Logger receives a line when ListingFile cannot be used or written
+	// (nil: discard).
+	Logger *slog.Logger
+	// Now returns the time a Sync judges stats against (nil: time.Now).
+	// Tests set it.
+	Now func() time.Time
 
-	mu   sync.Mutex
-	root *os.Root // nil until the first Sync, and after Close
+	mu     sync.Mutex
+	root   *os.Root // nil until the first Sync, and after Close
+	abs    string   // absolute Path at the time root was opened
+	last   *listing // the listing of the last Sync (nil before the first)
+	loaded bool     // ListingFile was read (or tried)
+	saved  *listing // what ListingFile holds (nil: unknown)
+	stats  SyncStats
+}
+
+// SyncStats says what the last Sync of a LocalDir read.
+type SyncStats struct {
+	Files    int  // regular files and symbolic links listed
+	Hashed   int  // files read to hash them: new, changed, or not yet trusted
+	Dirs     int  // folders listed, the directory itself included
+	ReadDirs int  // folders whose entries were read; the others' came from the listing
+	Loaded   bool // the listing came from ListingFile (the first Sync of a process)
 }
 
 // Sync returns a Tree over the directory's current contents.
 //
 // The tree's FS is rooted with os.OpenRoot: a path or symbolic link that
 // leads out of the directory fails to open, while links that stay inside
-// it work. Sync reads every file once to compute the revision; the
-// returned tree reads files from disk when asked, so it sees later edits
-// (which a new Sync will then report with a new revision).
+// it work. Sync stats every file and folder and computes the revision from
+// every file's blob hash; it reads a file to hash it only when its stat
+// differs from the listing (see LocalDir), and a folder's entries only
+// when the folder's stat does. The tree is the directory as this Sync
+// found it: its blob hashes, and the entries its FS lists in a folder,
+// are those of the Sync; its FS reads a file's content from disk when
+// asked, so it sees later edits (which a new Sync then reports with a new
+// revision, and which scan, hashing what it parses, never confuses with
+// the content the Sync hashed).
+//
+// A stat is trusted to stand for the content only when the file's change
+// time (ctime) is older than the moment Sync began by more than the
+// granularity of the file system's clock (see settled): the ctime changes
+// on every write and every change of the modification time, and cannot be
+// set back, so a file rewritten with the same size and its old
+// modification time is still read again. A file or folder changed just
+// before the Sync is read again by the next one.
 //
 // Every Sync reuses the handle the first one opened, so reloading never
 // opens more descriptors. When Path has come to name another directory
@@ -48,15 +107,112 @@ func (d *LocalDir) Sync(ctx context.Context) (*Tree, error) {
 		return nil, err
 	}
 	fsys := root.FS()
-	rev, err := localRev(ctx, fsys)
+	prev := d.last
+	loaded := false
+	if prev == nil && !d.loaded {
+		d.loaded = true
+		prev, loaded = d.loadLocked(), true
+	}
+	l, stats, err := list(ctx, root, d.abs, prev, d.clock())
 	if err != nil {
 		return nil, fmt.Errorf("scan local dir %s: %w", d.Path, err)
 	}
+	stats.Loaded = loaded && prev != nil
+	d.last, d.stats = l, stats
+	d.saveLocked(l)
+	if rfs, ok := fsys.(rootFS); ok {
+		fsys = listedFS{rootFS: rfs, l: l}
+	}
 	return &Tree{
 		fsys: fsys,
-		rev:  rev,
-		hash: func(name string) (string, error) { return localBlobHash(fsys, name) },
+		rev:  l.rev(),
+		hash: func(name string) (string, error) {
+			if e, ok := l.find(name); ok && e.Kind != kindDir && e.hashed {
+				return hex.EncodeToString(e.Blob[:]), nil
+			}
+			return localBlobHash(fsys, name)
+		},
 	}, nil
+}
+
+// rootFS is what the FS of an os.Root implements.
+type rootFS interface {
+	fs.ReadDirFS
+	fs.ReadFileFS
+	fs.StatFS
+	fs.ReadLinkFS
+}
+
+// listedFS is the FS of a local tree: the root's, except that a folder the
+// Sync listed is listed as the Sync found it (the tree is the directory
+// at one revision; reading a folder through a Root also stats each of its
+// entries, which the listing already did). Files are read from disk.
+type listedFS struct {
+	rootFS
+	l *listing
+}
+
+// ReadDir lists the folder name as the Sync did; a folder it did not list
+// (one reached through a symbolic link) is read from disk.
+func (f listedFS) ReadDir(name string) ([]fs.DirEntry, error) {
+	if e, ok := f.l.find(name); !ok || e.Kind != kindDir {
+		return f.rootFS.ReadDir(name)
+	}
+	prefix := name + "/"
+	if name == "." {
+		prefix = ""
+	}
+	names := f.l.children(name)
+	out := make([]fs.DirEntry, 0, len(names))
+	for _, n := range names {
+		e, _ := f.l.find(prefix + n)
+		out = append(out, listedEntry{name: n, e: e, fsys: f.rootFS})
+	}
+	return out, nil
+}
+
+// listedEntry is an entry of a folder as the Sync listed it.
+type listedEntry struct {
+	name string
+	e    entry
+	fsys fs.FS
+}
+
+func (d listedEntry) Name() string { return d.name }
+func (d listedEntry) IsDir() bool  { return d.e.Kind == kindDir }
+func (d listedEntry) Type() fs.FileMode {
+	switch d.e.Kind {
+	case kindDir:
+		return fs.ModeDir
+	case kindLink:
+		return fs.ModeSymlink
+	}
+	return 0
+}
+
+// Info stats the entry now (without following a symbolic link).
+func (d listedEntry) Info() (fs.FileInfo, error) { return fs.Lstat(d.fsys, d.e.Path) }
+func (d listedEntry) String() string             { return fs.FormatDirEntry(d) }
+
+// LastSync returns what the last successful Sync read.
+func (d *LocalDir) LastSync() SyncStats {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.stats
+}
+
+func (d *LocalDir) clock() time.Time {
+	if d.Now != nil {
+		return d.Now()
+	}
+	return time.Now()
+}
+
+func (d *LocalDir) logger() *slog.Logger {
+	if d.Logger != nil {
+		return d.Logger
+	}
+	return slog.New(slog.DiscardHandler)
 }
 
 // rootLocked returns the open handle of Path, opening it on first use and
@@ -73,11 +229,15 @@ func (d *LocalDir) rootLocked() (*os.Root, error) {
 		d.root.Close()
 		d.root = nil
 	}
+	abs, err := filepath.Abs(d.Path)
+	if err != nil {
+		return nil, fmt.Errorf("open local dir: %w", err)
+	}
 	root, err := os.OpenRoot(d.Path)
 	if err != nil {
 		return nil, fmt.Errorf("open local dir: %w", err)
 	}
-	d.root = root
+	d.root, d.abs = root, abs
 	return root, nil
 }
 
@@ -94,38 +254,551 @@ func (d *LocalDir) Close() error {
 	return err
 }
 
-// localRev hashes the sorted (path, blob hash) pairs of every file in fsys.
-// A file that cannot be read (a link that escapes, a link to a directory,
-// a file removed during the walk) contributes its path with a marker, so
-// adding or fixing it still changes the revision.
-func localRev(ctx context.Context, fsys fs.FS) (string, error) {
-	var pairs []string
-	err := fs.WalkDir(fsys, ".", func(name string, de fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if de.IsDir() || !(de.Type().IsRegular() || de.Type()&fs.ModeSymlink != 0) {
-			return nil
-		}
-		h, err := localBlobHash(fsys, name)
-		if err != nil {
-			h = "unreadable"
-		}
-		pairs = append(pairs, name+"\x00"+h+"\n")
-		return nil
-	})
-	if err != nil {
-		return "", err
+// fileStat is what a stat says of a file or folder: enough to tell that it
+// changed without reading it. Times are nanoseconds since the Unix epoch.
+type fileStat struct {
+	Size, MTime, CTime int64
+	Ino                uint64
+	Mode               uint32 // type and permission bits, as the system reports them
+}
+
+// Settling windows (see settled). Linux stamps files from a clock that
+// advances once per scheduler tick (at most 10 ms); file systems that keep
+// whole seconds (ext3, and FAT with 2 s) show no sub-second part.
+const (
+	settleFine   = 100 * time.Millisecond
+	settleCoarse = 2 * time.Second
+)
+
+// settled reports whether a stat taken at or after now can stand for the
+// content: its ctime is older than now by more than the file system's
+// clock granularity, so that any later change (which sets the ctime to
+// the time of the change) makes the ctime differ. A ctime that is zero
+// (a file system that keeps none) is never trusted.
+func settled(st fileStat, now time.Time) bool {
+	if st.CTime == 0 {
+		return false
 	}
-	sort.Strings(pairs)
+	w := settleFine
+	if st.CTime%int64(time.Second) == 0 || st.MTime%int64(time.Second) == 0 {
+		w = settleCoarse
+	}
+	return st.CTime < now.Add(-w).UnixNano()
+}
+
+// entryKind is the type of a listing entry.
+type entryKind uint8
+
+const (
+	kindFile entryKind = iota + 1
+	kindDir
+	kindLink // a symbolic link: always read through the root, never trusted
+)
+
+// entry is one file, symbolic link or folder of a listing. The exported
+// fields are what ListingFile keeps (see encodeListing).
+type entry struct {
+	Path string // slash-separated, relative to the directory; "." for itself
+	Stat fileStat
+	Kind entryKind
+	// Trusted says the stat was settled when taken: for a file, Blob is
+	// the hash of the content that stat stands for; for a folder, the
+	// listing's entries directly below it are all of its entries.
+	Trusted bool
+	Blob    [sha1.Size]byte
+
+	hashed bool // Blob holds this Sync's hash (false: unreadable)
+}
+
+// listing is every entry of the directory, sorted by Path. It is never
+// changed once built; a Tree and the next Sync share it.
+type listing struct {
+	entries []entry
+}
+
+func (l *listing) find(p string) (entry, bool) {
+	if l == nil {
+		return entry{}, false
+	}
+	i, ok := slices.BinarySearchFunc(l.entries, p, func(e entry, p string) int { return strings.Compare(e.Path, p) })
+	if !ok {
+		return entry{}, false
+	}
+	return l.entries[i], true
+}
+
+// children returns the names of the entries directly below dir.
+func (l *listing) children(dir string) []string {
+	var names []string
+	if dir == "." {
+		for _, e := range l.entries {
+			if e.Path != "." && !strings.Contains(e.Path, "/") {
+				names = append(names, e.Path)
+			}
+		}
+		return names
+	}
+	prefix := dir + "/"
+	i, _ := slices.BinarySearchFunc(l.entries, prefix, func(e entry, p string) int { return strings.Compare(e.Path, p) })
+	for ; i < len(l.entries) && strings.HasPrefix(l.entries[i].Path, prefix); i++ {
+		if rest := l.entries[i].Path[len(prefix):]; !strings.Contains(rest, "/") {
+			names = append(names, rest)
+		}
+	}
+	return names
+}
+
+// rev hashes the sorted (path, blob hash) pairs of every file; a file that
+// could not be read (a link that escapes, a link to a folder, a file
+// removed during the Sync) contributes its path with a marker, so adding
+// or fixing it still changes the revision. The entries are sorted by
+// path, which sorts the "path\x00hash\n" lines too: a path that is a
+// prefix of another is followed by \x00, which sorts first.
+func (l *listing) rev() string {
 	sum := sha256.New()
-	for _, p := range pairs {
-		sum.Write([]byte(p))
+	var line []byte
+	for _, e := range l.entries {
+		if e.Kind == kindDir {
+			continue
+		}
+		line = append(append(line[:0], e.Path...), 0)
+		if e.hashed {
+			line = hex.AppendEncode(line, e.Blob[:])
+		} else {
+			line = append(line, "unreadable"...)
+		}
+		sum.Write(append(line, '\n'))
 	}
-	return "local:" + hex.EncodeToString(sum.Sum(nil))[:16], nil
+	return "local:" + hex.EncodeToString(sum.Sum(nil))[:16]
+}
+
+// lister is one Sync's walk: it lists folders and hashes files, taking
+// what it can from prev.
+type lister struct {
+	ctx  context.Context
+	root *os.Root
+	fsys fs.FS    // root's
+	abs  string   // the directory, for stats by path
+	prev *listing // may be nil
+	now  time.Time
+
+	hashed, readDirs atomic.Int64
+}
+
+// list walks fsys, the root of the directory abs. The top level's entries
+// are shared among GOMAXPROCS goroutines, each walking whole sub-trees.
+func list(ctx context.Context, root *os.Root, abs string, prev *listing, now time.Time) (*listing, SyncStats, error) {
+	w := &lister{ctx: ctx, root: root, fsys: root.FS(), abs: abs, prev: prev, now: now}
+	var top []entry
+	st, err := statDir(abs)
+	if err != nil {
+		return nil, SyncStats{}, err
+	}
+	self := entry{Path: ".", Stat: st, Kind: kindDir, Trusted: settled(st, now)}
+	if err := w.dir(&self, &top); err != nil {
+		return nil, SyncStats{}, err
+	}
+
+	// Walk the top level's folders in parallel; files there are done.
+	var dirs []int
+	for i, e := range top {
+		if e.Kind == kindDir {
+			dirs = append(dirs, i)
+		}
+	}
+	workers := min(runtime.GOMAXPROCS(0), len(dirs))
+	outs := make([][]entry, workers)
+	errs := make([]error, workers)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for n := range workers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(dirs) || errs[n] != nil {
+					return
+				}
+				errs[n] = w.dir(&top[dirs[i]], &outs[n])
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, SyncStats{}, err
+	}
+	all := append([]entry{self}, top...)
+	for _, o := range outs {
+		all = append(all, o...)
+	}
+	slices.SortFunc(all, func(a, b entry) int { return strings.Compare(a.Path, b.Path) })
+	stats := SyncStats{Hashed: int(w.hashed.Load()), ReadDirs: int(w.readDirs.Load())}
+	for _, e := range all {
+		if e.Kind == kindDir {
+			stats.Dirs++
+		} else {
+			stats.Files++
+		}
+	}
+	return &listing{entries: all}, stats, nil
+}
+
+// dir lists the folder of e (stat already taken) into out: each entry
+// below it, hashing files, then walking its sub-folders, except at the
+// top level, whose folders list leaves to the goroutines. The entry
+// names come from the previous listing when e is trusted there with the
+// same stat, and from reading the folder otherwise. A folder that
+// changed after the previous listing was taken, yet kept its stat (a
+// change the settling window should have caught), shows as a missing
+// or retyped entry; the folder is then read after all.
+func (w *lister) dir(e *entry, out *[]entry) error {
+	if err := w.ctx.Err(); err != nil {
+		return err
+	}
+	fromPrev := false
+	var names []string
+	if p, ok := w.prev.find(e.Path); ok && p.Kind == kindDir && p.Trusted && p.Stat == e.Stat {
+		names, fromPrev = w.prev.children(e.Path), true
+	}
+	start := len(*out)
+	for {
+		if !fromPrev {
+			var err error
+			if names, err = w.readNames(e.Path); err != nil {
+				return err
+			}
+		}
+		ok, err := w.entries(e.Path, names, fromPrev, out)
+		if err != nil {
+			return err
+		}
+		if ok {
+			break
+		}
+		*out = (*out)[:start]
+		fromPrev = false
+	}
+	if e.Path == "." {
+		return nil
+	}
+	// The sub-folders are out[start:end]'s folders; walking them appends
+	// to out, so copy each entry out, never hold a pointer into it.
+	end := len(*out)
+	for i := start; i < end; i++ {
+		if sub := (*out)[i]; sub.Kind == kindDir {
+			if err := w.dir(&sub, out); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// readNames reads the names in folder dir through the root. Names alone:
+// a Root's ReadDir would stat each entry, and entries stats them anyway.
+func (w *lister) readNames(dir string) ([]string, error) {
+	f, err := w.root.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	w.readDirs.Add(1)
+	return f.Readdirnames(-1)
+}
+
+// entries stats names (the entries of folder dir) into out, hashing the
+// files whose stat is not trusted in the previous listing. With fromPrev
+// (the names came from the previous listing), ok is false when one is
+// gone or changed type, and the caller reads the folder instead.
+func (w *lister) entries(dir string, names []string, fromPrev bool, out *[]entry) (ok bool, err error) {
+	for _, name := range names {
+		rel := name
+		if dir != "." {
+			rel = dir + "/" + name
+		}
+		st, kind, err := lstat(w.abs + "/" + rel)
+		if errors.Is(err, fs.ErrNotExist) {
+			if fromPrev {
+				return false, nil
+			}
+			continue // removed since the folder was read
+		}
+		if err != nil {
+			return false, err
+		}
+		if kind == 0 {
+			continue // a socket, device or pipe: not part of the tree
+		}
+		p, had := w.prev.find(rel)
+		if fromPrev && (!had || p.Kind != kind) {
+			return false, nil
+		}
+		e := entry{Path: rel, Stat: st, Kind: kind}
+		switch kind {
+		case kindDir:
+			e.Trusted = settled(st, w.now)
+		case kindFile:
+			if had && p.Kind == kindFile && p.Trusted && p.Stat == st {
+				e.Blob, e.hashed, e.Trusted = p.Blob, true, true
+				break
+			}
+			w.hash(&e)
+			e.Trusted = e.hashed && settled(st, w.now)
+		case kindLink:
+			w.hash(&e)
+		}
+		*out = append(*out, e)
+	}
+	return true, nil
+}
+
+// hash reads the file of e through the root and records its blob hash.
+func (w *lister) hash(e *entry) {
+	w.hashed.Add(1)
+	data, err := fs.ReadFile(w.fsys, e.Path)
+	if err != nil {
+		return
+	}
+	e.Blob, e.hashed = blobSum(data), true
+}
+
+// lstat stats the file at p without following a final symbolic link. The
+// stats only decide whether content read through the root before may be
+// reused; every read goes through the root.
+func lstat(p string) (fileStat, entryKind, error) {
+	var st unix.Stat_t
+	if err := unix.Lstat(p, &st); err != nil {
+		return fileStat{}, 0, &fs.PathError{Op: "lstat", Path: p, Err: err}
+	}
+	var kind entryKind
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		kind = kindFile
+	case unix.S_IFDIR:
+		kind = kindDir
+	case unix.S_IFLNK:
+		kind = kindLink
+	}
+	return toFileStat(&st), kind, nil
+}
+
+// statDir stats the directory itself, following a symbolic link as
+// os.OpenRoot does.
+func statDir(p string) (fileStat, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(p, &st); err != nil {
+		return fileStat{}, &fs.PathError{Op: "stat", Path: p, Err: err}
+	}
+	return toFileStat(&st), nil
+}
+
+func toFileStat(st *unix.Stat_t) fileStat {
+	return fileStat{
+		Size:  st.Size,
+		MTime: st.Mtim.Nano(),
+		CTime: st.Ctim.Nano(),
+		Ino:   uint64(st.Ino),
+		Mode:  uint32(st.Mode),
+	}
+}
+
+// ListingFile's layout: listingMagic, then uvarints and bytes —
+//
+//	version, len(dir), dir, count,
+//	count × (len(path), path, kind, trusted, size, mtime, ctime, ino, mode,
+//	         20-byte blob hash if trusted and a file)
+//
+// (size and the times as zig-zag varints), then a CRC-32C of all that,
+// little-endian. A file that fails the checksum is dropped whole: a wrong
+// blob hash would stand for a file it does not hash.
+const (
+	listingMagic   = "toolagent local listing\n"
+	listingVersion = 1
+)
+
+// encodeListing returns the ListingFile bytes of l, a listing of dir.
+func encodeListing(dir string, l *listing) []byte {
+	b := make([]byte, 0, 64+len(l.entries)*64)
+	b = append(b, listingMagic...)
+	b = binary.AppendUvarint(b, listingVersion)
+	b = binary.AppendUvarint(b, uint64(len(dir)))
+	b = append(b, dir...)
+	b = binary.AppendUvarint(b, uint64(len(l.entries)))
+	for _, e := range l.entries {
+		b = binary.AppendUvarint(b, uint64(len(e.Path)))
+		b = append(b, e.Path...)
+		trusted := byte(0)
+		if e.Trusted {
+			trusted = 1
+		}
+		b = append(b, byte(e.Kind), trusted)
+		b = binary.AppendVarint(b, e.Stat.Size)
+		b = binary.AppendVarint(b, e.Stat.MTime)
+		b = binary.AppendVarint(b, e.Stat.CTime)
+		b = binary.AppendUvarint(b, e.Stat.Ino)
+		b = binary.AppendUvarint(b, uint64(e.Stat.Mode))
+		if e.Trusted && e.Kind == kindFile {
+			b = append(b, e.Blob[:]...)
+		}
+	}
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, crcTable))
+}
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// errListing says why a ListingFile cannot be used.
+type errListing string
+
+func (e errListing) Error() string { return string(e) }
+
+// decodeListing parses ListingFile bytes written for dir.
+func decodeListing(data []byte, dir string) (*listing, error) {
+	rest, ok := bytes.CutPrefix(data, []byte(listingMagic))
+	if !ok {
+		return nil, errListing("not a listing")
+	}
+	if len(rest) < 4 || crc32.Checksum(data[:len(data)-4], crcTable) != binary.LittleEndian.Uint32(data[len(data)-4:]) {
+		return nil, errListing("fails its checksum (damaged or cut short)")
+	}
+	r := listingReader{b: rest[:len(rest)-4]}
+	if v := r.uvarint(); v != listingVersion {
+		return nil, errListing(fmt.Sprintf("written as version %d, want %d", v, listingVersion))
+	}
+	if got := string(r.bytes(int(r.uvarint()))); got != dir {
+		return nil, errListing("a listing of another directory, " + got)
+	}
+	n := r.uvarint()
+	if n > uint64(len(r.b)) { // every entry takes bytes
+		return nil, errListing("corrupt")
+	}
+	l := &listing{entries: make([]entry, 0, n)}
+	for range n {
+		e := entry{Path: string(r.bytes(int(r.uvarint())))}
+		kt := r.bytes(2)
+		if len(kt) == 2 {
+			e.Kind, e.Trusted = entryKind(kt[0]), kt[1] == 1
+		}
+		e.Stat = fileStat{Size: r.varint(), MTime: r.varint(), CTime: r.varint(), Ino: r.uvarint(), Mode: uint32(r.uvarint())}
+		if e.Trusted && e.Kind == kindFile {
+			copy(e.Blob[:], r.bytes(sha1.Size))
+		}
+		if r.bad || e.Kind < kindFile || e.Kind > kindLink ||
+			(len(l.entries) > 0 && l.entries[len(l.entries)-1].Path >= e.Path) {
+			return nil, errListing("corrupt")
+		}
+		l.entries = append(l.entries, e)
+	}
+	if r.bad || len(r.b) != 0 {
+		return nil, errListing("corrupt")
+	}
+	return l, nil
+}
+
+// listingReader reads the fields of a ListingFile; bad is set once one
+// does not fit, and every later read gives zeros.
+type listingReader struct {
+	b   []byte
+	bad bool
+}
+
+func (r *listingReader) uvarint() uint64 {
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.bad, r.b = true, nil
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *listingReader) varint() int64 {
+	v, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.bad, r.b = true, nil
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *listingReader) bytes(n int) []byte {
+	if n < 0 || n > len(r.b) {
+		r.bad, r.b = true, nil
+		return nil
+	}
+	out := r.b[:n]
+	r.b = r.b[n:]
+	return out
+}
+
+// loadLocked reads ListingFile; nil when there is none or it cannot be
+// used (logged).
+func (d *LocalDir) loadLocked() *listing {
+	if d.ListingFile == "" {
+		return nil
+	}
+	data, err := os.ReadFile(d.ListingFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err == nil {
+		var l *listing
+		if l, err = decodeListing(data, d.abs); err == nil {
+			d.saved = l
+			return l
+		}
+	}
+	d.logger().Warn("local dir listing ignored: every file is read once", "file", d.ListingFile, "dir", d.abs, "why", err)
+	return nil
+}
+
+// saveLocked writes l to ListingFile when it differs from what the file
+// holds. A failure is logged: the listing only saves reading.
+func (d *LocalDir) saveLocked(l *listing) {
+	if d.ListingFile == "" {
+		return
+	}
+	if d.saved != nil && samePersisted(d.saved, l) {
+		d.saved = l
+		return
+	}
+	if err := writeListing(d.ListingFile, encodeListing(d.abs, l)); err != nil {
+		d.logger().Warn("local dir listing not saved: the next start reads every file", "file", d.ListingFile, "err", err)
+		return
+	}
+	d.saved = l
+}
+
+// samePersisted reports whether ListingFile would hold the same for a and
+// b (see encodeListing).
+func samePersisted(a, b *listing) bool {
+	return slices.EqualFunc(a.entries, b.entries, func(x, y entry) bool {
+		return x.Path == y.Path && x.Stat == y.Stat && x.Kind == y.Kind && x.Trusted == y.Trusted &&
+			(!x.Trusted || x.Kind != kindFile || x.Blob == y.Blob)
+	})
+}
+
+// writeListing writes the file atomically: a temporary file renamed over
+// the old one. It is not synced to disk: a file torn by a crash fails its
+// checksum and costs one full read.
+func writeListing(file string, data []byte) error {
+	dir := filepath.Dir(file)
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, ".local-listing-*")
+	if err != nil {
+		return err
+	}
+	_, werr := tmp.Write(data)
+	if err := errors.Join(werr, tmp.Close()); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := os.Rename(tmp.Name(), file); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	return nil
 }
 
 // localBlobHash reads the file at name and returns its git blob hash.
@@ -141,10 +814,17 @@ func localBlobHash(fsys fs.FS, name string) (string, error) {
 
 // blobHash returns git's object hash of data as a blob.
 func blobHash(data []byte) string {
+	sum := blobSum(data)
+	return hex.EncodeToString(sum[:])
+}
+
+func blobSum(data []byte) [sha1.Size]byte {
 	h := sha1.New()
 	h.Write([]byte("blob " + strconv.Itoa(len(data)) + "\x00"))
 	h.Write(data)
-	return hex.EncodeToString(h.Sum(nil))
+	var sum [sha1.Size]byte
+	h.Sum(sum[:0])
+	return sum
 }
 
 // errSymlink is returned when a path crosses a symbolic link in a git tree;

@@ -1,13 +1,23 @@
 package repo
 
 import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/gob"
+	"encoding/hex"
 	"errors"
+	"hash/crc32"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
+	"time"
 )
 
 // writeFiles creates files (slash paths relative to dir) with content.
@@ -200,4 +210,389 @@ func TestLocalDirHandleLifetime(t *testing.T) {
 	// Sync after Close opens the directory again.
 	checkTreeFiles(t, mustSyncLocal(t, d), map[string]string{"b/TOOL.hdlp": "b\n"})
 	d.Close()
+}
+
+// later is a clock an hour ahead: every file a test wrote is settled.
+func later() time.Time { return time.Now().Add(time.Hour) }
+
+// listed is a LocalDir on dir that keeps its listing in file, with every
+// file settled.
+func listed(t *testing.T, dir, file string, log *slog.Logger) *LocalDir {
+	t.Helper()
+	d := &LocalDir{Path: dir, ListingFile: file, Logger: log, Now: later}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+// checkSameAsFresh: the tree a listing gave lists the same revision and
+// blob hashes as a Sync that reads every file.
+func checkSameAsFresh(t *testing.T, dir string, tree *Tree, files ...string) {
+	t.Helper()
+	fresh := &LocalDir{Path: dir}
+	defer fresh.Close()
+	want := mustSyncLocal(t, fresh)
+	if tree.Rev() != want.Rev() {
+		t.Errorf("Rev() = %s, want %s (what reading every file gives)", tree.Rev(), want.Rev())
+	}
+	for _, f := range files {
+		got, err := tree.BlobHash(f)
+		if w, werr := want.BlobHash(f); got != w || (err == nil) != (werr == nil) {
+			t.Errorf("BlobHash(%s) = %s, %v; want %s, %v", f, got, err, w, werr)
+		}
+	}
+}
+
+// TestLocalDirListing: a Sync reads only the files whose stat changed and
+// the folders whose stat changed, from the listing of the Sync before in
+// the same process and, across a restart, from ListingFile; what changed
+// while no process ran is read again, whatever the modification time
+// says; and the tree is always the one reading every file gives.
+func TestLocalDirListing(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(t.TempDir(), "state", "local.listing")
+	writeFiles(t, dir, map[string]string{
+		"a/TOOL.hdlp": "name: a\n",
+		"b/TOOL.hdlp": "name: b\n",
+		"b/run.sh":    "echo b\n",
+		"README.md":   "tools\n",
+	})
+	all := []string{"a/TOOL.hdlp", "b/TOOL.hdlp", "b/run.sh", "README.md"}
+
+	d := listed(t, dir, file, nil)
+	first := mustSyncLocal(t, d)
+	if got, want := d.LastSync(), (SyncStats{Files: 4, Hashed: 4, Dirs: 3, ReadDirs: 3}); got != want {
+		t.Errorf("first Sync: %+v, want %+v", got, want)
+	}
+	checkSameAsFresh(t, dir, first, all...)
+	written, err := os.Stat(file)
+	if err != nil {
+		t.Fatalf("the listing file was not written: %v", err)
+	}
+	again := mustSyncLocal(t, d)
+	if fi, err := os.Stat(file); err != nil || !os.SameFile(fi, written) {
+		t.Errorf("a Sync that changed nothing rewrote the listing file (%v)", err)
+	}
+	if got, want := d.LastSync(), (SyncStats{Files: 4, Dirs: 3}); got != want {
+		t.Errorf("second Sync, nothing changed: %+v, want %+v (nothing read)", got, want)
+	}
+	if again.Rev() != first.Rev() {
+		t.Errorf("second Sync: Rev() = %s, want %s", again.Rev(), first.Rev())
+	}
+
+	// Each step changes the directory while no process runs, then a new
+	// LocalDir (a restarted daemon) syncs it from the listing file.
+	mtime := func(name string) time.Time {
+		fi, err := os.Stat(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.ModTime()
+	}
+	steps := []struct {
+		name   string
+		change func()
+		want   SyncStats // Loaded is always true
+	}{
+		{"nothing changed", func() {}, SyncStats{Files: 4, Dirs: 3}},
+		{"same size, modification time set back", func() {
+			was := mtime("a/TOOL.hdlp")
+			writeFiles(t, dir, map[string]string{"a/TOOL.hdlp": "name: A\n"})
+			if err := os.Chtimes(filepath.Join(dir, "a", "TOOL.hdlp"), was, was); err != nil {
+				t.Fatal(err)
+			}
+		}, SyncStats{Files: 4, Hashed: 1, Dirs: 3}},
+		{"replaced by a rename, same size and time", func() {
+			was := mtime("b/run.sh")
+			writeFiles(t, dir, map[string]string{"b/run.tmp": "echo B\n"})
+			os.Chtimes(filepath.Join(dir, "b", "run.tmp"), was, was)
+			if err := os.Rename(filepath.Join(dir, "b", "run.tmp"), filepath.Join(dir, "b", "run.sh")); err != nil {
+				t.Fatal(err)
+			}
+		}, SyncStats{Files: 4, Hashed: 1, Dirs: 3, ReadDirs: 1}},
+		{"file added to a folder", func() {
+			writeFiles(t, dir, map[string]string{"a/notes.txt": "n\n"})
+		}, SyncStats{Files: 5, Hashed: 1, Dirs: 3, ReadDirs: 1}},
+		{"file removed", func() {
+			os.Remove(filepath.Join(dir, "a", "notes.txt"))
+		}, SyncStats{Files: 4, Dirs: 3, ReadDirs: 1}},
+		{"folder added", func() {
+			writeFiles(t, dir, map[string]string{"c/TOOL.hdlp": "name: c\n"})
+		}, SyncStats{Files: 5, Hashed: 1, Dirs: 4, ReadDirs: 2}},
+		{"folder removed", func() {
+			os.RemoveAll(filepath.Join(dir, "c"))
+		}, SyncStats{Files: 4, Dirs: 3, ReadDirs: 1}},
+		{"folder replaced by a file", func() {
+			os.RemoveAll(filepath.Join(dir, "a"))
+			writeFiles(t, dir, map[string]string{"a": "name: a\n"})
+		}, SyncStats{Files: 4, Hashed: 1, Dirs: 2, ReadDirs: 1}},
+	}
+	prev := first.Rev()
+	for _, step := range steps {
+		step.change()
+		d := listed(t, dir, file, nil)
+		tree := mustSyncLocal(t, d)
+		t.Run(step.name, func(t *testing.T) {
+			step.want.Loaded = true
+			if got := d.LastSync(); got != step.want {
+				t.Errorf("Sync after a restart: %+v, want %+v", got, step.want)
+			}
+			checkSameAsFresh(t, dir, tree, append(all, "a", "a/notes.txt", "c/TOOL.hdlp")...)
+			if changed := tree.Rev() != prev; changed != (step.name != "nothing changed") {
+				t.Errorf("Rev() = %s after %s, was %s", tree.Rev(), step.name, prev)
+			}
+		})
+		prev = tree.Rev()
+	}
+}
+
+// TestLocalDirListingUnsettled: a stat taken within the file system's
+// clock granularity of the file's last change is not trusted (a change in
+// the same tick would leave it as it is), so the next Sync reads the file
+// again even though its stat did not change; once settled, it is trusted.
+func TestLocalDirListingUnsettled(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(t.TempDir(), "local.listing")
+	writeFiles(t, dir, map[string]string{"a/TOOL.hdlp": "name: a\n"})
+	fi, err := os.Stat(filepath.Join(dir, "a", "TOOL.hdlp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := fi.ModTime() // the write also set the change time
+	runs := []struct {
+		name string
+		now  time.Time
+		want SyncStats
+	}{
+		{"just written", changed, SyncStats{Files: 1, Hashed: 1, Dirs: 2, ReadDirs: 2}},
+		{"later, same stat", changed.Add(time.Hour), SyncStats{Files: 1, Hashed: 1, Dirs: 2, ReadDirs: 2, Loaded: true}},
+		{"later again", changed.Add(time.Hour), SyncStats{Files: 1, Dirs: 2, Loaded: true}},
+	}
+	for _, r := range runs {
+		d := &LocalDir{Path: dir, ListingFile: file, Now: func() time.Time { return r.now }}
+		mustSyncLocal(t, d)
+		if got := d.LastSync(); got != r.want {
+			t.Errorf("%s: %+v, want %+v", r.name, got, r.want)
+		}
+		d.Close()
+	}
+}
+
+func TestSettled(t *testing.T) {
+	now := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+	ns := func(d time.Duration) int64 { return now.Add(d).UnixNano() }
+	tests := []struct {
+		name string
+		st   fileStat
+		want bool
+	}{
+		{"no change time kept", fileStat{MTime: ns(-time.Hour)}, false},
+		{"fine clock, changed 50ms before", fileStat{CTime: ns(-50*time.Millisecond - 7), MTime: ns(-time.Hour - 7)}, false},
+		{"fine clock, changed 1s before", fileStat{CTime: ns(-time.Second - 7), MTime: ns(-time.Hour - 7)}, true},
+		{"whole seconds, changed 1s before", fileStat{CTime: ns(-time.Second), MTime: ns(-time.Second)}, false},
+		{"whole seconds, changed 3s before", fileStat{CTime: ns(-3 * time.Second), MTime: ns(-3 * time.Second)}, true},
+		{"modification time in the future", fileStat{CTime: ns(-time.Hour - 7), MTime: ns(time.Hour + 7)}, true},
+		{"changed after now", fileStat{CTime: ns(time.Second + 7), MTime: ns(-time.Hour - 7)}, false},
+	}
+	for _, tt := range tests {
+		if got := settled(tt.st, now); got != tt.want {
+			t.Errorf("%s: settled() = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+// TestLocalDirListingFileProblems: a listing file that cannot be used is
+// ignored with a log line saying why; the Sync reads every file and gives
+// the tree reading every file gives, and rewrites the file, which the next
+// start uses.
+func TestLocalDirListingFileProblems(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"a/TOOL.hdlp": "name: a\n", "b/TOOL.hdlp": "name: b\n"})
+	other := t.TempDir()
+	writeFiles(t, other, map[string]string{"a/TOOL.hdlp": "name: a\n"})
+	goodFile := func(t *testing.T, dir string) []byte {
+		file := filepath.Join(t.TempDir(), "l")
+		mustSyncLocal(t, listed(t, dir, file, nil))
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	good := goodFile(t, dir)
+	// resum replaces the checksum of a listing file after a change.
+	resum := func(data []byte) []byte {
+		body := data[:len(data)-4]
+		return binary.LittleEndian.AppendUint32(bytes.Clone(body), crc32.Checksum(body, crcTable))
+	}
+
+	tests := []struct {
+		name string
+		data func(t *testing.T) []byte
+		why  string
+	}{
+		{"garbage", func(*testing.T) []byte { return []byte("not a listing at all\n") }, "not a listing"},
+		{"empty", func(*testing.T) []byte { return nil }, "not a listing"},
+		{"another program's file", func(*testing.T) []byte {
+			var buf bytes.Buffer
+			gob.NewEncoder(&buf).Encode(struct{ Format string }{"toolagent-parse-cache-1"})
+			return buf.Bytes()
+		}, "not a listing"},
+		{"another version", func(*testing.T) []byte {
+			bad := bytes.Clone(good)
+			bad[len(listingMagic)] = 9
+			return resum(bad)
+		}, "written as version 9"},
+		{"another directory", func(t *testing.T) []byte { return goodFile(t, other) }, "another directory"},
+		{"truncated", func(*testing.T) []byte { return good[:len(good)*2/3] }, "checksum"},
+		{"a blob hash damaged", func(t *testing.T) []byte {
+			blob := blobSum([]byte("name: a\n"))
+			i := bytes.Index(good, blob[:])
+			if i < 0 {
+				t.Fatal("the listing file does not hold a's blob hash")
+			}
+			bad := bytes.Clone(good)
+			bad[i+3] ^= 0xff
+			return bad
+		}, "checksum"},
+		{"entries out of order, checksum right", func(t *testing.T) []byte {
+			i, j := bytes.Index(good, []byte("a/TOOL.hdlp")), bytes.Index(good, []byte("b/TOOL.hdlp"))
+			if i < 0 || j < 0 {
+				t.Fatal("the listing file does not hold both paths")
+			}
+			bad := bytes.Clone(good)
+			bad[i], bad[j] = 'b', 'a'
+			return resum(bad)
+		}, "corrupt"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "l")
+			if err := os.WriteFile(file, tt.data(t), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var logs bytes.Buffer
+			d := listed(t, dir, file, slog.New(slog.NewTextHandler(&logs, nil)))
+			tree := mustSyncLocal(t, d)
+			if got, want := d.LastSync(), (SyncStats{Files: 2, Hashed: 2, Dirs: 3, ReadDirs: 3}); got != want {
+				t.Errorf("Sync: %+v, want %+v (every file read)", got, want)
+			}
+			if !strings.Contains(logs.String(), "local dir listing ignored") || !strings.Contains(logs.String(), tt.why) {
+				t.Errorf("log = %q; want a line saying the listing is ignored, %q", logs.String(), tt.why)
+			}
+			checkSameAsFresh(t, dir, tree, "a/TOOL.hdlp", "b/TOOL.hdlp")
+
+			next := listed(t, dir, file, nil)
+			mustSyncLocal(t, next)
+			if got, want := next.LastSync(), (SyncStats{Files: 2, Dirs: 3, Loaded: true}); got != want {
+				t.Errorf("the start after: %+v, want %+v (the rewritten listing used)", got, want)
+			}
+		})
+	}
+}
+
+// TestLocalDirListingLinks: a symbolic link is read through the root on
+// every Sync (its own stat says nothing of its target), so a change of
+// the target shows, and a link that leaves the directory stays unreadable.
+func TestLocalDirListingLinks(t *testing.T) {
+	dir := t.TempDir()
+	outside := t.TempDir()
+	writeFiles(t, dir, map[string]string{"a/TOOL.hdlp": "name: a\n", "target.txt": "one\n"})
+	writeFiles(t, outside, map[string]string{"secret": "outside\n"})
+	os.Symlink("../target.txt", filepath.Join(dir, "a", "link"))
+	os.Symlink(filepath.Join(outside, "secret"), filepath.Join(dir, "a", "escape"))
+	file := filepath.Join(t.TempDir(), "l")
+	mustSyncLocal(t, listed(t, dir, file, nil))
+
+	writeFiles(t, dir, map[string]string{"target.txt": "two\n"})
+	d := listed(t, dir, file, nil)
+	tree := mustSyncLocal(t, d)
+	if got, want := d.LastSync(), (SyncStats{Files: 4, Hashed: 3, Dirs: 2, Loaded: true}); got != want {
+		t.Errorf("Sync: %+v, want %+v (the changed target and both links read)", got, want)
+	}
+	if got, want := mustBlobHash(t, tree, "a/link"), blobHash([]byte("two\n")); got != want {
+		t.Errorf("BlobHash(a/link) = %s, want the new target's %s", got, want)
+	}
+	if _, err := tree.BlobHash("a/escape"); err == nil {
+		t.Error("BlobHash(a/escape) error = nil, want an error (the link leaves the directory)")
+	}
+	checkSameAsFresh(t, dir, tree, "a/TOOL.hdlp", "a/link", "a/escape", "target.txt")
+}
+
+// TestLocalDirTreeIsASnapshot: a tree lists folders as its Sync found
+// them (the revision and blob hashes are of that moment too), and reads
+// file contents from disk.
+func TestLocalDirTreeIsASnapshot(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"a/TOOL.hdlp": "one\n"})
+	d := &LocalDir{Path: dir}
+	t.Cleanup(func() { d.Close() })
+	tree := mustSyncLocal(t, d)
+	writeFiles(t, dir, map[string]string{"a/TOOL.hdlp": "two\n", "b/TOOL.hdlp": "b\n"})
+	ents, err := fs.ReadDir(tree.FS(), ".")
+	if err != nil || len(ents) != 1 || ents[0].Name() != "a" || !ents[0].IsDir() {
+		t.Errorf("ReadDir(.) = %v, %v; want [a/] as the Sync found it", ents, err)
+	}
+	if got, want := mustBlobHash(t, tree, "a/TOOL.hdlp"), blobHash([]byte("one\n")); got != want {
+		t.Errorf("BlobHash(a/TOOL.hdlp) = %s, want %s, the hash at the Sync", got, want)
+	}
+	if data, _ := fs.ReadFile(tree.FS(), "a/TOOL.hdlp"); string(data) != "two\n" {
+		t.Errorf("ReadFile(a/TOOL.hdlp) = %q, want the current %q", data, "two\n")
+	}
+	// A folder the Sync did not list is read from disk.
+	if ents, err := fs.ReadDir(tree.FS(), "b"); err != nil || len(ents) != 1 {
+		t.Errorf("ReadDir(b) = %v, %v; want [TOOL.hdlp] from disk", ents, err)
+	}
+	if next := mustSyncLocal(t, d); next.Rev() == tree.Rev() {
+		t.Errorf("the next Sync kept revision %s after two changes", next.Rev())
+	}
+}
+
+func TestLocalDirSyncCanceled(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"a/TOOL.hdlp": "a\n"})
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	d := &LocalDir{Path: dir}
+	defer d.Close()
+	if _, err := d.Sync(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("Sync(canceled) error = %v, want context.Canceled", err)
+	}
+}
+
+// TestLocalDirRevUnchanged: the revision is the one Sync computed before
+// listings were kept — sha256 of the sorted "path\x00blob\n" lines, a link
+// that cannot be read marked unreadable — so an upgrade keeps an unchanged
+// directory's revision; names that sort differently as paths and as
+// lines are among the files.
+func TestLocalDirRevUnchanged(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{
+		"a/TOOL.hdlp": "a\n", "a-b/TOOL.hdlp": "ab\n", "a.b/x": "x\n", "ab": "ab\n", "A/TOOL.hdlp": "A\n", "a/b/c": "c\n",
+	})
+	os.Symlink("/nonexistent", filepath.Join(dir, "a", "dangling"))
+	var pairs []string
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	fs.WalkDir(root.FS(), ".", func(name string, de fs.DirEntry, err error) error {
+		if de.IsDir() {
+			return nil
+		}
+		h := "unreadable"
+		if data, err := fs.ReadFile(root.FS(), name); err == nil {
+			h = blobHash(data)
+		}
+		pairs = append(pairs, name+"\x00"+h+"\n")
+		return nil
+	})
+	slices.Sort(pairs)
+	sum := sha256.Sum256([]byte(strings.Join(pairs, "")))
+	want := "local:" + hex.EncodeToString(sum[:])[:16]
+	d := &LocalDir{Path: dir}
+	defer d.Close()
+	if got := mustSyncLocal(t, d).Rev(); got != want {
+		t.Errorf("Rev() = %s, want %s", got, want)
+	}
 }

@@ -18,10 +18,12 @@ import (
 	"io"
 	"io/fs"
 	"path"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"go.yaml.in/yaml/v3"
@@ -32,7 +34,8 @@ import (
 )
 
 // Tree is a tools tree at one revision. Sources (internal/repo) satisfy it
-// without importing scan; it is built from standard types only.
+// without importing scan; it is built from standard types only. Build
+// calls its methods, and reads its FS, from several goroutines at once.
 type Tree interface {
 	// FS is a read-only view of the tools tree: "<name>/TOOL.hdlp".
 	FS() fs.FS
@@ -112,6 +115,10 @@ func symlinkErr(err error) error {
 // unchanged blobs; c (may be nil) memoises parse outcomes across builds.
 // The error is for a tree that cannot be read at all; then no snapshot is
 // returned and the caller keeps serving the one it has.
+//
+// The tool folders are scanned (hashed, looked up, read and parsed) on up
+// to GOMAXPROCS goroutines; the snapshot and the report are the same as
+// scanning them one by one, in the tree's order.
 func Build(prev *catalog.Snapshot, t Tree, c *cache.Cache, opts Options) (*catalog.Snapshot, Report, error) {
 	if opts.Prefix == "" {
 		opts.Prefix = "tools/"
@@ -140,9 +147,10 @@ func Build(prev *catalog.Snapshot, t Tree, c *cache.Cache, opts Options) (*catal
 		}
 	}
 	carry := carries(t, prev, c, rev)
-	seen := make(map[cache.Key]bool)
-	var entries []catalog.Entry
-	declared := map[string][]string{} // declared tool name -> folders
+	// One slot per folder, in the tree's order: folders are scanned in
+	// parallel, and their results taken in this order, so the snapshot
+	// and the report do not depend on the scheduling.
+	var slots []folder
 	for _, d := range dirents {
 		name := d.Name()
 		if strings.HasPrefix(name, ".") {
@@ -153,8 +161,8 @@ func Build(prev *catalog.Snapshot, t Tree, c *cache.Cache, opts Options) (*catal
 			fi, err := fs.Stat(fsys, name)
 			if err != nil {
 				err = fmt.Errorf("%s%s: %w", opts.Prefix, name, symlinkErr(err))
-				rep.Problems = append(rep.Problems, err)
-				entries = append(entries, catalog.Entry{Name: name, File: name + "/" + hldp.FileName, Status: catalog.Failed, Reason: err.Error(), LoadErr: err})
+				e := catalog.Entry{Name: name, File: name + "/" + hldp.FileName, Status: catalog.Failed, Reason: err.Error(), LoadErr: err}
+				slots = append(slots, folder{done: true, res: folderResult{e: e, problem: err}})
 				continue
 			}
 			isDir = fi.IsDir()
@@ -162,18 +170,35 @@ func Build(prev *catalog.Snapshot, t Tree, c *cache.Cache, opts Options) (*catal
 		if !isDir {
 			continue // README.md and other files beside the tool folders
 		}
-		e, key, declName, problem := scanOne(prev, t, blobHash, c, opts, name, rev, carry, &rep)
-		if problem != nil {
-			rep.Problems = append(rep.Problems, problem)
+		slots = append(slots, folder{name: name})
+	}
+	parallel(len(slots), func(i int) {
+		if !slots[i].done {
+			slots[i].res = scanOne(prev, t, blobHash, c, opts, slots[i].name, rev, carry)
 		}
-		if key != (cache.Key{}) {
-			seen[key] = true
+	})
+	seen := make(map[cache.Key]bool, len(slots))
+	entries := make([]catalog.Entry, 0, len(slots))
+	declared := map[string][]string{} // declared tool name -> folders
+	for _, f := range slots {
+		r := f.res
+		if r.parsed {
+			rep.Parsed++
 		}
-		if declName != "" {
-			declared[declName] = append(declared[declName], name)
+		if r.reused {
+			rep.Reused++
 		}
-		if e.Name != "" {
-			entries = append(entries, e)
+		if r.problem != nil {
+			rep.Problems = append(rep.Problems, r.problem)
+		}
+		if r.key != (cache.Key{}) {
+			seen[r.key] = true
+		}
+		if r.decl != "" {
+			declared[r.decl] = append(declared[r.decl], f.name)
+		}
+		if r.e.Name != "" {
+			entries = append(entries, r.e)
 		}
 	}
 	// Two folders declaring one name: report every file involved.
@@ -223,21 +248,64 @@ func Build(prev *catalog.Snapshot, t Tree, c *cache.Cache, opts Options) (*catal
 	return catalog.New(rev, entries, opts.Catalog), rep, nil
 }
 
+// folder is one tool folder of a Build: its name, and what scanning it
+// gave (done: known before scanning, a symlink that cannot be followed).
+type folder struct {
+	name string
+	done bool
+	res  folderResult
+}
+
+// folderResult is what scanning one folder gave: the entry (Name empty
+// for none), the cache key used, the tool name the file declares, a
+// problem, and whether the definition was parsed or reused.
+type folderResult struct {
+	e       catalog.Entry
+	key     cache.Key
+	decl    string
+	problem error
+	parsed  bool
+	reused  bool
+}
+
+// parallel calls f(0) … f(n-1) on up to GOMAXPROCS goroutines and returns
+// when all have returned. Parsing is CPU-bound, so more goroutines than
+// processors would only add switching.
+func parallel(n int, f func(i int)) {
+	workers := min(runtime.GOMAXPROCS(0), n)
+	if workers <= 1 {
+		for i := range n {
+			f(i)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+				f(i)
+			}
+		})
+	}
+	wg.Wait()
+}
+
 // scanOne scans the folder name, asking blobHash (t's, or the cache's
-// listing of t) for its definition's blob hash. It returns the entry (Name empty for none),
-// the cache key used, the tool name the file declares, and a problem.
-func scanOne(prev *catalog.Snapshot, t Tree, blobHash func(string) (string, error), c *cache.Cache, opts Options, name, rev string, carry bool, rep *Report) (catalog.Entry, cache.Key, string, error) {
+// listing of t) for its definition's blob hash. Build calls it for
+// several folders at once.
+func scanOne(prev *catalog.Snapshot, t Tree, blobHash func(string) (string, error), c *cache.Cache, opts Options, name, rev string, carry bool) folderResult {
 	fsys := t.FS()
 	rel := name + "/" + hldp.FileName
 	display := opts.Prefix + rel
 	e := catalog.Entry{Name: name, File: rel}
 	blob, err := blobHash(rel)
 	if errors.Is(err, fs.ErrNotExist) {
-		return catalog.Entry{}, cache.Key{}, "", missingFile(fsys, name, display)
+		return folderResult{problem: missingFile(fsys, name, display)}
 	}
 	if err != nil {
 		err = fmt.Errorf("%s: %w", display, escapeErr(fsys, rel, err))
-		return failOrStale(prev, c, e, err), cache.Key{}, "", err
+		return folderResult{e: failOrStale(prev, c, e, err), problem: err}
 	}
 	key := cache.Key{Path: rel, Blob: blob}
 	e.Blob = blob
@@ -245,9 +313,8 @@ func scanOne(prev *catalog.Snapshot, t Tree, blobHash func(string) (string, erro
 	// Unchanged since the previous snapshot: keep its definition and the
 	// revision it came from.
 	if p, ok := lookupPrev(prev, name); ok && p.Blob == blob && p.LoadErr == nil && p.Tool != nil {
-		rep.Reused++
 		e.Tool, e.Rev, e.Status = p.Tool, cited(carry, p.Rev, rev), catalog.Enabled
-		return e, key, p.Tool.Name, nil
+		return folderResult{e: e, key: key, decl: p.Tool.Name, reused: true}
 	}
 	var out cache.Outcome
 	var cached bool
@@ -255,15 +322,21 @@ func scanOne(prev *catalog.Snapshot, t Tree, blobHash func(string) (string, erro
 		out, cached = c.Get(key)
 	}
 	var declName string
-	if cached {
-		rep.Reused++
-	} else {
+	if !cached {
 		data, err := readLimited(fsys, rel)
 		if err != nil {
 			err = fmt.Errorf("%s: %w", display, escapeErr(fsys, rel, err))
-			return failOrStale(prev, c, e, err), cache.Key{}, "", err
+			return folderResult{e: failOrStale(prev, c, e, err), problem: err}
 		}
-		rep.Parsed++
+		// A local file can change between the tree's hashing and this
+		// read: key the outcome by the bytes parsed, so the cache never
+		// pairs a hash with another content's tool. (A file over the limit
+		// was read in part; it fails to parse whatever it holds.)
+		if len(data) <= hldp.MaxFileSize {
+			if got := BlobHash(data); got != blob {
+				key.Blob, e.Blob = got, got
+			}
+		}
 		tool, perr := hldp.Parse(display, data)
 		out = cache.Outcome{Tool: tool, Err: perr, Rev: rev}
 		if perr != nil {
@@ -273,8 +346,10 @@ func scanOne(prev *catalog.Snapshot, t Tree, blobHash func(string) (string, erro
 			c.Put(key, out)
 		}
 	}
+	res := folderResult{key: key, decl: declName, parsed: !cached, reused: cached}
 	if out.Err != nil {
-		return failOrStale(prev, c, e, out.Err), key, declName, out.Err
+		res.e, res.problem = failOrStale(prev, c, e, out.Err), out.Err
+		return res
 	}
 	// A cached outcome keeps the revision its bytes were first parsed at,
 	// so provenance survives a restart (prev is nil then).
@@ -287,7 +362,8 @@ func scanOne(prev *catalog.Snapshot, t Tree, blobHash func(string) (string, erro
 		}
 	}
 	e.Tool, e.Rev, e.Status = out.Tool, cited(carry, was, rev), catalog.Enabled
-	return e, key, out.Tool.Name, nil
+	res.e, res.decl = e, out.Tool.Name
+	return res
 }
 
 // cited is the revision an unchanged definition cites: the one it was

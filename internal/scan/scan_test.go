@@ -2,11 +2,13 @@ package scan
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/fstest"
 
@@ -306,17 +308,17 @@ func copyTree(t *testing.T, m fstest.MapFS, dir string) {
 }
 
 // hashedTree is a Tree that names its content, like a git tree, and
-// counts what the scan asks of it.
+// counts what the scan asks of it (Build asks from several goroutines).
 type hashedTree struct {
 	Tree
 	hash              string
-	blobHashes, opens int
+	blobHashes, opens atomic.Int64
 }
 
 func (h *hashedTree) TreeHash() string { return h.hash }
 
 func (h *hashedTree) BlobHash(p string) (string, error) {
-	h.blobHashes++
+	h.blobHashes.Add(1)
 	return h.Tree.BlobHash(p)
 }
 
@@ -325,12 +327,12 @@ func (h *hashedTree) FS() fs.FS { return countingFS{h.Tree.FS(), &h.opens} }
 // countingFS counts opened files (reading the top folder is not counted).
 type countingFS struct {
 	fs.FS
-	opens *int
+	opens *atomic.Int64
 }
 
 func (c countingFS) Open(name string) (fs.File, error) {
 	if name != "." {
-		*c.opens++
+		c.opens.Add(1)
 	}
 	return c.FS.Open(name)
 }
@@ -369,8 +371,8 @@ func TestListingSkipsTreeReads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.FromListing || first.blobHashes != folders || rep.Parsed != 3 {
-		t.Fatalf("first build: from listing %v, %d blob hashes asked, %d parsed; want false, %d, 3", rep.FromListing, first.blobHashes, rep.Parsed, folders)
+	if rep.FromListing || first.blobHashes.Load() != int64(folders) || rep.Parsed != 3 {
+		t.Fatalf("first build: from listing %v, %d blob hashes asked, %d parsed; want false, %d, 3", rep.FromListing, first.blobHashes.Load(), rep.Parsed, folders)
 	}
 	want := summary(s, rep)
 
@@ -400,9 +402,9 @@ func TestListingSkipsTreeReads(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
-		if rep.FromListing != tc.wantListing || tr.blobHashes != tc.wantBlobHash || tr.opens != tc.wantOpens || rep.Parsed != 0 {
+		if rep.FromListing != tc.wantListing || tr.blobHashes.Load() != int64(tc.wantBlobHash) || tr.opens.Load() != int64(tc.wantOpens) || rep.Parsed != 0 {
 			t.Errorf("%s: from listing %v, %d blob hashes asked, %d files opened, %d parsed; want %v, %d, %d, 0",
-				tc.name, rep.FromListing, tr.blobHashes, tr.opens, rep.Parsed, tc.wantListing, tc.wantBlobHash, tc.wantOpens)
+				tc.name, rep.FromListing, tr.blobHashes.Load(), tr.opens.Load(), rep.Parsed, tc.wantListing, tc.wantBlobHash, tc.wantOpens)
 		}
 		if got := summary(s, rep); got != want {
 			t.Errorf("%s: snapshot and problems differ from reading the tree:\n got %s\nwant %s", tc.name, got, want)
@@ -499,4 +501,99 @@ func mustLookup(t *testing.T, s *catalog.Snapshot, name string) catalog.Entry {
 		t.Fatalf("no entry %s", name)
 	}
 	return e
+}
+
+// TestBuildParallelOrder: folders are scanned on several goroutines, yet
+// the report lists problems in the tree's order, duplicates after, the
+// same on every build; every file is parsed once, and a build through the
+// cache parses none.
+func TestBuildParallelOrder(t *testing.T) {
+	files := map[string]string{}
+	var want []string
+	for i := range 300 {
+		name := fmt.Sprintf("t%03d", i)
+		switch {
+		case i%50 == 7:
+			files[name+"/TOOL.hdlp"] = "name: " + name + "\nbroken: [\n"
+			want = append(want, "tools/"+name+"/TOOL.hdlp")
+		case i%50 == 21:
+			files[name+"/notes.txt"] = "no definition"
+			want = append(want, "tools/"+name+"/TOOL.hdlp: folder "+name)
+		default:
+			files[name+"/TOOL.hdlp"] = def(name, "intent of "+name)
+		}
+	}
+	// A folder declaring another's name: its own problem, then the
+	// duplicate, reported for both files after all others.
+	files["zz1/TOOL.hdlp"] = def("t000", "a copy")
+	want = append(want, "tools/zz1/TOOL.hdlp", "tools/t000/TOOL.hdlp: duplicate", "tools/zz1/TOOL.hdlp: duplicate")
+	const defs = 300 - 6 + 1
+	var first []string
+	for run := range 3 {
+		_, rep := build(t, nil, files, "r1", cache.New(), Options{})
+		var got []string
+		for _, p := range rep.Problems {
+			got = append(got, p.Error())
+		}
+		if rep.Parsed != defs || rep.Reused != 0 {
+			t.Errorf("build %d: parsed %d, reused %d; want %d, 0", run, rep.Parsed, rep.Reused, defs)
+		}
+		if run == 0 {
+			first = got
+		} else if !slices.Equal(got, first) {
+			t.Errorf("build %d problems differ from the first build's:\n%q\nwant\n%q", run, got, first)
+		}
+	}
+	if len(first) != len(want) {
+		t.Fatalf("problems = %q, want %d", first, len(want))
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(first[i], w) {
+			t.Errorf("problem %d = %q, want it to start with %q (the tree's order)", i, first[i], w)
+		}
+	}
+
+	c := cache.New()
+	build(t, nil, files, "r1", c, Options{})
+	if _, rep := build(t, nil, files, "r1", c, Options{}); rep.Parsed != 0 || rep.Reused != defs {
+		t.Errorf("build through the cache: parsed %d, reused %d; want 0, %d", rep.Parsed, rep.Reused, defs)
+	}
+}
+
+// staleHashTree reports, for one file, the blob hash of what it held
+// before (as a local tree does when the file changes between the Sync and
+// the build).
+type staleHashTree struct {
+	Tree
+	path, hash string
+}
+
+func (s staleHashTree) BlobHash(p string) (string, error) {
+	if p == s.path {
+		return s.hash, nil
+	}
+	return s.Tree.BlobHash(p)
+}
+
+// TestBuildKeysWhatItParsed: when the bytes read differ from the blob hash
+// the tree reported, the outcome is stored and served under the hash of
+// the bytes parsed, never paired with the stale hash.
+func TestBuildKeysWhatItParsed(t *testing.T) {
+	old, cur := def("a", "old intent"), def("a", "new intent")
+	tree := staleHashTree{Tree: FromFS(mapFS(map[string]string{"a/TOOL.hdlp": cur}), "r1"), path: "a/TOOL.hdlp", hash: BlobHash([]byte(old))}
+	c := cache.New()
+	snap, rep, err := Build(nil, tree, c, Options{Catalog: catalog.Options{LazyIndex: true}})
+	if err != nil || rep.Parsed != 1 {
+		t.Fatalf("Build = %v, parsed %d; want 1 parse", err, rep.Parsed)
+	}
+	e, _ := snap.Lookup("a")
+	if e.Blob != BlobHash([]byte(cur)) || e.Tool.Intent != "new intent" {
+		t.Errorf("entry = blob %s, intent %q; want the parsed bytes' hash %s and %q", e.Blob, e.Tool.Intent, BlobHash([]byte(cur)), "new intent")
+	}
+	if _, ok := c.Get(cache.Key{Path: "a/TOOL.hdlp", Blob: BlobHash([]byte(old))}); ok {
+		t.Error("the cache pairs the stale hash with an outcome")
+	}
+	if o, ok := c.Get(cache.Key{Path: "a/TOOL.hdlp", Blob: BlobHash([]byte(cur))}); !ok || o.Tool.Intent != "new intent" {
+		t.Errorf("cache under the parsed bytes' hash = %v, %v; want the new tool", o.Tool, ok)
+	}
 }

@@ -1,0 +1,369 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/toolagent/toolagent/internal/catalog"
+	"github.com/toolagent/toolagent/internal/repo"
+	"github.com/toolagent/toolagent/internal/scan"
+)
+
+// benchSettle is how long bench waits after writing the catalog before the
+// cold start: a local directory trusts a file's stat only once its change
+// time is older than the file system's clock granularity (repo.LocalDir),
+// and the warm start is meant to find every file settled, as a restart
+// does.
+const benchSettle = 250 * time.Millisecond
+
+// benchReport is what `toolagent bench catalog` prints.
+type benchReport struct {
+	Tools      int    `json:"tools"`
+	Dir        string `json:"dir"`
+	FileBytes  int    `json:"file_bytes_avg"` // mean size of a TOOL.hdlp
+	GOMAXPROCS int    `json:"gomaxprocs"`
+
+	Cold    benchStart `json:"cold_start"`    // no state: every file parsed
+	Warm    benchStart `json:"warm_start"`    // same state, nothing changed
+	Changed benchStart `json:"one_changed"`   // one file rewritten, one reload
+	Heap    uint64     `json:"live_heap"`     // bytes live after the warm start and the reload
+	PerTool uint64     `json:"heap_per_tool"` // Heap / Tools
+	RSS     uint64     `json:"rss"`           // resident set after returning free memory
+	PeakRSS uint64     `json:"rss_peak"`
+
+	Queries int     `json:"queries"`
+	P50     float64 `json:"match_p50_ms"`
+	P99     float64 `json:"match_p99_ms"`
+	Max     float64 `json:"match_max_ms"`
+	Found   int     `json:"match_found"` // queries answered with candidates
+}
+
+// benchStart is one load of the catalog: until the snapshot is published
+// (ready: calls and listings are served) and until its match index is
+// built, what the source read and what the build parsed.
+type benchStart struct {
+	ReadyMS  float64 `json:"ready_ms"`
+	CPUMS    float64 `json:"ready_cpu_ms"` // the process's CPU time until ready, all threads
+	IndexMS  float64 `json:"index_ms"`     // after ready
+	Parsed   int     `json:"parsed"`
+	Reused   int     `json:"reused"`
+	Hashed   int     `json:"hashed"`    // files the source read to hash them
+	ReadDirs int     `json:"read_dirs"` // folders whose entries the source read
+	Dirs     int     `json:"dirs"`
+}
+
+// runBench measures the daemon's catalog on a synthetic tools tree:
+// `bench catalog` is its one benchmark.
+func runBench(ctx context.Context, e env, args []string) error {
+	fs := newFlagSet("bench", e)
+	n := fs.Int("tools", 10000, "number `N` of synthetic tools (each TOOL.hdlp about 450 bytes: one param, an argv, a Chinese display)")
+	queries := fs.Int("queries", 2000, "intent queries `N` timed through the match index")
+	parent := fs.String("dir", "", "`DIR` to write the catalog and its state in, in a new folder (default: the system's temporary directory; choose one on the disk the daemon will use)")
+	keep := fs.Bool("keep", false, "keep the generated tools tree and state directory (printed) instead of removing them")
+	asJSON := fs.Bool("json", false, "print the figures as one JSON object")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 || pos[0] != "catalog" {
+		return usageError{fmt.Errorf("bench: want the benchmark to run, catalog; got %q", pos)}
+	}
+	if *n < 2 || *queries < 1 {
+		return usageError{errors.New("bench: --tools must be at least 2 and --queries at least 1")}
+	}
+	dir, err := os.MkdirTemp(*parent, "toolagent-bench-")
+	if err != nil {
+		return err
+	}
+	if !*keep {
+		defer os.RemoveAll(dir)
+	}
+	r, err := benchCatalog(ctx, e, dir, *n, *queries)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(e.stdout, r)
+	}
+	writeBench(e.stdout, r, *keep)
+	return nil
+}
+
+// benchCatalog writes n tools under dir/tools and loads them as the daemon
+// does (newCore and one reload, with the state in dir/state): a cold start,
+// a warm start of a new core on the same state, one changed file, then
+// memory and matching with that core's catalog.
+func benchCatalog(ctx context.Context, e env, dir string, n, queries int) (benchReport, error) {
+	tools, state := filepath.Join(dir, "tools"), filepath.Join(dir, "state")
+	r := benchReport{Tools: n, Dir: dir, GOMAXPROCS: runtime.GOMAXPROCS(0), Queries: queries}
+	size, err := writeBenchTools(tools, n)
+	if err != nil {
+		return r, err
+	}
+	r.FileBytes = size / n
+	time.Sleep(benchSettle)
+	runtime.GC()
+	var base runtime.MemStats
+	runtime.ReadMemStats(&base)
+
+	log := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	cold, err := benchLoad(ctx, tools, state, log)
+	if err != nil {
+		return r, err
+	}
+	r.Cold = cold.start
+	cold.close()
+
+	warm, err := benchLoad(ctx, tools, state, log)
+	if err != nil {
+		return r, err
+	}
+	defer warm.close()
+	r.Warm = warm.start
+
+	// One definition changes, as an editor would save it.
+	name := benchToolName(n / 2)
+	f := filepath.Join(tools, name, "TOOL.hdlp")
+	data, err := os.ReadFile(f)
+	if err != nil {
+		return r, err
+	}
+	if err := os.WriteFile(f, []byte(strings.Replace(string(data), "运行状态", "运行状态和最近的日志", 1)), 0o644); err != nil {
+		return r, err
+	}
+	if r.Changed, err = warm.reload(ctx); err != nil {
+		return r, err
+	}
+	if r.Changed.Parsed != 1 {
+		return r, fmt.Errorf("bench: the reload after one change parsed %d files, want 1", r.Changed.Parsed)
+	}
+
+	snap := warm.cr.store.Load()
+	snap.BuildIndex()
+	runtime.GC()
+	runtime.GC()
+	var live runtime.MemStats
+	runtime.ReadMemStats(&live)
+	if live.HeapAlloc > base.HeapAlloc {
+		r.Heap = live.HeapAlloc - base.HeapAlloc
+	}
+	r.PerTool = r.Heap / uint64(n)
+	debug.FreeOSMemory()
+	r.RSS, r.PeakRSS = procStatus("VmRSS"), procStatus("VmHWM")
+	runtime.KeepAlive(snap)
+
+	times := make([]time.Duration, queries)
+	rnd := rand.New(rand.NewPCG(1, 2))
+	for i := range times {
+		q := benchQuery(rnd, n)
+		t0 := time.Now()
+		resp := snap.MatchIntent(q, catalog.MaxCandidates)
+		times[i] = time.Since(t0)
+		if resp.Found {
+			r.Found++
+		}
+	}
+	slices.Sort(times)
+	r.P50 = ms(times[len(times)/2])
+	r.P99 = ms(times[min(len(times)-1, len(times)*99/100)])
+	r.Max = ms(times[len(times)-1])
+	return r, nil
+}
+
+// benchCore is a daemon core loaded by benchLoad.
+type benchCore struct {
+	cr    *core
+	dir   *repo.LocalDir
+	start benchStart
+	// ready is when the last build returned, and the CPU time used then:
+	// Once publishes its snapshot right after, then builds the match
+	// index before it returns.
+	ready    time.Time
+	readyCPU time.Duration
+	last     scan.Report
+}
+
+// benchLoad builds a core over the tools tree as serve does and loads it
+// once, timing from before newCore (which opens the parse cache).
+func benchLoad(ctx context.Context, tools, state string, log *slog.Logger) (*benchCore, error) {
+	start, cpu := time.Now(), cpuTime()
+	cfg, err := loadConfig(env{getenv: func(string) string { return "" }, stdout: io.Discard, stderr: io.Discard}, "sync", nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Tools, cfg.State = tools, state
+	cr, err := newCore(env{getenv: func(string) string { return "" }, stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard}, cfg, log, noApprovals)
+	if err != nil {
+		return nil, err
+	}
+	src, ok := cr.loop.Source.(*localSource)
+	if !ok {
+		cr.close()
+		return nil, fmt.Errorf("bench: the source of %s is not a local directory", tools)
+	}
+	b := &benchCore{cr: cr, dir: src.dir}
+	build := cr.loop.Build
+	cr.loop.Build = func(prev *catalog.Snapshot, t scan.Tree) (*catalog.Snapshot, scan.Report, error) {
+		snap, rep, err := build(prev, t)
+		b.ready, b.readyCPU, b.last = time.Now(), cpuTime(), rep
+		return snap, rep, err
+	}
+	if b.start, err = b.once(ctx, start, cpu); err != nil {
+		b.close()
+		return nil, err
+	}
+	return b, nil
+}
+
+// reload rereads the tools tree once, as a file event makes the daemon do.
+func (b *benchCore) reload(ctx context.Context) (benchStart, error) {
+	return b.once(ctx, time.Now(), cpuTime())
+}
+
+func (b *benchCore) once(ctx context.Context, start time.Time, cpu time.Duration) (benchStart, error) {
+	changed, err := b.cr.loop.Once(ctx)
+	if err != nil {
+		return benchStart{}, err
+	}
+	if !changed {
+		return benchStart{}, errors.New("bench: the reload published no new snapshot")
+	}
+	done := time.Now()
+	st := b.dir.LastSync()
+	return benchStart{
+		ReadyMS: ms(b.ready.Sub(start)), CPUMS: ms(b.readyCPU - cpu), IndexMS: ms(done.Sub(b.ready)),
+		Parsed: b.last.Parsed, Reused: b.last.Reused,
+		Hashed: st.Hashed, ReadDirs: st.ReadDirs, Dirs: st.Dirs,
+	}, nil
+}
+
+func (b *benchCore) close() { b.cr.close() }
+
+// writeBenchTools writes n tool folders under dir and returns the bytes
+// written. Tools differ in an action, a service and a number, so intent
+// matching has words to tell them apart.
+func writeBenchTools(dir string, n int) (int, error) {
+	size := 0
+	for i := range n {
+		p := filepath.Join(dir, benchToolName(i))
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			return 0, err
+		}
+		data := benchTool(i)
+		if err := os.WriteFile(filepath.Join(p, "TOOL.hdlp"), data, 0o644); err != nil {
+			return 0, err
+		}
+		size += len(data)
+	}
+	return size, nil
+}
+
+// Words of the synthetic tools and queries.
+var (
+	benchActions  = [][2]string{{"查看", "show"}, {"重启", "restart"}, {"备份", "backup"}, {"清理", "clean"}, {"统计", "count"}, {"检查", "check"}, {"扩容", "scale"}, {"回滚", "rollback"}}
+	benchServices = []string{"nginx", "redis", "mysql", "kafka", "etcd", "minio", "grafana", "postgres", "rabbitmq", "consul", "vault", "jenkins", "gitea", "haproxy", "memcached", "clickhouse"}
+)
+
+func benchToolName(i int) string { return fmt.Sprintf("tool-%05d", i) }
+
+// benchTool is the TOOL.hdlp of tool i.
+func benchTool(i int) []byte {
+	act, svc := benchActions[i%len(benchActions)], benchServices[(i/len(benchActions))%len(benchServices)]
+	return fmt.Appendf(nil, `name: %[1]s
+display: %[2]s%[3]s 服务 %[5]d 号
+intent: %[2]s第 %[5]d 号 %[3]s 服务在目标主机上的运行状态
+method: run
+executor: shell
+argv: [echo, %[4]s, %[3]s-%[5]d, "{host}"]
+params_schema:
+  host: { type: string, required: true, description: "目标主机名，如 web-01" }
+keywords: [%[4]s, %[3]s, %[3]s%[5]d]
+author: bench
+created: 2026-01-01
+why: toolagent bench catalog 生成的合成工具，用来测量启动、内存和匹配。
+`, benchToolName(i), act[0], svc, act[1], i)
+}
+
+// benchQuery is a query about one of the n tools, in Chinese or English,
+// or, one time in ten, about nothing the catalog holds.
+func benchQuery(rnd *rand.Rand, n int) string {
+	i := rnd.IntN(n)
+	act, svc := benchActions[i%len(benchActions)], benchServices[(i/len(benchActions))%len(benchServices)]
+	switch rnd.IntN(10) {
+	case 0:
+		return "帮我订一张明天去上海的机票"
+	case 1, 2, 3, 4:
+		return fmt.Sprintf("%s一下 %d 号 %s 服务", act[0], i, svc)
+	default:
+		return fmt.Sprintf("%s %s %d on web-01", act[1], svc, i)
+	}
+}
+
+// procStatus returns a size field of /proc/self/status in bytes (0 where
+// there is none).
+func procStatus(field string) uint64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if !ok || k != field {
+			continue
+		}
+		kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		if err != nil {
+			return 0
+		}
+		return kb << 10
+	}
+	return 0
+}
+
+// cpuTime is the CPU time the process used so far, user and system.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func mib(b uint64) float64 { return float64(b) / (1 << 20) }
+
+// writeBench prints r as a few aligned lines.
+func writeBench(w io.Writer, r benchReport, kept bool) {
+	fmt.Fprintf(w, "catalog: %d synthetic tools, %d bytes per TOOL.hdlp on average; GOMAXPROCS %d\n", r.Tools, r.FileBytes, r.GOMAXPROCS)
+	if kept {
+		fmt.Fprintf(w, "kept: %s (tools/ and state/)\n", r.Dir)
+	}
+	line := func(what string, s benchStart) {
+		fmt.Fprintf(w, "%-30s ready %7.1f ms (cpu %7.1f ms)   index +%6.1f ms   parsed %6d   hashed %6d   folders read %6d of %d\n",
+			what, s.ReadyMS, s.CPUMS, s.IndexMS, s.Parsed, s.Hashed, s.ReadDirs, s.Dirs)
+	}
+	line("cold start (no state)", r.Cold)
+	line("warm start (nothing changed)", r.Warm)
+	line("one file changed (reload)", r.Changed)
+	fmt.Fprintf(w, "%-30s live heap %.1f MiB = %d bytes per tool; RSS %.1f MiB (peak %.1f MiB)\n",
+		"memory", mib(r.Heap), r.PerTool, mib(r.RSS), mib(r.PeakRSS))
+	fmt.Fprintf(w, "%-30s p50 %.3f ms   p99 %.3f ms   max %.3f ms   (%d of %d found)\n",
+		fmt.Sprintf("match (%d queries)", r.Queries), r.P50, r.P99, r.Max, r.Found, r.Queries)
+}

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"testing"
+)
+
+// TestBenchCatalog runs `bench catalog` on a small catalog and checks its
+// counts (never its timings): the cold start parses and hashes every
+// file, the warm start neither parses nor reads any, and one changed file
+// costs one read and one parse.
+func TestBenchCatalog(t *testing.T) {
+	const n = 30
+	parent := t.TempDir()
+	out, errOut, code := cli(t, nil, "bench", "catalog", "--tools", "30", "--queries", "50", "--dir", parent, "--json")
+	if code != 0 {
+		t.Fatalf("bench catalog = exit %d\n%s", code, errOut)
+	}
+	var r benchReport
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("bench catalog --json: %v\n%s", err, out)
+	}
+	checks := []struct {
+		what      string
+		got, want int
+	}{
+		{"tools", r.Tools, n},
+		{"cold start parsed", r.Cold.Parsed, n},
+		{"cold start hashed", r.Cold.Hashed, n},
+		{"warm start parsed", r.Warm.Parsed, 0},
+		{"warm start reused", r.Warm.Reused, n},
+		{"warm start hashed", r.Warm.Hashed, 0},
+		{"warm start folders read", r.Warm.ReadDirs, 0},
+		{"reload parsed", r.Changed.Parsed, 1},
+		{"reload hashed", r.Changed.Hashed, 1},
+		{"queries", r.Queries, 50},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s = %d, want %d", c.what, c.got, c.want)
+		}
+	}
+	if r.Found == 0 || r.Heap == 0 || r.FileBytes < 300 || r.FileBytes > 600 {
+		t.Errorf("found %d queries, live heap %d, %d bytes per file; want some, some, about 450", r.Found, r.Heap, r.FileBytes)
+	}
+	if ents, _ := os.ReadDir(parent); len(ents) != 0 {
+		t.Errorf("bench left %d entries in --dir; want none without --keep", len(ents))
+	}
+}
+
+// TestBenchUsage: bench wants its one benchmark named.
+func TestBenchUsage(t *testing.T) {
+	for _, args := range [][]string{{"bench"}, {"bench", "catalogue"}, {"bench", "catalog", "--tools", "1"}} {
+		if _, _, code := cli(t, nil, args...); code != exitUsage {
+			t.Errorf("%q = exit %d, want %d", args, code, exitUsage)
+		}
+	}
+}
