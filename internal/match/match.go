@@ -410,7 +410,10 @@ func New(docs []Doc, vocab *Vocab) *Index {
 	}
 	ix.typos = newTypoIndex(words)
 	vocab.sounds() // built once per vocabulary; keep it off the request path
-	ix.scratch = &sync.Pool{New: func() any { return &scratch{scores: make([]float32, len(docs)), roles: make([]role, len(docs))} }}
+	// The closure captures the count, not docs: the pool would keep the
+	// whole input alive (about 470 bytes a tool at 10,000 tools).
+	ndocs := len(docs)
+	ix.scratch = &sync.Pool{New: func() any { return &scratch{scores: make([]float32, ndocs), roles: make([]role, ndocs)} }}
 	return ix
 }
 

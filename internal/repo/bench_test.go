@@ -109,8 +109,9 @@ func BenchmarkGitOneToolChanged(b *testing.B) {
 	}
 }
 
-// BenchmarkLocalDirSync measures LocalDir.Sync (which hashes every file for
-// the revision) plus a list-and-hash pass over 1,000 tools.
+// BenchmarkLocalDirSync measures LocalDir.Sync (which, past the first,
+// stats every file and hashes only those whose stat changed) plus a
+// list-and-hash pass over 1,000 tools.
 func BenchmarkLocalDirSync(b *testing.B) {
 	dir := b.TempDir()
 	for i := range 1000 {

@@ -14,7 +14,9 @@
 // readable after later Syncs. [Git.Sync] and [Git.Offline] serialize on a
 // mutex inside the [Git] value, because go-git repositories are not safe
 // for concurrent use; a Git must not be copied after first use, and only one
-// Git may use a given Dir at a time. [LocalDir] holds no state.
+// Git may use a given Dir at a time. [LocalDir] keeps a listing of its
+// directory between Syncs (and, with ListingFile, across restarts), so a
+// Sync reads only what changed.
 //
 // Import rules: repo is a leaf; it imports no toolagent packages. Only
 // cmd/toolagent imports it, and connects a *Tree to the scanner through the

@@ -42,7 +42,8 @@ func (t *Tree) TreeHash() string { return t.treeHash }
 // BlobHash returns the git blob hash (hex SHA-1 of "blob <len>\x00" + content)
 // of the regular file at name, a path relative to the sub-tree like those of
 // FS. Git trees take it from the tree entry without reading the blob; local
-// trees hash the file's current content. A missing file gives an error that
+// trees give the hash the Sync found (reading the file only when the Sync
+// did not hash it, such as through a symbolic link). A missing file gives an error that
 // matches fs.ErrNotExist.
 func (t *Tree) BlobHash(name string) (string, error) {
 	if !fs.ValidPath(name) || name == "." {
