@@ -19,6 +19,7 @@ import (
 
 	"github.com/toolagent/toolagent/internal/catalog"
 	"github.com/toolagent/toolagent/internal/dispatch"
+	"github.com/toolagent/toolagent/internal/proc"
 )
 
 // syncBuffer is a goroutine-safe log sink the test reads while the daemon
@@ -564,5 +565,39 @@ func TestServeShutdown(t *testing.T) {
 			}
 			pollUntil(t, "no child processes", func() bool { return len(descendants(t)) == 0 })
 		})
+	}
+}
+
+// TestServeOutputKeep: constraints.output.keep through the daemon: tail
+// keeps a log's end, both keeps the two halves with the marker between;
+// output_bytes counts everything and truncated is set. An HTTP executor,
+// which keeps the head of a body, disables a tool that asks for another
+// end, saying why.
+func TestServeOutputKeep(t *testing.T) {
+	tools := t.TempDir()
+	seq := func(keep string) string {
+		return testTool("seq-"+keep, "intent: count\nmethod: run\nexecutor: shell\nargv: [seq, \"1\", \"200\"]\nparams_schema: {}\nconstraints:\n  max_output_bytes: 64\n  output: { keep: "+keep+" }\n")
+	}
+	putTool(t, tools, "seq-tail", seq("tail"))
+	putTool(t, tools, "seq-both", seq("both"))
+	putTool(t, tools, "api-tail", testTool("api-tail", "intent: ping\nmethod: ping\nexecutor: hlpd-api\nparams_schema: {}\nconstraints:\n  output: { keep: tail }\n"))
+	d := startDaemon(t, nil, "--tools", tools, "--hlpd-url", "http://127.0.0.1:9")
+	full := ""
+	for i := 1; i <= 200; i++ {
+		full += strconv.Itoa(i) + "\n"
+	}
+	n := len(full)
+	for name, want := range map[string]string{
+		"seq-tail": full[n-64:],
+		"seq-both": full[:32] + proc.OmittedMarker(int64(n-64)) + full[n-32:],
+	} {
+		code, res := d.call(t, name, nil)
+		if code != 200 || res.Status != dispatch.Success || res.Output != want || res.OutputBytes != int64(n) || !res.Truncated {
+			t.Errorf("call %s = %d %s output %q bytes %d truncated %v; want %q of %d bytes, truncated", name, code, res.Status, res.Output, res.OutputBytes, res.Truncated, want, n)
+		}
+	}
+	code, res := d.call(t, "api-tail", nil)
+	if code != http.StatusConflict || res.Status != dispatch.Disabled || !strings.Contains(res.Error, "constraints.output.keep") {
+		t.Errorf("call api-tail = %d %s %q; want 409 disabled naming constraints.output.keep", code, res.Status, res.Error)
 	}
 }

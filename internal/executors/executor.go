@@ -10,6 +10,7 @@ package executors
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/toolagent/toolagent/internal/hldp"
@@ -71,14 +72,35 @@ type Outcome struct {
 
 // Plan is what a call would do, for dry runs.
 type Plan struct {
-	Argv           []string          `json:"argv,omitempty"`
-	Dir            string            `json:"cwd,omitempty"`
-	Env            []string          `json:"env,omitempty"`
-	Path           string            `json:"path,omitempty"` // file methods
-	Timeout        time.Duration     `json:"-"`
-	TimeoutMS      int64             `json:"timeout_ms"`
-	MaxOutputBytes int64             `json:"max_output_bytes"`
-	Extra          map[string]string `json:"extra,omitempty"`
+	Argv           []string      `json:"argv,omitempty"`
+	Dir            string        `json:"cwd,omitempty"`
+	Env            []string      `json:"env,omitempty"`
+	Path           string        `json:"path,omitempty"` // file methods
+	Timeout        time.Duration `json:"-"`
+	TimeoutMS      int64         `json:"timeout_ms"`
+	MaxOutputBytes int64         `json:"max_output_bytes"`
+	// OutputKeep is constraints.output.keep when it is not the head:
+	// which bytes past the cap are kept (tail, both).
+	OutputKeep string            `json:"output_keep,omitempty"`
+	Extra      map[string]string `json:"extra,omitempty"`
+}
+
+// OutputKeep returns t's constraints.output.keep for a Plan: "" for the
+// head (the default), else "tail" or "both".
+func OutputKeep(t *hldp.Tool) string {
+	if k := t.Constraints.OutputKeep; k != "" && k != hldp.DefaultOutputKeep {
+		return k
+	}
+	return ""
+}
+
+// CheckHeadOnly refuses a tool whose constraints.output.keep is not the
+// head, for an executor whose output is an HTTP body it keeps the head of.
+func CheckHeadOnly(t *hldp.Tool, executor string) error {
+	if k := OutputKeep(t); k != "" {
+		return fmt.Errorf("constraints.output.keep: %s is for process output (executors shell and gatekeeper); %s keeps the head of a response body", k, executor)
+	}
+	return nil
 }
 
 // ErrRefused marks an execution a guard inside the executor refused right

@@ -203,8 +203,12 @@ type ExecRequest struct {
 	Cwd            string   `json:"cwd,omitempty"`
 	TimeoutMS      int64    `json:"timeout_ms,omitempty"`
 	MaxOutputBytes int64    `json:"max_output_bytes,omitempty"`
-	Tool           string   `json:"tool,omitempty"`
-	Revision       string   `json:"revision,omitempty"`
+	// OutputKeep says which bytes past the cap are kept: "head" (or
+	// absent), "tail", or "both" (the two halves with a line between
+	// them saying how many bytes were left out).
+	OutputKeep string `json:"output_keep,omitempty"`
+	Tool       string `json:"tool,omitempty"`
+	Revision   string `json:"revision,omitempty"`
 	// Approval is the bare id of an approval, as older clients send it.
 	// It is not trusted: only Grant lets a command the policy wants
 	// confirmed run. It is accepted (and named in a refusal) so that an
@@ -460,6 +464,8 @@ func (h *handler) spec(req ExecRequest) (proc.Spec, error) {
 		return proc.Spec{}, errors.New(`argv[0] (the program) is empty`)
 	case req.TimeoutMS < 0 || req.MaxOutputBytes < 0:
 		return proc.Spec{}, errors.New(`timeout_ms and max_output_bytes must not be negative`)
+	case !slices.Contains([]string{"", "head", "tail", "both"}, req.OutputKeep):
+		return proc.Spec{}, fmt.Errorf(`output_keep %q: want head, tail or both`, req.OutputKeep)
 	case req.Cwd != "" && !filepath.IsAbs(req.Cwd):
 		return proc.Spec{}, fmt.Errorf("cwd %q must be an absolute path", req.Cwd)
 	case len(req.Approval) > maxApprovalLen:
@@ -486,8 +492,17 @@ func (h *handler) spec(req ExecRequest) (proc.Spec, error) {
 		Timeout:   timeout,
 		Grace:     h.opts.Grace,
 		MaxOutput: maxOut,
+		Keep:      outputKeep(req.OutputKeep),
 		Sandbox:   h.sb,
 	}, nil
+}
+
+// outputKeep maps the request's output_keep to proc's.
+func outputKeep(k string) proc.Keep {
+	if k == "head" {
+		return proc.KeepHead
+	}
+	return proc.Keep(k)
 }
 
 // argv is what runs for a cmd (under the shell) or an argv.

@@ -121,6 +121,7 @@ func TestHandlerProtocol(t *testing.T) {
 		{name: "unknown field", h: withToken, method: "POST", path: "/exec", remote: local, auth: "Bearer plain-token", body: `{"command":"true"}`, wantStatus: 400, wantCode: CodeBadRequest},
 		{name: "cmd and argv", h: withToken, method: "POST", path: "/exec", remote: local, auth: "Bearer plain-token", body: `{"cmd":"true","argv":["true"]}`, wantStatus: 400, wantCode: CodeBadRequest},
 		{name: "neither", h: withToken, method: "POST", path: "/exec", remote: local, auth: "Bearer plain-token", body: `{}`, wantStatus: 400, wantCode: CodeBadRequest},
+		{name: "unknown output_keep", h: withToken, method: "POST", path: "/exec", remote: local, auth: "Bearer plain-token", body: `{"cmd":"true","output_keep":"middle"}`, wantStatus: 400, wantCode: CodeBadRequest},
 		{name: "relative cwd", h: withToken, method: "POST", path: "/exec", remote: local, auth: "Bearer plain-token", body: `{"cmd":"true","cwd":"tmp"}`, wantStatus: 400, wantCode: CodeBadRequest},
 		{name: "body too large", h: withToken, method: "POST", path: "/exec", remote: local, auth: "Bearer plain-token", body: `{"cmd":"` + strings.Repeat("x", 300) + `"}`, wantStatus: 413, wantCode: CodeTooLarge},
 		{name: "program not found", h: noPolicy, method: "POST", path: "/exec", remote: local, auth: "Bearer plain-token", body: `{"argv":["no-such-program-xyz"]}`, wantStatus: 422, wantCode: CodeStartFailed},
@@ -142,6 +143,22 @@ func TestHandlerProtocol(t *testing.T) {
 				t.Errorf("%s %s = %v, want code %q and an error message", tt.method, tt.path, m, tt.wantCode)
 			}
 		})
+	}
+}
+
+// TestExecOutputKeep: output_keep tail keeps the last bytes, both the two
+// halves with the marker; the byte count is the whole stream's.
+func TestExecOutputKeep(t *testing.T) {
+	h := NewHandler(Options{Tokens: []string{"t"}, MaxOutput: 10}, nil)
+	for keep, want := range map[string]string{
+		"head": "0123456789",
+		"tail": "6789abcdef",
+		"both": "01234" + proc.OmittedMarker(6) + "bcdef",
+	} {
+		status, m := do(t, h, "POST", "/exec", "127.0.0.1:1", "Bearer t", `{"cmd":"printf 0123456789abcdef","output_keep":"`+keep+`"}`)
+		if status != 200 || m["stdout"] != want || m["stdout_bytes"] != 16.0 || m["truncated"] != true {
+			t.Errorf("output_keep %s: %d %v; want stdout %q of 16 bytes, truncated", keep, status, m, want)
+		}
 	}
 }
 

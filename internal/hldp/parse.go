@@ -42,7 +42,8 @@ var (
 var (
 	requiredKeys = []string{"name", "display", "intent", "method", "executor", "params_schema", "author", "created", "why"}
 	topKeys      = []string{"name", "display", "intent", "method", "executor", "params_schema", "constraints", "author", "created", "why", "argv", "target", "keywords", "sandbox", "requires", "tags", "examples"}
-	constraintKs = []string{"timeout_ms", "max_output_bytes", "require_confirm", "max_concurrency", "rules", "shell_policy"}
+	constraintKs = []string{"timeout_ms", "max_output_bytes", "output", "require_confirm", "max_concurrency", "rules", "shell_policy"}
+	outputKs     = []string{"keep"}
 	ruleKeys     = []string{"allow", "confirm", "deny"}
 	paramKeys    = []string{"type", "required", "description", "enum", "default", "pattern", "minimum", "maximum", "items"}
 	itemKeys     = []string{"type", "description", "enum", "pattern", "minimum", "maximum", "items"}
@@ -436,7 +437,7 @@ func (p *parser) date(n *yaml.Node, field string) (string, bool) {
 }
 
 func (p *parser) tool(root *yaml.Node) *Tool {
-	t := &Tool{File: p.file, Constraints: Constraints{Timeout: DefaultTimeout, MaxOutputBytes: DefaultMaxOutputBytes}}
+	t := &Tool{File: p.file, Constraints: Constraints{Timeout: DefaultTimeout, MaxOutputBytes: DefaultMaxOutputBytes, OutputKeep: DefaultOutputKeep}}
 	entries := p.mapping(root, "", topKeys)
 	byKey := make(map[string]entry, len(entries))
 	for _, e := range entries {
@@ -627,6 +628,21 @@ func (p *parser) constraints(n *yaml.Node, field string, c *Constraints) {
 					p.add(e.v, e.field, "out of range", want, describe(e.v), "")
 				} else {
 					c.MaxOutputBytes = v
+				}
+			}
+		case "output":
+			if e.v.Kind != yaml.MappingNode {
+				p.add(e.v, e.field, "", "a mapping with keep", describe(e.v), "")
+				continue
+			}
+			for _, o := range p.mapping(e.v, e.field, outputKs) {
+				want := "one of " + strings.Join(OutputKeeps, ", ")
+				if s, ok := p.str(o.v, o.field, want, true); ok {
+					if !slices.Contains(OutputKeeps, s) {
+						p.add(o.v, o.field, "unknown output keep", want, describe(o.v), didYouMean(s, OutputKeeps))
+					} else {
+						c.OutputKeep = s
+					}
 				}
 			}
 		case "require_confirm":

@@ -54,7 +54,7 @@ func TestParseSeed(t *testing.T) {
 			{Name: "cmd", Type: TypeString, Required: true, Description: "要执行的shell命令"},
 			{Name: "cwd", Type: TypeString, Description: "工作目录"},
 		},
-		Constraints: Constraints{Timeout: 30 * time.Second, MaxOutputBytes: 65536},
+		Constraints: Constraints{Timeout: 30 * time.Second, MaxOutputBytes: 65536, OutputKeep: "head"},
 		Author:      "ICE-GL-ZY001",
 		Created:     "2026-05-31",
 		Why:         "铸渊需要通过gatekeeper执行服务器命令。这是所有系统操作的基础工具。",
@@ -167,7 +167,7 @@ var expectedErrors = map[string][]string{
 	"misspelt-intent":          {`TOOL.hdlp:4:1: intnet: unknown key; want one of name, display, intent,`, `(did you mean "intent"?)`},
 	"misspelt-param-required":  {`TOOL.hdlp:8:24: params_schema.cmd.requried: unknown key; want one of type, required, description, enum, default, pattern, minimum, maximum, items (did you mean "required"?)`},
 	"misspelt-params-schema":   {`TOOL.hdlp:7:1: params_shema: unknown key`, `(did you mean "params_schema"?)`},
-	"misspelt-require-confirm": {`misspelt-require-confirm/TOOL.hdlp:12:3: constraints.require_confrim: unknown key; want one of timeout_ms, max_output_bytes, require_confirm, max_concurrency, rules, shell_policy (did you mean "require_confirm"?)`},
+	"misspelt-require-confirm": {`misspelt-require-confirm/TOOL.hdlp:12:3: constraints.require_confrim: unknown key; want one of timeout_ms, max_output_bytes, output, require_confirm, max_concurrency, rules, shell_policy (did you mean "require_confirm"?)`},
 	"name-folder-mismatch":     {`TOOL.hdlp:2:7: name: name does not match its folder; want "name-folder-mismatch" (the folder name), got "shell-exec"`},
 	"negative-max-output":      {"TOOL.hdlp:11:21: constraints.max_output_bytes: out of range; want integer bytes > 0 and <= 67108864, got integer -1"},
 	"param-required-string":    {`TOOL.hdlp:8:34: params_schema.cmd.required: want boolean true or false, got string "true"`},
@@ -399,7 +399,7 @@ func TestParseFields(t *testing.T) {
 		wantErr string
 	}{
 		{name: "defaults", check: func(t *Tool) string {
-			want := Constraints{Timeout: DefaultTimeout, MaxOutputBytes: DefaultMaxOutputBytes}
+			want := Constraints{Timeout: DefaultTimeout, MaxOutputBytes: DefaultMaxOutputBytes, OutputKeep: DefaultOutputKeep}
 			return cmp.Diff(want, t.Constraints)
 		}},
 		{name: "created timestamp", replace: [2]string{"created: 2026-05-31", "created: 2026-05-31T23:30:00+08:00"}, check: createdIs("2026-05-31")},
@@ -410,11 +410,16 @@ func TestParseFields(t *testing.T) {
 		{name: "empty name", replace: [2]string{"name: t", `name: ""`}, wantErr: `name: want a name matching [a-z0-9][a-z0-9_-]*, got an empty string`},
 		{name: "null intent", replace: [2]string{"intent: do t", `intent:`}, wantErr: `intent: want a non-empty string (one sentence: what the tool does), got null`},
 		{name: "constraints all", append: "constraints: {timeout_ms: 3600000, max_output_bytes: 67108864, require_confirm: true, max_concurrency: 2}\n", check: func(t *Tool) string {
-			return cmp.Diff(Constraints{Timeout: time.Hour, MaxOutputBytes: 64 << 20, RequireConfirm: true, MaxConcurrency: 2}, t.Constraints)
+			return cmp.Diff(Constraints{Timeout: time.Hour, MaxOutputBytes: 64 << 20, OutputKeep: "head", RequireConfirm: true, MaxConcurrency: 2}, t.Constraints)
 		}},
 		{name: "constraints float", append: "constraints: {timeout_ms: 1.5}\n", wantErr: "constraints.timeout_ms: want integer milliseconds > 0 and <= 3600000, got float 1.5"},
 		{name: "constraints overflow", append: "constraints: {timeout_ms: 99999999999999999999}\n", wantErr: "constraints.timeout_ms"},
 		{name: "constraints not mapping", append: "constraints: 5\n", wantErr: "constraints: want a mapping with timeout_ms"},
+		{name: "output keep tail", append: "constraints: {output: {keep: tail}}\n", check: func(t *Tool) string { return cmp.Diff("tail", t.Constraints.OutputKeep) }},
+		{name: "output keep both", append: "constraints: {output: {keep: both}}\n", check: func(t *Tool) string { return cmp.Diff("both", t.Constraints.OutputKeep) }},
+		{name: "output keep unknown", append: "constraints: {output: {keep: tial}}\n", wantErr: `constraints.output.keep: unknown output keep; want one of head, tail, both, got string "tial" (did you mean "tail"?)`},
+		{name: "output unknown key", append: "constraints: {output: {kept: tail}}\n", wantErr: `constraints.output.kept: unknown key; want one of keep`},
+		{name: "output not mapping", append: "constraints: {output: tail}\n", wantErr: `constraints.output: want a mapping with keep, got string "tail"`},
 		{name: "keywords", append: "keywords: [a, 日志]\n", check: func(t *Tool) string { return cmp.Diff([]string{"a", "日志"}, t.Keywords) }},
 		{name: "examples", append: "examples: [\"show me the last five commits\", 查看最近的提交记录]\n", check: func(t *Tool) string {
 			return cmp.Diff([]string{"show me the last five commits", "查看最近的提交记录"}, t.Examples)

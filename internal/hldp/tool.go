@@ -66,6 +66,8 @@ const (
 const (
 	DefaultTimeout        = 30 * time.Second
 	DefaultMaxOutputBytes = 65536
+	// DefaultOutputKeep is constraints.output.keep when absent.
+	DefaultOutputKeep = "head"
 )
 
 // Tool is one parsed and validated TOOL.hdlp. A Tool from Parse must not
@@ -219,6 +221,10 @@ type Param struct {
 type Constraints struct {
 	Timeout        time.Duration
 	MaxOutputBytes int64
+	// OutputKeep is constraints.output.keep, one of OutputKeeps: which
+	// bytes of an output past MaxOutputBytes are kept. Parse sets "head"
+	// when the key is absent.
+	OutputKeep     string
 	RequireConfirm bool
 	// MaxConcurrency caps how many calls of this tool run at once
 	// (constraints.max_concurrency); 0 means no per-tool cap.
@@ -264,6 +270,12 @@ const (
 
 // ShellPolicies lists the words constraints.shell_policy accepts.
 var ShellPolicies = []string{ShellPolicyDefault, ShellPolicyStrict, ShellPolicyNone}
+
+// OutputKeeps are the values of constraints.output.keep: the first bytes
+// (head, the default), the last (tail: what a log's end says), or the
+// first and last halves with a line between them saying how many bytes
+// were left out (both).
+var OutputKeeps = []string{"head", "tail", "both"}
 
 // ArgvItem is one element of an argv template: either a single word (which
 // may hold {param} placeholders) or a group of words that is kept or dropped

@@ -407,7 +407,7 @@ func (p *pool) run(ctx context.Context, w *worker, s Spec, path, dir string, env
 		}()
 	}
 
-	stdout, stderr := capture{max: maxOut}, capture{max: maxOut}
+	stdout, stderr := capture{max: maxOut, keep: s.Keep}, capture{max: maxOut, keep: s.Keep}
 	var wg sync.WaitGroup
 	wg.Go(func() { stdout.drain(outR) })
 	wg.Go(func() { stderr.drain(errR) })
@@ -497,7 +497,7 @@ func (p *pool) run(ctx context.Context, w *worker, s Spec, path, dir string, env
 		p.put(w)
 	}
 	drained()
-	out.Stdout, out.Stderr = stdout.buf, stderr.buf
+	out.Stdout, out.Stderr = stdout.bytes(), stderr.bytes()
 	out.StdoutBytes, out.StderrBytes = stdout.n, stderr.n
 	out.Truncated = stdout.n > maxOut || stderr.n > maxOut
 	out.CutOff = stdout.cut || stderr.cut

@@ -76,6 +76,9 @@ type Spec struct {
 	// MaxOutput is the number of bytes kept of stdout and, separately, of
 	// stderr; 0 or negative means DefaultMaxOutput.
 	MaxOutput int64
+	// Keep says which bytes past MaxOutput are kept: the head (the
+	// zero value), the tail, or both ends.
+	Keep Keep
 	// Sandbox, when non-nil, runs the child inside it with Grant (see
 	// Sandbox). The timeout then kills the whole sandbox at once: every
 	// process in it gets SIGKILL, with no grace period.
@@ -88,8 +91,9 @@ type Spec struct {
 // Outcome is what a child did. It is returned for every child that
 // started, whatever its exit status.
 type Outcome struct {
-	// Stdout and Stderr hold the first MaxOutput bytes of each stream,
-	// including output written before a timeout.
+	// Stdout and Stderr hold MaxOutput bytes of each stream as Spec.Keep
+	// says (KeepBoth adds OmittedMarker between the two ends), including
+	// output written before a timeout.
 	Stdout, Stderr []byte
 	// StdoutBytes and StderrBytes count the bytes the child wrote to each
 	// stream, before the cap. Once a stream passes MaxOutput+DrainLimit,
@@ -253,7 +257,7 @@ func Run(ctx context.Context, s Spec) (Outcome, error) {
 	closeAll(outW, errW) // the child holds its copies; EOF comes when all are closed
 	pid := cmd.Process.Pid
 
-	stdout, stderr := capture{max: maxOut}, capture{max: maxOut}
+	stdout, stderr := capture{max: maxOut, keep: s.Keep}, capture{max: maxOut, keep: s.Keep}
 	var wg sync.WaitGroup
 	wg.Go(func() { stdout.drain(outR) })
 	wg.Go(func() { stderr.drain(errR) })
@@ -305,8 +309,8 @@ func Run(ctx context.Context, s Spec) (Outcome, error) {
 	}
 
 	out := Outcome{
-		Stdout:      stdout.buf,
-		Stderr:      stderr.buf,
+		Stdout:      stdout.bytes(),
+		Stderr:      stderr.bytes(),
 		StdoutBytes: stdout.n,
 		StderrBytes: stderr.n,
 		Truncated:   stdout.n > maxOut || stderr.n > maxOut,
@@ -376,24 +380,63 @@ func closeAll(fs ...*os.File) {
 	}
 }
 
-// capture keeps the first max bytes of a stream and counts the rest.
-// Its buffer never grows beyond max.
+// Keep says which bytes of a stream past MaxOutput are kept.
+type Keep string
+
+const (
+	// KeepHead keeps the first MaxOutput bytes (the zero Keep): once a
+	// stream is DrainLimit past the cap, its pipe is closed.
+	KeepHead Keep = ""
+	// KeepTail keeps the last MaxOutput bytes: what a log's end says.
+	// The stream is read to its end.
+	KeepTail Keep = "tail"
+	// KeepBoth keeps the first and the last half of MaxOutput, with a
+	// line between them saying how many bytes were left out. The
+	// stream is read to its end.
+	KeepBoth Keep = "both"
+)
+
+// OmittedMarker is the line KeepBoth puts between the head and the tail.
+func OmittedMarker(n int64) string {
+	return fmt.Sprintf("\n[toolagent: %d bytes left out]\n", n)
+}
+
+// capture keeps max bytes of a stream as keep says and counts the rest.
+// Its buffers never grow beyond max in all.
 type capture struct {
 	max     int64
-	buf     []byte // len <= cap <= max
+	keep    Keep
+	buf     []byte // the head: len <= cap <= max (KeepBoth: max/2; KeepTail: 0)
+	tail    []byte // the tail ring: len <= its share of max
+	tailAt  int    // where the ring's next byte goes once it is full
 	n       int64  // bytes read from the stream
-	discard []byte // read buffer once buf is full; allocated only then
+	discard []byte // read buffer once the head is full; allocated only then
 	cut     bool   // reading stopped at the drain limit and the pipe was closed
 }
 
-// drain reads r until EOF, an error, or the drain limit, then closes r.
+// headMax and tailMax are the shares of max the head and the tail keep.
+func (c *capture) headMax() int64 {
+	switch c.keep {
+	case KeepTail:
+		return 0
+	case KeepBoth:
+		return c.max / 2
+	}
+	return c.max
+}
+
+func (c *capture) tailMax() int64 { return c.max - c.headMax() }
+
+// drain reads r until EOF, an error, or (KeepHead) the drain limit, then
+// closes r.
 func (c *capture) drain(r *os.File) {
 	defer r.Close()
-	for c.n <= c.max+DrainLimit {
+	head := c.headMax()
+	for c.keep != KeepHead || c.n <= c.max+DrainLimit {
 		var p []byte
-		if int64(len(c.buf)) < c.max {
+		if int64(len(c.buf)) < head {
 			if len(c.buf) == cap(c.buf) {
-				c.grow()
+				c.grow(head)
 			}
 			p = c.buf[len(c.buf):cap(c.buf)]
 		} else {
@@ -403,8 +446,10 @@ func (c *capture) drain(r *os.File) {
 			p = c.discard
 		}
 		n, err := r.Read(p)
-		if n > 0 && int64(len(c.buf)) < c.max {
+		if n > 0 && int64(len(c.buf)) < head {
 			c.buf = c.buf[:len(c.buf)+n]
+		} else if n > 0 && c.keep != KeepHead {
+			c.keepTail(p[:n])
 		}
 		c.n += int64(n)
 		if err != nil {
@@ -414,11 +459,49 @@ func (c *capture) drain(r *os.File) {
 	c.cut = true // past the drain limit: closing r sends the writer SIGPIPE
 }
 
-// grow doubles buf's capacity, starting at 4 KiB and never beyond max.
-func (c *capture) grow() {
+// keepTail adds p to the tail ring.
+func (c *capture) keepTail(p []byte) {
+	limit := int(c.tailMax())
+	if limit == 0 {
+		return
+	}
+	if len(p) >= limit {
+		c.tail = append(c.tail[:0], p[len(p)-limit:]...)
+		c.tailAt = 0
+		return
+	}
+	if len(c.tail) < limit {
+		k := min(limit-len(c.tail), len(p))
+		c.tail = append(c.tail, p[:k]...)
+		p = p[k:]
+	}
+	for len(p) > 0 { // the ring is full: overwrite its oldest bytes
+		k := copy(c.tail[c.tailAt:], p)
+		p = p[k:]
+		c.tailAt = (c.tailAt + k) % limit
+	}
+}
+
+// bytes returns what the capture kept: the head, or the tail in order, or
+// the head, the marker and the tail.
+func (c *capture) bytes() []byte {
+	if c.keep == KeepHead {
+		return c.buf
+	}
+	tail := append(append([]byte(nil), c.tail[c.tailAt:]...), c.tail[:c.tailAt]...)
+	omitted := c.n - int64(len(c.buf)) - int64(len(tail))
+	out := append([]byte(nil), c.buf...)
+	if omitted > 0 && c.keep == KeepBoth {
+		out = append(out, OmittedMarker(omitted)...)
+	}
+	return append(out, tail...)
+}
+
+// grow doubles buf's capacity, starting at 4 KiB and never beyond limit.
+func (c *capture) grow(limit int64) {
 	n := int64(2 * cap(c.buf))
 	n = max(n, 4<<10)
-	n = min(n, c.max)
+	n = min(n, limit)
 	b := make([]byte, len(c.buf), n)
 	copy(b, c.buf)
 	c.buf = b

@@ -413,3 +413,45 @@ func TestTimeoutCountsFromTheStart(t *testing.T) {
 		t.Errorf("Queued %v + Duration %v; want a positive wait reported apart, within the %v the call took", out.Queued, out.Duration, total)
 	}
 }
+
+// TestRunKeep: past MaxOutput, KeepTail keeps the last bytes and KeepBoth
+// the first and last halves with a marker naming the bytes left out; the
+// byte count is the whole stream's either way, and a stream that fits is
+// kept whole, with no marker.
+func TestRunKeep(t *testing.T) {
+	full := ""
+	for i := 1; i <= 20000; i++ {
+		full += strconv.Itoa(i) + "\n"
+	}
+	n := int64(len(full))
+	for _, tc := range []struct {
+		name string
+		keep proc.Keep
+		max  int64
+		want string
+	}{
+		{"head", proc.KeepHead, 100, full[:100]},
+		{"tail", proc.KeepTail, 100, full[n-100:]},
+		{"both", proc.KeepBoth, 101, full[:50] + proc.OmittedMarker(n-101) + full[n-51:]},
+		{"tail, all fits", proc.KeepTail, n, full},
+		{"both, all fits", proc.KeepBoth, n + 1, full},
+		{"both, one byte", proc.KeepBoth, 1, proc.OmittedMarker(n-1) + full[n-1:]},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := mustRun(t, t.Context(), proc.Spec{Argv: []string{"seq", "1", "20000"}, MaxOutput: tc.max, Keep: tc.keep, Timeout: 30 * time.Second})
+			if string(o.Stdout) != tc.want {
+				t.Errorf("stdout: %d bytes %q...; want %d bytes %q...", len(o.Stdout), head(o.Stdout), len(tc.want), head([]byte(tc.want)))
+			}
+			if o.StdoutBytes != n || o.ExitCode != 0 || o.Truncated != (tc.max < n) {
+				t.Errorf("stdout bytes %d exit %d truncated %v; want %d, 0, %v", o.StdoutBytes, o.ExitCode, o.Truncated, n, tc.max < n)
+			}
+		})
+	}
+	// A tail is read to the end, past the drain limit that stops a head.
+	o := mustRun(t, t.Context(), proc.Spec{Argv: []string{"/bin/sh", "-c", fmt.Sprintf("head -c %d /dev/zero; echo END", proc.DrainLimit+(1<<20))}, MaxOutput: 4, Keep: proc.KeepTail, Timeout: 60 * time.Second})
+	if string(o.Stdout) != "END\n" || o.CutOff || o.ExitCode != 0 {
+		t.Errorf("a tail past the drain limit: %q cut %v exit %d; want END, read to the end", o.Stdout, o.CutOff, o.ExitCode)
+	}
+}
+
+func head(b []byte) []byte { return b[:min(len(b), 60)] }

@@ -151,6 +151,9 @@ func (e *Executor) Check(t *hldp.Tool) error {
 	if _, ok := handlers[t.Method]; !ok {
 		return fmt.Errorf("the git-forgejo executor has no method %q (methods: %s)", t.Method, strings.Join(Methods, ", "))
 	}
+	if err := executors.CheckHeadOnly(t, "git-forgejo"); err != nil {
+		return err
+	}
 	return e.configured()
 }
 

@@ -260,8 +260,12 @@ type wireRequest struct {
 	Cwd            string   `json:"cwd,omitempty"`
 	TimeoutMS      int64    `json:"timeout_ms"`
 	MaxOutputBytes int64    `json:"max_output_bytes"`
-	Tool           string   `json:"tool,omitempty"`
-	Revision       string   `json:"revision,omitempty"`
+	// OutputKeep is sent only when it is not the head, so a server that
+	// does not know it refuses such a tool's calls instead of keeping the
+	// wrong end.
+	OutputKeep string `json:"output_keep,omitempty"`
+	Tool       string `json:"tool,omitempty"`
+	Revision   string `json:"revision,omitempty"`
 	// Grant is the signed approval dispatch claimed for this call, so the
 	// server's policy re-check lets a confirmed command run.
 	Grant *grant.Grant `json:"grant,omitempty"`
@@ -317,7 +321,7 @@ func (e *Executor) prepare(req executors.Request) (call, error) {
 		return call{}, fmt.Errorf("tool %s: %w", t.Name, err)
 	}
 	c := call{target: tg, timeout: timeout, maxOut: maxOut, body: wireRequest{
-		Cwd: cwd, TimeoutMS: timeout.Milliseconds(), MaxOutputBytes: maxOut, Tool: t.Name, Revision: req.Rev,
+		Cwd: cwd, TimeoutMS: timeout.Milliseconds(), MaxOutputBytes: maxOut, OutputKeep: executors.OutputKeep(t), Tool: t.Name, Revision: req.Rev,
 	}}
 	switch t.Method {
 	case MethodExec:

@@ -230,6 +230,9 @@ func (e *Executor) Check(t *hldp.Tool) error {
 	if e.base == nil {
 		return fmt.Errorf("hlpd-api base URL %w", executors.ErrNotConfigured)
 	}
+	if err := executors.CheckHeadOnly(t, "hlpd-api"); err != nil {
+		return err
+	}
 	r := e.routeOf(t.Method)
 	for _, p := range r.params {
 		if _, ok := t.Param(p); !ok {

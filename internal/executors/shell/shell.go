@@ -303,6 +303,7 @@ func (e *Executor) prepareTool(t *hldp.Tool, params map[string]any) (call, error
 		Timeout:        timeout,
 		TimeoutMS:      timeout.Milliseconds(),
 		MaxOutputBytes: maxOut,
+		OutputKeep:     executors.OutputKeep(t),
 	}}
 	var err error
 	switch t.Method {
@@ -419,6 +420,7 @@ func (e *Executor) run(ctx context.Context, c call) (executors.Outcome, error) {
 		Timeout:   p.Timeout,
 		Grace:     e.grace,
 		MaxOutput: p.MaxOutputBytes,
+		Keep:      proc.Keep(p.OutputKeep), // "" is the head
 	}
 	if c.sandboxed {
 		s.Sandbox, s.Grant = e.sandbox, c.grant
