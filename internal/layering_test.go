@@ -32,10 +32,11 @@ var allowed = map[string][]string{
 	"internal/approval":             {"internal/hldp", "internal/grant"},
 	"internal/dispatch":             {"internal/catalog", "internal/executors", "internal/hldp", "internal/policy", "internal/approval"},
 	"internal/reload":               {"internal/catalog", "internal/scan"},
-	"internal/api":                  {"internal/catalog", "internal/dispatch", "internal/reload", "internal/hldp"},
+	"internal/api":                  {"internal/catalog", "internal/dispatch", "internal/reload", "internal/hldp", "internal/runs"},
 	"internal/mcpserver":            {"internal/catalog", "internal/dispatch", "internal/hldp"},
 	"internal/console":              {"internal/catalog", "internal/dispatch", "internal/hldp", "internal/reload", "internal/audit"},
 	"internal/audit":                {},
+	"internal/runs":                 {},
 	"internal/gatekeeper":           {"internal/proc", "internal/policy", "internal/grant"},
 
 	// Test helpers of sandboxed children: proc only.

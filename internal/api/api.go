@@ -39,6 +39,7 @@ import (
 	"github.com/toolagent/toolagent/internal/dispatch"
 	"github.com/toolagent/toolagent/internal/hldp"
 	"github.com/toolagent/toolagent/internal/reload"
+	"github.com/toolagent/toolagent/internal/runs"
 )
 
 // Invoker runs one tool call; *dispatch.Dispatcher is one.
@@ -81,6 +82,9 @@ type Options struct {
 	// delivery (queued, ignored, unsigned, bad_signature, ...), as the
 	// metric counts it.
 	OnWebhook func(result string)
+	// Runs keeps the API's calls for GET /v1/runs/{id} and streams
+	// (nil: a streaming call still streams, and /v1/runs answers 404).
+	Runs *runs.Registry
 	// Approvals serves /v1/approvals (nil: those routes answer 501).
 	Approvals Approver
 	// Sandbox is what /v1/status says of the sandbox around tool
@@ -399,9 +403,22 @@ func (s *server) handleCall(w http.ResponseWriter, r *http.Request) {
 		writeError(w, s.log, errNotReady)
 		return
 	}
+	c := dispatch.Call{Tool: req.Tool, Params: req.Params, Caller: callerFrom(r.Context()), Door: dispatch.DoorAPI, DryRun: req.DryRun, Surface: surfaceFrom(r.Context()), RunID: dispatch.NewRunID()}
 	s.metrics.inFlight.Inc()
 	start := s.opts.Now()
-	res := s.inv.Invoke(r.Context(), dispatch.Call{Tool: req.Tool, Params: req.Params, Caller: callerFrom(r.Context()), Door: dispatch.DoorAPI, DryRun: req.DryRun, Surface: surfaceFrom(r.Context())})
+	if media := streamMedia(r); media != "" {
+		s.streamCall(w, r, media, c)
+		s.metrics.inFlight.Dec()
+		return
+	}
+	run := s.startRun(c.RunID, c.Tool, c.Caller)
+	if run != nil {
+		c.Output = run.Output
+	}
+	res := s.inv.Invoke(r.Context(), c)
+	if run != nil {
+		run.Finish(res)
+	}
 	s.metrics.inFlight.Dec()
 	s.metrics.observe(res, s.opts.Now().Sub(start))
 	code := resultHTTPStatus(res)

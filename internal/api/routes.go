@@ -25,6 +25,8 @@ func (s *server) routes() []route {
 		{"GET", "/v1/tools/{name}", RoleRead, s.handleTool},
 		{"POST", "/v1/match", RoleRead, s.handleMatch},
 		{"POST", "/v1/call", RoleCall, s.handleCall},
+		{"GET", "/v1/runs/{id}", RoleCall, s.handleRun},              // a call token sees its own only
+		{"GET", "/v1/runs/{id}/events", RoleCall, s.handleRunEvents}, // the same
 		{"GET", "/v1/approvals", RoleApprove, s.handleApprovals},
 		{"GET", "/v1/approvals/{id}", RoleCall, s.handleApproval}, // a call token sees its own only
 		{"POST", "/v1/approvals/{id}", RoleApprove, s.handleDecide},

@@ -132,6 +132,13 @@ type Call struct {
 	// a tool off it answers not_found exactly as one that does not exist,
 	// and the audit line records the refusal. Nil: every tool.
 	Surface catalog.Surface
+	// RunID, when set, names the call (Result.RunID) instead of a new
+	// id: the API creates the run before the call, so a streaming client
+	// knows it at once.
+	RunID string
+	// Output, when set, receives the tool's output as it is written
+	// (executors.Request.Output).
+	Output func(stream string, p []byte)
 }
 
 // Anonymous is the caller of a daemon without tokens (loopback only),
@@ -149,7 +156,10 @@ const (
 // never returns a Go error: every outcome is a status.
 func (d *Dispatcher) Invoke(ctx context.Context, c Call) Result {
 	start := d.opts.Now()
-	id := newRunID()
+	id := c.RunID
+	if id == "" {
+		id = NewRunID()
+	}
 	if snap := d.store.Load(); snap != nil && len(c.Surface) > 0 {
 		if e, ok := snap.Lookup(c.Tool); ok && !c.Surface.AllowsEntry(e) {
 			r := notFound(snap, c.Tool, c.Surface)
@@ -171,8 +181,8 @@ func (d *Dispatcher) Invoke(ctx context.Context, c Call) Result {
 	return r
 }
 
-// newRunID returns 16 random hex digits.
-func newRunID() string {
+// NewRunID returns a new run id: 16 random hex digits.
+func NewRunID() string {
 	var b [8]byte
 	rand.Read(b[:])
 	return hex.EncodeToString(b[:])
@@ -214,7 +224,7 @@ func (d *Dispatcher) invoke(ctx context.Context, c Call) (Result, map[string]any
 		r.Status, r.Error = Disabled, fmt.Sprintf("executor %s is not configured", t.Executor)
 		return r, params
 	}
-	req := executors.Request{Tool: t, Params: params, Rev: e.Rev}
+	req := executors.Request{Tool: t, Params: params, Rev: e.Rev, Output: c.Output}
 	v := policy.Evaluate(t, params, policy.ForTool(t, d.opts.ShellPolicy))
 	if c.DryRun {
 		// A dry run never creates an approval; it says what the policy

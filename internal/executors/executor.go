@@ -41,6 +41,11 @@ type Request struct {
 	// that re-check the policy before a side effect (shell, the gatekeeper
 	// server) refuse a call whose verdict is confirm when it is empty.
 	Approval string
+	// Output, when set, receives the tool's output as it is written:
+	// stream "stdout" or "stderr" and a chunk (valid only during the
+	// call). Executors that start a process call it from their readers;
+	// the others call nothing, and the result carries the output.
+	Output func(stream string, p []byte)
 }
 
 // Outcome is the raw result of one execution.

@@ -407,7 +407,7 @@ func (p *pool) run(ctx context.Context, w *worker, s Spec, path, dir string, env
 		}()
 	}
 
-	stdout, stderr := capture{max: maxOut, keep: s.Keep}, capture{max: maxOut, keep: s.Keep}
+	stdout, stderr := newCaptures(s, maxOut)
 	var wg sync.WaitGroup
 	wg.Go(func() { stdout.drain(outR) })
 	wg.Go(func() { stderr.drain(errR) })

@@ -79,6 +79,10 @@ type Spec struct {
 	// Keep says which bytes past MaxOutput are kept: the head (the
 	// zero value), the tail, or both ends.
 	Keep Keep
+	// OnOutput, when set, gets every chunk read from stdout ("stdout")
+	// and stderr ("stderr") as it is read, before any cap; it runs on
+	// the reading goroutines and must not keep p or block for long.
+	OnOutput func(stream string, p []byte)
 	// Sandbox, when non-nil, runs the child inside it with Grant (see
 	// Sandbox). The timeout then kills the whole sandbox at once: every
 	// process in it gets SIGKILL, with no grace period.
@@ -257,7 +261,7 @@ func Run(ctx context.Context, s Spec) (Outcome, error) {
 	closeAll(outW, errW) // the child holds its copies; EOF comes when all are closed
 	pid := cmd.Process.Pid
 
-	stdout, stderr := capture{max: maxOut, keep: s.Keep}, capture{max: maxOut, keep: s.Keep}
+	stdout, stderr := newCaptures(s, maxOut)
 	var wg sync.WaitGroup
 	wg.Go(func() { stdout.drain(outR) })
 	wg.Go(func() { stderr.drain(errR) })
@@ -412,6 +416,18 @@ type capture struct {
 	n       int64  // bytes read from the stream
 	discard []byte // read buffer once the head is full; allocated only then
 	cut     bool   // reading stopped at the drain limit and the pipe was closed
+	// on, when set, sees every chunk read (Spec.OnOutput).
+	on func(p []byte)
+}
+
+// newCaptures returns the captures of stdout and stderr for s.
+func newCaptures(s Spec, maxOut int64) (stdout, stderr capture) {
+	stdout, stderr = capture{max: maxOut, keep: s.Keep}, capture{max: maxOut, keep: s.Keep}
+	if f := s.OnOutput; f != nil {
+		stdout.on = func(p []byte) { f("stdout", p) }
+		stderr.on = func(p []byte) { f("stderr", p) }
+	}
+	return stdout, stderr
 }
 
 // headMax and tailMax are the shares of max the head and the tail keep.
@@ -446,6 +462,9 @@ func (c *capture) drain(r *os.File) {
 			p = c.discard
 		}
 		n, err := r.Read(p)
+		if n > 0 && c.on != nil {
+			c.on(p[:n])
+		}
 		if n > 0 && int64(len(c.buf)) < head {
 			c.buf = c.buf[:len(c.buf)+n]
 		} else if n > 0 && c.keep != KeepHead {

@@ -226,6 +226,8 @@ type call struct {
 	offset    int64      // read
 	content   string     // write
 	append    bool       // write
+	// output is Request.Output: the process's output as it comes.
+	output func(stream string, p []byte)
 }
 
 // prepare checks req and turns it into a call; errors carry the tool name.
@@ -384,6 +386,7 @@ func (e *Executor) Execute(ctx context.Context, req executors.Request) (executor
 	if err != nil {
 		return executors.Outcome{}, err
 	}
+	c.output = req.Output
 	if err := ctx.Err(); err != nil {
 		return executors.Outcome{}, err
 	}
@@ -421,6 +424,7 @@ func (e *Executor) run(ctx context.Context, c call) (executors.Outcome, error) {
 		Grace:     e.grace,
 		MaxOutput: p.MaxOutputBytes,
 		Keep:      proc.Keep(p.OutputKeep), // "" is the head
+		OnOutput:  c.output,
 	}
 	if c.sandboxed {
 		s.Sandbox, s.Grant = e.sandbox, c.grant

@@ -1,0 +1,200 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/toolagent/toolagent/internal/dispatch"
+	"github.com/toolagent/toolagent/internal/proc/proctest"
+	"github.com/toolagent/toolagent/internal/runs"
+)
+
+// streamReq opens POST /v1/call (body non-empty) or GET path as a stream
+// with the given Accept, as token.
+func streamReq(t *testing.T, d *daemon, method, path, body, accept, token string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, d.url+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", accept)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := d.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+// nextEvent reads one NDJSON event.
+func nextEvent(t *testing.T, sc *bufio.Scanner) runs.Event {
+	t.Helper()
+	if !sc.Scan() {
+		t.Fatalf("the stream ended: %v", sc.Err())
+	}
+	var e runs.Event
+	if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+		t.Fatalf("a stream line is not an event: %q: %v", sc.Bytes(), err)
+	}
+	return e
+}
+
+// TestServeStream: a streaming call answers at once and shows the tool's
+// output while it runs (the tool waits for a file the test creates only
+// after it saw the first line); a second client resumes the run's events
+// after the seq it has; the one result event carries the same Result as
+// a plain call, and GET /v1/runs/{id} shows the run, running then done.
+// Another caller's token does not see the run.
+func TestServeStream(t *testing.T) {
+	flagDir := proctest.HostDir(t) // the sandbox's /tmp is its own
+	if err := os.Chmod(flagDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	flag := filepath.Join(flagDir, "go-on")
+	tools := t.TempDir()
+	putTool(t, tools, "waiter", testTool("waiter", "intent: wait\nmethod: run\nexecutor: shell\nargv: [sh, -c, \"echo first; while [ ! -e "+flag+" ]; do sleep 0.05; done; echo second >&2; exit 3\"]\nparams_schema: {}\nconstraints:\n  timeout_ms: 120000\n"))
+	const alice, bob = "alice-0123456789abcdef", "bob-0123456789abcdef00"
+	d := startDaemon(t, map[string]string{"TOOLAGENT_TOKENS": "alice:call:" + alice + ",bob:call:" + bob}, "--tools", tools)
+
+	resp := streamReq(t, d, "POST", "/v1/call", `{"tool":"waiter"}`, "application/x-ndjson", alice)
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/x-ndjson" {
+		t.Fatalf("streaming call: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	sc := bufio.NewScanner(resp.Body)
+	first := nextEvent(t, sc)
+	id := resp.Header.Get("X-Run-Id")
+	if first.Event != "run" || first.Data != id || id == "" {
+		t.Fatalf("first event %+v, X-Run-Id %q; want the run event naming the run", first, id)
+	}
+	out := nextEvent(t, sc)
+	if out.Event != runs.EventStdout || out.Data != "first\n" {
+		t.Fatalf("second event %+v; want stdout first", out)
+	}
+
+	// While the tool waits: the run is running, and bob cannot see it.
+	d.token = alice
+	code, body := d.request(t, "GET", "/v1/runs/"+id, "")
+	var v struct {
+		State  string
+		Events int64
+		Result *dispatch.Result
+	}
+	if code != 200 || json.Unmarshal(body, &v) != nil || v.State != "running" || v.Result != nil {
+		t.Errorf("GET /v1/runs/%s while it runs = %d %s; want running, no result", id, code, body)
+	}
+	d.token = bob
+	if code, body := d.request(t, "GET", "/v1/runs/"+id, ""); code != 404 {
+		t.Errorf("another caller's GET /v1/runs/%s = %d %s; want 404", id, code, body)
+	}
+	d.token = ""
+
+	// A second client resumes after the stdout event.
+	resumed := streamReq(t, d, "GET", fmt.Sprintf("/v1/runs/%s/events?after=%d", id, out.Seq), "", "application/x-ndjson", alice)
+	rsc := bufio.NewScanner(resumed.Body)
+
+	if err := os.WriteFile(flag, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, s := range map[string]*bufio.Scanner{"the call": sc, "the resumed stream": rsc} {
+		e := nextEvent(t, s)
+		if e.Event != runs.EventStderr || e.Data != "second\n" || e.Seq != out.Seq+1 {
+			t.Errorf("%s: %+v; want stderr second with seq %d", name, e, out.Seq+1)
+		}
+		e = nextEvent(t, s)
+		var res dispatch.Result
+		if e.Event != runs.EventResult || json.Unmarshal(e.Result, &res) != nil {
+			t.Fatalf("%s: %+v; want the result event", name, e)
+		}
+		if res.RunID != id || res.Status != dispatch.Error || res.ExitCode != 3 || res.Output != "first\n" || res.Stderr != "second\n" {
+			t.Errorf("%s: result %+v; want run %s, error, exit 3, the whole output", name, res, id)
+		}
+		if s.Scan() {
+			t.Errorf("%s: an event after the result: %q", name, s.Text())
+		}
+	}
+	d.token = alice
+	code, body = d.request(t, "GET", "/v1/runs/"+id, "")
+	if code != 200 || json.Unmarshal(body, &v) != nil || v.State != "done" || v.Result == nil || v.Result.ExitCode != 3 {
+		t.Errorf("GET /v1/runs/%s after it ended = %d %s; want done with the result", id, code, body)
+	}
+	// A plain call has a run too.
+	c, res := d.call(t, "waiter", nil)
+	code, body = d.request(t, "GET", "/v1/runs/"+res.RunID, "")
+	if c != 200 || code != 200 || !strings.Contains(string(body), `"state":"done"`) {
+		t.Errorf("GET /v1/runs/{id} of a plain call = %d %s", code, body)
+	}
+	if code, _ := d.request(t, "GET", "/v1/runs/"+id+"/events?after=x", ""); code != 400 {
+		t.Errorf("after=x = %d; want 400", code)
+	}
+}
+
+// TestServeStreamSSE: with Accept text/event-stream the same events come
+// as server-sent events, each with its seq as the id.
+func TestServeStreamSSE(t *testing.T) {
+	tools := t.TempDir()
+	putTool(t, tools, "hello", testTool("hello", "intent: greet\nmethod: run\nexecutor: shell\nargv: [echo, hello]\nparams_schema: {}\n"))
+	d := startDaemon(t, nil, "--tools", tools)
+	resp := streamReq(t, d, "POST", "/v1/call", `{"tool":"hello"}`, "text/event-stream", "")
+	b := new(strings.Builder)
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		b.WriteString(sc.Text() + "\n")
+	}
+	got := b.String()
+	id := resp.Header.Get("X-Run-Id")
+	for _, want := range []string{
+		"id: 0\nevent: run\ndata: {\"seq\":0,\"event\":\"run\",\"data\":\"" + id + "\"}\n\n",
+		"id: 1\nevent: stdout\ndata: {\"seq\":1,\"event\":\"stdout\",\"data\":\"hello\\n\"}\n\n",
+		"id: 2\nevent: result\ndata: {\"seq\":2,\"event\":\"result\",\"result\":{\"run_id\":\"" + id + "\",\"ok\":true,\"status\":\"success\"",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("SSE stream:\n%s\nwant it to contain:\n%s", got, want)
+		}
+	}
+}
+
+// TestServeStreamClientGone: a streaming client that hangs up cancels the
+// call, as without streaming; its run records why.
+func TestServeStreamClientGone(t *testing.T) {
+	tools := t.TempDir()
+	putTool(t, tools, "forever", testTool("forever", "intent: hang\nmethod: run\nexecutor: shell\nargv: [sh, -c, \"echo started; exec sleep 1000\"]\nparams_schema: {}\nconstraints:\n  timeout_ms: 600000\n"))
+	d := startDaemon(t, nil, "--tools", tools)
+	ctx, cancel := context.WithCancel(t.Context())
+	req, _ := http.NewRequestWithContext(ctx, "POST", d.url+"/v1/call", strings.NewReader(`{"tool":"forever"}`))
+	req.Header.Set("Accept", "application/x-ndjson")
+	resp, err := d.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := resp.Header.Get("X-Run-Id")
+	sc := bufio.NewScanner(resp.Body)
+	nextEvent(t, sc) // run
+	if e := nextEvent(t, sc); e.Data != "started\n" {
+		t.Fatalf("want the tool's first line, got %+v", e)
+	}
+	cancel() // the client hangs up
+	resp.Body.Close()
+	var res dispatch.Result
+	pollUntil(t, "the run to end", func() bool {
+		code, body := d.request(t, "GET", "/v1/runs/"+id, "")
+		var v struct{ Result *dispatch.Result }
+		if code != 200 || json.Unmarshal(body, &v) != nil || v.Result == nil {
+			return false
+		}
+		res = *v.Result
+		return true
+	})
+	if !strings.Contains(res.Error, "client gone") || res.OK {
+		t.Errorf("result of a call whose streaming client hung up: %+v; want it cancelled, client gone", res)
+	}
+}

@@ -1,0 +1,179 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/toolagent/toolagent/internal/dispatch"
+	"github.com/toolagent/toolagent/internal/runs"
+)
+
+// Media types of a run stream.
+const (
+	mediaNDJSON = "application/x-ndjson"
+	mediaSSE    = "text/event-stream"
+)
+
+// streamMedia returns the stream media type the request accepts, or "".
+func streamMedia(r *http.Request) string {
+	for _, part := range strings.Split(r.Header.Get("Accept"), ",") {
+		mt, _, _ := strings.Cut(strings.TrimSpace(part), ";")
+		switch strings.ToLower(strings.TrimSpace(mt)) {
+		case mediaNDJSON:
+			return mediaNDJSON
+		case mediaSSE:
+			return mediaSSE
+		}
+	}
+	return ""
+}
+
+// runView is GET /v1/runs/{id}.
+type runView struct {
+	RunID   string          `json:"run_id"`
+	Tool    string          `json:"tool"`
+	State   string          `json:"state"` // running or done
+	Started string          `json:"started_at"`
+	Events  int64           `json:"events"` // the seq of its last event so far
+	Result  json.RawMessage `json:"result,omitempty"`
+}
+
+// startRun records a run for a call (nil without a registry).
+func (s *server) startRun(id, tool, caller string) *runs.Run {
+	if s.opts.Runs == nil {
+		return nil
+	}
+	return s.opts.Runs.Start(id, tool, caller)
+}
+
+// streamCall runs the call and answers with its run's events as they
+// happen: 200 at once, then the output chunks, then exactly one result
+// event with the Result the non-streaming call would have answered.
+func (s *server) streamCall(w http.ResponseWriter, r *http.Request, media string, c dispatch.Call) {
+	run := s.startRun(c.RunID, c.Tool, c.Caller)
+	if run == nil { // no registry: a run of this call's own
+		run = runs.New(runs.Options{MaxRuns: 1}).Start(c.RunID, c.Tool, c.Caller)
+	}
+	c.Output = run.Output
+	done := make(chan dispatch.Result, 1)
+	go func() {
+		res := s.inv.Invoke(r.Context(), c)
+		run.Finish(res)
+		done <- res
+	}()
+	w.Header().Set("Content-Type", media)
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Run-Id", c.RunID)
+	w.WriteHeader(http.StatusOK)
+	writeRunEvent(w, media, runs.Event{Event: "run", Data: c.RunID})
+	res := s.followRun(w, r, media, run, 0)
+	if res {
+		<-done
+	}
+}
+
+// followRun writes run's events after seq after until the run ends (true)
+// or the client goes away (false).
+func (s *server) followRun(w http.ResponseWriter, r *http.Request, media string, run *runs.Run, after int64) bool {
+	rc := http.NewResponseController(w)
+	for {
+		evs, ended, changed := run.Since(after)
+		for _, e := range evs {
+			if err := writeRunEvent(w, media, e); err != nil {
+				return false
+			}
+			after = e.Seq
+		}
+		if err := rc.Flush(); err != nil {
+			return false
+		}
+		if ended {
+			return true
+		}
+		select {
+		case <-changed:
+		case <-r.Context().Done():
+			return false
+		}
+	}
+}
+
+// writeRunEvent writes one event as an NDJSON line or an SSE message.
+func writeRunEvent(w http.ResponseWriter, media string, e runs.Event) error {
+	b, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	if media == mediaSSE {
+		_, err = fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", e.Seq, e.Event, b)
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
+
+// runFor returns the run the request names, if the caller may see it: its
+// own, or any for an approver.
+func (s *server) runFor(r *http.Request) (*runs.Run, error) {
+	if s.opts.Runs == nil {
+		return nil, errorf(http.StatusNotFound, "runs are not kept by this server")
+	}
+	run, ok := s.opts.Runs.Get(r.PathValue("id"))
+	if !ok || (roleFrom(r.Context()) < RoleApprove && run.Caller != callerFrom(r.Context())) {
+		return nil, errorf(http.StatusNotFound, "run %q: no such run here (runs are kept for a while after they end, on the daemon that ran them)", r.PathValue("id"))
+	}
+	return run, nil
+}
+
+// handleRun answers GET /v1/runs/{id}: the run's state, and its result
+// once it ended.
+func (s *server) handleRun(w http.ResponseWriter, r *http.Request) {
+	run, err := s.runFor(r)
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	evs, ended, _ := run.Since(-1)
+	v := runView{RunID: run.ID, Tool: run.Tool, State: "running", Started: run.Started.UTC().Format("2006-01-02T15:04:05.000Z07:00")}
+	if n := len(evs); n > 0 {
+		v.Events = evs[n-1].Seq
+	}
+	if ended {
+		v.State = "done"
+		v.Result, _ = run.Result()
+	}
+	encode(w, s.log, http.StatusOK, v)
+}
+
+// handleRunEvents answers GET /v1/runs/{id}/events?after=SEQ: the run's
+// events after SEQ (from the start without it), streamed while it is live;
+// for SSE, the Last-Event-ID header resumes too.
+func (s *server) handleRunEvents(w http.ResponseWriter, r *http.Request) {
+	run, err := s.runFor(r)
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	media := streamMedia(r)
+	if media == "" {
+		media = mediaNDJSON
+	}
+	after := int64(0)
+	arg := r.URL.Query().Get("after")
+	if arg == "" && media == mediaSSE {
+		arg = r.Header.Get("Last-Event-ID")
+	}
+	if arg != "" {
+		if after, err = strconv.ParseInt(arg, 10, 64); err != nil || after < 0 {
+			writeError(w, s.log, errorf(http.StatusBadRequest, "after=%q: want the seq of the last event you have (an integer >= 0)", arg))
+			return
+		}
+	}
+	w.Header().Set("Content-Type", media)
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	s.followRun(w, r, media, run, after)
+}
