@@ -2,19 +2,23 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/toolagent/toolagent/internal/approval"
 	"github.com/toolagent/toolagent/internal/catalog"
 	"github.com/toolagent/toolagent/internal/dispatch"
 	"github.com/toolagent/toolagent/internal/hldp"
+	"github.com/toolagent/toolagent/internal/runs"
 )
 
 func runCall(ctx context.Context, e env, args []string) error {
@@ -28,6 +32,7 @@ func runCall(ctx context.Context, e env, args []string) error {
 	sf.register(fs, e)
 	paramsJSON := fs.String("params", "", "params as one JSON `object` (instead of k=v arguments)")
 	dryRun := fs.Bool("dry-run", false, "validate and print exactly what would run (argv, cwd, limits) without running it")
+	follow := fs.Bool("follow", false, "print the tool's stdout and stderr as it writes them, then the result")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -44,7 +49,7 @@ func runCall(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	if rd != nil {
-		return callRemote(ctx, e, rd, name, kvs, *paramsJSON, *dryRun)
+		return callRemote(ctx, e, rd, name, kvs, *paramsJSON, *dryRun, *follow)
 	}
 	c.runsTools = true
 	l, err := c.load(e, true)
@@ -86,7 +91,11 @@ func runCall(ctx context.Context, e env, args []string) error {
 			return fmt.Sprintf("an approver on this host: `toolagent approvals approve %s` (or `deny`; --params JSON to approve with edits)", id)
 		},
 	})
-	res := d.Invoke(ctx, dispatch.Call{Tool: name, Params: raw, Caller: cliCaller(e), Door: dispatch.DoorCLI, DryRun: *dryRun})
+	call := dispatch.Call{Tool: name, Params: raw, Caller: cliCaller(e), Door: dispatch.DoorCLI, DryRun: *dryRun}
+	if *follow {
+		call.Output = followWriter(e)
+	}
+	res := d.Invoke(ctx, call)
 	if res.Status == dispatch.ApprovalRequired && apErr != nil {
 		res.Suggestion = fmt.Sprintf("an approver must confirm this call, and this command cannot hold it: %v. Call the tool through that daemon (POST /v1/call) to get an approval id", apErr)
 	}
@@ -102,7 +111,7 @@ func runCall(ctx context.Context, e env, args []string) error {
 // anonymous, as every other caller there, so the operator (who approves
 // with the operator token) is not approving their own call; a token in
 // TOOLAGENT_TOKEN is sent as given.
-func callRemote(ctx context.Context, e env, rd *remote, name string, kvs []string, paramsJSON string, dryRun bool) error {
+func callRemote(ctx context.Context, e env, rd *remote, name string, kvs []string, paramsJSON string, dryRun, follow bool) error {
 	anonymous := rd.operator && rd.info.Open
 	raw := json.RawMessage(paramsJSON)
 	if len(kvs) > 0 {
@@ -119,6 +128,9 @@ func callRemote(ctx context.Context, e env, rd *remote, name string, kvs []strin
 	if len(raw) == 0 {
 		raw = json.RawMessage("{}")
 	}
+	if follow && !dryRun {
+		return followRemote(ctx, e, rd, map[string]any{"tool": name, "params": raw}, anonymous)
+	}
 	code, body, err := rd.do(ctx, "POST", "/v1/call", map[string]any{"tool": name, "params": raw, "dry_run": dryRun}, anonymous)
 	if err != nil {
 		return err
@@ -133,6 +145,65 @@ func callRemote(ctx context.Context, e env, rd *remote, name string, kvs []strin
 		return err
 	}
 	return statusExit(res.Status)
+}
+
+// followWriter writes a call's output as it comes: stdout to stdout,
+// stderr to stderr.
+func followWriter(e env) func(stream string, p []byte) {
+	var mu sync.Mutex
+	return func(stream string, p []byte) {
+		mu.Lock()
+		defer mu.Unlock()
+		if stream == runs.EventStderr {
+			e.stderr.Write(p)
+		} else {
+			e.stdout.Write(p)
+		}
+	}
+}
+
+// followRemote makes a streaming call (POST /v1/call with Accept NDJSON),
+// writes the tool's output as its events come, then prints the result and
+// exits by its status.
+func followRemote(ctx context.Context, e env, rd *remote, body map[string]any, anonymous bool) error {
+	resp, err := rd.stream(ctx, "/v1/call", body, anonymous)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/x-ndjson") {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return rd.apiErr(resp.StatusCode, b)
+	}
+	out := followWriter(e)
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var ev runs.Event
+		if err := dec.Decode(&ev); err != nil {
+			return fmt.Errorf("daemon %s: the call's stream ended before its result (%v); its run: GET /v1/runs/%s", rd.url, err, resp.Header.Get("X-Run-Id"))
+		}
+		switch ev.Event {
+		case runs.EventStdout, runs.EventStderr:
+			p := []byte(ev.Data)
+			if ev.Encoding == "base64" {
+				if p, err = base64.StdEncoding.DecodeString(ev.Data); err != nil {
+					return fmt.Errorf("daemon %s: a %s event of bad base64: %v", rd.url, ev.Event, err)
+				}
+			}
+			out(ev.Event, p)
+		case runs.EventResult:
+			var res struct {
+				Status dispatch.ResultStatus `json:"status"`
+			}
+			if err := json.Unmarshal(ev.Result, &res); err != nil {
+				return fmt.Errorf("daemon %s: a result event that is not a result: %v", rd.url, err)
+			}
+			if err := printRaw(e.stdout, ev.Result); err != nil {
+				return err
+			}
+			return statusExit(res.Status)
+		}
+	}
 }
 
 // schemaTypes reads the declared type of each param from a tool view's

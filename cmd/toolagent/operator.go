@@ -274,6 +274,29 @@ func (r *remote) do(ctx context.Context, method, path string, body any, anonymou
 	return resp.StatusCode, b, nil
 }
 
+// stream POSTs body to path asking for an NDJSON stream and returns the
+// response with its body unread.
+func (r *remote) stream(ctx context.Context, path string, body any, anonymous bool) (*http.Response, error) {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.url+path, bytes.NewReader(b))
+	if err != nil {
+		return nil, fmt.Errorf("daemon %s: %w", r.url, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/x-ndjson")
+	if r.token != "" && !anonymous {
+		req.Header.Set("Authorization", "Bearer "+r.token)
+	}
+	resp, err := r.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("daemon %s: %w", r.url, err)
+	}
+	return resp, nil
+}
+
 // apiErr turns a daemon's error answer into the CLI's: 401/403 refused (5),
 // 404 not found (3), others failed (1), with the daemon's own message.
 func (r *remote) apiErr(code int, body []byte) error {

@@ -66,6 +66,7 @@ func TestReadmeTour(t *testing.T) {
 		{"git-ops op=log max_count=5", 0, `"status": "success"`},
 		{"file-write", 0, `"status"`},
 		{"--dry-run shell-exec", 0, `"status": "dry_run"`},
+		{"--follow shell-exec", 0, "1\n2\n3\n{"},
 		{"cmd='touch x'", exitRefused, `"approval_id"`},
 		{"approvals approve --allow-self-approval ID", 0, `"exit_code": 0`},
 		{"call deploy-app", exitNotFound, `"not_found"`},

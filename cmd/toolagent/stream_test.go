@@ -198,3 +198,28 @@ func TestServeStreamClientGone(t *testing.T) {
 		t.Errorf("result of a call whose streaming client hung up: %+v; want it cancelled, client gone", res)
 	}
 }
+
+// TestCallFollow: `toolagent call --follow` prints the tool's stdout and
+// stderr as the stream brings them, then the result, and exits by its
+// status: through a daemon (--server), and in-process without one.
+func TestCallFollow(t *testing.T) {
+	tools := t.TempDir()
+	putTool(t, tools, "both", testTool("both", "intent: print\nmethod: run\nexecutor: shell\nargv: [sh, -c, \"echo out1; echo err1 >&2; echo out2; exit 3\"]\nparams_schema: {}\n"))
+	d := startDaemon(t, nil, "--tools", tools)
+	for name, args := range map[string][]string{
+		"through the daemon": {"call", "--server", d.url, "--follow", "both"},
+		"in-process":         {"call", "--tools", tools, "--state", t.TempDir(), "--follow", "both"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			stdout, stderr, code := cli(t, nil, args...)
+			out, result, ok := strings.Cut(stdout, "{")
+			var res dispatch.Result
+			if !ok || json.Unmarshal([]byte("{"+result), &res) != nil {
+				t.Fatalf("stdout %q: want the output, then the result", stdout)
+			}
+			if out != "out1\nout2\n" || stderr != "err1\n" || res.ExitCode != 3 || res.Output != "out1\nout2\n" || code != exitFailed {
+				t.Errorf("call --follow: stdout %q stderr %q result exit %d, code %d; want out1 out2, err1, exit 3 and code %d", out, stderr, res.ExitCode, code, exitFailed)
+			}
+		})
+	}
+}
