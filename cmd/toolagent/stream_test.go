@@ -8,8 +8,12 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolagent/toolagent/internal/dispatch"
 	"github.com/toolagent/toolagent/internal/proc/proctest"
@@ -221,5 +225,72 @@ func TestCallFollow(t *testing.T) {
 				t.Errorf("call --follow: stdout %q stderr %q result exit %d, code %d; want out1 out2, err1, exit 3 and code %d", out, stderr, res.ExitCode, code, exitFailed)
 			}
 		})
+	}
+}
+
+// TestMCPProgress: an MCP tools/call with a progress token gets
+// notifications/progress while the tool runs, the latest output line as
+// the message (the tool waits on a file the test creates only after it
+// saw the first notification); without a token, none.
+func TestMCPProgress(t *testing.T) {
+	flagDir := proctest.HostDir(t)
+	if err := os.Chmod(flagDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	flag := filepath.Join(flagDir, "go-on")
+	tools := t.TempDir()
+	putTool(t, tools, "stepper", testTool("stepper", "intent: step\nmethod: run\nexecutor: shell\nargv: [sh, -c, \"echo step one; while [ ! -e "+flag+" ]; do sleep 0.05; done; echo step two\"]\nparams_schema: {}\nconstraints:\n  timeout_ms: 120000\n"))
+	d := startDaemon(t, nil, "--tools", tools)
+	notes := make(chan *mcp.ProgressNotificationParams, 16)
+	client := mcp.NewClient(&mcp.Implementation{Name: "progress-test", Version: "v0"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			notes <- req.Params
+		},
+	})
+	cs, err := client.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: d.url + "/mcp"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	pollUntil(t, "stepper in tools/list", func() bool { return slices.Contains(listNames(t, cs), "stepper") })
+	params := &mcp.CallToolParams{Name: "stepper", Arguments: map[string]any{}}
+	params.SetProgressToken("tok-1")
+	done := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		res, err := cs.CallTool(t.Context(), params)
+		if err != nil {
+			t.Errorf("tools/call: %v", err)
+		}
+		done <- res
+	}()
+	first := <-notes
+	if first.ProgressToken != "tok-1" || first.Message != "step one" || first.Progress != 1 {
+		t.Errorf("first progress %+v; want token tok-1, message step one, progress 1", first)
+	}
+	if err := os.WriteFile(flag, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res := <-done
+	if res == nil || res.IsError {
+		t.Fatalf("tools/call stepper = %+v", res)
+	}
+	// The last line was sent before the result (the client may hand it
+	// to its handler a moment later), with a larger progress.
+	select {
+	case n := <-notes:
+		if n.Message != "step two" || n.Progress <= first.Progress {
+			t.Errorf("second progress %+v; want step two, progress above %v", n, first.Progress)
+		}
+	case <-time.After(30 * time.Second): // a deadline, not a margin
+		t.Errorf("no progress for the last line")
+	}
+	// Without a progress token: no notification.
+	if text, isErr := callText(t, cs, "stepper", map[string]any{}); isErr || text != "step one\nstep two\n" {
+		t.Errorf("tools/call without a token = %q %v", text, isErr)
+	}
+	select {
+	case n := <-notes:
+		t.Errorf("a call without a progress token got progress %+v", n)
+	default:
 	}
 }

@@ -131,7 +131,9 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 	if err := json.Unmarshal(req.Params.Arguments, &in); err != nil { // checked above; cannot fail
 		return errorText("call_tool: " + err.Error()), nil
 	}
-	r := s.inv.Invoke(ctx, dispatch.Call{Tool: in.Tool, Params: in.Params, Caller: s.opts.Caller(ctx, req), Door: dispatch.DoorMCP, Surface: s.opts.Surface})
+	out, stop := startProgress(ctx, req)
+	r := s.inv.Invoke(ctx, dispatch.Call{Tool: in.Tool, Params: in.Params, Caller: s.opts.Caller(ctx, req), Door: dispatch.DoorMCP, Surface: s.opts.Surface, Output: out})
+	stop()
 	return callResult(r), nil
 }
 

@@ -247,7 +247,9 @@ func (s *Server) Sync() {
 // time, so a call never runs a definition older than the catalog's.
 func (s *Server) catalogHandler(name string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		r := s.inv.Invoke(ctx, dispatch.Call{Tool: name, Params: req.Params.Arguments, Caller: s.opts.Caller(ctx, req), Door: dispatch.DoorMCP, Surface: s.opts.Surface})
+		out, stop := startProgress(ctx, req)
+		r := s.inv.Invoke(ctx, dispatch.Call{Tool: name, Params: req.Params.Arguments, Caller: s.opts.Caller(ctx, req), Door: dispatch.DoorMCP, Surface: s.opts.Surface, Output: out})
+		stop()
 		return callResult(r), nil
 	}
 }
