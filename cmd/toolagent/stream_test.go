@@ -15,6 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolagent/toolagent/internal/catalog"
 	"github.com/toolagent/toolagent/internal/dispatch"
 	"github.com/toolagent/toolagent/internal/proc/proctest"
 	"github.com/toolagent/toolagent/internal/runs"
@@ -292,5 +293,40 @@ func TestMCPProgress(t *testing.T) {
 	case n := <-notes:
 		t.Errorf("a call without a progress token got progress %+v", n)
 	default:
+	}
+}
+
+// TestServeStreamGatekeeper: a streaming call of a gatekeeper tool shows
+// the remote command's output as it runs (the gatekeeper protocol's
+// streamed /exec answer), then the result.
+func TestServeStreamGatekeeper(t *testing.T) {
+	flagDir := proctest.HostDir(t)
+	if err := os.Chmod(flagDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	flag := filepath.Join(flagDir, "go-on")
+	env := map[string]string{"TOOLAGENT_GATEKEEPER_TOKEN": gatekeeperTestToken}
+	gk := startGatekeeper(t, env, "--listen", "127.0.0.1:0")
+	tools := t.TempDir()
+	putTool(t, tools, "remote-waiter", testTool("remote-waiter", "intent: wait remotely\nmethod: run\nexecutor: gatekeeper\nargv: [sh, -c, \"echo first; while [ ! -e "+flag+" ]; do sleep 0.05; done; echo second >&2\"]\nparams_schema: {}\nconstraints:\n  timeout_ms: 120000\n"))
+	d := startDaemon(t, map[string]string{"TOOLAGENT_GATEKEEPER_URL": gk.url, "TOOLAGENT_GATEKEEPER_TOKEN": gatekeeperTestToken}, "--tools", tools)
+	pollUntil(t, "remote-waiter enabled", func() bool { return d.tool(t, "remote-waiter").Status == catalog.Enabled })
+
+	resp := streamReq(t, d, "POST", "/v1/call", `{"tool":"remote-waiter"}`, "application/x-ndjson", "")
+	sc := bufio.NewScanner(resp.Body)
+	nextEvent(t, sc) // run
+	if e := nextEvent(t, sc); e.Event != runs.EventStdout || e.Data != "first\n" {
+		t.Fatalf("first event after run: %+v; want the remote command's first line while it runs", e)
+	}
+	if err := os.WriteFile(flag, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if e := nextEvent(t, sc); e.Event != runs.EventStderr || e.Data != "second\n" {
+		t.Errorf("next event: %+v; want stderr second", e)
+	}
+	e := nextEvent(t, sc)
+	var res dispatch.Result
+	if e.Event != runs.EventResult || json.Unmarshal(e.Result, &res) != nil || res.Status != dispatch.Success || res.Output != "first\n" || res.Stderr != "second\n" {
+		t.Errorf("result event %+v (%+v); want success with the whole output", e, res)
 	}
 }

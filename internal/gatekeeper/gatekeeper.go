@@ -47,6 +47,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -425,11 +426,25 @@ func (h *handler) exec(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, CodeBusy, fmt.Sprintf("busy: %d commands are already running; retry later", cap(h.sem)))
 		return
 	}
+	// A client that accepts NDJSON gets the output as the command writes
+	// it, then the answer (PROTOCOL.md, "Streaming"); others, as before,
+	// the answer alone.
+	var st *execStream
+	if acceptsNDJSON(r) {
+		st = &execStream{w: w, rc: http.NewResponseController(w)}
+		w.Header().Set("Content-Type", mediaNDJSON)
+		w.WriteHeader(http.StatusOK)
+		spec.OnOutput = st.output
+	}
 	// The request context ends when the client goes away: proc then kills
 	// the process group, so an abandoned call leaves nothing running.
 	out, err := proc.Run(r.Context(), spec)
 	if err != nil {
 		h.log.WarnContext(r.Context(), "gatekeeper exec could not start", append(audit, "err", err.Error())...)
+		if st != nil {
+			st.write(StreamEvent{Event: "error", Code: CodeStartFailed, Error: err.Error()})
+			return
+		}
 		writeError(w, http.StatusUnprocessableEntity, CodeStartFailed, err.Error())
 		return
 	}
@@ -450,7 +465,64 @@ func (h *handler) exec(w http.ResponseWriter, r *http.Request) {
 	}
 	resp.Stdout, resp.StdoutEncoding = encode(out.Stdout)
 	resp.Stderr, resp.StderrEncoding = encode(out.Stderr)
+	if st != nil {
+		st.write(StreamEvent{Event: "result", Result: &resp})
+		return
+	}
 	writeJSON(w, http.StatusOK, resp)
+}
+
+// mediaNDJSON is the media type of a streamed /exec answer.
+const mediaNDJSON = "application/x-ndjson"
+
+// acceptsNDJSON reports whether the request asks for a streamed answer.
+func acceptsNDJSON(r *http.Request) bool {
+	for _, part := range strings.Split(r.Header.Get("Accept"), ",") {
+		mt, _, _ := strings.Cut(strings.TrimSpace(part), ";")
+		if strings.EqualFold(strings.TrimSpace(mt), mediaNDJSON) {
+			return true
+		}
+	}
+	return false
+}
+
+// StreamEvent is one line of a streamed /exec answer: a chunk of the
+// command's "stdout" or "stderr" (Data, base64 when Encoding says so),
+// then exactly one "result" (the ExecResponse) or "error" (the command
+// could not start: Code and Error).
+type StreamEvent struct {
+	Event    string        `json:"event"`
+	Data     string        `json:"data,omitempty"`
+	Encoding string        `json:"encoding,omitempty"`
+	Result   *ExecResponse `json:"result,omitempty"`
+	Code     string        `json:"code,omitempty"`
+	Error    string        `json:"error,omitempty"`
+}
+
+// execStream writes a streamed answer; proc's two readers call output at
+// once, so writes are serialized.
+type execStream struct {
+	mu sync.Mutex
+	w  http.ResponseWriter
+	rc *http.ResponseController
+}
+
+func (s *execStream) output(stream string, p []byte) {
+	e := StreamEvent{Event: stream}
+	e.Data, e.Encoding = encode(p)
+	s.write(e)
+}
+
+func (s *execStream) write(e StreamEvent) {
+	b, err := json.Marshal(e)
+	if err != nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, err := s.w.Write(append(b, '\n')); err == nil {
+		_ = s.rc.Flush()
+	}
 }
 
 // spec turns a request into a proc.Spec with the server's limits applied.

@@ -39,6 +39,7 @@
 package gatekeeper
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/base64"
@@ -421,7 +422,7 @@ func (e *Executor) Execute(ctx context.Context, req executors.Request) (executor
 	body, _ := json.Marshal(c.body) // plain strings and numbers: cannot fail
 	start := time.Now()
 	var wr wireResponse
-	err = e.do(ctx, c.target, http.MethodPost, "/exec", body, 2*6*c.maxOut+responseSlack, &wr)
+	err = e.doStream(ctx, c.target, "/exec", body, 2*6*c.maxOut+responseSlack, &wr, req.Output)
 	if err != nil {
 		return executors.Outcome{}, fmt.Errorf("tool %s: %w", req.Tool.Name, err)
 	}
@@ -461,7 +462,67 @@ func (e *Executor) Execute(ctx context.Context, req executors.Request) (executor
 
 // do sends one request to t and decodes a 200 JSON answer into v, reading
 // at most limit bytes. Every failure names the target, never the token.
+// doStream POSTs body to path like do; with output set it asks for a
+// streamed answer and hands each chunk of the command's output to output
+// as it comes. A server that does not stream (an older one) answers the
+// plain way, which do's path reads.
+func (e *Executor) doStream(ctx context.Context, t target, path string, body []byte, limit int64, v *wireResponse, output func(string, []byte)) error {
+	if output == nil {
+		return e.do(ctx, t, http.MethodPost, path, body, limit, v)
+	}
+	return e.send(ctx, t, http.MethodPost, path, body, limit, v, output)
+}
+
 func (e *Executor) do(ctx context.Context, t target, method, path string, body []byte, limit int64, v any) error {
+	return e.send(ctx, t, method, path, body, limit, v, nil)
+}
+
+// streamEvent is one line of a streamed /exec answer (PROTOCOL.md).
+type streamEvent struct {
+	Event    string        `json:"event"`
+	Data     string        `json:"data"`
+	Encoding string        `json:"encoding"`
+	Result   *wireResponse `json:"result"`
+	Code     string        `json:"code"`
+	Error    string        `json:"error"`
+}
+
+// readStream reads a streamed answer into v, handing chunks to output.
+// No line may be larger than limit.
+func readStream(t target, r io.Reader, limit int64, v any, output func(string, []byte)) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), int(min(limit, 1<<30)))
+	for sc.Scan() {
+		var ev streamEvent
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			return &RemoteError{Target: t.name, Status: http.StatusOK, Message: "a streamed line is not gatekeeper JSON: " + snippet(sc.Bytes())}
+		}
+		switch ev.Event {
+		case "stdout", "stderr":
+			p, err := decode(ev.Data, ev.Encoding)
+			if err != nil {
+				return &RemoteError{Target: t.name, Status: http.StatusOK, Message: fmt.Sprintf("a %s chunk: %v", ev.Event, err)}
+			}
+			output(ev.Event, p)
+		case "result":
+			if ev.Result == nil {
+				return &RemoteError{Target: t.name, Status: http.StatusOK, Message: "a result event without a result"}
+			}
+			if wr, ok := v.(*wireResponse); ok {
+				*wr = *ev.Result
+			}
+			return nil
+		case "error":
+			return &RemoteError{Target: t.name, Status: http.StatusUnprocessableEntity, Code: ev.Code, Message: ev.Error}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("gatekeeper target %s (%s): %w: reading the stream: %v", t.name, t.raw, ErrUnreachable, err)
+	}
+	return fmt.Errorf("gatekeeper target %s (%s): %w: the stream ended before the command's result", t.name, t.raw, ErrUnreachable)
+}
+
+func (e *Executor) send(ctx context.Context, t target, method, path string, body []byte, limit int64, v any, output func(string, []byte)) error {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
@@ -475,6 +536,9 @@ func (e *Executor) do(ctx context.Context, t target, method, path string, body [
 		hreq.Header.Set("Content-Type", "application/json")
 	}
 	hreq.Header.Set("Accept", "application/json")
+	if output != nil {
+		hreq.Header.Set("Accept", "application/x-ndjson, application/json")
+	}
 	if t.token != "" {
 		hreq.Header.Set("Authorization", "Bearer "+t.token)
 	}
@@ -487,6 +551,13 @@ func (e *Executor) do(ctx context.Context, t target, method, path string, body [
 		return fmt.Errorf("gatekeeper target %s (%s): %w: %v", t.name, t.raw, ErrUnreachable, unwrapURLError(err))
 	}
 	defer resp.Body.Close()
+	if output != nil && resp.StatusCode == http.StatusOK && strings.HasPrefix(resp.Header.Get("Content-Type"), "application/x-ndjson") {
+		err := readStream(t, resp.Body, limit, v, output)
+		if err != nil && ctx.Err() != nil {
+			return fmt.Errorf("gatekeeper target %s (%s): reading the answer: %w", t.name, t.raw, ctx.Err())
+		}
+		return err
+	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
