@@ -57,6 +57,7 @@ type Config struct {
 	VocabFile         string             `yaml:"vocab_file" env:"TOOLAGENT_VOCAB" flag:"vocab" default:"" usage:"extra intent-matching vocabulary FILE, merged with the built-in one (format: internal/match/vocab.txt)"`
 
 	// Approvals and policy (approvals.go).
+	ReattachGrace       time.Duration     `yaml:"stream_reattach_grace" env:"TOOLAGENT_STREAM_REATTACH_GRACE" flag:"stream-reattach-grace" default:"10s" usage:"how long a streaming call goes on once no client follows it, so a dropped connection can re-attach; then it is cancelled as a hung-up call"`
 	RunKeep             time.Duration     `yaml:"run_keep" env:"TOOLAGENT_RUN_KEEP" flag:"run-keep" default:"10m" usage:"how long a call's run (its output events and result) is kept after it ends, for GET /v1/runs/{id}"`
 	ApprovalTTL         time.Duration     `yaml:"approval_ttl" env:"TOOLAGENT_APPROVAL_TTL" flag:"approval-ttl" default:"15m" usage:"how long a held call waits for a decision, and an approval for its run; then it expires"`
 	AllowSelfApproval   bool              `yaml:"allow_self_approval" env:"TOOLAGENT_ALLOW_SELF_APPROVAL" flag:"allow-self-approval" default:"false" usage:"let the caller of a held call approve it itself (the operator token is the usual way for one person on a host)"`
@@ -156,7 +157,7 @@ func placeholderOf(flagName string, kind reflect.Type) string {
 // same config file, so every key is accepted there): the HTTP server's
 // settings only serve; what only matters when tools run not sync.
 var (
-	serveOnlyFlags = []string{"listen", "tokens-file", "max-body-bytes", "mcp-allowed-origins", "webhook-secret-file", "run-keep"}
+	serveOnlyFlags = []string{"listen", "tokens-file", "max-body-bytes", "mcp-allowed-origins", "webhook-secret-file", "run-keep", "stream-reattach-grace"}
 	runFlags       = []string{"files-root", "max-concurrent", "shutdown-grace", "sandbox", "sandbox-bwrap", "sandbox-user", "sandbox-max-procs", "sandbox-max-memory", "sandbox-reuse",
 		"approval-ttl", "allow-self-approval", "health-schedule", "health-timeout", "vocab",
 		"gatekeeper-url", "gatekeeper-token-file", "gatekeeper-default", "hlpd-url", "hlpd-token-file", "hlpd-auth-header", "hlpd-health-path",
@@ -307,7 +308,7 @@ func (c Config) validate() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"reload_debounce", c.ReloadDebounce}, {"reload_max_wait", c.ReloadMaxWait}, {"reload_retry_min", c.RetryMin}, {"reload_retry_max", c.RetryMax}, {"run_keep", c.RunKeep}} {
+	}{{"reload_debounce", c.ReloadDebounce}, {"reload_max_wait", c.ReloadMaxWait}, {"reload_retry_min", c.RetryMin}, {"reload_retry_max", c.RetryMax}, {"run_keep", c.RunKeep}, {"stream_reattach_grace", c.ReattachGrace}} {
 		if d.v <= 0 {
 			errs = append(errs, fmt.Errorf("%s %s: want more than 0", d.name, d.v))
 		}

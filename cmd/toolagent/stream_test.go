@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -169,11 +170,13 @@ func TestServeStreamSSE(t *testing.T) {
 }
 
 // TestServeStreamClientGone: a streaming client that hangs up cancels the
-// call, as without streaming; its run records why.
+// call once no client re-attached within the grace, as without streaming;
+// its run records why.
 func TestServeStreamClientGone(t *testing.T) {
 	tools := t.TempDir()
 	putTool(t, tools, "forever", testTool("forever", "intent: hang\nmethod: run\nexecutor: shell\nargv: [sh, -c, \"echo started; exec sleep 1000\"]\nparams_schema: {}\nconstraints:\n  timeout_ms: 600000\n"))
-	d := startDaemon(t, nil, "--tools", tools)
+	// No grace for a re-attach: the hang-up cancels at once.
+	d := startDaemon(t, nil, "--tools", tools, "--stream-reattach-grace", "1ns")
 	ctx, cancel := context.WithCancel(t.Context())
 	req, _ := http.NewRequestWithContext(ctx, "POST", d.url+"/v1/call", strings.NewReader(`{"tool":"forever"}`))
 	req.Header.Set("Accept", "application/x-ndjson")
@@ -328,5 +331,153 @@ func TestServeStreamGatekeeper(t *testing.T) {
 	var res dispatch.Result
 	if e.Event != runs.EventResult || json.Unmarshal(e.Result, &res) != nil || res.Status != dispatch.Success || res.Output != "first\n" || res.Stderr != "second\n" {
 		t.Errorf("result event %+v (%+v); want success with the whole output", e, res)
+	}
+}
+
+// TestServeStreamResume: a streaming client whose connection drops
+// re-attaches with after=SEQ: the call went on, and the resumed stream
+// starts at the next event (no chunk lost, none repeated) and ends with
+// the result.
+func TestServeStreamResume(t *testing.T) {
+	flagDir := proctest.HostDir(t)
+	if err := os.Chmod(flagDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	flag := filepath.Join(flagDir, "go-on")
+	tools := t.TempDir()
+	putTool(t, tools, "waiter", testTool("waiter", "intent: wait\nmethod: run\nexecutor: shell\nargv: [sh, -c, \"echo first; while [ ! -e "+flag+" ]; do sleep 0.05; done; echo second; echo third >&2\"]\nparams_schema: {}\nconstraints:\n  timeout_ms: 120000\n"))
+	d := startDaemon(t, nil, "--tools", tools, "--stream-reattach-grace", "10m")
+	ctx, drop := context.WithCancel(t.Context())
+	req, _ := http.NewRequestWithContext(ctx, "POST", d.url+"/v1/call", strings.NewReader(`{"tool":"waiter"}`))
+	req.Header.Set("Accept", "application/x-ndjson")
+	resp, err := d.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := resp.Header.Get("X-Run-Id")
+	sc := bufio.NewScanner(resp.Body)
+	nextEvent(t, sc)
+	got := nextEvent(t, sc)
+	if got.Data != "first\n" {
+		t.Fatalf("want the first line, got %+v", got)
+	}
+	drop() // the connection drops
+	resp.Body.Close()
+	pollUntil(t, "the dropped stream to be gone", func() bool {
+		code, body := d.request(t, "GET", "/v1/runs/"+id, "")
+		return code == 200 && strings.Contains(string(body), `"state":"running"`) // and the call goes on
+	})
+	resumed := streamReq(t, d, "GET", fmt.Sprintf("/v1/runs/%s/events?after=%d", id, got.Seq), "", "application/x-ndjson", "")
+	rsc := bufio.NewScanner(resumed.Body)
+	if err := os.WriteFile(flag, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut string
+	next := got.Seq + 1
+	for {
+		e := nextEvent(t, rsc)
+		if e.Seq != next {
+			t.Fatalf("resumed event %+v; want seq %d: no event lost or repeated", e, next)
+		}
+		next++
+		switch e.Event {
+		case runs.EventStdout:
+			out += e.Data
+		case runs.EventStderr:
+			errOut += e.Data
+		case runs.EventResult:
+			var res dispatch.Result
+			if json.Unmarshal(e.Result, &res) != nil || res.Status != dispatch.Success || res.Output != "first\nsecond\n" || res.Stderr != "third\n" {
+				t.Errorf("result after the resume: %s; want success with the whole output", e.Result)
+			}
+			if got.Data+out != res.Output || errOut != res.Stderr {
+				t.Errorf("chunks %q + %q, stderr %q; want them to make the result's output %q and stderr %q", got.Data, out, errOut, res.Output, res.Stderr)
+			}
+			return
+		}
+	}
+}
+
+// TestServeStreamSameResult: the stream's result event is the Result the
+// plain call answers for the same command (only the run's own id, times
+// differ), here with a capped output that keeps both ends.
+func TestServeStreamSameResult(t *testing.T) {
+	tools := t.TempDir()
+	putTool(t, tools, "count", testTool("count", "intent: count\nmethod: run\nexecutor: shell\nargv: [seq, \"1\", \"100000\"]\nparams_schema: {}\nconstraints:\n  max_output_bytes: 1000\n  output: { keep: both }\n"))
+	d := startDaemon(t, nil, "--tools", tools)
+	_, plain := d.call(t, "count", nil)
+	resp := streamReq(t, d, "POST", "/v1/call", `{"tool":"count"}`, "application/x-ndjson", "")
+	dec := json.NewDecoder(resp.Body)
+	var streamed dispatch.Result
+	var chunks strings.Builder
+	for {
+		var e runs.Event
+		if err := dec.Decode(&e); err != nil {
+			t.Fatalf("the stream ended without a result: %v", err)
+		}
+		if e.Event == runs.EventStdout {
+			chunks.WriteString(e.Data)
+		}
+		if e.Event == runs.EventResult {
+			if err := json.Unmarshal(e.Result, &streamed); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	for _, r := range []*dispatch.Result{&plain, &streamed} {
+		r.RunID, r.DurationMS, r.QueuedMS = "", 0, 0
+	}
+	a, _ := json.Marshal(plain)
+	b, _ := json.Marshal(streamed)
+	if string(a) != string(b) {
+		t.Errorf("streamed result:\n%s\nplain result:\n%s", b, a)
+	}
+	if int64(chunks.Len()) != plain.OutputBytes {
+		t.Errorf("the stream's chunks hold %d bytes; want all %d the tool wrote", chunks.Len(), plain.OutputBytes)
+	}
+}
+
+// BenchmarkServeEchoStream: `echo hello` through POST /v1/call, plain and
+// streamed (Accept NDJSON), in one run; compare the two lines' ns/op:
+//
+//	go test -run '^$' -bench ServeEchoStream -benchtime 2000x ./cmd/toolagent/
+func BenchmarkServeEchoStream(b *testing.B) {
+	tools := b.TempDir()
+	putTool(b, tools, "shell-exec", shellExec(b))
+	d := startDaemon(b, map[string]string{}, "--tools", tools)
+	body := `{"tool":"shell-exec","params":{"cmd":"echo hello"}}`
+	call := func(stream bool) bool {
+		req, _ := http.NewRequest("POST", d.url+"/v1/call", strings.NewReader(body))
+		if stream {
+			req.Header.Set("Accept", "application/x-ndjson")
+		}
+		resp, err := d.client.Do(req)
+		if err != nil {
+			b.Error(err)
+			return false
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		if !strings.Contains(string(raw), `"output":"hello\n"`) {
+			b.Errorf("answer %s", raw)
+			return false
+		}
+		return true
+	}
+	for range 200 { // warm the reusable sandboxes
+		call(false)
+	}
+	for _, mode := range []string{"plain", "stream"} {
+		b.Run(mode, func(b *testing.B) {
+			b.SetParallelism(8)
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if !call(mode == "stream") {
+						return
+					}
+				}
+			})
+		})
 	}
 }

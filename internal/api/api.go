@@ -85,6 +85,10 @@ type Options struct {
 	// Runs keeps the API's calls for GET /v1/runs/{id} and streams
 	// (nil: a streaming call still streams, and /v1/runs answers 404).
 	Runs *runs.Registry
+	// ReattachGrace is how long a streaming call goes on once no client
+	// follows it, so a dropped connection can re-attach
+	// (0: DefaultReattachGrace).
+	ReattachGrace time.Duration
 	// Approvals serves /v1/approvals (nil: those routes answer 501).
 	Approvals Approver
 	// Sandbox is what /v1/status says of the sandbox around tool

@@ -1,11 +1,14 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/toolagent/toolagent/internal/dispatch"
 	"github.com/toolagent/toolagent/internal/runs"
@@ -58,9 +61,33 @@ func (s *server) streamCall(w http.ResponseWriter, r *http.Request, media string
 		run = runs.New(runs.Options{MaxRuns: 1}).Start(c.RunID, c.Tool, c.Caller)
 	}
 	c.Output = run.Output
+	// The call outlives its stream's connection for a grace period, so a
+	// client whose connection dropped can re-attach (GET
+	// /v1/runs/{id}/events): when no reader is left for that long, the
+	// call is cancelled as a hung-up call is. A shutdown cancels it at
+	// once.
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(r.Context()))
+	defer context.AfterFunc(r.Context(), func() {
+		if cause := context.Cause(r.Context()); errors.Is(cause, dispatch.ErrShutdown) {
+			cancel(cause)
+		}
+	})()
+	run.OnOrphaned(func() {
+		t := time.NewTimer(s.reattachGrace())
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return
+		}
+		if run.Followers() == 0 {
+			cancel(context.Canceled) // client gone
+		}
+	})
 	done := make(chan dispatch.Result, 1)
 	go func() {
-		res := s.inv.Invoke(r.Context(), c)
+		defer cancel(nil)
+		res := s.inv.Invoke(ctx, c)
 		run.Finish(res)
 		done <- res
 	}()
@@ -69,15 +96,27 @@ func (s *server) streamCall(w http.ResponseWriter, r *http.Request, media string
 	w.Header().Set("X-Run-Id", c.RunID)
 	w.WriteHeader(http.StatusOK)
 	writeRunEvent(w, media, runs.Event{Event: "run", Data: c.RunID})
-	res := s.followRun(w, r, media, run, 0)
-	if res {
+	if s.followRun(w, r, media, run, 0) {
 		<-done
 	}
 }
 
+// reattachGrace is Options.ReattachGrace or its default.
+func (s *server) reattachGrace() time.Duration {
+	if s.opts.ReattachGrace > 0 {
+		return s.opts.ReattachGrace
+	}
+	return DefaultReattachGrace
+}
+
+// DefaultReattachGrace is how long a streaming call goes on with no
+// reader attached, waiting for its client to re-attach.
+const DefaultReattachGrace = 10 * time.Second
+
 // followRun writes run's events after seq after until the run ends (true)
 // or the client goes away (false).
 func (s *server) followRun(w http.ResponseWriter, r *http.Request, media string, run *runs.Run, after int64) bool {
+	defer run.Attach()()
 	rc := http.NewResponseController(w)
 	for {
 		evs, ended, changed := run.Since(after)

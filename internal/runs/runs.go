@@ -142,6 +142,48 @@ type Run struct {
 	done    bool
 	endedAt time.Time
 	changed chan struct{} // closed and replaced at every change
+	// followers counts the readers attached (Attach); orphaned, when
+	// set, runs when the last one leaves a live run.
+	followers int
+	orphaned  func()
+}
+
+// OnOrphaned sets f to run (on a goroutine of its own) whenever the last
+// attached reader leaves while the run is live.
+func (r *Run) OnOrphaned(f func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.orphaned = f
+}
+
+// Attach counts a reader of the run's events; call the returned func when
+// it leaves.
+func (r *Run) Attach() (detach func()) {
+	r.mu.Lock()
+	r.followers++
+	r.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			r.mu.Lock()
+			r.followers--
+			var f func()
+			if r.followers == 0 && !r.done {
+				f = r.orphaned
+			}
+			r.mu.Unlock()
+			if f != nil {
+				go f()
+			}
+		})
+	}
+}
+
+// Followers returns how many readers are attached.
+func (r *Run) Followers() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.followers
 }
 
 // Output adds a chunk of stdout or stderr (stream EventStdout or
