@@ -354,3 +354,43 @@ func TestForgeLinks(t *testing.T) {
 		}
 	}
 }
+
+// TestConsoleLiveCall (issue 18): try-a-call's Run shows the tool's output
+// as it comes: the first line is on the page while the tool still waits
+// on a file the test creates only afterwards; then the result section.
+func TestConsoleLiveCall(t *testing.T) {
+	flagDir := proctest.HostDir(t)
+	if err := os.Chmod(flagDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	flag := filepath.Join(flagDir, "go-on")
+	tools := t.TempDir()
+	putTool(t, tools, "waiter", testTool("waiter", "intent: wait\nmethod: run\nexecutor: shell\nargv: [sh, -c, \"echo first; while [ ! -e "+flag+" ]; do sleep 0.05; done; echo second\"]\nparams_schema: {}\nconstraints:\n  timeout_ms: 120000\n"))
+	d := startDaemon(t, map[string]string{"TOOLAGENT_TOKENS": "alice:call:" + aliceToken}, "--tools", tools)
+	ctx, _ := browser(t)
+	run := func(what string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(ctx, steps...); err != nil {
+			screenshot(t, ctx, "failed")
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	text := func(sel string) string {
+		t.Helper()
+		v, err := chromedp.Run(ctx, chromedp.Text(sel))
+		if err != nil {
+			t.Fatalf("text of %s: %v", sel, err)
+		}
+		return v
+	}
+	run("sign in", chromedp.Navigate(d.url+"/ui/"), chromedp.WaitVisible(`#token`), chromedp.SendKeys(`#token`, aliceToken), chromedp.Submit(`#login`), chromedp.WaitVisible(`#tools`))
+	run("run the waiter", chromedp.Navigate(d.url+"/ui/tools/waiter"), chromedp.WaitVisible(`#run`), chromedp.Click(`#run`), chromedp.WaitVisible(`#live`))
+	pollUntil(t, "the first line on the page while the tool runs", func() bool { return strings.Contains(text(`#live`), "first") })
+	if err := os.WriteFile(flag, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run("the result", chromedp.WaitVisible(`#exit-code`))
+	if out, st := text(`#output`), text(`#result-status`); out != "first\nsecond\n" && strings.TrimSpace(out) != "first\nsecond" || st != "success" {
+		t.Errorf("result section: output %q status %q; want first, second, success", out, st)
+	}
+}

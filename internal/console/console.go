@@ -191,6 +191,7 @@ func (c *Console) Handler() http.Handler {
 	mux.HandleFunc("GET /ui/{$}", c.withUser(c.catalogPage))
 	mux.HandleFunc("GET /ui/tools/{name}", c.withUser(c.toolPage))
 	mux.HandleFunc("POST /ui/tools/{name}", c.withUser(c.callTool))
+	mux.HandleFunc("POST /ui/tools/{name}/stream", c.withUser(c.streamCall))
 	mux.HandleFunc("GET /ui/approvals", c.withUser(c.approvalsPage))
 	mux.HandleFunc("GET /ui/approvals/events", c.withUser(c.approvalEvents))
 	mux.HandleFunc("POST /ui/approvals/{id}", c.withUser(c.decide))

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/toolagent/toolagent/internal/audit"
@@ -189,6 +190,48 @@ func (c *Console) callTool(w http.ResponseWriter, r *http.Request, s *session) {
 	raw, _ := json.Marshal(params)
 	res := c.be.Invoke(r.Context(), dispatch.Call{Tool: name, Params: raw, Caller: s.user.Name, Door: DoorConsole, DryRun: dry, Surface: s.user.surface()})
 	c.showTool(w, r, s, http.StatusOK, sent, &res)
+}
+
+// streamCall is try-a-call's Run for the page's script: the same call as
+// callTool, answered as NDJSON while it runs: {"event":"stdout"|"stderr",
+// "data"} chunks as the tool writes them, then {"event":"result","html"}
+// with the result section as callTool's page shows it.
+func (c *Console) streamCall(w http.ResponseWriter, r *http.Request, s *session) {
+	name := r.PathValue("name")
+	_, e, ok := c.lookup(s, name)
+	if !ok || e.Tool == nil {
+		http.Error(w, fmt.Sprintf(c.t(r, s, "err.notool"), name), http.StatusNotFound)
+		return
+	}
+	if !s.user.CanCall {
+		http.Error(w, c.t(r, s, "err.role"), http.StatusForbidden)
+		return
+	}
+	params, _ := formParams(e.Tool, r.PostForm)
+	raw, _ := json.Marshal(params)
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	var mu sync.Mutex
+	send := func(v any) {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if _, err := w.Write(append(b, '\n')); err == nil {
+			_ = rc.Flush()
+		}
+	}
+	res := c.be.Invoke(r.Context(), dispatch.Call{Tool: name, Params: raw, Caller: s.user.Name, Door: DoorConsole, Surface: s.user.surface(),
+		Output: func(stream string, p []byte) { send(map[string]string{"event": stream, "data": string(p)}) }})
+	html, err := c.fragment(r, s, "tool", "result", map[string]any{"Result": &res, "ResultJSON": pretty(res)})
+	if err != nil {
+		c.log.Error("console: render the streamed result", "err", err)
+	}
+	send(map[string]string{"event": "result", "html": html})
 }
 
 // DoorConsole is the door of calls and decisions made in the console.

@@ -131,4 +131,19 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, s *session, cod
 	w.Write(buf.Bytes())
 }
 
+// fragment renders the template def of page name alone (a part the
+// page's script puts in place).
+func (c *Console) fragment(r *http.Request, s *session, name, def string, data map[string]any) (string, error) {
+	lang := c.lang(r, s)
+	data["L"], data["Lang"] = messages[lang], lang
+	if s != nil {
+		data["User"], data["CSRF"] = s.user, s.csrf
+	}
+	var buf bytes.Buffer
+	if err := c.tmpl[name].ExecuteTemplate(&buf, def, data); err != nil {
+		return "", err
+	}
+	return buf.String(), nil
+}
+
 func mapsKeys[K comparable, V any](m map[K]V) iter.Seq[K] { return maps.Keys(m) }
