@@ -33,7 +33,7 @@ var allowed = map[string][]string{
 	"internal/dispatch":             {"internal/catalog", "internal/executors", "internal/hldp", "internal/policy", "internal/approval"},
 	"internal/reload":               {"internal/catalog", "internal/scan"},
 	"internal/api":                  {"internal/catalog", "internal/dispatch", "internal/reload", "internal/hldp", "internal/runs"},
-	"internal/mcpserver":            {"internal/catalog", "internal/dispatch", "internal/hldp"},
+	"internal/mcpserver":            {"internal/catalog", "internal/dispatch", "internal/hldp", "internal/runs"},
 	"internal/console":              {"internal/catalog", "internal/dispatch", "internal/hldp", "internal/reload", "internal/audit"},
 	"internal/audit":                {},
 	"internal/runs":                 {},

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/toolagent/toolagent/internal/catalog"
 	"github.com/toolagent/toolagent/internal/dispatch"
+	"github.com/toolagent/toolagent/internal/proc"
 	"github.com/toolagent/toolagent/internal/proc/proctest"
 	"github.com/toolagent/toolagent/internal/runs"
 )
@@ -479,5 +481,62 @@ func BenchmarkServeEchoStream(b *testing.B) {
 				}
 			})
 		})
+	}
+}
+
+// TestServeKeepMillion (issue 18's acceptance): keep tail and keep both on
+// `seq 1 1000000` return exactly the bytes expected.
+func TestServeKeepMillion(t *testing.T) {
+	var full strings.Builder
+	for i := 1; i <= 1000000; i++ {
+		full.WriteString(strconv.Itoa(i))
+		full.WriteByte('\n')
+	}
+	all := full.String()
+	n := len(all)
+	tools := t.TempDir()
+	for _, keep := range []string{"tail", "both"} {
+		putTool(t, tools, "seq-"+keep, testTool("seq-"+keep, "intent: count\nmethod: run\nexecutor: shell\nargv: [seq, \"1\", \"1000000\"]\nparams_schema: {}\nconstraints:\n  max_output_bytes: 4096\n  output: { keep: "+keep+" }\n"))
+	}
+	d := startDaemon(t, nil, "--tools", tools)
+	for keep, want := range map[string]string{
+		"tail": all[n-4096:],
+		"both": all[:2048] + proc.OmittedMarker(int64(n-4096)) + all[n-2048:],
+	} {
+		_, res := d.call(t, "seq-"+keep, nil)
+		if res.Output != want || res.OutputBytes != int64(n) || !res.Truncated || res.ExitCode != 0 {
+			t.Errorf("keep %s: %d bytes (of %d) exit %d truncated %v; want exactly the %d expected bytes", keep, len(res.Output), res.OutputBytes, res.ExitCode, res.Truncated, len(want))
+		}
+	}
+}
+
+// TestServeStreamProgress: a tool's progress line on stderr is a progress
+// event in the stream (and stays in stderr).
+func TestServeStreamProgress(t *testing.T) {
+	tools := t.TempDir()
+	putTool(t, tools, "copier", testTool("copier", "intent: copy\nmethod: run\nexecutor: shell\nargv: [sh, -c, \"echo 'TOOLAGENT_PROGRESS 1/2 first half' >&2; echo 'TOOLAGENT_PROGRESS 2/2 done' >&2\"]\nparams_schema: {}\n"))
+	d := startDaemon(t, nil, "--tools", tools)
+	resp := streamReq(t, d, "POST", "/v1/call", `{"tool":"copier"}`, "application/x-ndjson", "")
+	dec := json.NewDecoder(resp.Body)
+	var progress []string
+	for {
+		var e runs.Event
+		if err := dec.Decode(&e); err != nil {
+			t.Fatalf("the stream ended without a result: %v", err)
+		}
+		if e.Event == runs.EventProgress {
+			progress = append(progress, fmt.Sprintf("%v/%v %s", e.Progress, e.Total, e.Message))
+		}
+		if e.Event == runs.EventResult {
+			var res dispatch.Result
+			json.Unmarshal(e.Result, &res)
+			if !strings.Contains(res.Stderr, "TOOLAGENT_PROGRESS 2/2 done") {
+				t.Errorf("stderr %q; want the progress lines kept", res.Stderr)
+			}
+			break
+		}
+	}
+	if want := []string{"1/2 first half", "2/2 done"}; !slices.Equal(progress, want) {
+		t.Errorf("progress events %q; want %q", progress, want)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolagent/toolagent/internal/runs"
 )
 
 // maxProgressMessage bounds a progress notification's message.
@@ -13,20 +15,23 @@ const maxProgressMessage = 200
 
 // progress sends notifications/progress for one tools/call whose client
 // gave a progress token: the latest line the tool wrote (stdout or
-// stderr) as the message, and the count of lines so far as the progress.
+// stderr) as the message, and the count of lines so far as the progress;
+// once the tool reports its own progress (a "TOOLAGENT_PROGRESS N[/TOTAL]
+// message" line on stderr), its reports instead.
 // Sending happens on a goroutine of its own, latest-wins, so a slow
 // client never holds up the tool's output pipes.
 type progress struct {
 	ss    *mcp.ServerSession
 	token any
 
-	mu      sync.Mutex
-	lines   float64
-	partial map[string][]byte // per stream: the unfinished last line
-	latest  *mcp.ProgressNotificationParams
-	wake    chan struct{}
-	done    chan struct{}
-	stopped chan struct{}
+	mu       sync.Mutex
+	lines    float64
+	reported float64           // the tool's last progress report
+	partial  map[string][]byte // per stream: the unfinished last line
+	latest   *mcp.ProgressNotificationParams
+	wake     chan struct{}
+	done     chan struct{}
+	stopped  chan struct{}
 }
 
 // startProgress returns the output hook that reports progress for req,
@@ -63,7 +68,17 @@ func (pr *progress) output(stream string, p []byte) {
 	if len(msg) > maxProgressMessage {
 		msg = msg[:maxProgressMessage]
 	}
-	pr.latest = &mcp.ProgressNotificationParams{ProgressToken: pr.token, Progress: pr.lines, Message: msg}
+	n := &mcp.ProgressNotificationParams{ProgressToken: pr.token, Progress: pr.lines, Message: msg}
+	// A progress report of the tool's own (runs.ProgressPrefix on
+	// stderr) gives the numbers instead of the line count; it must only
+	// go up, as MCP asks.
+	if p, total, m, ok := runs.ParseProgress(string(line)); ok && stream == runs.EventStderr && p > pr.reported {
+		pr.reported = p
+		n = &mcp.ProgressNotificationParams{ProgressToken: pr.token, Progress: p, Total: total, Message: m}
+	} else if pr.reported > 0 {
+		return // once the tool reports, only its reports count
+	}
+	pr.latest = n
 	select {
 	case pr.wake <- struct{}{}:
 	default:

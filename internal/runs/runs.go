@@ -14,8 +14,12 @@
 package runs
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"math"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -26,6 +30,10 @@ const (
 	EventStdout = "stdout"
 	EventStderr = "stderr"
 	EventResult = "result"
+	// EventProgress is a progress report of the tool: a line
+	// "TOOLAGENT_PROGRESS N[/TOTAL] [message]" it wrote on stderr (the
+	// line stays in stderr too).
+	EventProgress = "progress"
 	// EventGap stands for events a reader asked for that are no longer
 	// kept; Dropped says how many.
 	EventGap = "gap"
@@ -50,7 +58,43 @@ type Event struct {
 	Result json.RawMessage `json:"result,omitempty"`
 	// Dropped is how many events a gap stands for (EventGap).
 	Dropped int64 `json:"dropped,omitempty"`
+	// Progress, Total and Message are a progress report (EventProgress);
+	// Total is 0 when the tool gave none.
+	Progress float64 `json:"progress,omitempty"`
+	Total    float64 `json:"total,omitempty"`
+	Message  string  `json:"message,omitempty"`
 }
+
+// ProgressPrefix starts a progress line a tool writes on stderr:
+// "TOOLAGENT_PROGRESS 40/100 copying files".
+const ProgressPrefix = "TOOLAGENT_PROGRESS "
+
+// ParseProgress reads a progress line (without its newline): the amount
+// done, the total (0: not given) and a message.
+func ParseProgress(line string) (progress, total float64, msg string, ok bool) {
+	rest, ok := strings.CutPrefix(strings.TrimRight(line, "\r"), ProgressPrefix)
+	if !ok {
+		return 0, 0, "", false
+	}
+	num, msg, _ := strings.Cut(strings.TrimSpace(rest), " ")
+	done, tot, hasTotal := strings.Cut(num, "/")
+	p, err := strconv.ParseFloat(done, 64)
+	if err != nil || p < 0 || math.IsInf(p, 0) || math.IsNaN(p) {
+		return 0, 0, "", false
+	}
+	if hasTotal {
+		if total, err = strconv.ParseFloat(tot, 64); err != nil || total <= 0 || math.IsInf(total, 0) || math.IsNaN(total) {
+			return 0, 0, "", false
+		}
+	}
+	if len(msg) > maxProgressMessage {
+		msg = msg[:maxProgressMessage]
+	}
+	return p, total, strings.TrimSpace(msg), true
+}
+
+// maxProgressMessage bounds a progress event's message.
+const maxProgressMessage = 200
 
 // Options bound a Registry.
 type Options struct {
@@ -142,6 +186,9 @@ type Run struct {
 	done    bool
 	endedAt time.Time
 	changed chan struct{} // closed and replaced at every change
+	// stderrLine is the unfinished last line of stderr, scanned for
+	// progress lines (at most maxLine bytes of it are kept).
+	stderrLine []byte
 	// followers counts the readers attached (Attach); orphaned, when
 	// set, runs when the last one leaves a live run.
 	followers int
@@ -204,6 +251,9 @@ func (r *Run) Output(stream string, p []byte) {
 		return
 	}
 	r.appendLocked(e, len(e.Data))
+	if stream == EventStderr {
+		r.scanProgressLocked(p)
+	}
 	for r.bytes > r.maxBytes && len(r.events) > 1 {
 		r.bytes -= len(r.events[0].Data)
 		r.events = r.events[1:]
@@ -223,6 +273,33 @@ func (r *Run) Finish(result any) {
 	}
 	r.appendLocked(Event{Event: EventResult, Result: b}, 0)
 	r.done, r.endedAt = true, r.now()
+}
+
+// maxLine bounds the stderr line kept to look for a progress report.
+const maxLine = 4 << 10
+
+// scanProgressLocked adds a progress event for each progress line p
+// completes.
+func (r *Run) scanProgressLocked(p []byte) {
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			if len(r.stderrLine)+len(p) <= maxLine {
+				r.stderrLine = append(r.stderrLine, p...)
+			} else {
+				r.stderrLine = append(r.stderrLine[:0], "x"...) // too long to be one
+			}
+			return
+		}
+		line := append(r.stderrLine, p[:i]...)
+		r.stderrLine, p = r.stderrLine[:0], p[i+1:]
+		if len(line) > maxLine {
+			continue
+		}
+		if prog, total, msg, ok := ParseProgress(string(line)); ok {
+			r.appendLocked(Event{Event: EventProgress, Progress: prog, Total: total, Message: msg}, 0)
+		}
+	}
 }
 
 func (r *Run) appendLocked(e Event, n int) {

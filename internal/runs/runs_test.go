@@ -74,3 +74,32 @@ func mustJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return strings.TrimSpace(string(b))
 }
+
+// TestProgressEvents: a stderr line TOOLAGENT_PROGRESS N[/TOTAL] [message]
+// adds a progress event after its chunk, however the line is split; other
+// lines and malformed reports add none.
+func TestProgressEvents(t *testing.T) {
+	r := New(Options{}).Start("p", "t", "c")
+	r.Output(EventStderr, []byte("TOOLAGENT_PRO"))
+	r.Output(EventStderr, []byte("GRESS 40/100 copying files\nnoise\nTOOLAGENT_PROGRESS x/1 bad\nTOOLAGENT_PROGRESS 3\n"))
+	r.Output(EventStdout, []byte("TOOLAGENT_PROGRESS 9/9 on stdout is output\n"))
+	evs, _, _ := r.Since(0)
+	var got []Event
+	for _, e := range evs {
+		if e.Event == EventProgress {
+			got = append(got, e)
+		}
+	}
+	want := []Event{
+		{Seq: 3, Event: EventProgress, Progress: 40, Total: 100, Message: "copying files"},
+		{Seq: 4, Event: EventProgress, Progress: 3},
+	}
+	if mustJSON(got) != mustJSON(want) {
+		t.Errorf("progress events %s; want %s", mustJSON(got), mustJSON(want))
+	}
+	for _, bad := range []string{"TOOLAGENT_PROGRESS -1", "TOOLAGENT_PROGRESS 1/0", "TOOLAGENT_PROGRESS NaN", "TOOLAGENT_PROGRESS", "progress 5"} {
+		if _, _, _, ok := ParseProgress(bad); ok {
+			t.Errorf("ParseProgress(%q) accepted", bad)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -604,4 +605,44 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// TestStreamingClientOldServer: a call with an output hook asks for a
+// streamed answer; a server that predates streaming answers the plain way,
+// and the call's outcome is the same as without the hook. A streaming
+// server's chunks reach the hook, and its result is the outcome.
+func TestStreamingClientOldServer(t *testing.T) {
+	var accept string
+	old := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		accept = r.Header.Get("Accept")
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"stdout":"hello\n","stderr":"","exit_code":4,"stdout_bytes":6}`)
+	}))
+	t.Cleanup(old.Close)
+	streaming := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		io.WriteString(w, `{"event":"stdout","data":"hel"}`+"\n"+`{"event":"stdout","data":"bG8K","encoding":"base64"}`+"\n"+
+			`{"event":"result","result":{"stdout":"hello\n","stderr":"","exit_code":4,"stdout_bytes":6}}`+"\n")
+	}))
+	t.Cleanup(streaming.Close)
+	tool := withLimits(seedTool(t), 5*time.Second, 0)
+	params, err := tool.CheckParams(map[string]any{"cmd": "echo hello"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, url := range map[string]string{"old server": old.URL, "streaming server": streaming.URL} {
+		ex := gatekeeper.New(gatekeeper.Options{Targets: map[string]gatekeeper.Target{"main": {URL: url}}, Default: "main"})
+		var chunks []string
+		out, err := ex.Execute(t.Context(), executors.Request{Tool: tool, Params: params, Rev: "r",
+			Output: func(stream string, p []byte) { chunks = append(chunks, stream+":"+string(p)) }})
+		if err != nil || string(out.Output) != "hello\n" || out.ExitCode != 4 || !out.Completed {
+			t.Errorf("%s: %+v, %v; want hello, exit 4", name, out, err)
+		}
+		if want := map[string][]string{"old server": nil, "streaming server": {"stdout:hel", "stdout:lo\n"}}[name]; !slices.Equal(chunks, want) {
+			t.Errorf("%s: chunks %q; want %q", name, chunks, want)
+		}
+	}
+	if !strings.Contains(accept, "application/x-ndjson") || !strings.Contains(accept, "application/json") {
+		t.Errorf("Accept = %q; want both the stream and plain JSON", accept)
+	}
 }
