@@ -30,7 +30,7 @@ var allowed = map[string][]string{
 	"internal/executors/hlpdapi":    {"internal/executors", "internal/hldp"},
 	"internal/executors/forgejo":    {"internal/executors", "internal/hldp"},
 	"internal/approval":             {"internal/hldp", "internal/grant"},
-	"internal/dispatch":             {"internal/catalog", "internal/executors", "internal/hldp", "internal/policy", "internal/approval"},
+	"internal/dispatch":             {"internal/catalog", "internal/executors", "internal/hldp", "internal/policy", "internal/approval", "internal/runs"},
 	"internal/reload":               {"internal/catalog", "internal/scan"},
 	"internal/api":                  {"internal/catalog", "internal/dispatch", "internal/reload", "internal/hldp", "internal/runs"},
 	"internal/mcpserver":            {"internal/catalog", "internal/dispatch", "internal/hldp", "internal/runs"},

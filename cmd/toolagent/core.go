@@ -24,6 +24,7 @@ import (
 	"github.com/toolagent/toolagent/internal/proc"
 	"github.com/toolagent/toolagent/internal/reload"
 	"github.com/toolagent/toolagent/internal/repo"
+	runsreg "github.com/toolagent/toolagent/internal/runs"
 	"github.com/toolagent/toolagent/internal/scan"
 )
 
@@ -48,6 +49,9 @@ type core struct {
 	approvals *approval.Store
 	// runs keeps the last calls' results for the console.
 	runs *keptRuns
+	// runReg keeps every call's run (output events, result) for
+	// GET /v1/runs/{id} and streams.
+	runReg *runsreg.Registry
 	// auditFile keeps the audit trail in STATE/audit for the console's
 	// history; nil for commands that run no calls.
 	auditFile *audit.File
@@ -160,8 +164,10 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (*core, err
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	store := new(catalog.Store)
 	runs := new(keptRuns)
+	runReg := runsreg.New(runsreg.Options{Keep: cfg.RunKeep})
 	disp := dispatch.New(store, execs, dispatch.Options{
 		Kept:          runs.keep,
+		Runs:          runReg,
 		MaxConcurrent: cfg.MaxConcurrent,
 		Audit:         auditLog,
 		Approvals:     ap,
@@ -200,7 +206,7 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (*core, err
 	return &core{
 		cfg: cfg, log: log, common: c, reg: reg, store: store, execs: execs, disp: disp,
 		loop: loop, trigger: trigger, watchDir: src.watchDir, health: hc, src: src,
-		approvals: ap, auditFile: af, runs: runs,
+		approvals: ap, auditFile: af, runs: runs, runReg: runReg,
 	}, nil
 }
 

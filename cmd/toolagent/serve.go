@@ -25,7 +25,6 @@ import (
 	"github.com/toolagent/toolagent/internal/dispatch"
 	"github.com/toolagent/toolagent/internal/mcpserver"
 	"github.com/toolagent/toolagent/internal/reload"
-	"github.com/toolagent/toolagent/internal/runs"
 )
 
 // HTTP server limits. There is no WriteTimeout: a call's answer is written
@@ -75,7 +74,7 @@ func runServe(ctx context.Context, e env, args []string) error {
 	dropSecretEnv(e, cfg)
 	var hooks lastDelivery
 	apiHandler := api.New(api.Options{OnWebhook: hooks.saw, Tokens: tokens, MaxBodyBytes: cfg.MaxBodyBytes, Registry: cr.reg, Webhook: cr.src.webhook, Approvals: disp, Sandbox: cr.common.sandboxStatus(), Version: buildVersion(),
-		Runs: runs.New(runs.Options{Keep: cfg.RunKeep}), ReattachGrace: cfg.ReattachGrace},
+		Runs: cr.runReg, ReattachGrace: cfg.ReattachGrace},
 		store, disp, syncer{loop, trigger}, log.With(slog.String("log", "api")))
 	// MCP over streamable HTTP beside the API (api may not import
 	// mcpserver: both sit on one layer). No write timeout applies: its

@@ -290,6 +290,16 @@ func TestMCPProgress(t *testing.T) {
 	case <-time.After(30 * time.Second): // a deadline, not a margin
 		t.Errorf("no progress for the last line")
 	}
+	// Its run is kept like an API call's, whatever the door.
+	var r struct {
+		RunID string `json:"run_id"`
+	}
+	if b, err := json.Marshal(res.StructuredContent); err != nil || json.Unmarshal(b, &r) != nil || r.RunID == "" {
+		t.Fatalf("the MCP result names no run: %v", res.StructuredContent)
+	}
+	if code, body := d.request(t, "GET", "/v1/runs/"+r.RunID, ""); code != 200 || !strings.Contains(string(body), `"state":"done"`) {
+		t.Errorf("GET /v1/runs/%s of an MCP call = %d %s; want the done run", r.RunID, code, body)
+	}
 	// Without a progress token: no notification.
 	if text, isErr := callText(t, cs, "stepper", map[string]any{}); isErr || text != "step one\nstep two\n" {
 		t.Errorf("tools/call without a token = %q %v", text, isErr)

@@ -82,8 +82,9 @@ type Options struct {
 	// delivery (queued, ignored, unsigned, bad_signature, ...), as the
 	// metric counts it.
 	OnWebhook func(result string)
-	// Runs keeps the API's calls for GET /v1/runs/{id} and streams
-	// (nil: a streaming call still streams, and /v1/runs answers 404).
+	// Runs is the registry the dispatcher keeps its calls' runs in
+	// (dispatch.Options.Runs), for GET /v1/runs/{id} and streams (nil: a
+	// streaming call still streams, and /v1/runs answers 404).
 	Runs *runs.Registry
 	// ReattachGrace is how long a streaming call goes on once no client
 	// follows it, so a dropped connection can re-attach
@@ -415,14 +416,9 @@ func (s *server) handleCall(w http.ResponseWriter, r *http.Request) {
 		s.metrics.inFlight.Dec()
 		return
 	}
-	run := s.startRun(c.RunID, c.Tool, c.Caller)
-	if run != nil {
-		c.Output = run.Output
-	}
+	// The dispatcher keeps the call's run (Options.Runs is the one it
+	// was given).
 	res := s.inv.Invoke(r.Context(), c)
-	if run != nil {
-		run.Finish(res)
-	}
 	s.metrics.inFlight.Dec()
 	s.metrics.observe(res, s.opts.Now().Sub(start))
 	code := resultHTTPStatus(res)

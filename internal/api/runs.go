@@ -56,11 +56,13 @@ func (s *server) startRun(id, tool, caller string) *runs.Run {
 // happen: 200 at once, then the output chunks, then exactly one result
 // event with the Result the non-streaming call would have answered.
 func (s *server) streamCall(w http.ResponseWriter, r *http.Request, media string, c dispatch.Call) {
+	// The run exists before the call, so the stream can follow it; the
+	// dispatcher, given the same registry, feeds it.
 	run := s.startRun(c.RunID, c.Tool, c.Caller)
 	if run == nil { // no registry: a run of this call's own
 		run = runs.New(runs.Options{MaxRuns: 1}).Start(c.RunID, c.Tool, c.Caller)
+		c.Output = run.Output
 	}
-	c.Output = run.Output
 	// The call outlives its stream's connection for a grace period, so a
 	// client whose connection dropped can re-attach (GET
 	// /v1/runs/{id}/events): when no reader is left for that long, the

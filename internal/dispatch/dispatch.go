@@ -36,6 +36,7 @@ import (
 	"github.com/toolagent/toolagent/internal/executors"
 	"github.com/toolagent/toolagent/internal/hldp"
 	"github.com/toolagent/toolagent/internal/policy"
+	"github.com/toolagent/toolagent/internal/runs"
 )
 
 // DefaultMaxConcurrent is the global cap on calls running at once.
@@ -54,6 +55,11 @@ type Options struct {
 	// Kept, when set, receives every call's final Result (with its
 	// RunID), for the console's history to open; it must not block.
 	Kept func(Call, Result)
+	// Runs, when set, keeps every call as a run (its output events as
+	// the tool writes them, then its result), whatever door it came
+	// through, for GET /v1/runs/{id}. A call whose RunID names a run
+	// already there (a streaming API call made it) feeds that one.
+	Runs *runs.Registry
 	// Audit receives one line per call (nil: discarded).
 	Audit *slog.Logger
 	// Now returns the time (nil: time.Now). Tests set it.
@@ -154,11 +160,25 @@ const (
 
 // Invoke runs c and returns its result. It never panics on bad input and
 // never returns a Go error: every outcome is a status.
-func (d *Dispatcher) Invoke(ctx context.Context, c Call) Result {
+func (d *Dispatcher) Invoke(ctx context.Context, c Call) (result Result) {
 	start := d.opts.Now()
 	id := c.RunID
 	if id == "" {
 		id = NewRunID()
+	}
+	if d.opts.Runs != nil && !c.DryRun {
+		run, ok := d.opts.Runs.Get(id)
+		if !ok {
+			run = d.opts.Runs.Start(id, c.Tool, c.Caller)
+		}
+		out := c.Output
+		c.Output = func(stream string, p []byte) {
+			run.Output(stream, p)
+			if out != nil {
+				out(stream, p)
+			}
+		}
+		defer func() { run.Finish(result) }()
 	}
 	if snap := d.store.Load(); snap != nil && len(c.Surface) > 0 {
 		if e, ok := snap.Lookup(c.Tool); ok && !c.Surface.AllowsEntry(e) {
