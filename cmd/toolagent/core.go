@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/toolagent/toolagent/internal/approval"
 	"github.com/toolagent/toolagent/internal/audit"
+	"github.com/toolagent/toolagent/internal/cache"
 	"github.com/toolagent/toolagent/internal/catalog"
 	"github.com/toolagent/toolagent/internal/dispatch"
 	"github.com/toolagent/toolagent/internal/executors"
@@ -52,6 +54,8 @@ type core struct {
 	// runReg keeps every call's run (output events, result) for
 	// GET /v1/runs/{id} and streams.
 	runReg *runsreg.Registry
+	// saver writes the parse cache after builds, off the reload path.
+	saver *cacheSaver
 	// auditFile keeps the audit trail in STATE/audit for the console's
 	// history; nil for commands that run no calls.
 	auditFile *audit.File
@@ -176,6 +180,7 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (*core, err
 		ApproveHint:   approveHint(mode, c.state, cfg.Tokens == "" && cfg.TokensFile == ""),
 	})
 	parseCache := openParseCache(c.state, log)
+	saver := newCacheSaver(parseCache, log)
 	vocab, err := loadVocab(cfg.VocabFile)
 	if err != nil {
 		return nil, err
@@ -188,10 +193,9 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (*core, err
 		Build: func(prev *catalog.Snapshot, t scan.Tree) (*catalog.Snapshot, scan.Report, error) {
 			snap, rep, err := scan.Build(prev, t, parseCache, scanOpts)
 			if err == nil {
-				// Saved after every build, so a restart parses nothing.
-				if err := parseCache.Save(); err != nil {
-					log.Warn("parse cache not saved; a restart parses again", "err", err)
-				}
+				// Saved after every build, so a restart parses nothing;
+				// in the background, so the snapshot is published first.
+				saver.dirty()
 			}
 			return snap, rep, err
 		},
@@ -206,13 +210,14 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (*core, err
 	return &core{
 		cfg: cfg, log: log, common: c, reg: reg, store: store, execs: execs, disp: disp,
 		loop: loop, trigger: trigger, watchDir: src.watchDir, health: hc, src: src,
-		approvals: ap, auditFile: af, runs: runs, runReg: runReg,
+		approvals: ap, auditFile: af, runs: runs, runReg: runReg, saver: saver,
 	}, nil
 }
 
 // close releases what newCore opened: the source, the idle sandboxes and
 // the approval queue's lock. Call it after every goroutine start began has ended.
 func (cr *core) close() {
+	cr.saver.close() // the last build's parse cache is on disk
 	cr.src.close()
 	if cr.common.sandbox != nil {
 		cr.common.sandbox.Close() // the idle reusable sandboxes
@@ -225,6 +230,60 @@ func (cr *core) close() {
 			cr.log.Warn("close the approval queue", "err", err)
 		}
 	}
+}
+
+// cacheSaver saves the parse cache on a goroutine of its own whenever a
+// build changed it: one save at a time, the last one after close.
+type cacheSaver struct {
+	c      *cache.Cache
+	log    *slog.Logger
+	kick   chan struct{}
+	done   chan struct{}
+	mu     sync.Mutex // orders dirty and close
+	closed bool
+}
+
+func newCacheSaver(c *cache.Cache, log *slog.Logger) *cacheSaver {
+	s := &cacheSaver{c: c, log: log, kick: make(chan struct{}, 1), done: make(chan struct{})}
+	go s.run()
+	return s
+}
+
+// dirty asks for a save (coalesced); after close it saves at once.
+func (s *cacheSaver) dirty() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		if err := s.c.Save(); err != nil {
+			s.log.Warn("parse cache not saved; a restart parses again", "err", err)
+		}
+		return
+	}
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (s *cacheSaver) run() {
+	defer close(s.done)
+	for range s.kick {
+		if err := s.c.Save(); err != nil {
+			s.log.Warn("parse cache not saved; a restart parses again", "err", err)
+		}
+	}
+}
+
+// close saves what is pending and stops the saver. Call it once builds
+// have ended.
+func (s *cacheSaver) close() {
+	s.mu.Lock()
+	if !s.closed {
+		s.closed = true
+		close(s.kick)
+	}
+	s.mu.Unlock()
+	<-s.done
 }
 
 // start runs the reload loop, the executors' health checks and, for a
