@@ -32,11 +32,12 @@ var allowed = map[string][]string{
 	"internal/approval":             {"internal/hldp", "internal/grant"},
 	"internal/dispatch":             {"internal/catalog", "internal/executors", "internal/hldp", "internal/policy", "internal/approval", "internal/runs"},
 	"internal/reload":               {"internal/catalog", "internal/scan"},
-	"internal/api":                  {"internal/catalog", "internal/dispatch", "internal/reload", "internal/hldp", "internal/runs"},
+	"internal/api":                  {"internal/catalog", "internal/dispatch", "internal/reload", "internal/hldp", "internal/runs", "internal/feedback"},
 	"internal/mcpserver":            {"internal/catalog", "internal/dispatch", "internal/hldp", "internal/runs"},
 	"internal/console":              {"internal/catalog", "internal/dispatch", "internal/hldp", "internal/reload", "internal/audit"},
 	"internal/audit":                {},
 	"internal/runs":                 {},
+	"internal/feedback":             {},
 	"internal/gatekeeper":           {"internal/proc", "internal/policy", "internal/grant"},
 
 	// Test helpers of sandboxed children: proc only.

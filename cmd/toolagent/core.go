@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -22,6 +23,7 @@ import (
 	"github.com/toolagent/toolagent/internal/catalog"
 	"github.com/toolagent/toolagent/internal/dispatch"
 	"github.com/toolagent/toolagent/internal/executors"
+	"github.com/toolagent/toolagent/internal/feedback"
 	"github.com/toolagent/toolagent/internal/hldp"
 	"github.com/toolagent/toolagent/internal/proc"
 	"github.com/toolagent/toolagent/internal/reload"
@@ -56,6 +58,8 @@ type core struct {
 	runReg *runsreg.Registry
 	// saver writes the parse cache after builds, off the reload path.
 	saver *cacheSaver
+	// feedback learns from use (nil for sync); onMatch feeds it.
+	feedback *feedback.Store
 	// auditFile keeps the audit trail in STATE/audit for the console's
 	// history; nil for commands that run no calls.
 	auditFile *audit.File
@@ -169,8 +173,34 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (*core, err
 	store := new(catalog.Store)
 	runs := new(keptRuns)
 	runReg := runsreg.New(runsreg.Options{Keep: cfg.RunKeep})
+	// Learning from use: a request by intent followed by a call of one of
+	// its candidates joins that tool's text (internal/feedback).
+	var fb *feedback.Store
+	var learned func(name, intent string) []string
+	if mode != noApprovals {
+		ri := &reindexer{store: store}
+		var err error
+		fb, err = feedback.Open(filepath.Join(c.state, stateFeedbackFile), feedback.Options{OnLearn: func(string) { ri.kick() }})
+		if err != nil {
+			log.Warn("learned requests not read; learning starts again", "err", err)
+		}
+		learned = fb.Requests
+	}
+	kept := func(call dispatch.Call, r dispatch.Result) {
+		runs.keep(call, r)
+		if fb == nil || call.DryRun {
+			return
+		}
+		intent := ""
+		if snap := store.Load(); snap != nil {
+			if e, ok := snap.Lookup(call.Tool); ok && e.Tool != nil {
+				intent = e.Tool.Intent
+			}
+		}
+		fb.Called(call.Caller, call.Tool, intent, intent != "" && r.Status != dispatch.NotFound && r.Status != dispatch.InvalidParams)
+	}
 	disp := dispatch.New(store, execs, dispatch.Options{
-		Kept:          runs.keep,
+		Kept:          kept,
 		Runs:          runReg,
 		MaxConcurrent: cfg.MaxConcurrent,
 		Audit:         auditLog,
@@ -187,7 +217,7 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (*core, err
 	}
 	// LazyIndex: the reload loop publishes each snapshot, then builds its
 	// match index, so readiness and calls do not wait for the index.
-	scanOpts := scan.Options{Check: hc.narrow(checker(execs)), Prefix: src.prefix, Catalog: catalog.Options{Vocab: vocab, LazyIndex: true}}
+	scanOpts := scan.Options{Check: hc.narrow(checker(execs)), Prefix: src.prefix, Catalog: catalog.Options{Vocab: vocab, LazyIndex: true, Learned: learned}}
 	loop := &reload.Loop{
 		Source: src.src,
 		Build: func(prev *catalog.Snapshot, t scan.Tree) (*catalog.Snapshot, scan.Report, error) {
@@ -210,7 +240,7 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (*core, err
 	return &core{
 		cfg: cfg, log: log, common: c, reg: reg, store: store, execs: execs, disp: disp,
 		loop: loop, trigger: trigger, watchDir: src.watchDir, health: hc, src: src,
-		approvals: ap, auditFile: af, runs: runs, runReg: runReg, saver: saver,
+		approvals: ap, auditFile: af, runs: runs, runReg: runReg, saver: saver, feedback: fb,
 	}, nil
 }
 
@@ -230,6 +260,50 @@ func (cr *core) close() {
 			cr.log.Warn("close the approval queue", "err", err)
 		}
 	}
+}
+
+// stateFeedbackFile is where the requests learned from use are kept.
+const stateFeedbackFile = "feedback/learned.json"
+
+// onMatch records an intent query for learning from use (nil without a
+// feedback store).
+func (cr *core) onMatch() func(caller, request string, resp catalog.MatchResponse) {
+	if cr.feedback == nil {
+		return nil
+	}
+	return func(caller, request string, resp catalog.MatchResponse) {
+		names := make([]string, len(resp.Candidates))
+		for i, c := range resp.Candidates {
+			names[i] = c.Name
+		}
+		cr.feedback.Matched(caller, request, names, resp.Found)
+	}
+}
+
+// reindexAfter is how long a learned request waits before the match index
+// is rebuilt with it (learning in a burst rebuilds once).
+const reindexAfter = time.Second
+
+// reindexer rebuilds the current snapshot's match index once after a
+// burst of learning.
+type reindexer struct {
+	store *catalog.Store
+	mu    sync.Mutex
+	timer *time.Timer
+}
+
+func (ri *reindexer) kick() {
+	ri.mu.Lock()
+	defer ri.mu.Unlock()
+	if ri.timer != nil {
+		return
+	}
+	ri.timer = time.AfterFunc(reindexAfter, func() {
+		ri.mu.Lock()
+		ri.timer = nil
+		ri.mu.Unlock()
+		ri.store.Reindex()
+	})
 }
 
 // cacheSaver saves the parse cache on a goroutine of its own whenever a

@@ -61,7 +61,7 @@ func commands() []command {
 		{"status", "", "the running daemon's status: source, revision, reloads, sandbox", runStatus},
 		{"validate", "[DIR | FILE | embedded]", "lint a tools tree or one TOOL.hdlp (--config FILE: a daemon config; --match: the examples): every error, exit 1 on any", runValidate},
 		{"new", "NAME", "scaffold tools/NAME/TOOL.hdlp with every field", runNew},
-		{"match", "INTENT...", "find the 1-3 tools that fit an intent in words", runMatch},
+		{"match", "INTENT... | feedback list|clear [TOOL]", "find the 1-3 tools that fit an intent in words; or list or clear what matching learned from use", runMatch},
 		{"eval", "--queries FILE", "measure intent matching on a queries.jsonl", runEval},
 		{"bench", "catalog", "measure start-up, reload, memory and matching on a synthetic catalog (--tools N)", runBench},
 		{"completion", "bash | zsh | fish", "print a shell completion script", runCompletion},

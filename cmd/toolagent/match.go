@@ -4,8 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"net/url"
+	"path/filepath"
 	"strings"
+
+	"github.com/toolagent/toolagent/internal/feedback"
 )
 
 func runMatch(ctx context.Context, e env, args []string) error {
@@ -22,6 +27,9 @@ func runMatch(ctx context.Context, e env, args []string) error {
 	}
 	if len(pos) == 0 {
 		return usageError{errors.New(`match: want the intent in words, e.g. toolagent match "查看最近的提交记录"`)}
+	}
+	if len(pos) >= 2 && pos[0] == "feedback" && (pos[1] == "list" || pos[1] == "clear") {
+		return matchFeedback(ctx, e, &c, sf, pos[1], pos[2:])
 	}
 	if *limit < 1 || *limit > 3 {
 		return usageError{errors.New("match: --limit must be 1, 2 or 3")}
@@ -62,4 +70,47 @@ func runMatch(ctx context.Context, e env, args []string) error {
 		return exitError{code: exitNotFound}
 	}
 	return nil
+}
+
+// matchFeedback is `toolagent match feedback list|clear [TOOL]`: what
+// was learned from use, through the running daemon (which holds it), or
+// from the state directory's file when none runs.
+func matchFeedback(ctx context.Context, e env, c *common, sf serverFlag, verb string, rest []string) error {
+	if len(rest) > 1 {
+		return usageError{fmt.Errorf("match feedback %s: want at most one TOOL, got %q", verb, rest)}
+	}
+	tool := ""
+	if len(rest) == 1 {
+		tool = rest[0]
+	}
+	rd, err := c.daemonFor(ctx, e, sf)
+	if err != nil {
+		return err
+	}
+	if rd != nil {
+		method := map[string]string{"list": "GET", "clear": "DELETE"}[verb]
+		code, body, err := rd.do(ctx, method, "/v1/feedback?tool="+url.QueryEscape(tool), nil, false)
+		if err != nil {
+			return err
+		}
+		if code != http.StatusOK {
+			return rd.apiErr(code, body)
+		}
+		return printRaw(e.stdout, body)
+	}
+	if err := c.resolve(e); err != nil {
+		return err
+	}
+	fb, err := feedback.Open(filepath.Join(c.state, stateFeedbackFile), feedback.Options{})
+	if err != nil {
+		return err
+	}
+	if verb == "clear" {
+		n, err := fb.Clear(tool)
+		if err != nil {
+			return err
+		}
+		return printJSON(e.stdout, map[string]int{"cleared": n})
+	}
+	return printJSON(e.stdout, map[string]any{"tools": fb.List(tool)})
 }

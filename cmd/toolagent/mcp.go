@@ -57,7 +57,7 @@ func runMCP(ctx context.Context, e env, args []string) error {
 		cr.close()
 		return err
 	}
-	srv := mcpserver.New(cr.store, cr.disp, mcpserver.Options{Version: buildVersion(), Logger: log.With(slog.String("log", "mcp")), MetaOnly: metaOnly, Surface: surface})
+	srv := mcpserver.New(cr.store, cr.disp, mcpserver.Options{Version: buildVersion(), Logger: log.With(slog.String("log", "mcp")), MetaOnly: metaOnly, Surface: surface, OnMatch: cr.onMatch()})
 
 	// Calls learn why they end: a signal is a shutdown, the client closing
 	// stdin is the client gone (dispatch says which in the result).

@@ -74,12 +74,12 @@ func runServe(ctx context.Context, e env, args []string) error {
 	dropSecretEnv(e, cfg)
 	var hooks lastDelivery
 	apiHandler := api.New(api.Options{OnWebhook: hooks.saw, Tokens: tokens, MaxBodyBytes: cfg.MaxBodyBytes, Registry: cr.reg, Webhook: cr.src.webhook, Approvals: disp, Sandbox: cr.common.sandboxStatus(), Version: buildVersion(),
-		Runs: cr.runReg, ReattachGrace: cfg.ReattachGrace},
+		Runs: cr.runReg, ReattachGrace: cfg.ReattachGrace, OnMatch: cr.onMatch(), Feedback: cr.feedback},
 		store, disp, syncer{loop, trigger}, log.With(slog.String("log", "api")))
 	// MCP over streamable HTTP beside the API (api may not import
 	// mcpserver: both sit on one layer). No write timeout applies: its
 	// long-lived stream carries list_changed.
-	mcpSrv := mcpserver.NewSurfaces(store, disp, mcpserver.Options{Version: buildVersion(), Logger: log.With(slog.String("log", "mcp"))})
+	mcpSrv := mcpserver.NewSurfaces(store, disp, mcpserver.Options{Version: buildVersion(), Logger: log.With(slog.String("log", "mcp")), OnMatch: cr.onMatch()})
 	// An MCP client's standalone GET /mcp stream carries notifications,
 	// never a call: it ends as soon as shutdown begins instead of holding
 	// the grace period that running calls get.

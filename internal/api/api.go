@@ -37,6 +37,7 @@ import (
 
 	"github.com/toolagent/toolagent/internal/catalog"
 	"github.com/toolagent/toolagent/internal/dispatch"
+	"github.com/toolagent/toolagent/internal/feedback"
 	"github.com/toolagent/toolagent/internal/hldp"
 	"github.com/toolagent/toolagent/internal/reload"
 	"github.com/toolagent/toolagent/internal/runs"
@@ -86,6 +87,11 @@ type Options struct {
 	// (dispatch.Options.Runs), for GET /v1/runs/{id} and streams (nil: a
 	// streaming call still streams, and /v1/runs answers 404).
 	Runs *runs.Registry
+	// OnMatch, when set, sees every intent query's caller, request and
+	// answer (learning from use: internal/feedback).
+	OnMatch func(caller, request string, resp catalog.MatchResponse)
+	// Feedback serves /v1/feedback: what was learned from use (nil: 501).
+	Feedback *feedback.Store
 	// ReattachGrace is how long a streaming call goes on once no client
 	// follows it, so a dropped connection can re-attach
 	// (0: DefaultReattachGrace).
@@ -384,7 +390,11 @@ func (s *server) handleMatch(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	encode(w, s.log, http.StatusOK, snap.MatchIntentOn(req.Intent, req.Limit, surfaceFrom(r.Context())))
+	resp := snap.MatchIntentOn(req.Intent, req.Limit, surfaceFrom(r.Context()))
+	if s.opts.OnMatch != nil {
+		s.opts.OnMatch(callerFrom(r.Context()), req.Intent, resp)
+	}
+	encode(w, s.log, http.StatusOK, resp)
 }
 
 // callRequest is the body of POST /v1/call.

@@ -96,6 +96,7 @@ type Snapshot struct {
 	enabled []string         // sorted names of callable entries
 
 	vocab     *match.Vocab
+	learned   func(name, intent string) []string
 	indexOnce sync.Once
 	index     *match.Index
 }
@@ -114,13 +115,16 @@ type Options struct {
 	// it is built waits for it. Either way the index is built once per
 	// snapshot, never per query.
 	LazyIndex bool
+	// Learned, when set, gives the requests learned from use for a tool
+	// (internal/feedback), indexed as a weaker field of its text.
+	Learned func(name, intent string) []string
 }
 
 // New builds a snapshot at rev from entries, and its match index over the
 // callable tools. Entries with an empty Name are ignored; a later entry
 // with the same name replaces an earlier one.
 func New(rev string, entries []Entry, opts Options) *Snapshot {
-	s := &Snapshot{rev: rev, builtAt: opts.Now, entries: make(map[string]Entry, len(entries)), vocab: opts.Vocab}
+	s := &Snapshot{rev: rev, builtAt: opts.Now, entries: make(map[string]Entry, len(entries)), vocab: opts.Vocab, learned: opts.Learned}
 	if s.builtAt.IsZero() {
 		s.builtAt = time.Now()
 	}
@@ -152,7 +156,14 @@ func (s *Snapshot) BuildIndex() {
 	s.indexOnce.Do(func() {
 		docs := make([]match.Doc, 0, len(s.enabled))
 		for _, name := range s.enabled {
-			docs = append(docs, ToolDoc(s.entries[name].Tool))
+			t := s.entries[name].Tool
+			d := ToolDoc(t)
+			if s.learned != nil {
+				for _, q := range s.learned(name, t.Intent) {
+					d.Fields = append(d.Fields, match.Field{Name: LearnedField, Text: q, Weight: weightLearned, Example: true})
+				}
+			}
+			docs = append(docs, d)
 		}
 		s.index = match.New(docs, s.vocab)
 	})
@@ -220,6 +231,26 @@ type Store struct {
 
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced on every Swap
+}
+
+// Reindex publishes the current snapshot again with a new match index
+// (built lazily), so that what the index reads beside the tools (the
+// requests learned from use) is read again. A Swap in between wins: it
+// publishes a newer snapshot, whose index is new anyway.
+func (st *Store) Reindex() {
+	st.mu.Lock()
+	cur := st.cur.Load()
+	st.mu.Unlock()
+	if cur == nil {
+		return
+	}
+	next := &Snapshot{rev: cur.rev, gen: cur.gen, builtAt: cur.builtAt, entries: cur.entries, names: cur.names, enabled: cur.enabled, vocab: cur.vocab, learned: cur.learned}
+	next.BuildIndex() // off the lock: a query keeps the old index meanwhile
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.cur.Load() == cur {
+		st.cur.Store(next) // the same tools: no change to announce
+	}
 }
 
 // Load returns the current snapshot, or nil before the first Swap.

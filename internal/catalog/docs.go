@@ -20,6 +20,9 @@ import (
 // out) are where that is to be won back.
 const (
 	weightExamples = 3
+	// weightLearned weighs a request learned from use (internal/feedback):
+	// a user's words, like an example, but not reviewed by the author.
+	weightLearned  = 1.5
 	weightName     = 2.5
 	weightDisplay  = 2.5
 	weightIntent   = 2
@@ -34,6 +37,10 @@ const (
 // a caller can leave one out (toolagent validate --match) or all of them
 // (toolagent eval) by name.
 const ExamplesField = "examples"
+
+// LearnedField is the name of the match.Field that holds a request
+// learned from use for a tool (see Options.Learned).
+const LearnedField = "learned"
 
 // ToolDoc turns a tool into the match.Doc its intent matching indexes: the
 // name split on '-' and '_', the display name, the intent, the keywords,

@@ -80,7 +80,7 @@ func metaTool(t *hldp.Tool) *mcp.Tool {
 // findTool answers an intent query from the current snapshot: the
 // catalog's MatchResponse as structured content, a short text for people
 // and models. found=false is an answer, not an error.
-func (s *Server) findTool(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+func (s *Server) findTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	args, problems := checkArgs(s.find, req.Params.Arguments)
 	if problems != nil {
 		return problems, nil
@@ -92,6 +92,9 @@ func (s *Server) findTool(_ context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 		return errorText("the catalog is not loaded yet; retry in a moment"), nil
 	}
 	resp := snap.MatchIntentOn(intent, int(limit), s.opts.Surface)
+	if s.opts.OnMatch != nil {
+		s.opts.OnMatch(s.opts.Caller(ctx, req), intent, resp)
+	}
 	return &mcp.CallToolResult{
 		Content:           []mcp.Content{&mcp.TextContent{Text: s.matchText(resp)}},
 		StructuredContent: resp,

@@ -68,6 +68,9 @@ type Options struct {
 	// Logger receives the server's own lines (tool list changes) and the
 	// SDK's; nil discards them.
 	Logger *slog.Logger
+	// OnMatch, when set, sees every find_tool query's caller, request and
+	// answer (learning from use: internal/feedback).
+	OnMatch func(caller, request string, resp catalog.MatchResponse)
 	// MetaOnly exposes only find_tool and call_tool (plus the Pinned
 	// tools), for catalogs with hundreds of tools: a client searches by
 	// intent, then calls by name through call_tool.

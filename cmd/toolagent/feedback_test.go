@@ -1,0 +1,75 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// TestServeLearnsFromUse (issue 19, item 3): a request no tool fits,
+// followed by the same caller's call of a tool, joins that tool's text:
+// the same request then finds it. Another caller's call teaches nothing,
+// nor does a call that failed with not_found. `toolagent match feedback
+// list` shows what was learned, and `clear` forgets it: the request is
+// refused again.
+func TestServeLearnsFromUse(t *testing.T) {
+	tools := t.TempDir()
+	putTool(t, tools, "frobber", testTool("frobber", "intent: rotate the archive logs of the billing service\nmethod: run\nexecutor: shell\nargv: [echo, rotated]\nparams_schema: {}\n"))
+	putTool(t, tools, "disk", testTool("disk", "intent: show how full the disks are\nmethod: run\nexecutor: shell\nargv: [echo, full]\nparams_schema: {}\n"))
+	const alice, bob = "alice-0123456789abcdef", "bob-0123456789abcdef00"
+	d := startDaemon(t, map[string]string{"TOOLAGENT_TOKENS": "alice:call:" + alice + ",bob:call:" + bob + ",ops:admin:ops-0123456789abcdef"}, "--tools", tools)
+	const request = "zorblax the quux"
+	match := func(token string) (found bool, first string) {
+		t.Helper()
+		d.token = token
+		code, body := d.request(t, "POST", "/v1/match", `{"intent":"`+request+`"}`)
+		var resp struct {
+			Found      bool
+			Candidates []struct{ Name string }
+		}
+		if code != 200 || json.Unmarshal(body, &resp) != nil {
+			t.Fatalf("match = %d %s", code, body)
+		}
+		if len(resp.Candidates) > 0 {
+			first = resp.Candidates[0].Name
+		}
+		return resp.Found, first
+	}
+	if found, _ := match(alice); found {
+		t.Fatalf("%q found a tool before anything was learned", request)
+	}
+	// Bob's call and alice's not_found call teach nothing.
+	d.token = bob
+	d.call(t, "frobber", nil)
+	d.token = alice
+	if code, _ := d.call(t, "no-such-tool", nil); code != 404 {
+		t.Fatalf("call no-such-tool = %d", code)
+	}
+	d.token = alice
+	if code, res := d.call(t, "frobber", nil); code != 200 || res.Output != "rotated\n" {
+		t.Fatalf("call frobber = %d %+v", code, res)
+	}
+	// The not_found call kept the request waiting; this call learned it.
+	pollUntil(t, "the learned request to find frobber", func() bool {
+		found, first := match(alice)
+		return found && first == "frobber"
+	})
+
+	env := []string{"TOOLAGENT_TOKEN=ops-0123456789abcdef"}
+	out, stderr, code := cli(t, env, "match", "--server", d.url, "feedback", "list")
+	if code != 0 || !strings.Contains(out, `"frobber"`) || !strings.Contains(out, request) || !strings.Contains(out, `"how": "refused"`) {
+		t.Fatalf("match feedback list = %d %s %s; want frobber's learned request, after a refusal", code, out, stderr)
+	}
+	if out, _, code := cli(t, env, "match", "--server", d.url, "feedback", "clear", "frobber"); code != 0 || !strings.Contains(out, `"cleared": 1`) {
+		t.Fatalf("match feedback clear frobber = %d %s", code, out)
+	}
+	pollUntil(t, "the cleared request to be refused again", func() bool {
+		found, _ := match(alice)
+		return !found
+	})
+	// A call role cannot read what callers asked.
+	d.token = alice
+	if code, _ := d.request(t, "GET", "/v1/feedback", ""); code != 403 {
+		t.Errorf("GET /v1/feedback with a call token = %d; want 403", code)
+	}
+}
