@@ -197,7 +197,10 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (*core, err
 				intent = e.Tool.Intent
 			}
 		}
-		fb.Called(call.Caller, call.Tool, intent, intent != "" && r.Status != dispatch.NotFound && r.Status != dispatch.InvalidParams)
+		// Only a successful call teaches (success, no_data): not one
+		// that failed with not_found or invalid_params, nor one whose
+		// tool failed, which may have been the wrong choice.
+		fb.Called(call.Caller, call.Tool, intent, intent != "" && r.OK)
 	}
 	disp := dispatch.New(store, execs, dispatch.Options{
 		Kept:          kept,

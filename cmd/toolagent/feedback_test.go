@@ -17,7 +17,9 @@ func TestServeLearnsFromUse(t *testing.T) {
 	putTool(t, tools, "frobber", testTool("frobber", "intent: rotate the archive logs of the billing service\nmethod: run\nexecutor: shell\nargv: [echo, rotated]\nparams_schema: {}\n"))
 	putTool(t, tools, "disk", testTool("disk", "intent: show how full the disks are\nmethod: run\nexecutor: shell\nargv: [echo, full]\nparams_schema: {}\n"))
 	const alice, bob = "alice-0123456789abcdef", "bob-0123456789abcdef00"
-	d := startDaemon(t, map[string]string{"TOOLAGENT_TOKENS": "alice:call:" + alice + ",bob:call:" + bob + ",ops:admin:ops-0123456789abcdef"}, "--tools", tools)
+	state := t.TempDir()
+	env := map[string]string{"TOOLAGENT_TOKENS": "alice:call:" + alice + ",bob:call:" + bob + ",ops:admin:ops-0123456789abcdef"}
+	d := startDaemon(t, env, "--tools", tools, "--state", state)
 	const request = "zorblax the quux"
 	match := func(token string) (found bool, first string) {
 		t.Helper()
@@ -54,13 +56,21 @@ func TestServeLearnsFromUse(t *testing.T) {
 		found, first := match(alice)
 		return found && first == "frobber"
 	})
+	// It survives a restart.
+	if err := d.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	d = startDaemon(t, env, "--tools", tools, "--state", state)
+	if found, first := match(alice); !found || first != "frobber" {
+		t.Errorf("after a restart: found %v, first %q; want frobber still", found, first)
+	}
 
-	env := []string{"TOOLAGENT_TOKEN=ops-0123456789abcdef"}
-	out, stderr, code := cli(t, env, "match", "--server", d.url, "feedback", "list")
+	cliEnv := []string{"TOOLAGENT_TOKEN=ops-0123456789abcdef"}
+	out, stderr, code := cli(t, cliEnv, "match", "--server", d.url, "feedback", "list")
 	if code != 0 || !strings.Contains(out, `"frobber"`) || !strings.Contains(out, request) || !strings.Contains(out, `"how": "refused"`) {
 		t.Fatalf("match feedback list = %d %s %s; want frobber's learned request, after a refusal", code, out, stderr)
 	}
-	if out, _, code := cli(t, env, "match", "--server", d.url, "feedback", "clear", "frobber"); code != 0 || !strings.Contains(out, `"cleared": 1`) {
+	if out, _, code := cli(t, cliEnv, "match", "--server", d.url, "feedback", "clear", "frobber"); code != 0 || !strings.Contains(out, `"cleared": 1`) {
 		t.Fatalf("match feedback clear frobber = %d %s", code, out)
 	}
 	pollUntil(t, "the cleared request to be refused again", func() bool {

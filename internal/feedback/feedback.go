@@ -7,9 +7,9 @@
 // cleared by the operator, and dropped when the tool's intent changes:
 // the tool then means something else.
 //
-// It never learns from a call that failed with not_found or
-// invalid_params (the caller chose wrong), nor from a call that came
-// later than Window after the request.
+// It learns only from a successful call (never from one that failed with
+// not_found or invalid_params: the caller chose wrong), and not from a
+// call that came later than Window after the request.
 //
 // Imports: the standard library only. Imported by api, mcpserver and
 // cmd/toolagent.
@@ -176,7 +176,8 @@ func (s *Store) expireLocked() {
 }
 
 // Called records that caller called tool (whose intent is intent); ok is
-// false when the call failed with not_found or invalid_params. When the
+// false unless the call succeeded (the daemon passes false for not_found,
+// invalid_params and a tool's failure). When the
 // caller's last request led to it, the request is learned for the tool;
 // Called reports whether it was. A request is learned once.
 func (s *Store) Called(caller, tool, intent string, ok bool) bool {
