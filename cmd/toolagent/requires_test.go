@@ -238,9 +238,12 @@ func TestServeRequires(t *testing.T) {
 	if got := d.listed(t, "/v1/tools?tag=config"); !slices.Equal(got, []string{"needs-file"}) {
 		t.Errorf("GET /v1/tools?tag=config lists %v; want [needs-file]", got)
 	}
-	if got := listNames(t, cs); !slices.Contains(got, "needs-file") || !slices.Contains(got, "needs-check") {
-		t.Errorf("MCP tools/list once the prerequisites exist = %v; want both tools back", got)
-	}
+	// The MCP server publishes a snapshot's tools once it sees the swap,
+	// a moment after the API does: wait for it (a deadline, not a margin).
+	pollUntil(t, "both tools back in MCP tools/list once the prerequisites exist", func() bool {
+		got := listNames(t, cs)
+		return slices.Contains(got, "needs-file") && slices.Contains(got, "needs-check")
+	})
 	if got := matchNames("print the ready configuration"); !slices.Contains(got, "needs-file") {
 		t.Errorf("POST /v1/match once the file exists = %v; want needs-file offered", got)
 	}
