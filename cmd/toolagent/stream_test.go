@@ -176,7 +176,8 @@ func TestServeStreamSSE(t *testing.T) {
 // its run records why.
 func TestServeStreamClientGone(t *testing.T) {
 	tools := t.TempDir()
-	putTool(t, tools, "forever", testTool("forever", "intent: hang\nmethod: run\nexecutor: shell\nargv: [sh, -c, \"echo started; exec sleep 1000\"]\nparams_schema: {}\nconstraints:\n  timeout_ms: 600000\n"))
+	marker := "toolagent-stream-gone-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	putTool(t, tools, "forever", testTool("forever", "intent: hang\nmethod: run\nexecutor: shell\nargv: [bash, -c, \"(exec -a "+marker+" sleep 1000) & echo started; wait\"]\nparams_schema: {}\nconstraints:\n  timeout_ms: 600000\n"))
 	// No grace for a re-attach: the hang-up cancels at once.
 	d := startDaemon(t, nil, "--tools", tools, "--stream-reattach-grace", "1ns")
 	ctx, cancel := context.WithCancel(t.Context())
@@ -207,6 +208,8 @@ func TestServeStreamClientGone(t *testing.T) {
 	if !strings.Contains(res.Error, "client gone") || res.OK {
 		t.Errorf("result of a call whose streaming client hung up: %+v; want it cancelled, client gone", res)
 	}
+	// Its processes are gone, the background one too.
+	pollUntil(t, "no process of the hung-up call", func() bool { return proctest.CountMarked(marker) == 0 })
 }
 
 // TestCallFollow: `toolagent call --follow` prints the tool's stdout and
