@@ -359,11 +359,7 @@ func TestForgeLinks(t *testing.T) {
 // as it comes: the first line is on the page while the tool still waits
 // on a file the test creates only afterwards; then the result section.
 func TestConsoleLiveCall(t *testing.T) {
-	flagDir := proctest.HostDir(t)
-	if err := os.Chmod(flagDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	flag := filepath.Join(flagDir, "go-on")
+	flag := goOnFlag(t)
 	tools := t.TempDir()
 	putTool(t, tools, "waiter", testTool("waiter", "intent: wait\nmethod: run\nexecutor: shell\nargv: [sh, -c, \"echo first; while [ ! -e "+flag+" ]; do sleep 0.05; done; echo second\"]\nparams_schema: {}\nconstraints:\n  timeout_ms: 120000\n"))
 	d := startDaemon(t, map[string]string{"TOOLAGENT_TOKENS": "alice:call:" + aliceToken}, "--tools", tools)

@@ -44,6 +44,19 @@ func streamReq(t *testing.T, d *daemon, method, path, body, accept, token string
 	return resp
 }
 
+// goOnFlag returns the path of a file, not there yet, that a test tool
+// waits for: the test creates it once it saw what the tool did first, so
+// ordering is asserted by the test's own steps, never by timing. It is
+// outside /tmp, which is the sandbox's own.
+func goOnFlag(t *testing.T) string {
+	t.Helper()
+	dir := proctest.HostDir(t)
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(dir, "go-on")
+}
+
 // nextEvent reads one NDJSON event.
 func nextEvent(t *testing.T, sc *bufio.Scanner) runs.Event {
 	t.Helper()
@@ -64,11 +77,7 @@ func nextEvent(t *testing.T, sc *bufio.Scanner) runs.Event {
 // a plain call, and GET /v1/runs/{id} shows the run, running then done.
 // Another caller's token does not see the run.
 func TestServeStream(t *testing.T) {
-	flagDir := proctest.HostDir(t) // the sandbox's /tmp is its own
-	if err := os.Chmod(flagDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	flag := filepath.Join(flagDir, "go-on")
+	flag := goOnFlag(t)
 	tools := t.TempDir()
 	putTool(t, tools, "waiter", testTool("waiter", "intent: wait\nmethod: run\nexecutor: shell\nargv: [sh, -c, \"echo first; while [ ! -e "+flag+" ]; do sleep 0.05; done; echo second >&2; exit 3\"]\nparams_schema: {}\nconstraints:\n  timeout_ms: 120000\n"))
 	const alice, bob = "alice-0123456789abcdef", "bob-0123456789abcdef00"
@@ -242,11 +251,7 @@ func TestCallFollow(t *testing.T) {
 // the message (the tool waits on a file the test creates only after it
 // saw the first notification); without a token, none.
 func TestMCPProgress(t *testing.T) {
-	flagDir := proctest.HostDir(t)
-	if err := os.Chmod(flagDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	flag := filepath.Join(flagDir, "go-on")
+	flag := goOnFlag(t)
 	tools := t.TempDir()
 	putTool(t, tools, "stepper", testTool("stepper", "intent: step\nmethod: run\nexecutor: shell\nargv: [sh, -c, \"echo step one; while [ ! -e "+flag+" ]; do sleep 0.05; done; echo step two\"]\nparams_schema: {}\nconstraints:\n  timeout_ms: 120000\n"))
 	d := startDaemon(t, nil, "--tools", tools)
@@ -318,11 +323,7 @@ func TestMCPProgress(t *testing.T) {
 // the remote command's output as it runs (the gatekeeper protocol's
 // streamed /exec answer), then the result.
 func TestServeStreamGatekeeper(t *testing.T) {
-	flagDir := proctest.HostDir(t)
-	if err := os.Chmod(flagDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	flag := filepath.Join(flagDir, "go-on")
+	flag := goOnFlag(t)
 	env := map[string]string{"TOOLAGENT_GATEKEEPER_TOKEN": gatekeeperTestToken}
 	gk := startGatekeeper(t, env, "--listen", "127.0.0.1:0")
 	tools := t.TempDir()
@@ -354,11 +355,7 @@ func TestServeStreamGatekeeper(t *testing.T) {
 // starts at the next event (no chunk lost, none repeated) and ends with
 // the result.
 func TestServeStreamResume(t *testing.T) {
-	flagDir := proctest.HostDir(t)
-	if err := os.Chmod(flagDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	flag := filepath.Join(flagDir, "go-on")
+	flag := goOnFlag(t)
 	tools := t.TempDir()
 	putTool(t, tools, "waiter", testTool("waiter", "intent: wait\nmethod: run\nexecutor: shell\nargv: [sh, -c, \"echo first; while [ ! -e "+flag+" ]; do sleep 0.05; done; echo second; echo third >&2\"]\nparams_schema: {}\nconstraints:\n  timeout_ms: 120000\n"))
 	d := startDaemon(t, nil, "--tools", tools, "--stream-reattach-grace", "10m")

@@ -345,14 +345,7 @@ func (p *pool) run(ctx context.Context, w *worker, s Spec, path, dir string, env
 	fail := func(err error) (Outcome, error) {
 		return Outcome{}, fmt.Errorf("start %q: %w", s.Argv[0], err)
 	}
-	maxOut := s.MaxOutput
-	if maxOut <= 0 {
-		maxOut = DefaultMaxOutput
-	}
-	grace := s.Grace
-	if grace <= 0 {
-		grace = DefaultGrace
-	}
+	maxOut, grace := s.bounds()
 	if err := ctx.Err(); err != nil {
 		p.put(w)
 		return fail(err)

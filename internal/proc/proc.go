@@ -126,6 +126,19 @@ type Outcome struct {
 	Queued time.Duration
 }
 
+// bounds returns the output cap and the grace period of s, defaults
+// filled in.
+func (s Spec) bounds() (maxOut int64, grace time.Duration) {
+	maxOut, grace = s.MaxOutput, s.Grace
+	if maxOut <= 0 {
+		maxOut = DefaultMaxOutput
+	}
+	if grace <= 0 {
+		grace = DefaultGrace
+	}
+	return maxOut, grace
+}
+
 // errTimeout is the cause of the context Run derives from Spec.Timeout; it
 // tells a timeout from the caller's cancellation.
 var errTimeout = errors.New("proc: timeout")
@@ -159,14 +172,7 @@ func Run(ctx context.Context, s Spec) (Outcome, error) {
 	if len(s.Argv) == 0 {
 		return Outcome{}, errors.New("start: empty argv")
 	}
-	grace := s.Grace
-	if grace <= 0 {
-		grace = DefaultGrace
-	}
-	maxOut := s.MaxOutput
-	if maxOut <= 0 {
-		maxOut = DefaultMaxOutput
-	}
+	maxOut, grace := s.bounds()
 	env := s.Env
 	if env == nil {
 		env = MinimalEnv(s.Dir)
