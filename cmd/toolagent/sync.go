@@ -50,6 +50,7 @@ func runSync(ctx context.Context, e env, args []string) error {
 	cr.prime()
 	before := cr.store.Load()
 	_, err = cr.loop.Once(ctx)
+	cr.saver.close() // the parse cache on disk: the next sync parses nothing
 	cr.src.close()
 
 	st := cr.loop.Status()
