@@ -295,6 +295,9 @@ func TestMCPAnnotationsAndVersion(t *testing.T) {
 	if v := cs.InitializeResult().ServerInfo.Version; v == "" || v == "dev" {
 		t.Errorf("serverInfo.version = %q; want the build's version", v)
 	}
+	// The MCP server adds the catalog's tools once it has seen the first
+	// snapshot, a moment after /readyz: wait for them.
+	pollUntil(t, "the catalog's tools in tools/list", func() bool { return slices.Contains(listNames(t, cs), "http-request") })
 	res, err := cs.ListTools(t.Context(), nil)
 	if err != nil {
 		t.Fatal(err)

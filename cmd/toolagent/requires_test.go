@@ -205,6 +205,7 @@ func TestServeRequires(t *testing.T) {
 		t.Fatalf("connect /mcp: %v", err)
 	}
 	defer cs.Close()
+	pollUntil(t, "plain in MCP tools/list", func() bool { return slices.Contains(listNames(t, cs), "plain") })
 	if got := listNames(t, cs); slices.Contains(got, "needs-file") || slices.Contains(got, "needs-check") || !slices.Contains(got, "plain") {
 		t.Errorf("MCP tools/list = %v; want plain and neither disabled tool", got)
 	}
