@@ -57,6 +57,21 @@ func goOnFlag(t *testing.T) string {
 	return filepath.Join(dir, "go-on")
 }
 
+// streamCallCancelable makes a streaming call of tool whose connection
+// the returned func drops (the client hangs up).
+func streamCallCancelable(t *testing.T, d *daemon, tool string) (*http.Response, context.CancelFunc) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, "POST", d.url+"/v1/call", strings.NewReader(`{"tool":"`+tool+`"}`))
+	req.Header.Set("Accept", "application/x-ndjson")
+	resp, err := d.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, cancel
+}
+
 // nextEvent reads one NDJSON event.
 func nextEvent(t *testing.T, sc *bufio.Scanner) runs.Event {
 	t.Helper()
@@ -189,13 +204,7 @@ func TestServeStreamClientGone(t *testing.T) {
 	putTool(t, tools, "forever", testTool("forever", "intent: hang\nmethod: run\nexecutor: shell\nargv: [bash, -c, \"(exec -a "+marker+" sleep 1000) & echo started; wait\"]\nparams_schema: {}\nconstraints:\n  timeout_ms: 600000\n"))
 	// No grace for a re-attach: the hang-up cancels at once.
 	d := startDaemon(t, nil, "--tools", tools, "--stream-reattach-grace", "1ns")
-	ctx, cancel := context.WithCancel(t.Context())
-	req, _ := http.NewRequestWithContext(ctx, "POST", d.url+"/v1/call", strings.NewReader(`{"tool":"forever"}`))
-	req.Header.Set("Accept", "application/x-ndjson")
-	resp, err := d.client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp, cancel := streamCallCancelable(t, d, "forever")
 	id := resp.Header.Get("X-Run-Id")
 	sc := bufio.NewScanner(resp.Body)
 	nextEvent(t, sc) // run
@@ -359,13 +368,7 @@ func TestServeStreamResume(t *testing.T) {
 	tools := t.TempDir()
 	putTool(t, tools, "waiter", testTool("waiter", "intent: wait\nmethod: run\nexecutor: shell\nargv: [sh, -c, \"echo first; while [ ! -e "+flag+" ]; do sleep 0.05; done; echo second; echo third >&2\"]\nparams_schema: {}\nconstraints:\n  timeout_ms: 120000\n"))
 	d := startDaemon(t, nil, "--tools", tools, "--stream-reattach-grace", "10m")
-	ctx, drop := context.WithCancel(t.Context())
-	req, _ := http.NewRequestWithContext(ctx, "POST", d.url+"/v1/call", strings.NewReader(`{"tool":"waiter"}`))
-	req.Header.Set("Accept", "application/x-ndjson")
-	resp, err := d.client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp, drop := streamCallCancelable(t, d, "waiter")
 	id := resp.Header.Get("X-Run-Id")
 	sc := bufio.NewScanner(resp.Body)
 	nextEvent(t, sc)

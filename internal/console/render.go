@@ -3,6 +3,7 @@ package console
 import (
 	"bytes"
 	"html/template"
+	"io"
 	"iter"
 	"maps"
 	"net/http"
@@ -108,32 +109,28 @@ func parseTemplates() map[string]*template.Template {
 // render writes page name with data and the common fields: the user, the
 // CSRF token, the language and its texts.
 func (c *Console) render(w http.ResponseWriter, r *http.Request, s *session, code int, name string, data map[string]any) {
-	if data == nil {
-		data = map[string]any{}
-	}
-	lang := c.lang(r, s)
-	data["L"], data["Lang"] = messages[lang], lang
-	if s != nil {
-		data["User"], data["CSRF"] = s.user, s.csrf
-	}
 	exec := "layout.html"
 	if name == "pending" {
 		exec = "pending"
 	}
-	var buf bytes.Buffer
-	if err := c.tmpl[name].ExecuteTemplate(&buf, exec, data); err != nil {
+	html, err := c.fragment(r, s, name, exec, data)
+	if err != nil {
 		c.log.Error("console: render", "page", name, "err", err)
 		http.Error(w, "the page could not be rendered", http.StatusInternalServerError)
 		return
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(code)
-	w.Write(buf.Bytes())
+	io.WriteString(w, html)
 }
 
-// fragment renders the template def of page name alone (a part the
-// page's script puts in place).
+// fragment renders the template def of page name (the whole page, or a
+// part the page's script puts in place) with data and the common fields:
+// the user, the CSRF token, the language and its texts.
 func (c *Console) fragment(r *http.Request, s *session, name, def string, data map[string]any) (string, error) {
+	if data == nil {
+		data = map[string]any{}
+	}
 	lang := c.lang(r, s)
 	data["L"], data["Lang"] = messages[lang], lang
 	if s != nil {
