@@ -510,3 +510,36 @@ func TestSandboxGitOpsCreatesNoRef(t *testing.T) {
 		t.Errorf("git-ops op=branch (list): %+v", r)
 	}
 }
+
+// TestServeLimitHitInResult: where the host gives every sandbox a control
+// group, /v1/status says so, and a call that hits its process limit
+// reports it in limit_hit and in its error, while an ordinary call of the
+// same daemon reports no limit.
+func TestServeLimitHitInResult(t *testing.T) {
+	tools := t.TempDir()
+	putTool(t, tools, "spawner", testTool("spawner", "intent: spawn\nmethod: run\nexecutor: shell\nargv: [sh, -c, \"i=0; while [ $i -lt 64 ]; do sleep 30 & i=$((i+1)); done; echo spawned\"]\nparams_schema: {}\n"))
+	putTool(t, tools, "fine", testTool("fine", "intent: fine\nmethod: run\nexecutor: shell\nargv: [echo, fine]\nparams_schema: {}\n"))
+	d := startDaemon(t, map[string]string{}, "--tools", tools, "--sandbox-max-procs", "16")
+	code, body := d.request(t, "GET", "/v1/status", "")
+	var st struct {
+		Sandbox struct {
+			Enforced string `json:"limits_enforced"`
+		}
+	}
+	if err := json.Unmarshal(body, &st); err != nil || code != 200 {
+		t.Fatalf("GET /v1/status: %d %s", code, body)
+	}
+	if !strings.HasPrefix(st.Sandbox.Enforced, "cgroup") {
+		if strings.HasPrefix(st.Sandbox.Enforced, "rlimits only: ") {
+			t.Skipf("no control group per sandbox here (%s): run as root where the pids and memory controllers are mounted", st.Sandbox.Enforced)
+		}
+		t.Fatalf("status sandbox.limits_enforced = %q; want cgroup ... or rlimits only: why", st.Sandbox.Enforced)
+	}
+	_, res := d.call(t, "spawner", nil)
+	if !strings.Contains(res.LimitHit, "process limit") || !strings.Contains(res.Error, "hit a sandbox limit") {
+		t.Errorf("64 processes with --sandbox-max-procs 16: limit_hit %q, error %q; want the process limit in both", res.LimitHit, res.Error)
+	}
+	if _, res := d.call(t, "fine", nil); res.LimitHit != "" || res.Output != "fine\n" {
+		t.Errorf("a call within the limits: %+v; want success with no limit_hit", res)
+	}
+}

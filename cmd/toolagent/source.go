@@ -63,7 +63,13 @@ func (c *common) sandboxStatus() api.SandboxStatus {
 	if c.sandbox == nil {
 		return api.SandboxStatus{Warning: "the sandbox is off (--sandbox=off): tool processes run with the daemon's own view of the host: its files, its network and its other processes"}
 	}
-	return api.SandboxStatus{Active: true, Mechanism: c.sandbox.Mechanism(), Version: c.sandbox.Version(), Limits: c.sandbox.Limits(), Reuse: c.sandboxReuse}
+	enforced, err := c.sandbox.Cgroups()
+	if err != nil {
+		enforced = "rlimits only: " + err.Error()
+	} else {
+		enforced += ", with rlimits"
+	}
+	return api.SandboxStatus{Active: true, Mechanism: c.sandbox.Mechanism(), Version: c.sandbox.Version(), Limits: c.sandbox.Limits(), Enforced: enforced, Reuse: c.sandboxReuse}
 }
 
 // sandboxReuse is /v1/status's sandbox.reuse: the reusable sandboxes'

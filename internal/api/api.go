@@ -114,6 +114,11 @@ type SandboxStatus struct {
 	Version   string `json:"version,omitempty"`
 	// Limits are the resource limits of every call.
 	Limits any `json:"limits,omitempty"`
+	// Enforced says what enforces the process and memory limits: a
+	// control group per sandbox ("cgroup v1 (pids in ..., memory in
+	// ...)"; a result then names a limit it hit, limit_hit), or "rlimits
+	// only: " and why there is no control group.
+	Enforced string `json:"limits_enforced,omitempty"`
 	// Warning says what an inactive sandbox means.
 	Warning string `json:"warning,omitempty"`
 	// Reuse, when set, reports the reusable sandboxes at the time of the

@@ -387,6 +387,9 @@ func (d *Dispatcher) execute(ctx context.Context, ex executors.Executor, req exe
 	default:
 		r.Status = Success
 	}
+	if r.LimitHit != "" && r.Error != "" {
+		r.Error += "; the call hit a sandbox limit: " + r.LimitHit
+	}
 }
 
 func (r *Result) fill(o executors.Outcome) {
@@ -400,6 +403,7 @@ func (r *Result) fill(o executors.Outcome) {
 	}
 	r.HTTPStatus = o.HTTPStatus
 	r.Sandbox = o.Sandbox
+	r.LimitHit = o.LimitHit
 	r.DurationMS = o.Duration.Milliseconds()
 	r.QueuedMS = o.Queued.Milliseconds()
 }

@@ -83,6 +83,13 @@ type Result struct {
 	// under which resource limits, so a write refused as "Read-only file
 	// system" or a failed fork can be read against it (executors.Outcome).
 	Sandbox string `json:"sandbox,omitempty"`
+	// LimitHit says which of the sandbox's limits refused the tool
+	// something — "process limit: the kernel refused 3 new process(es) or
+	// thread(s) at the call's limit of 256" or "memory limit: the
+	// out-of-memory killer ended 1 process(es) ..." — as the call's
+	// control group counted it. Absent when no limit was hit, and where
+	// the host gives sandboxes no control group (GET /v1/status says).
+	LimitHit string `json:"limit_hit,omitempty"`
 	// Found is false for not_found (the seed's found:false).
 	Found *bool `json:"found,omitempty"`
 	// Suggestion tells a caller what to do next (not_found, approval_required).

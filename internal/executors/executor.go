@@ -67,6 +67,10 @@ type Outcome struct {
 	// which limits ("read-only, no network; limits: ..."); "" for
 	// executors that start no local process.
 	Sandbox string
+	// LimitHit says which sandbox limit refused the call something, as
+	// its control group counted it (proc.Outcome.LimitHit); "" when none
+	// did or nothing counted.
+	LimitHit string
 	// Completed says the executor saw the call through: a process was
 	// reaped with its status, a file operation finished, a server
 	// answered. Dispatch reports an Outcome without it (and without

@@ -238,6 +238,9 @@ type ExecResponse struct {
 	StderrBytes    int64  `json:"stderr_bytes"`
 	TimeoutMS      int64  `json:"timeout_ms"`       // the timeout applied after clamping
 	MaxOutputBytes int64  `json:"max_output_bytes"` // the cap applied after clamping
+	// LimitHit names the sandbox limit the command hit, as its control
+	// group counted it; absent when none (proc.Outcome.LimitHit).
+	LimitHit string `json:"limit_hit,omitempty"`
 }
 
 // ErrorResponse is the body of every non-200 answer.
@@ -451,7 +454,7 @@ func (h *handler) exec(w http.ResponseWriter, r *http.Request) {
 	h.log.InfoContext(r.Context(), "gatekeeper exec", append(audit,
 		"exit_code", out.ExitCode, "signal", out.Signal, "timed_out", out.TimedOut,
 		"truncated", out.Truncated, "stdout_bytes", out.StdoutBytes, "stderr_bytes", out.StderrBytes,
-		"duration_ms", out.Duration.Milliseconds())...)
+		"duration_ms", out.Duration.Milliseconds(), "limit_hit", out.LimitHit)...)
 	resp := ExecResponse{
 		ExitCode:       out.ExitCode,
 		Signal:         out.Signal,
@@ -462,6 +465,7 @@ func (h *handler) exec(w http.ResponseWriter, r *http.Request) {
 		StderrBytes:    out.StderrBytes,
 		TimeoutMS:      spec.Timeout.Milliseconds(),
 		MaxOutputBytes: spec.MaxOutput,
+		LimitHit:       out.LimitHit,
 	}
 	resp.Stdout, resp.StdoutEncoding = encode(out.Stdout)
 	resp.Stderr, resp.StderrEncoding = encode(out.Stderr)

@@ -578,3 +578,26 @@ func TestSandboxHidesTheServer(t *testing.T) {
 		t.Errorf("exec env = %q; want the minimal environment", m["stdout"])
 	}
 }
+
+// TestSandboxLimitHit: the server's answer names the sandbox limit a
+// command hit (limit_hit), where its sandboxes get control groups, and
+// has none for a command within its limits.
+func TestSandboxLimitHit(t *testing.T) {
+	sb := proctest.NewSandbox(t, proc.SandboxOptions{Limits: proc.Limits{MaxProcs: 16}})
+	if _, err := sb.Cgroups(); err != nil {
+		t.Skipf("no control group per sandbox here (%v): run as root where the pids and memory controllers are mounted", err)
+	}
+	h := NewHandler(Options{Tokens: []string{"t"}, NoPolicy: true, Sandbox: sb}, nil)
+	for _, c := range []struct{ cmd, want string }{
+		// dash: it reports a refused fork at once (bash retries for 15 s).
+		{`exec /bin/sh -c 'i=0; while [ $i -lt 64 ]; do sleep 30 & i=$((i+1)); done'`, "process limit"},
+		{`echo fine`, ""},
+	} {
+		body, _ := json.Marshal(ExecRequest{Cmd: c.cmd})
+		status, m := do(t, h, "POST", "/exec", "127.0.0.1:1", "Bearer t", string(body))
+		got, _ := m["limit_hit"].(string)
+		if status != 200 || (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
+			t.Errorf("exec %q = %d, limit_hit %q; want %q", c.cmd, status, got, c.want)
+		}
+	}
+}

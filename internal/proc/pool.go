@@ -3,6 +3,7 @@ package proc
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -96,6 +97,7 @@ type worker struct {
 	stderr *bytes.Buffer // bwrap's and the worker's own messages; read after gone
 	idleAt time.Time
 	served int
+	cg     *cgroup // the sandbox's control group, or nil
 }
 
 // grantKey names the sandboxes that can serve a grant.
@@ -262,28 +264,79 @@ func (p *pool) start(ctx context.Context, g Grant, key string) (*worker, error) 
 	}
 	conn := c.(*net.UnixConn)
 	w := &worker{key: key, conn: conn, in: &frameReader{conn: conn}, gone: make(chan struct{}), stderr: new(bytes.Buffer)}
-	args := append(p.s.mountArgs(g, ""), "--chdir", "/", "--",
-		fmt.Sprintf("/proc/self/fd/%d", workerExe), workerArg, p.pidns)
-	cmd := exec.Command(p.s.bwrap, append(args, workerLimitArgs(p.s.limits)...)...)
+	args := append(p.s.mountArgs(g, ""), "--chdir", "/")
+	var statusR, statusW, blkR, blkW *os.File
+	extra := []*os.File{theirs, p.exe} // descriptors 3 and 4
+	if p.s.cg != nil {
+		// The sandbox goes into a control group of its own before the
+		// worker starts: bwrap reports its first process on a status
+		// pipe (5) and waits on a block pipe (6) until it is moved.
+		// The group's limits leave the worker room to start; they are
+		// set for the calls once it is ready (below).
+		var err error
+		if w.cg, err = p.s.cg.create(Limits{MaxProcs: p.s.limits.MaxProcs + 64, MaxMemory: p.s.limits.MaxMemory + 256<<20}, 0); err != nil {
+			closeAll(theirs)
+			w.conn.Close()
+			return nil, err
+		}
+		sr, sw, err := os.Pipe()
+		if err != nil {
+			closeAll(theirs)
+			w.conn.Close()
+			w.cg.remove()
+			return nil, fmt.Errorf("%w: %v", ErrSandbox, err)
+		}
+		br, bw, err := os.Pipe()
+		if err != nil {
+			closeAll(theirs, sr, sw)
+			w.conn.Close()
+			w.cg.remove()
+			return nil, fmt.Errorf("%w: %v", ErrSandbox, err)
+		}
+		statusR, statusW, blkR, blkW = sr, sw, br, bw
+		extra = append(extra, sw, br)
+		args = append(args, "--json-status-fd", "5", "--block-fd", "6")
+	}
+	lim := p.s.limits
+	lim.MaxProcs = p.s.procLimit()
+	args = append(args, "--", fmt.Sprintf("/proc/self/fd/%d", workerExe), workerArg, p.pidns)
+	cmd := exec.Command(p.s.bwrap, append(args, workerLimitArgs(lim)...)...)
 	cmd.Args[0] = "bwrap"
 	// Two Ps, not one: with one, the runtime takes it back from every
 	// blocking wait (for the call, for the next request) and hands it
 	// over, which costs more CPU than the second P ever does.
 	cmd.Env = []string{workerEnv + "=1", "GOMAXPROCS=2"}
-	cmd.ExtraFiles = []*os.File{theirs, p.exe} // descriptors 3 and 4
+	cmd.ExtraFiles = extra
 	cmd.Stderr = &limitedWriter{w: w.stderr, n: 64 << 10}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: p.s.user}
 	err = cmd.Start()
 	theirs.Close() // the worker's end: EOF comes when the worker is gone
+	if statusW != nil {
+		closeAll(statusW, blkR) // bubblewrap's ends
+	}
 	if err != nil {
 		w.conn.Close()
+		if w.cg != nil {
+			closeAll(statusR, blkW)
+			w.cg.remove()
+		}
 		return nil, fmt.Errorf("%w: start %s: %v", ErrSandbox, p.s.bwrap, err)
 	}
 	w.bwrap = cmd
 	go func() {
 		_ = cmd.Wait()
 		close(w.gone)
+		if w.cg != nil {
+			w.cg.remove()
+		}
 	}()
+	if w.cg != nil {
+		if err := w.enterGroup(statusR, blkW); err != nil {
+			w.kill()
+			<-w.gone
+			return nil, err
+		}
+	}
 	ready := make(chan error, 1)
 	go func() {
 		var r workerReply
@@ -312,7 +365,67 @@ func (p *pool) start(ctx context.Context, g Grant, key string) (*worker, error) 
 		}
 		return nil, fmt.Errorf("%w: the sandbox worker did not start: %s", ErrSandbox, msg)
 	}
+	if w.cg != nil {
+		// The calls' limits: the worker and bubblewrap's init keep what
+		// they use now, and every call gets the limits on top (two
+		// tasks to spare for threads the worker's runtime may add).
+		tasks, mem := w.cg.current()
+		err := w.cg.setProcs(tasks + p.s.limits.MaxProcs + 2)
+		if err == nil {
+			err = w.cg.setMemory(mem + p.s.limits.MaxMemory)
+		}
+		if err != nil {
+			w.kill()
+			<-w.gone
+			return nil, err
+		}
+		w.cg.seen = w.cg.events()
+	}
 	return w, nil
+}
+
+// enterGroup moves the sandbox's first process, which bubblewrap reports
+// on statusR, into the worker's control group and lets bubblewrap go on
+// (closing blkW). The rest of the status pipe is read until bubblewrap
+// exits.
+func (w *worker) enterGroup(statusR, blkW *os.File) error {
+	defer blkW.Close()
+	pids := make(chan int, 1)
+	go func() {
+		defer statusR.Close()
+		dec := json.NewDecoder(statusR)
+		sent := false
+		for {
+			var doc struct {
+				ChildPID *int `json:"child-pid"`
+			}
+			if err := dec.Decode(&doc); err != nil {
+				break
+			}
+			if doc.ChildPID != nil && !sent {
+				pids <- *doc.ChildPID
+				sent = true
+			}
+		}
+		close(pids)
+	}()
+	t := time.NewTimer(poolStart)
+	defer t.Stop()
+	select {
+	case pid, ok := <-pids:
+		if !ok {
+			return fmt.Errorf("%w: the sandbox worker did not start: %s", ErrSandbox, strings.TrimSpace(w.stderr.String()))
+		}
+		if err := w.cg.add(pid); err != nil {
+			return err
+		}
+	case <-t.C:
+		return fmt.Errorf("%w: the sandbox worker did not start within %s", ErrSandbox, poolStart)
+	}
+	if _, err := blkW.Write([]byte{1}); err != nil {
+		return fmt.Errorf("%w: release sandbox: %v", ErrSandbox, err)
+	}
+	return nil
 }
 
 // kill ends the sandbox at once: SIGKILL to bubblewrap, whose death kills
@@ -475,6 +588,10 @@ func (p *pool) run(ctx context.Context, w *worker, s Spec, path, dir string, env
 		out.TimedOut, killed = true, true
 	case <-ctx.Done():
 		killed = true
+	}
+	if w.cg != nil {
+		// Before the sandbox serves another call, or is removed.
+		out.LimitHit = w.cg.hits(p.s.limits)
 	}
 	switch {
 	case killed:

@@ -124,6 +124,11 @@ type Outcome struct {
 	// Queued is the wall time from the call of Run until the process
 	// started: forking, and setting up the sandbox, on a loaded host.
 	Queued time.Duration
+	// LimitHit says which of the sandbox's limits refused the call
+	// something ("process limit: the kernel refused 3 new process(es)
+	// ..."), as the call's control group counted it; "" when none did,
+	// or when there is no control group to count (Sandbox.Cgroups).
+	LimitHit string
 }
 
 // bounds returns the output cap and the grace period of s, defaults
@@ -248,11 +253,17 @@ func Run(ctx context.Context, s Spec) (Outcome, error) {
 	// the write end, and the group kill below ends that grandchild.
 	outR, outW, err := os.Pipe()
 	if err != nil {
+		if sb != nil {
+			sb.cleanupBeforeStart()
+		}
 		return Outcome{}, fmt.Errorf("start %q: %w", s.Argv[0], err)
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
 		closeAll(outR, outW)
+		if sb != nil {
+			sb.cleanupBeforeStart()
+		}
 		return Outcome{}, fmt.Errorf("start %q: %w", s.Argv[0], err)
 	}
 	cmd.Stdout, cmd.Stderr = outW, errW
@@ -333,10 +344,14 @@ func Run(ctx context.Context, s Spec) (Outcome, error) {
 	if st == nil {
 		// Wait could not reap the child; there is no status to report.
 		out.ExitCode = -1
+		if sb != nil {
+			go sb.wait() // removes the control group once bwrap is gone
+		}
 		return out, fmt.Errorf("wait %q: %w", s.Argv[0], waitErr)
 	}
 	if sb != nil {
-		bst := sb.wait()
+		bst, hit := sb.wait()
+		out.LimitHit = hit
 		switch {
 		case sbErr != nil:
 			return Outcome{}, fmt.Errorf("start %q: %w", s.Argv[0], sbErr)

@@ -148,6 +148,9 @@ type SandboxOptions struct {
 	// call at a time (see pool.go for what a call then gets); 0 gives
 	// every call a sandbox of its own.
 	Reuse int
+	// NoCgroups keeps the limits to rlimits even where the daemon could
+	// give every sandbox a control group of its own (cgroup.go).
+	NoCgroups bool
 }
 
 // Sandbox runs children inside bubblewrap. Build it with NewSandbox; it is
@@ -179,6 +182,11 @@ type Sandbox struct {
 	// SandboxOptions.Reuse is 0 or they cannot run here (poolErr).
 	pool    *pool
 	poolErr error
+	// cg makes a control group per sandbox, which enforces the process
+	// and memory limits and counts their hits; nil when the host does
+	// not let the daemon (cgErr says why): then the rlimits hold alone.
+	cg    *cgroups
+	cgErr error
 }
 
 type hidden struct {
@@ -253,6 +261,11 @@ func NewSandbox(opts SandboxOptions) (*Sandbox, error) {
 		}
 		s.prlimit = p
 	}
+	if opts.NoCgroups {
+		s.cgErr = errors.New("turned off")
+	} else {
+		s.cg, s.cgErr = openCgroups()
+	}
 
 	// The probe: every namespace, as a tool call would get it.
 	o, err := Run(context.Background(), Spec{Argv: []string{"/bin/true"}, Sandbox: s, Timeout: 30 * time.Second})
@@ -260,6 +273,9 @@ func NewSandbox(opts SandboxOptions) (*Sandbox, error) {
 		msg := strings.TrimSpace(string(o.Stderr))
 		if err != nil {
 			msg = err.Error()
+		}
+		if s.cg != nil {
+			s.cg.close()
 		}
 		return nil, fmt.Errorf("%w: %s cannot set up a sandbox on this host: %s (the kernel must allow user namespaces: sysctl user.max_user_namespaces > 0 and, on Debian/Ubuntu, kernel.unprivileged_userns_clone=1 or an AppArmor profile for bwrap); or run without a sandbox explicitly (--sandbox=off)", ErrSandbox, bw, msg)
 	}
@@ -305,6 +321,31 @@ func (s *Sandbox) Close() {
 	if s.pool != nil {
 		s.pool.close()
 	}
+	if s.cg != nil {
+		// The groups of calls still running stay until the next daemon
+		// removes them (removeStale).
+		s.cg.close()
+	}
+}
+
+// Cgroups says how the process and memory limits are enforced: by a
+// control group per sandbox (where, and a result then states a limit
+// hit), or by rlimits alone (err says why).
+func (s *Sandbox) Cgroups() (where string, err error) {
+	if s.cg == nil {
+		return "", s.cgErr
+	}
+	return s.cg.describe(), nil
+}
+
+// procLimit is the RLIMIT_NPROC of a call: the process limit itself, or,
+// where the call's control group enforces it (and counts its hits), a
+// backstop above it, so that the group is what refuses.
+func (s *Sandbox) procLimit() int {
+	if s.cg != nil {
+		return 2*s.limits.MaxProcs + 64
+	}
+	return s.limits.MaxProcs
 }
 
 // Pool reports the reusable sandboxes: ok is false when there are none
@@ -483,25 +524,34 @@ func (s *Sandbox) args(g Grant, dir string, statusFD, blockFD int) []string {
 		a = append(a, "--chdir", dir)
 	}
 	a = append(a, "--json-status-fd", strconv.Itoa(statusFD))
+	if s.blocks() {
+		a = append(a, "--block-fd", strconv.Itoa(blockFD))
+	}
 	if s.prlimit == "" {
-		return append(a, "--block-fd", strconv.Itoa(blockFD), "--")
+		return append(a, "--")
 	}
 	l := s.limits
 	return append(a, "--", s.prlimit,
-		fmt.Sprintf("--nproc=%d:%d", l.MaxProcs, l.MaxProcs),
+		fmt.Sprintf("--nproc=%d:%d", s.procLimit(), s.procLimit()),
 		fmt.Sprintf("--as=%d:%d", l.MaxMemory, l.MaxMemory),
 		fmt.Sprintf("--nofile=%d:%d", l.MaxOpenFiles, l.MaxOpenFiles),
 		"--")
 }
 
+// blocks reports whether bwrap must wait for the daemon before it starts
+// the command: to set the rlimits, or to move the sandbox into its
+// control group.
+func (s *Sandbox) blocks() bool { return s.prlimit == "" || s.cg != nil }
+
 // sandboxed is the part of Run that belongs to a sandboxed child: the
-// pipe bwrap reports on and, when the daemon sets the limits, the pipe
-// bwrap waits on until they are set.
+// pipe bwrap reports on and, when the daemon sets the limits or the
+// control group, the pipe bwrap waits on until they are set.
 type sandboxed struct {
 	s                *Sandbox
 	statusR, statusW *os.File
-	blkR, blkW       *os.File // nil when prlimit sets the limits inside
+	blkR, blkW       *os.File // nil when bwrap need not wait (Sandbox.blocks)
 	status           chan sandboxStatus
+	cg               *cgroup // the sandbox's control group, or nil
 }
 
 // sandboxStatus is what bwrap wrote to its status pipe.
@@ -520,12 +570,19 @@ func (sb *sandboxed) prepare(cmd *exec.Cmd, argv []string, g Grant, dir string) 
 	}
 	// ExtraFiles[i] is descriptor 3+i in bwrap.
 	cmd.ExtraFiles = []*os.File{sb.statusW}
-	if sb.s.prlimit == "" {
+	if sb.s.blocks() {
 		if sb.blkR, sb.blkW, err = os.Pipe(); err != nil {
 			closeAll(sb.statusR, sb.statusW)
 			return err
 		}
 		cmd.ExtraFiles = append(cmd.ExtraFiles, sb.blkR)
+	}
+	if sb.s.cg != nil {
+		// One more task than the call's own: the sandbox's init.
+		if sb.cg, err = sb.s.cg.create(sb.s.limits, 1); err != nil {
+			closeAll(sb.statusR, sb.statusW, sb.blkR, sb.blkW)
+			return err
+		}
 	}
 	cmd.Path = sb.s.bwrap
 	cmd.Args = append(append([]string{"bwrap"}, sb.s.args(g, dir, 3, 4)...), argv...)
@@ -536,9 +593,10 @@ func (sb *sandboxed) prepare(cmd *exec.Cmd, argv []string, g Grant, dir string) 
 }
 
 // afterStart closes the parent's copies of bwrap's ends and reads the
-// status pipe in the background. When the daemon sets the limits, it
-// waits for the child's pid, sets the rlimits on it and lets it go on;
-// waiting stops when ctx is done (then the call is being killed).
+// status pipe in the background. When bwrap waits (Sandbox.blocks), it
+// waits for the child's pid, moves it into its control group, sets the
+// rlimits on it and lets it go on; waiting stops when ctx is done (then
+// the call is being killed).
 func (sb *sandboxed) afterStart(ctx context.Context) error {
 	closeAll(sb.statusW, sb.blkR)
 	sb.status = make(chan sandboxStatus, 1)
@@ -579,12 +637,22 @@ func (sb *sandboxed) afterStart(ctx context.Context) error {
 	case <-ctx.Done():
 		return nil
 	}
+	if sb.cg != nil {
+		if err := sb.cg.add(pid); err != nil {
+			// Without its limits the sandbox must not run: kill it.
+			_ = unix.Kill(pid, unix.SIGKILL)
+			return err
+		}
+	}
+	if sb.s.prlimit != "" {
+		return sb.release()
+	}
 	l := sb.s.limits
 	for _, r := range []struct {
 		res int
 		n   uint64
 	}{
-		{unix.RLIMIT_NPROC, uint64(l.MaxProcs)},
+		{unix.RLIMIT_NPROC, uint64(sb.s.procLimit())},
 		{unix.RLIMIT_AS, uint64(l.MaxMemory)},
 		{unix.RLIMIT_NOFILE, uint64(l.MaxOpenFiles)},
 	} {
@@ -595,18 +663,33 @@ func (sb *sandboxed) afterStart(ctx context.Context) error {
 			return fmt.Errorf("%w: set resource limits: %v", ErrSandbox, err)
 		}
 	}
+	return sb.release()
+}
+
+// release lets bwrap start the command.
+func (sb *sandboxed) release() error {
 	if _, err := sb.blkW.Write([]byte{1}); err != nil && !errors.Is(err, syscall.EPIPE) {
 		return fmt.Errorf("%w: release sandbox: %v", ErrSandbox, err)
 	}
 	return nil
 }
 
-// wait returns what bwrap reported once it has exited.
-func (sb *sandboxed) wait() sandboxStatus {
-	return <-sb.status
+// wait returns what bwrap reported once it has exited, and which limits
+// the call hit; the control group is removed then.
+func (sb *sandboxed) wait() (sandboxStatus, string) {
+	st := <-sb.status
+	hit := ""
+	if sb.cg != nil {
+		hit = sb.cg.hits(sb.s.limits)
+		sb.cg.remove()
+	}
+	return st, hit
 }
 
 // cleanupBeforeStart closes every pipe when Start failed.
 func (sb *sandboxed) cleanupBeforeStart() {
 	closeAll(sb.statusR, sb.statusW, sb.blkR, sb.blkW)
+	if sb.cg != nil {
+		sb.cg.remove()
+	}
 }

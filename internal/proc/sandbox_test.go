@@ -287,7 +287,13 @@ func TestSandboxLimits(t *testing.T) {
 				Argv: []string{"/bin/bash", "-c", `ulimit -v; ulimit -u; ulimit -n`},
 				Env:  proc.SandboxEnv(), Timeout: 60 * time.Second, Sandbox: sb, Dir: "/",
 			})
-			if want := fmt.Sprintf("%d\n16\n%d\n", mem>>10, proc.DefaultMaxOpenFiles); string(o.Stdout) != want {
+			// Where a control group enforces the process limit,
+			// RLIMIT_NPROC is only a backstop above it.
+			nproc := 16
+			if _, err := sb.Cgroups(); err == nil {
+				nproc = 2*16 + 64
+			}
+			if want := fmt.Sprintf("%d\n%d\n%d\n", mem>>10, nproc, proc.DefaultMaxOpenFiles); string(o.Stdout) != want {
 				t.Errorf("max_memory %d: ulimit -v, -u, -n say %q (stderr %q); want %q", mem, o.Stdout, o.Stderr, want)
 			}
 		}
@@ -300,6 +306,44 @@ func TestSandboxLimits(t *testing.T) {
 		})
 		if bytes.Contains(o.Stdout, []byte("SECRET")) || o.ExitCode == 0 {
 			t.Errorf("sandbox user read a 0600 root file: exit %d %q", o.ExitCode, o.Stdout)
+		}
+	})
+}
+
+// TestSandboxLimitHitIsStated: where the daemon can give each sandbox a
+// control group, a call that hits its process or memory limit says so in
+// its Outcome, as the group counted it, for root's sandboxes too (the
+// group, unlike RLIMIT_NPROC, binds uid 0). A call within its limits says
+// nothing, and the counting starts anew with every call of a reused
+// sandbox.
+func TestSandboxLimitHitIsStated(t *testing.T) {
+	eachReuse(t, func(t *testing.T, reuse int) {
+		sb := proctest.NewSandbox(t, proc.SandboxOptions{Reuse: reuse, Limits: proc.Limits{MaxProcs: 16, MaxMemory: 64 << 20}})
+		if _, err := sb.Cgroups(); err != nil {
+			t.Skipf("no control group per sandbox on this host (%v): run the tests as root where the pids and memory controllers are mounted (cgroup v1), or delegated to the daemon's group (cgroup v2)", err)
+		}
+		run := func(script string) proc.Outcome {
+			return mustRun(t, t.Context(), proc.Spec{
+				Argv: []string{"/bin/sh", "-c", script}, Dir: "/",
+				Env: proc.SandboxEnv(), Timeout: 60 * time.Second, Sandbox: sb,
+			})
+		}
+		o := run(`i=0; while [ $i -lt 64 ]; do sleep 30 & i=$((i+1)); done; echo spawned`)
+		if !strings.Contains(o.LimitHit, "process limit") || !strings.Contains(o.LimitHit, "limit of 16") {
+			t.Errorf("64 background processes with max_procs 16: LimitHit %q (exit %d, stderr %.200q); want the process limit named", o.LimitHit, o.ExitCode, o.Stderr)
+		}
+		if o := run(`echo fine`); o.LimitHit != "" || string(o.Stdout) != "fine\n" {
+			t.Errorf("a call within its limits after one that hit them: LimitHit %q, stdout %q; want none", o.LimitHit, o.Stdout)
+		}
+		// Three processes of 40 MB each: every one is within its own
+		// address space limit (64 MiB), all of them are not within the
+		// call's 64 MiB.
+		o = run(`for i in 1 2 3; do (head -c 40000000 /dev/zero | tail -c 40000000 >/dev/null; echo "tail $i: $?") & done; wait`)
+		if !strings.Contains(o.LimitHit, "memory limit") || !strings.Contains(o.LimitHit, "64 MiB") {
+			t.Errorf("120 MB in three processes with max_memory 64 MiB: LimitHit %q (exit %d, stdout %q, stderr %.200q); want the memory limit named", o.LimitHit, o.ExitCode, o.Stdout, o.Stderr)
+		}
+		if o := run(`echo fine`); o.LimitHit != "" {
+			t.Errorf("a call within its limits after one that hit the memory limit: LimitHit %q; want none", o.LimitHit)
 		}
 	})
 }

@@ -285,6 +285,7 @@ type wireResponse struct {
 	DurationMS     int64  `json:"duration_ms"`
 	StdoutBytes    int64  `json:"stdout_bytes"`
 	StderrBytes    int64  `json:"stderr_bytes"`
+	LimitHit       string `json:"limit_hit"`
 }
 
 type wireError struct {
@@ -441,6 +442,7 @@ func (e *Executor) Execute(ctx context.Context, req executors.Request) (executor
 		OutputBytes: max(wr.StdoutBytes, int64(len(stdout))),
 		TimedOut:    wr.TimedOut,
 		Duration:    time.Duration(wr.DurationMS) * time.Millisecond,
+		LimitHit:    wr.LimitHit,
 	}
 	// The server capped already; cap again in case it allows more than
 	// this tool does.

@@ -448,6 +448,7 @@ func (e *Executor) run(ctx context.Context, c call) (executors.Outcome, error) {
 		Duration:    o.Duration,
 		Queued:      o.Queued,
 		Sandbox:     sandbox,
+		LimitHit:    o.LimitHit,
 		Completed:   true, // proc.Run reaped it: ExitCode is its status
 	}, nil
 }
