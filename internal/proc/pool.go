@@ -298,13 +298,14 @@ func (p *pool) start(ctx context.Context, g Grant, key string) (*worker, error) 
 		args = append(args, "--json-status-fd", "5", "--block-fd", "6")
 	}
 	lim := p.s.limits
-	lim.MaxProcs = p.s.procLimit()
+	lim.MaxProcs, lim.MaxMemory = p.s.procLimit(), p.s.asLimit()
 	args = append(args, "--", fmt.Sprintf("/proc/self/fd/%d", workerExe), workerArg, p.pidns)
 	cmd := exec.Command(p.s.bwrap, append(args, workerLimitArgs(lim)...)...)
 	cmd.Args[0] = "bwrap"
 	// Two Ps, not one: with one, the runtime takes it back from every
 	// blocking wait (for the call, for the next request) and hands it
-	// over, which costs more CPU than the second P ever does.
+	// over, which costs more CPU than the second P ever does; and the
+	// worker's sysmonPin holds one of them.
 	cmd.Env = []string{workerEnv + "=1", "GOMAXPROCS=2"}
 	cmd.ExtraFiles = extra
 	cmd.Stderr = &limitedWriter{w: w.stderr, n: 64 << 10}

@@ -57,7 +57,9 @@ type Limits struct {
 	// children run as another user (SandboxOptions.User, or a daemon that
 	// is not root).
 	MaxProcs int `json:"max_procs"`
-	// MaxMemory is RLIMIT_AS, in bytes, per process.
+	// MaxMemory, in bytes, is the memory of the whole call where its
+	// control group enforces it (Sandbox.Cgroups), else RLIMIT_AS: the
+	// address space of each process.
 	MaxMemory int64 `json:"max_memory_bytes"`
 	// MaxOpenFiles is RLIMIT_NOFILE per process.
 	MaxOpenFiles int `json:"max_open_files"`
@@ -338,6 +340,28 @@ func (s *Sandbox) Cgroups() (where string, err error) {
 	return s.cg.describe(), nil
 }
 
+// DescribeLimits says the limits in one line, as they are enforced here:
+// "256 processes, 4 GiB memory per call, 1024 open files, 256 MiB /tmp"
+// with a control group per sandbox, else Limits.String.
+func (s *Sandbox) DescribeLimits() string {
+	if s.cg == nil {
+		return s.limits.String()
+	}
+	l := s.limits
+	return fmt.Sprintf("%d processes, %s memory per call, %d open files, %s /tmp",
+		l.MaxProcs, byteSize(l.MaxMemory), l.MaxOpenFiles, byteSize(l.MaxTmp))
+}
+
+// asLimit is the RLIMIT_AS of a call's processes, 0 for none: where the
+// call's control group holds its memory, an address space limit would
+// only break programs that reserve more than they use (Go, Java).
+func (s *Sandbox) asLimit() int64 {
+	if s.cg != nil {
+		return 0
+	}
+	return s.limits.MaxMemory
+}
+
 // procLimit is the RLIMIT_NPROC of a call: the process limit itself, or,
 // where the call's control group enforces it (and counts its hits), a
 // backstop above it, so that the group is what refuses.
@@ -531,11 +555,13 @@ func (s *Sandbox) args(g Grant, dir string, statusFD, blockFD int) []string {
 		return append(a, "--")
 	}
 	l := s.limits
-	return append(a, "--", s.prlimit,
+	a = append(a, "--", s.prlimit,
 		fmt.Sprintf("--nproc=%d:%d", s.procLimit(), s.procLimit()),
-		fmt.Sprintf("--as=%d:%d", l.MaxMemory, l.MaxMemory),
-		fmt.Sprintf("--nofile=%d:%d", l.MaxOpenFiles, l.MaxOpenFiles),
-		"--")
+		fmt.Sprintf("--nofile=%d:%d", l.MaxOpenFiles, l.MaxOpenFiles))
+	if as := s.asLimit(); as > 0 {
+		a = append(a, fmt.Sprintf("--as=%d:%d", as, as))
+	}
+	return append(a, "--")
 }
 
 // blocks reports whether bwrap must wait for the daemon before it starts
@@ -653,9 +679,12 @@ func (sb *sandboxed) afterStart(ctx context.Context) error {
 		n   uint64
 	}{
 		{unix.RLIMIT_NPROC, uint64(sb.s.procLimit())},
-		{unix.RLIMIT_AS, uint64(l.MaxMemory)},
+		{unix.RLIMIT_AS, uint64(sb.s.asLimit())},
 		{unix.RLIMIT_NOFILE, uint64(l.MaxOpenFiles)},
 	} {
+		if r.n == 0 {
+			continue
+		}
 		lim := unix.Rlimit{Cur: r.n, Max: r.n}
 		if err := unix.Prlimit(pid, r.res, &lim, nil); err != nil && !errors.Is(err, unix.ESRCH) {
 			// Without its limits the sandbox must not run: kill it.

@@ -250,13 +250,21 @@ func TestSandboxNothingOutlivesTheCall(t *testing.T) {
 	})
 }
 
+// TestSandboxLimits: the limits hold with a control group per sandbox
+// where the host allows one, and with rlimits alone (NoCgroups).
 func TestSandboxLimits(t *testing.T) {
+	for _, noCG := range []bool{false, true} {
+		t.Run(fmt.Sprintf("cgroups=%t", !noCG), func(t *testing.T) { testSandboxLimits(t, noCG) })
+	}
+}
+
+func testSandboxLimits(t *testing.T, noCG bool) {
 	eachReuse(t, func(t *testing.T, reuse int) {
 		if os.Getuid() != 0 {
 			t.Skip("needs root to run the sandbox as another user (RLIMIT_NPROC does not bind uid 0)")
 		}
 		nobody := &syscall.Credential{Uid: 65534, Gid: 65534}
-		sb := proctest.NewSandbox(t, proc.SandboxOptions{Reuse: reuse, User: nobody, Limits: proc.Limits{MaxProcs: 16, MaxMemory: 256 << 20}})
+		sb := proctest.NewSandbox(t, proc.SandboxOptions{Reuse: reuse, NoCgroups: noCG, User: nobody, Limits: proc.Limits{MaxProcs: 16, MaxMemory: 256 << 20}})
 		dir := worldDir(t)
 
 		// Process count: dash reports a failed fork at once (bash retries).
@@ -268,13 +276,15 @@ func TestSandboxLimits(t *testing.T) {
 			t.Errorf("64 background processes with max_procs 16: exit %d, stderr %q; want a fork failure", o.ExitCode, o.Stderr)
 		}
 
-		// Memory: dd allocates its block before it reads.
+		// Memory: dd allocates its block before it reads. With an
+		// address space limit (rlimits only) the allocation fails; with
+		// the call's control group, filling the block does.
 		o = mustRun(t, t.Context(), proc.Spec{
 			Argv: []string{"dd", "if=/dev/zero", "of=/dev/null", "bs=512M", "count=1"},
 			Env:  proc.SandboxEnv(), Timeout: 60 * time.Second, Sandbox: sb,
 		})
-		if o.ExitCode == 0 || !strings.Contains(string(o.Stderr), "memory") {
-			t.Errorf("a 512 MiB buffer with max_memory 256 MiB: exit %d, stderr %q; want dd's memory exhausted", o.ExitCode, o.Stderr)
+		if o.ExitCode == 0 || !strings.Contains(string(o.Stderr), "memory") && !strings.Contains(o.LimitHit, "memory limit") {
+			t.Errorf("a 512 MiB buffer with max_memory 256 MiB: exit %d, stderr %q, limit hit %q; want dd's memory exhausted", o.ExitCode, o.Stderr, o.LimitHit)
 		}
 
 		// Every call has the limits: with a limit below what the Go
@@ -282,18 +292,20 @@ func TestSandboxLimits(t *testing.T) {
 		// address space on each call; with the default one, the worker
 		// carries it, and the call inherits it.
 		for _, mem := range []int64{256 << 20, proc.DefaultMaxMemory} {
-			sb := proctest.NewSandbox(t, proc.SandboxOptions{Reuse: reuse, User: nobody, Limits: proc.Limits{MaxProcs: 16, MaxMemory: mem}})
+			sb := proctest.NewSandbox(t, proc.SandboxOptions{Reuse: reuse, NoCgroups: noCG, User: nobody, Limits: proc.Limits{MaxProcs: 16, MaxMemory: mem}})
 			o := mustRun(t, t.Context(), proc.Spec{
 				Argv: []string{"/bin/bash", "-c", `ulimit -v; ulimit -u; ulimit -n`},
 				Env:  proc.SandboxEnv(), Timeout: 60 * time.Second, Sandbox: sb, Dir: "/",
 			})
 			// Where a control group enforces the process limit,
 			// RLIMIT_NPROC is only a backstop above it.
-			nproc := 16
+			// The call's memory is then the group's too, and no
+			// address space limit is set.
+			nproc, as := "16", strconv.FormatInt(mem>>10, 10)
 			if _, err := sb.Cgroups(); err == nil {
-				nproc = 2*16 + 64
+				nproc, as = strconv.Itoa(2*16+64), "unlimited"
 			}
-			if want := fmt.Sprintf("%d\n%d\n%d\n", mem>>10, nproc, proc.DefaultMaxOpenFiles); string(o.Stdout) != want {
+			if want := fmt.Sprintf("%s\n%s\n%d\n", as, nproc, proc.DefaultMaxOpenFiles); string(o.Stdout) != want {
 				t.Errorf("max_memory %d: ulimit -v, -u, -n say %q (stderr %q); want %q", mem, o.Stdout, o.Stderr, want)
 			}
 		}

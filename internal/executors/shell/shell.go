@@ -435,7 +435,7 @@ func (e *Executor) run(ctx context.Context, c call) (executors.Outcome, error) {
 	}
 	sandbox := c.plan.Extra["sandbox"]
 	if c.sandboxed {
-		sandbox += "; limits: " + e.sandbox.Limits().String()
+		sandbox += "; limits: " + e.sandbox.DescribeLimits()
 	}
 	return executors.Outcome{
 		Output:      o.Stdout,
