@@ -37,11 +37,13 @@ import (
 //   - the worker runs in the sandbox too (not dumpable: a call can neither
 //     trace it nor read its memory), so the call's /proc shows it and
 //     bubblewrap's init besides the call's own processes;
-//   - a working directory under /tmp or /var/tmp must be shown to the
-//     call, so such a call gets a sandbox of its own.
+//   - a working directory under /tmp or /var/tmp is shown to the call
+//     when its sandbox starts, so sandboxes are kept per directory shown
+//     as well as per grant.
 //
-// Idle sandboxes are kept per grant, at most Reuse of them in all, for at
-// most poolIdle; they die with the daemon (PR_SET_PDEATHSIG).
+// Idle sandboxes are kept per grant and directory shown, at most Reuse of
+// them in all, for at most poolIdle; they die with the daemon
+// (PR_SET_PDEATHSIG).
 const poolIdle = 30 * time.Second
 
 // poolStart bounds the start of a sandbox worker; poolRetry is the pause
@@ -100,11 +102,12 @@ type worker struct {
 	cg     *cgroup // the sandbox's control group, or nil
 }
 
-// grantKey names the sandboxes that can serve a grant.
-func grantKey(g Grant) string {
+// grantKey names the sandboxes that can serve a grant and show the
+// working directory shown under /tmp or /var/tmp ("" for none).
+func grantKey(g Grant, shown string) string {
 	w := slices.Clone(g.Write)
 	slices.Sort(w)
-	return fmt.Sprintf("%t\x00%s", g.Network, strings.Join(w, "\x00"))
+	return fmt.Sprintf("%t\x00%s\x00\x00%s", g.Network, shown, strings.Join(w, "\x00"))
 }
 
 func newPool(s *Sandbox, max int) (*pool, error) {
@@ -128,8 +131,8 @@ func newPool(s *Sandbox, max int) (*pool, error) {
 // then gets a sandbox of its own (as with Reuse 0), and a sandbox for g is
 // started in the background, one at a time, so that a burst of calls
 // never waits for sandboxes to start and the pool grows to the load.
-func (p *pool) get(g Grant) *worker {
-	key := grantKey(g)
+func (p *pool) get(g Grant, shown string) *worker {
+	key := grantKey(g, shown)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for i := len(p.idle) - 1; i >= 0; i-- {
@@ -142,14 +145,14 @@ func (p *pool) get(g Grant) *worker {
 	p.stats.Fresh++
 	if !p.closed && !p.starting && time.Now().After(p.retryAt) {
 		p.starting = true
-		go p.grow(g)
+		go p.grow(g, shown)
 	}
 	return nil
 }
 
 // grow starts one sandbox for g and makes it idle.
-func (p *pool) grow(g Grant) {
-	err := p.warm(g)
+func (p *pool) grow(g Grant, shown string) {
+	err := p.warm(g, shown)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.starting = false
@@ -160,11 +163,11 @@ func (p *pool) grow(g Grant) {
 	}
 }
 
-// warm starts one sandbox for g and makes it idle.
-func (p *pool) warm(g Grant) error {
+// warm starts one sandbox for g (showing shown) and makes it idle.
+func (p *pool) warm(g Grant, shown string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), poolStart)
 	defer cancel()
-	w, err := p.start(ctx, g, grantKey(g))
+	w, err := p.start(ctx, g, shown)
 	if err != nil {
 		return err
 	}
@@ -249,8 +252,10 @@ func (p *pool) snapshot() PoolStats {
 	return st
 }
 
-// start starts a sandbox for g and waits until its worker is ready.
-func (p *pool) start(ctx context.Context, g Grant, key string) (*worker, error) {
+// start starts a sandbox for g, showing shown, and waits until its
+// worker is ready.
+func (p *pool) start(ctx context.Context, g Grant, shown string) (*worker, error) {
+	key := grantKey(g, shown)
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("%w: socketpair: %v", ErrSandbox, err)
@@ -264,7 +269,7 @@ func (p *pool) start(ctx context.Context, g Grant, key string) (*worker, error) 
 	}
 	conn := c.(*net.UnixConn)
 	w := &worker{key: key, conn: conn, in: &frameReader{conn: conn}, gone: make(chan struct{}), stderr: new(bytes.Buffer)}
-	args := append(p.s.mountArgs(g, ""), "--chdir", "/")
+	args := append(p.s.mountArgs(g, shown), "--chdir", "/")
 	var statusR, statusW, blkR, blkW *os.File
 	extra := []*os.File{theirs, p.exe} // descriptors 3 and 4
 	if p.s.cg != nil {

@@ -174,3 +174,35 @@ func TestReuseOff(t *testing.T) {
 		t.Errorf("a call in /tmp used a reusable sandbox: %+v -> %+v", before, st)
 	}
 }
+
+// TestReuseShowsAWorkingDirectoryInTmp: calls whose working directory is
+// under /tmp (a daemon started in a checkout there) are served by reused
+// sandboxes too, kept per directory shown: the next call sees the
+// directory, read-only, and nothing the previous call left in /tmp.
+func TestReuseShowsAWorkingDirectoryInTmp(t *testing.T) {
+	work := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(work, "README"), []byte("checkout"), 0o644))
+	sb := proctest.NewSandbox(t, proc.SandboxOptions{Reuse: 2})
+	run := func(script string) proc.Outcome {
+		return mustRun(t, t.Context(), proc.Spec{Argv: []string{"/bin/bash", "-c", script}, Dir: work, Env: proc.SandboxEnv(), Timeout: 30 * time.Second, Sandbox: sb})
+	}
+	before := poolStats(t, sb)
+	// The first call gets a sandbox of its own and starts one for the
+	// directory in the background; calls go on until one is served.
+	deadline := time.Now().Add(2 * time.Minute)
+	for poolStats(t, sb).Served == before.Served {
+		if time.Now().After(deadline) {
+			t.Fatalf("no call with a working directory in /tmp was served by a reused sandbox: %+v", poolStats(t, sb))
+		}
+		if o := run(`cat README; echo left > /tmp/leftover; touch written 2>/dev/null && echo WRITABLE`); string(o.Stdout) != "checkout" {
+			t.Fatalf("a call in %s: stdout %q stderr %q; want the directory's file, read-only", work, o.Stdout, o.Stderr)
+		}
+	}
+	o := run(`cat README; ls /tmp/leftover 2>/dev/null`)
+	if string(o.Stdout) != "checkout" {
+		t.Errorf("the next call in the reused sandbox: stdout %q stderr %q; want the directory's file and no leftover", o.Stdout, o.Stderr)
+	}
+	if st := poolStats(t, sb); st.Discarded != 0 {
+		t.Errorf("pool stats %+v; want nothing discarded", st)
+	}
+}

@@ -219,11 +219,17 @@ func Run(ctx context.Context, s Spec) (Outcome, error) {
 				return Outcome{}, fmt.Errorf("start %q: working directory: %w", s.Argv[0], err)
 			}
 		}
-		if p := s.Sandbox.pool; p != nil && !inScratch(dir) {
+		if p := s.Sandbox.pool; p != nil {
 			if err := s.Sandbox.CheckGrant(s.Grant); err != nil {
 				return Outcome{}, fmt.Errorf("start %q: %w", s.Argv[0], err)
 			}
-			if w := p.get(s.Grant); w != nil {
+			// A working directory under /tmp or /var/tmp is shown to
+			// the call; sandboxes are kept per directory shown.
+			shown := ""
+			if inScratch(dir) {
+				shown = dir
+			}
+			if w := p.get(s.Grant, shown); w != nil {
 				return p.run(ctx, w, s, path, dir, env, entered)
 			}
 		}

@@ -287,7 +287,7 @@ func NewSandbox(opts SandboxOptions) (*Sandbox, error) {
 			// The same probe through a reusable sandbox, which stays
 			// for the first calls: where the worker cannot run,
 			// every call gets a sandbox of its own, and Pool says why.
-			err := s.pool.warm(Grant{})
+			err := s.pool.warm(Grant{}, "")
 			if err == nil {
 				var o Outcome
 				o, err = Run(context.Background(), Spec{Argv: []string{"/bin/true"}, Dir: "/", Env: SandboxEnv(), Sandbox: s, Timeout: 30 * time.Second})
@@ -314,7 +314,7 @@ func (s *Sandbox) Warm(g Grant) error {
 	if err := s.CheckGrant(g); err != nil {
 		return err
 	}
-	return s.pool.warm(g)
+	return s.pool.warm(g, "")
 }
 
 // Close ends the idle reusable sandboxes. Calls running go on; later
