@@ -625,7 +625,11 @@ func (p *pool) run(ctx context.Context, w *worker, s Spec, path, dir string, env
 		// Nobody killed it: the worker died, and the call's status is
 		// unknown. That is not a result.
 		out.ExitCode = -1
-		return out, fmt.Errorf("wait %q: %w: the sandbox worker died: %s", s.Argv[0], ErrSandbox, strings.TrimSpace(w.stderr.String()))
+		why := strings.TrimSpace(w.stderr.String())
+		if out.LimitHit != "" {
+			why += " (the call hit a limit: " + out.LimitHit + ")"
+		}
+		return out, fmt.Errorf("wait %q: %w: the sandbox worker died: %s", s.Argv[0], ErrSandbox, why)
 	default:
 		out.ExitCode = r.Code
 		if r.Signal != 0 {

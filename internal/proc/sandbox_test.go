@@ -347,6 +347,11 @@ func TestSandboxLimitHitIsStated(t *testing.T) {
 		if o := run(`echo fine`); o.LimitHit != "" || string(o.Stdout) != "fine\n" {
 			t.Errorf("a call within its limits after one that hit them: LimitHit %q, stdout %q; want none", o.LimitHit, o.Stdout)
 		}
+		// The worker keeps spare threads: a call that uses up the
+		// process limit does not take its sandbox down with it.
+		if st, ok, _ := sb.Pool(); ok && st.Discarded != 0 {
+			t.Errorf("pool after a call hit the process limit: %+v; want no sandbox discarded", st)
+		}
 		// Three processes of 40 MB each: every one is within its own
 		// address space limit (64 MiB), all of them are not within the
 		// call's 64 MiB.

@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -84,6 +85,7 @@ func workerMain(args []string) int {
 	unix.Close(workerExe)
 	pin := newSysmonPin()
 	go pin.run()
+	spareThreads(workerSpareThreads)
 	// Not dumpable: a tool, running as the same user, can neither trace
 	// the worker nor read its memory or descriptors through /proc.
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
@@ -150,6 +152,32 @@ func workerMain(args []string) int {
 			return 1
 		}
 	}
+}
+
+// workerSpareThreads is how many idle OS threads the worker makes at
+// start, above what it needs to get ready (spareThreads).
+const workerSpareThreads = 8
+
+// spareThreads makes the runtime start n more OS threads and keep them
+// idle (it never ends an idle thread): later, when a goroutine blocks in a
+// system call and another needs a thread, one is taken from them rather
+// than created. A call may use up the sandbox's process limit, which
+// counts the worker's threads too; a worker that could not create a
+// thread then would die with the call's result.
+func spareThreads(n int) {
+	var locked, release sync.WaitGroup
+	locked.Add(n)
+	release.Add(1)
+	for range n {
+		go func() {
+			runtime.LockOSThread() // a thread of its own while all n are held
+			locked.Done()
+			release.Wait()
+			runtime.UnlockOSThread() // the thread goes idle, not away
+		}()
+	}
+	locked.Wait()
+	release.Done()
 }
 
 // sysmonPin keeps the Go runtime's monitor thread (sysmon) at its slow
