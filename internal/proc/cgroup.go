@@ -66,7 +66,9 @@ type cgroup struct {
 	// pidsEvents and oomEvents are the counter files, open while the
 	// group lives: a reused sandbox's counters are read after every call,
 	// and reading an open file again (pread at 0) costs a fraction of
-	// opening it by its path.
+	// opening it by its path. mu guards them: the group may be removed
+	// (its sandbox died) while a call reads them.
+	mu                    sync.Mutex
 	pidsEvents, oomEvents *os.File
 }
 
@@ -373,6 +375,10 @@ func (c *cgroups) create(lim Limits, extra int) (*cgroup, error) {
 		g.remove()
 		return nil, err
 	}
+	if err := g.openEvents(); err != nil {
+		g.remove()
+		return nil, err
+	}
 	return g, nil
 }
 
@@ -434,17 +440,27 @@ func (g *cgroup) add(pid int) error {
 	return nil
 }
 
-// events reads the group's counters.
+// events reads the group's counters; zero once the group is removed.
 func (g *cgroup) events() cgroupEvents {
-	if g.pidsEvents == nil {
-		g.pidsEvents, _ = os.Open(filepath.Join(g.pids, "pids.events"))
-		oom := filepath.Join(g.memory, "memory.events")
-		if g.version == "v1" {
-			oom = filepath.Join(g.memory, "memory.oom_control")
-		}
-		g.oomEvents, _ = os.Open(oom)
-	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	return cgroupEvents{forksRefused: readGroupKey(g.pidsEvents, "max"), oomKills: readGroupKey(g.oomEvents, "oom_kill")}
+}
+
+// openEvents opens the counter files.
+func (g *cgroup) openEvents() error {
+	oom := filepath.Join(g.memory, "memory.events")
+	if g.version == "v1" {
+		oom = filepath.Join(g.memory, "memory.oom_control")
+	}
+	var err error
+	if g.pidsEvents, err = os.Open(filepath.Join(g.pids, "pids.events")); err != nil {
+		return fmt.Errorf("%w: cgroup: %v", ErrSandbox, err)
+	}
+	if g.oomEvents, err = os.Open(oom); err != nil {
+		return fmt.Errorf("%w: cgroup: %v", ErrSandbox, err)
+	}
+	return nil
 }
 
 // readGroupKey reads the number after key in a flat-keyed group file,
@@ -489,7 +505,10 @@ func (g *cgroup) hits(lim Limits) string {
 // group.
 func (g *cgroup) remove() {
 	defer g.c.released()
+	g.mu.Lock()
 	closeAll(g.pidsEvents, g.oomEvents)
+	g.pidsEvents, g.oomEvents = nil, nil
+	g.mu.Unlock()
 	for _, d := range []string{g.pids, g.memory} {
 		deadline := time.Now().Add(2 * time.Second)
 		for {
