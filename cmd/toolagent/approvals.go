@@ -24,6 +24,15 @@ import (
 // approvalsDir is where the approval queue of a state directory lives.
 func approvalsDir(state string) string { return filepath.Join(state, "approvals") }
 
+// queueOf is ap as dispatch's approval queue: nil (no queue) when ap is
+// nil, never an interface holding a nil *Store.
+func queueOf(ap *approval.Store) approval.Queue {
+	if ap == nil {
+		return nil
+	}
+	return ap
+}
+
 // openApprovals opens the approval queue under state. It fails with
 // approval.ErrLocked while another process (a daemon) holds it.
 func openApprovals(state string, ttl time.Duration, allowSelf bool, log *slog.Logger) (*approval.Store, error) {

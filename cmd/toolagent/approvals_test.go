@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/toolagent/toolagent/internal/dispatch"
+	"github.com/toolagent/toolagent/internal/pgstore/pgtest"
+	"github.com/toolagent/toolagent/internal/proc/proctest"
 )
 
 const (
@@ -397,5 +399,44 @@ func TestApproveHintWorksWhereShown(t *testing.T) {
 	withTokens := startApprovalDaemon(t, tools).as(aliceToken)
 	if held := withTokens.hold(t, "echo x"); !strings.Contains(held.Suggestion, "approve role: POST /v1/approvals/"+held.ApprovalID) {
 		t.Errorf("hint on a daemon with tokens: %q; want the approvers' API", held.Suggestion)
+	}
+}
+
+// TestServeSharedApprovals: two replicas (daemons with state directories
+// of their own) on one PostgreSQL database: a call held on the first is
+// listed on the second and approved there, runs once, and its result is
+// fetched from the first. The database URL comes from the variable
+// store_url_env names.
+func TestServeSharedApprovals(t *testing.T) {
+	url := pgtest.URL(t)
+	tools := t.TempDir()
+	putTool(t, tools, "shell-exec", shellExec(t))
+	env := map[string]string{"TOOLAGENT_TOKENS": "alice:call:" + aliceToken + ",bob:approve:" + bobToken, "TOOLAGENT_STORE_URL": url}
+	one := startDaemon(t, env, "--tools", tools, "--store", "postgres")
+	two := startDaemon(t, env, "--tools", tools, "--store", "postgres")
+
+	one.token = aliceToken
+	marker := filepath.Join(proctest.HostDir(t), "ran")
+	code, res := one.call(t, "shell-exec", map[string]any{"cmd": "rm -f " + marker + "; echo removed"})
+	if code != 202 && code != 200 || res.Status != dispatch.ApprovalRequired || res.ApprovalID == "" {
+		t.Fatalf("a call that needs an approval on replica 1: %d %+v", code, res)
+	}
+	two.token = bobToken
+	code, body := two.request(t, "GET", "/v1/approvals", "")
+	if code != 200 || !strings.Contains(string(body), res.ApprovalID) {
+		t.Fatalf("GET /v1/approvals on replica 2: %d %s; want the call held on replica 1", code, body)
+	}
+	code, body = two.request(t, "POST", "/v1/approvals/"+res.ApprovalID, `{"decision":"approve"}`)
+	if code != 200 || !strings.Contains(string(body), `removed\n`) {
+		t.Fatalf("approve on replica 2: %d %s; want it run there", code, body)
+	}
+	code, body = two.request(t, "POST", "/v1/approvals/"+res.ApprovalID, `{"decision":"approve"}`)
+	if code != 409 {
+		t.Errorf("approving again: %d %s; want 409", code, body)
+	}
+	one.token = aliceToken
+	code, body = one.request(t, "GET", "/v1/approvals/"+res.ApprovalID, "")
+	if code != 200 || !strings.Contains(string(body), `"executed"`) || !strings.Contains(string(body), `removed\n`) {
+		t.Errorf("the caller's GET on replica 1: %d %s; want executed with the result", code, body)
 	}
 }

@@ -85,7 +85,7 @@ func runCall(ctx context.Context, e env, args []string) error {
 	}
 	d := dispatch.New(store, l.execs, dispatch.Options{
 		Audit:     slog.New(slog.DiscardHandler),
-		Approvals: ap,
+		Approvals: queueOf(ap),
 		// The CLI holds the call in the local queue: approvers use the CLI.
 		ApproveHint: func(id string) string {
 			return fmt.Sprintf("an approver on this host: `toolagent approvals approve %s` (or `deny`; --params JSON to approve with edits)", id)

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"net"
+	"net/url"
 	"os"
 	"reflect"
 	"regexp"
@@ -16,6 +17,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/toolagent/toolagent/internal/pgstore"
 )
 
 // Config is the configuration of `toolagent serve`. Each field is one
@@ -59,6 +62,8 @@ type Config struct {
 	// Approvals and policy (approvals.go).
 	ReattachGrace       time.Duration     `yaml:"stream_reattach_grace" env:"TOOLAGENT_STREAM_REATTACH_GRACE" flag:"stream-reattach-grace" default:"10s" usage:"how long a streaming call goes on once no client follows it, so a dropped connection can re-attach; then it is cancelled as a hung-up call"`
 	RunKeep             time.Duration     `yaml:"run_keep" env:"TOOLAGENT_RUN_KEEP" flag:"run-keep" default:"10m" usage:"how long a call's run (its output events and result) is kept after it ends, for GET /v1/runs/{id}"`
+	Store               string            `yaml:"store" env:"TOOLAGENT_STORE" flag:"store" default:"files" usage:"where held calls (approvals) live: files (STATE/approvals, one daemon), postgres (the database whose URL is in the variable store_url_env names; replicas share it), or a postgres:// URL without a password"`
+	StoreURLEnv         string            `yaml:"store_url_env" env:"TOOLAGENT_STORE_URL_ENV" flag:"store-url-env" default:"TOOLAGENT_STORE_URL" usage:"the environment variable that holds the database URL for store postgres (it may carry the password, which never goes in a flag or this file)"`
 	ApprovalTTL         time.Duration     `yaml:"approval_ttl" env:"TOOLAGENT_APPROVAL_TTL" flag:"approval-ttl" default:"15m" usage:"how long a held call waits for a decision, and an approval for its run; then it expires"`
 	AllowSelfApproval   bool              `yaml:"allow_self_approval" env:"TOOLAGENT_ALLOW_SELF_APPROVAL" flag:"allow-self-approval" default:"false" usage:"let the caller of a held call approve it itself (the operator token is the usual way for one person on a host)"`
 	ShellPolicyCommands map[string]string `yaml:"shell_policy.commands" env:"TOOLAGENT_SHELL_POLICY_COMMANDS" flag:"-" default:"" usage:"operator override of the default shell policy by command: NAME: allow | confirm | deny"`
@@ -157,7 +162,7 @@ func placeholderOf(flagName string, kind reflect.Type) string {
 // same config file, so every key is accepted there): the HTTP server's
 // settings only serve; what only matters when tools run not sync.
 var (
-	serveOnlyFlags = []string{"listen", "tokens-file", "max-body-bytes", "mcp-allowed-origins", "webhook-secret-file", "run-keep", "stream-reattach-grace"}
+	serveOnlyFlags = []string{"store", "store-url-env", "listen", "tokens-file", "max-body-bytes", "mcp-allowed-origins", "webhook-secret-file", "run-keep", "stream-reattach-grace"}
 	runFlags       = []string{"files-root", "max-concurrent", "shutdown-grace", "sandbox", "sandbox-bwrap", "sandbox-user", "sandbox-max-procs", "sandbox-max-memory", "sandbox-reuse",
 		"approval-ttl", "allow-self-approval", "health-schedule", "health-timeout", "vocab",
 		"gatekeeper-url", "gatekeeper-token-file", "gatekeeper-default", "hlpd-url", "hlpd-token-file", "hlpd-auth-header", "hlpd-health-path",
@@ -311,6 +316,11 @@ func (c Config) validate() error {
 	}{{"reload_debounce", c.ReloadDebounce}, {"reload_max_wait", c.ReloadMaxWait}, {"reload_retry_min", c.RetryMin}, {"reload_retry_max", c.RetryMax}, {"run_keep", c.RunKeep}, {"stream_reattach_grace", c.ReattachGrace}} {
 		if d.v <= 0 {
 			errs = append(errs, fmt.Errorf("%s %s: want more than 0", d.name, d.v))
+		}
+	}
+	if c.Store != "files" && c.Store != "postgres" {
+		if err := pgstore.CheckURL(c.Store); err != nil {
+			errs = append(errs, fmt.Errorf("store %q: want files, postgres or a postgres:// URL without a password: %v", redactStore(c.Store), err))
 		}
 	}
 	if c.ApprovalTTL <= 0 {
@@ -519,4 +529,17 @@ func levenshtein(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(b)]
+}
+
+// redactStore is the store setting as it may be shown: a URL's password
+// replaced.
+func redactStore(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.User == nil {
+		return s
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	return u.String()
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/toolagent/toolagent/internal/executors"
 	"github.com/toolagent/toolagent/internal/feedback"
 	"github.com/toolagent/toolagent/internal/hldp"
+	"github.com/toolagent/toolagent/internal/pgstore"
 	"github.com/toolagent/toolagent/internal/proc"
 	"github.com/toolagent/toolagent/internal/reload"
 	"github.com/toolagent/toolagent/internal/repo"
@@ -48,9 +49,12 @@ type core struct {
 	watchDir string // local tools dir to watch; "" for none
 	health   *health
 	src      *source // where trees come from (source_git.go)
-	// approvals is the approval queue under STATE/approvals; nil without
-	// one. close releases its directory lock.
-	approvals *approval.Store
+	// approvals is the approval queue: under STATE/approvals, or in the
+	// shared database (store postgres); nil without one. close releases
+	// its directory lock, or stops its leases.
+	approvals closingQueue
+	// db is the shared database (store postgres), or nil.
+	db *pgstore.DB
 	// runs keeps the last calls' results for the console.
 	runs *keptRuns
 	// runReg keeps every call's run (output events, result) for
@@ -144,10 +148,19 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (*core, err
 	if err != nil {
 		return nil, err
 	}
-	var ap *approval.Store
+	var ap closingQueue
+	var db *pgstore.DB
 	noQueue := ""
-	if mode != noApprovals {
-		ap, err = openApprovals(c.state, cfg.ApprovalTTL, cfg.AllowSelfApproval, log)
+	if mode != noApprovals && cfg.Store != "files" {
+		if db, ap, err = openSharedApprovals(e, cfg, log); err != nil {
+			return nil, err
+		}
+	} else if mode != noApprovals {
+		var fs *approval.Store
+		fs, err = openApprovals(c.state, cfg.ApprovalTTL, cfg.AllowSelfApproval, log)
+		if err == nil {
+			ap = fs
+		}
 		switch {
 		case errors.Is(err, approval.ErrLocked) && mode == approvalsIfFree:
 			log.Warn("no approval queue: another toolagent process (a daemon?) holds it; calls that need an approval cannot be held here, call them through that daemon",
@@ -243,7 +256,7 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (*core, err
 	return &core{
 		cfg: cfg, log: log, common: c, reg: reg, store: store, execs: execs, disp: disp,
 		loop: loop, trigger: trigger, watchDir: src.watchDir, health: hc, src: src,
-		approvals: ap, auditFile: af, runs: runs, runReg: runReg, saver: saver, feedback: fb,
+		approvals: ap, db: db, auditFile: af, runs: runs, runReg: runReg, saver: saver, feedback: fb,
 	}, nil
 }
 
@@ -263,6 +276,47 @@ func (cr *core) close() {
 			cr.log.Warn("close the approval queue", "err", err)
 		}
 	}
+	if cr.db != nil {
+		cr.db.Close()
+	}
+}
+
+// closingQueue is an approval queue the core closes.
+type closingQueue interface {
+	approval.Queue
+	Close() error
+}
+
+// openSharedApprovals opens the shared database (cfg.Store postgres, or a
+// URL) and its approval queue. The URL with a password comes only from
+// the environment variable cfg.StoreURLEnv names, which is then removed
+// from the daemon's environment.
+func openSharedApprovals(e env, cfg Config, log *slog.Logger) (*pgstore.DB, closingQueue, error) {
+	url := cfg.Store
+	if url == "postgres" {
+		url = e.getenv(cfg.StoreURLEnv)
+		if e.unsetenv != nil {
+			// Read once, then out of the daemon's environment, like the
+			// tokens: it may carry the password.
+			_ = e.unsetenv(cfg.StoreURLEnv)
+		}
+		if url == "" {
+			return nil, nil, fmt.Errorf("store postgres: the environment variable %s (store_url_env) is empty: set it to the database URL, e.g. postgres://toolagent@db.example/toolagent", cfg.StoreURLEnv)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db, err := pgstore.Open(ctx, url)
+	if err != nil {
+		return nil, nil, err
+	}
+	ap, err := approval.OpenPG(db, approval.PGOptions{Options: approval.Options{TTL: cfg.ApprovalTTL, AllowSelfApproval: cfg.AllowSelfApproval, Logger: log}})
+	if err != nil {
+		db.Close()
+		return nil, nil, err
+	}
+	log.Info("approvals in the shared database", "store", "postgres", "schema_version", db.Version, "replica", ap.Replica())
+	return db, ap, nil
 }
 
 // stateFeedbackFile is where the requests learned from use are kept.

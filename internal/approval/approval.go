@@ -317,22 +317,11 @@ func (s *Store) Create(tool, rev string, params map[string]any, caller, why stri
 // Params, Caller, Door, Why and Sandbox of r; every other field is set
 // here.
 func (s *Store) CreateWith(in Request) (Request, error) {
-	tool, rev, params, caller, why := in.Tool, in.Revision, in.Params, in.Caller, in.Why
-	id, err := newID()
+	r, err := newRequest(in, s.opts.Now(), s.opts.TTL)
 	if err != nil {
 		return Request{}, err
 	}
-	hash, err := grant.HashParams(params)
-	if err != nil {
-		return Request{}, fmt.Errorf("approval: %w", err)
-	}
-	params, err = clone(params)
-	if err != nil {
-		return Request{}, fmt.Errorf("approval: %w", err)
-	}
-	now := s.opts.Now()
-	r := &Request{ID: id, Tool: tool, Revision: rev, Params: params, ParamsHash: hash, Why: why, Sandbox: in.Sandbox, Caller: caller, Door: in.Door,
-		CreatedAt: now, ExpiresAt: now.Add(s.opts.TTL), Status: Pending}
+	id := r.ID
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.save(r); err != nil {
@@ -340,6 +329,25 @@ func (s *Store) CreateWith(in Request) (Request, error) {
 	}
 	s.reqs[id] = r
 	return r.copy(), nil
+}
+
+// newRequest is a new pending request from the Tool, Revision, Params,
+// Caller, Door, Why and Sandbox of in, made at now, expiring after ttl.
+func newRequest(in Request, now time.Time, ttl time.Duration) (*Request, error) {
+	id, err := newID()
+	if err != nil {
+		return nil, err
+	}
+	hash, err := grant.HashParams(in.Params)
+	if err != nil {
+		return nil, fmt.Errorf("approval: %w", err)
+	}
+	params, err := clone(in.Params)
+	if err != nil {
+		return nil, fmt.Errorf("approval: %w", err)
+	}
+	return &Request{ID: id, Tool: in.Tool, Revision: in.Revision, Params: params, ParamsHash: hash, Why: in.Why, Sandbox: in.Sandbox, Caller: in.Caller, Door: in.Door,
+		CreatedAt: now, ExpiresAt: now.Add(ttl), Status: Pending}, nil
 }
 
 // Get returns the request with id, expiring it first if its time is up.
@@ -388,26 +396,10 @@ func (s *Store) List(pendingOnly bool) []Request {
 // Options.AllowSelfApproval; a caller may always deny, i.e. withdraw, its
 // own call), ErrInvalidEdit.
 func (s *Store) Decide(id, decider string, approve bool, editedParams map[string]any, validate func(map[string]any) (map[string]any, error)) (Request, error) {
-	if strings.TrimSpace(decider) == "" {
-		return Request{}, ErrNoIdentity
-	}
 	// Validate outside the lock: it may be slow (schema, policy).
-	var edited map[string]any
-	var editedHash string
-	if approve && editedParams != nil {
-		if validate == nil {
-			return Request{}, fmt.Errorf("%w: no validator for edited params", ErrInvalidEdit)
-		}
-		norm, err := validate(editedParams)
-		if err != nil {
-			return Request{}, fmt.Errorf("%w: %w", ErrInvalidEdit, err)
-		}
-		if edited, err = clone(norm); err != nil {
-			return Request{}, fmt.Errorf("%w: %w", ErrInvalidEdit, err)
-		}
-		if editedHash, err = grant.HashParams(edited); err != nil {
-			return Request{}, fmt.Errorf("%w: %w", ErrInvalidEdit, err)
-		}
+	edited, editedHash, err := checkEdit(decider, approve, editedParams, validate)
+	if err != nil {
+		return Request{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -415,31 +407,79 @@ func (s *Store) Decide(id, decider string, approve bool, editedParams map[string
 	if err != nil {
 		return Request{}, err
 	}
-	switch {
-	case r.Status == Expired:
-		return Request{}, fmt.Errorf("%w: %s expired at %s", ErrExpired, id, r.ExpiresAt.Format(time.RFC3339))
-	case r.Status != Pending:
-		return Request{}, fmt.Errorf("%w: %s is %s (by %s)", ErrAlreadyDecided, id, r.Status, r.Decider)
-	case approve && decider == r.Caller && !s.opts.AllowSelfApproval:
-		return Request{}, fmt.Errorf("%w: %s asked for %s and cannot approve it", ErrSelfApproval, decider, id)
-	}
-	next := *r
-	now := s.opts.Now()
-	next.Decider, next.DecidedAt = decider, now
-	if approve {
-		next.Status = Approved
-		next.ExpiresAt = now.Add(s.opts.TTL)
-		if edited != nil {
-			next.EditedParams, next.ParamsHash = edited, editedHash
-		}
-	} else {
-		next.Status = Denied
+	next, err := decided(*r, decision{decider: decider, approve: approve, edited: edited, editedHash: editedHash, allowSelf: s.opts.AllowSelfApproval, now: s.opts.Now(), ttl: s.opts.TTL})
+	if err != nil {
+		return Request{}, err
 	}
 	if err := s.save(&next); err != nil {
 		return Request{}, err
 	}
 	*r = next
 	return r.copy(), nil
+}
+
+// checkEdit checks the decider's identity and, when approving with
+// edits, validates and normalizes them; it returns the edit to bind to
+// and its hash (nil and "" without edits).
+func checkEdit(decider string, approve bool, editedParams map[string]any, validate func(map[string]any) (map[string]any, error)) (map[string]any, string, error) {
+	if strings.TrimSpace(decider) == "" {
+		return nil, "", ErrNoIdentity
+	}
+	if !approve || editedParams == nil {
+		return nil, "", nil
+	}
+	if validate == nil {
+		return nil, "", fmt.Errorf("%w: no validator for edited params", ErrInvalidEdit)
+	}
+	norm, err := validate(editedParams)
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: %w", ErrInvalidEdit, err)
+	}
+	edited, err := clone(norm)
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: %w", ErrInvalidEdit, err)
+	}
+	hash, err := grant.HashParams(edited)
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: %w", ErrInvalidEdit, err)
+	}
+	return edited, hash, nil
+}
+
+// decision is what Decide was asked, with the store's rules.
+type decision struct {
+	decider    string
+	approve    bool
+	edited     map[string]any // normalized edit, or nil
+	editedHash string
+	allowSelf  bool
+	now        time.Time
+	ttl        time.Duration
+}
+
+// decided is r after the decision d, or why d cannot be taken: the rules
+// every store applies (this one and PGStore).
+func decided(r Request, d decision) (Request, error) {
+	switch {
+	case r.Status == Expired:
+		return Request{}, fmt.Errorf("%w: %s expired at %s", ErrExpired, r.ID, r.ExpiresAt.Format(time.RFC3339))
+	case r.Status != Pending:
+		return Request{}, fmt.Errorf("%w: %s is %s (by %s)", ErrAlreadyDecided, r.ID, r.Status, r.Decider)
+	case d.approve && d.decider == r.Caller && !d.allowSelf:
+		return Request{}, fmt.Errorf("%w: %s asked for %s and cannot approve it", ErrSelfApproval, d.decider, r.ID)
+	}
+	next := r
+	next.Decider, next.DecidedAt = d.decider, d.now
+	if d.approve {
+		next.Status = Approved
+		next.ExpiresAt = d.now.Add(d.ttl)
+		if d.edited != nil {
+			next.EditedParams, next.ParamsHash = d.edited, d.editedHash
+		}
+	} else {
+		next.Status = Denied
+	}
+	return next, nil
 }
 
 // Claim marks an approved request as running, exactly once, after
@@ -457,6 +497,25 @@ func (s *Store) Claim(id, tool, rev, paramsHash string) (Request, error) {
 	if err != nil {
 		return Request{}, err
 	}
+	next, err := claimed(*r, tool, rev, paramsHash, s.opts.Now())
+	if next.ID == "" {
+		return Request{}, err
+	}
+	if serr := s.save(&next); serr != nil {
+		return Request{}, serr
+	}
+	*r = next
+	if err != nil {
+		return Request{}, err
+	}
+	return r.copy(), nil
+}
+
+// claimed is r claimed to run tool at rev with params hashed paramsHash
+// at now: running, or invalid with ErrBindingMismatch when the call is not
+// the one approved. An error with a zero Request changes nothing.
+func claimed(r Request, tool, rev, paramsHash string, now time.Time) (Request, error) {
+	id := r.ID
 	switch r.Status {
 	case Approved:
 	case Expired:
@@ -478,21 +537,13 @@ func (s *Store) Claim(id, tool, rev, paramsHash string) (Request, error) {
 	if paramsHash != r.ParamsHash {
 		changed = append(changed, fmt.Sprintf("params hash %s, approved %s (the params changed)", short(paramsHash), short(r.ParamsHash)))
 	}
-	next := *r
+	next := r
 	if len(changed) > 0 {
 		next.Status, next.Note = Invalid, "call does not match the approval: "+strings.Join(changed, "; ")
-		if err := s.save(&next); err != nil {
-			return Request{}, err
-		}
-		*r = next
-		return Request{}, fmt.Errorf("%w: %s: %s; a new approval is needed", ErrBindingMismatch, id, strings.Join(changed, "; "))
+		return next, fmt.Errorf("%w: %s: %s; a new approval is needed", ErrBindingMismatch, id, strings.Join(changed, "; "))
 	}
-	next.Status, next.ClaimedAt = Running, s.opts.Now()
-	if err := s.save(&next); err != nil {
-		return Request{}, err
-	}
-	*r = next
-	return r.copy(), nil
+	next.Status, next.ClaimedAt = Running, now
+	return next, nil
 }
 
 // Complete stores the outcome of a claimed request (the call's result
@@ -526,14 +577,7 @@ func (s *Store) lookup(id string) (*Request, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: %q", ErrNotFound, id)
 	}
-	if (r.Status == Pending || r.Status == Approved) && !s.opts.Now().Before(r.ExpiresAt) {
-		next := *r
-		next.Status = Expired
-		if r.Status == Pending {
-			next.Note = "no decision before it expired"
-		} else {
-			next.Note = "approved but not claimed before it expired"
-		}
+	if next, ok := expired(*r, s.opts.Now()); ok {
 		if err := s.save(&next); err != nil {
 			// Expire in memory anyway: an expired approval must never run.
 			s.opts.Logger.Warn("save expired approval", "id", id, "err", err)
@@ -542,6 +586,37 @@ func (s *Store) lookup(id string) (*Request, error) {
 	}
 	return r, nil
 }
+
+// expired is r expired at now, when its time is up (ok).
+func expired(r Request, now time.Time) (Request, bool) {
+	if (r.Status != Pending && r.Status != Approved) || now.Before(r.ExpiresAt) {
+		return r, false
+	}
+	next := r
+	next.Status = Expired
+	if r.Status == Pending {
+		next.Note = "no decision before it expired"
+	} else {
+		next.Note = "approved but not claimed before it expired"
+	}
+	return next, true
+}
+
+// Queue is what dispatch needs of an approval store: Store keeps the
+// requests in files of one daemon's state directory; PGStore keeps them
+// in PostgreSQL, shared by replicas.
+type Queue interface {
+	CreateWith(in Request) (Request, error)
+	Get(id string) (Request, error)
+	ListRequests(pendingOnly bool) ([]Request, error)
+	Decide(id, decider string, approve bool, editedParams map[string]any, validate func(map[string]any) (map[string]any, error)) (Request, error)
+	Claim(id, tool, rev, paramsHash string) (Request, error)
+	Complete(id string, result json.RawMessage) (Request, error)
+}
+
+// ListRequests is List for Queue; the files are in memory, so it never
+// fails.
+func (s *Store) ListRequests(pendingOnly bool) ([]Request, error) { return s.List(pendingOnly), nil }
 
 // save writes r to its file atomically: a temp file in the same
 // directory, fsync, rename. s.mu must be held.

@@ -126,7 +126,7 @@ func (d *Dispatcher) Approvals(pendingOnly bool) ([]Approval, error) {
 	if d.opts.Approvals == nil {
 		return nil, ErrNoApprovals
 	}
-	return d.opts.Approvals.List(pendingOnly), nil
+	return d.opts.Approvals.ListRequests(pendingOnly)
 }
 
 // Decide records decider's decision on the pending approval id and, when

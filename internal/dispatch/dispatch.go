@@ -68,7 +68,7 @@ type Options struct {
 	// confirm is put in (approval_required with an approval id). nil: such
 	// calls answer approval_required saying that this daemon has no
 	// approval queue, and can never run here.
-	Approvals *approval.Store
+	Approvals approval.Queue
 	// ShellPolicy replaces the built-in default shell policy
 	// (policy.DefaultShellPolicy) for exec tools whose shell_policy is
 	// absent or "default"; nil keeps the built-in one. Give the shell

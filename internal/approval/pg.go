@@ -1,0 +1,398 @@
+package approval
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/toolagent/toolagent/internal/pgstore"
+)
+
+// PGStore keeps the requests in PostgreSQL (table toolagent_approvals,
+// pgstore's migration 1), shared by every replica on the database: a call
+// held on one replica is listed on another and approved on a third, and
+// the caller fetches its result from any of them.
+//
+// The rules are the file Store's (decided, claimed, expired); what is
+// shared is made safe by conditional updates: every change names the
+// version of the row it read (UPDATE ... WHERE id = $1 AND version = $2
+// AND status = $3 RETURNING), so of two replicas deciding or claiming one
+// request at once exactly one changes it, and the other reads the row
+// again and answers from what it finds (already decided, already used).
+//
+// A replica that claims a request holds a lease on it (LeaseTTL), renewed
+// while the call runs. A replica that dies while running an approved call
+// stops renewing; once the lease is past, whoever reads the request marks
+// it interrupted (with when and why), as the file Store does at Open: it
+// never stays running, and never runs again by itself.
+type PGStore struct {
+	db      *pgstore.DB
+	opts    Options
+	replica string // this store's name in claimed_by
+	lease   time.Duration
+
+	mu       sync.Mutex
+	running  map[string]bool // ids this store claimed and has not completed
+	stop     chan struct{}
+	done     chan struct{}
+	stopOnce sync.Once
+}
+
+// DefaultLeaseTTL is how long a claim holds without renewal; it is renewed
+// every third of it.
+const DefaultLeaseTTL = 30 * time.Second
+
+// PGOptions configure a PGStore beyond Options (whose Dir is unused).
+type PGOptions struct {
+	Options
+	// LeaseTTL is the life of a claim's lease (0: DefaultLeaseTTL).
+	LeaseTTL time.Duration
+	// Replica names this store in claimed_by (""): host name, pid and a
+	// random suffix).
+	Replica string
+}
+
+// OpenPG returns the approval store of the database db.
+func OpenPG(db *pgstore.DB, opts PGOptions) (*PGStore, error) {
+	o := opts.Options
+	if o.TTL <= 0 {
+		o.TTL = DefaultTTL
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	lease := opts.LeaseTTL
+	if lease <= 0 {
+		lease = DefaultLeaseTTL
+	}
+	replica := opts.Replica
+	if replica == "" {
+		host, _ := os.Hostname()
+		var b [4]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return nil, fmt.Errorf("approval: random replica name: %w", err)
+		}
+		replica = fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+	}
+	s := &PGStore{db: db, opts: o, replica: replica, lease: lease, running: map[string]bool{}, stop: make(chan struct{}), done: make(chan struct{})}
+	go s.renew()
+	return s, nil
+}
+
+// Replica is this store's name in the claims it makes.
+func (s *PGStore) Replica() string { return s.replica }
+
+// Close stops renewing leases. Calls still running keep their claims
+// until the lease runs out; then they read as interrupted.
+func (s *PGStore) Close() error {
+	s.stopOnce.Do(func() { close(s.stop) })
+	<-s.done
+	return nil
+}
+
+// pgOp bounds one database round trip.
+const pgOp = 30 * time.Second
+
+func (s *PGStore) ctx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), pgOp)
+}
+
+// row is a request as read, with what the conditional updates need.
+type row struct {
+	r          Request
+	version    int64
+	leaseUntil *time.Time
+	claimedBy  *string
+}
+
+func (s *PGStore) read(ctx context.Context, id string) (row, error) {
+	var doc string
+	var rw row
+	err := s.db.Pool.QueryRow(ctx, `SELECT doc, version, lease_until, claimed_by FROM toolagent_approvals WHERE id = $1`, id).
+		Scan(&doc, &rw.version, &rw.leaseUntil, &rw.claimedBy)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return row{}, fmt.Errorf("%w: %q", ErrNotFound, id)
+	}
+	if err != nil {
+		return row{}, fmt.Errorf("approval: read %s: %w", id, err)
+	}
+	r, err := decode([]byte(doc))
+	if err != nil {
+		return row{}, fmt.Errorf("approval: decode %s: %w", id, err)
+	}
+	rw.r = *r
+	return rw, nil
+}
+
+// write replaces the row read as from with next, if nobody changed it
+// since: ok is false when another replica did (read it again).
+func (s *PGStore) write(ctx context.Context, from row, next Request, claim bool) (bool, error) {
+	doc, err := json.Marshal(next)
+	if err != nil {
+		return false, fmt.Errorf("approval: encode %s: %w", next.ID, err)
+	}
+	var lease *time.Time
+	var by *string
+	if claim {
+		t := s.opts.Now().Add(s.lease)
+		lease, by = &t, &s.replica
+	} else if next.Status == Running {
+		lease, by = from.leaseUntil, from.claimedBy
+	}
+	tag, err := s.db.Pool.Exec(ctx, `UPDATE toolagent_approvals
+		SET doc = $1, status = $2, version = version + 1, expires_at = $3, lease_until = $4, claimed_by = $5
+		WHERE id = $6 AND version = $7 AND status = $8`,
+		string(doc), string(next.Status), next.ExpiresAt, lease, by, next.ID, from.version, string(from.r.Status))
+	if err != nil {
+		return false, fmt.Errorf("approval: save %s: %w", next.ID, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// current reads id and brings it up to date: expired when its time is
+// up, interrupted when it runs under a lease nobody renewed.
+func (s *PGStore) current(ctx context.Context, id string) (row, error) {
+	for {
+		rw, err := s.read(ctx, id)
+		if err != nil {
+			return row{}, err
+		}
+		now := s.opts.Now()
+		next, changed := expired(rw.r, now)
+		if !changed && rw.r.Status == Running && rw.leaseUntil != nil && now.After(*rw.leaseUntil) {
+			next, changed = rw.r, true
+			next.Status, next.InterruptedAt = Interrupted, now
+			by := "a replica"
+			if rw.claimedBy != nil {
+				by = "replica " + *rw.claimedBy
+			}
+			next.Note = fmt.Sprintf("interrupted: %s started this call at %s and stopped renewing its claim (it crashed or lost the database) before the call finished, so its result is unknown; it does not run again by itself: call the tool again for a new approval", by, rw.r.ClaimedAt.UTC().Format(time.RFC3339))
+		}
+		if !changed {
+			return rw, nil
+		}
+		ok, err := s.write(ctx, rw, next, false)
+		if err != nil {
+			return row{}, err
+		}
+		if ok {
+			rw.r, rw.version = next, rw.version+1
+			return rw, nil
+		}
+		// Changed by another replica meanwhile: read it again.
+	}
+}
+
+// CreateWith records a new pending request (see Store.CreateWith).
+func (s *PGStore) CreateWith(in Request) (Request, error) {
+	r, err := newRequest(in, s.opts.Now(), s.opts.TTL)
+	if err != nil {
+		return Request{}, err
+	}
+	doc, err := json.Marshal(r)
+	if err != nil {
+		return Request{}, fmt.Errorf("approval: encode %s: %w", r.ID, err)
+	}
+	ctx, cancel := s.ctx()
+	defer cancel()
+	if _, err := s.db.Pool.Exec(ctx, `INSERT INTO toolagent_approvals (id, status, version, created_at, expires_at, doc) VALUES ($1, $2, 1, $3, $4, $5)`,
+		r.ID, string(r.Status), r.CreatedAt, r.ExpiresAt, string(doc)); err != nil {
+		return Request{}, fmt.Errorf("approval: save %s: %w", r.ID, err)
+	}
+	return r.copy(), nil
+}
+
+// Get returns the request with id, brought up to date.
+func (s *PGStore) Get(id string) (Request, error) {
+	if !validID(id) {
+		return Request{}, fmt.Errorf("%w: %q", ErrNotFound, id)
+	}
+	ctx, cancel := s.ctx()
+	defer cancel()
+	rw, err := s.current(ctx, id)
+	if err != nil {
+		return Request{}, err
+	}
+	return rw.r.copy(), nil
+}
+
+// ListRequests returns the requests, oldest first; with pendingOnly only
+// those still waiting for a decision.
+func (s *PGStore) ListRequests(pendingOnly bool) ([]Request, error) {
+	ctx, cancel := s.ctx()
+	defer cancel()
+	q := `SELECT id FROM toolagent_approvals ORDER BY created_at, id`
+	if pendingOnly {
+		q = `SELECT id FROM toolagent_approvals WHERE status = 'pending' ORDER BY created_at, id`
+	}
+	rows, err := s.db.Pool.Query(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("approval: list: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("approval: list: %w", err)
+	}
+	out := make([]Request, 0, len(ids))
+	for _, id := range ids {
+		rw, err := s.current(ctx, id)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if pendingOnly && rw.r.Status != Pending {
+			continue // it expired just now
+		}
+		out = append(out, rw.r.copy())
+	}
+	return out, nil
+}
+
+// Decide records a decision (see Store.Decide). Of two replicas deciding
+// at once, one wins and the other gets ErrAlreadyDecided.
+func (s *PGStore) Decide(id, decider string, approve bool, editedParams map[string]any, validate func(map[string]any) (map[string]any, error)) (Request, error) {
+	edited, editedHash, err := checkEdit(decider, approve, editedParams, validate)
+	if err != nil {
+		return Request{}, err
+	}
+	ctx, cancel := s.ctx()
+	defer cancel()
+	for {
+		rw, err := s.current(ctx, id)
+		if err != nil {
+			return Request{}, err
+		}
+		next, err := decided(rw.r, decision{decider: decider, approve: approve, edited: edited, editedHash: editedHash, allowSelf: s.opts.AllowSelfApproval, now: s.opts.Now(), ttl: s.opts.TTL})
+		if err != nil {
+			return Request{}, err
+		}
+		ok, err := s.write(ctx, rw, next, false)
+		if err != nil {
+			return Request{}, err
+		}
+		if ok {
+			return next.copy(), nil
+		}
+	}
+}
+
+// Claim marks an approved request running under this store's lease,
+// exactly once across replicas (see Store.Claim).
+func (s *PGStore) Claim(id, tool, rev, paramsHash string) (Request, error) {
+	ctx, cancel := s.ctx()
+	defer cancel()
+	for {
+		rw, err := s.current(ctx, id)
+		if err != nil {
+			return Request{}, err
+		}
+		next, cerr := claimed(rw.r, tool, rev, paramsHash, s.opts.Now())
+		if next.ID == "" {
+			return Request{}, cerr
+		}
+		// Hold the id before the row says so: the renewer must not
+		// miss a lease this store holds.
+		s.mu.Lock()
+		s.running[id] = cerr == nil
+		s.mu.Unlock()
+		ok, err := s.write(ctx, rw, next, cerr == nil)
+		if err != nil || !ok || cerr != nil {
+			s.mu.Lock()
+			delete(s.running, id)
+			s.mu.Unlock()
+		}
+		if err != nil {
+			return Request{}, err
+		}
+		if !ok {
+			continue
+		}
+		if cerr != nil {
+			return Request{}, cerr
+		}
+		return next.copy(), nil
+	}
+}
+
+// Complete stores the result of a call this store claimed and marks it
+// executed (see Store.Complete). A request whose claim was lost (its
+// lease ran out, and another replica marked it interrupted) stays so:
+// ErrNotRunning.
+func (s *PGStore) Complete(id string, result json.RawMessage) (Request, error) {
+	if result != nil && !json.Valid(result) {
+		return Request{}, fmt.Errorf("approval: result of %s is not valid JSON", id)
+	}
+	defer func() {
+		s.mu.Lock()
+		delete(s.running, id)
+		s.mu.Unlock()
+	}()
+	ctx, cancel := s.ctx()
+	defer cancel()
+	for {
+		rw, err := s.read(ctx, id)
+		if err != nil {
+			return Request{}, err
+		}
+		if rw.r.Status != Running || rw.claimedBy == nil || *rw.claimedBy != s.replica {
+			return Request{}, fmt.Errorf("%w: %s is %s", ErrNotRunning, id, rw.r.Status)
+		}
+		next := rw.r
+		next.Status, next.CompletedAt, next.Result = Executed, s.opts.Now(), slices.Clone(result)
+		ok, err := s.write(ctx, rw, next, false)
+		if err != nil {
+			return Request{}, err
+		}
+		if ok {
+			return next.copy(), nil
+		}
+	}
+}
+
+// renew extends the leases of the calls this store runs, every third of
+// the lease, until Close.
+func (s *PGStore) renew() {
+	defer close(s.done)
+	t := time.NewTicker(s.lease / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		ids := make([]string, 0, len(s.running))
+		for id, held := range s.running {
+			if held {
+				ids = append(ids, id)
+			}
+		}
+		s.mu.Unlock()
+		if len(ids) == 0 {
+			continue
+		}
+		ctx, cancel := s.ctx()
+		_, err := s.db.Pool.Exec(ctx, `UPDATE toolagent_approvals SET lease_until = $1
+			WHERE id = ANY($2) AND status = 'running' AND claimed_by = $3`, s.opts.Now().Add(s.lease), ids, s.replica)
+		cancel()
+		if err != nil {
+			s.opts.Logger.Warn("renew the leases of running approved calls", "n", len(ids), "err", err)
+		}
+	}
+}

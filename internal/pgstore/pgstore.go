@@ -1,0 +1,147 @@
+// Package pgstore is the daemon's connection to PostgreSQL, the shared
+// store of replicas (approvals now; audit and limits are to follow): a
+// pgx connection pool and the schema, created and migrated at Open.
+//
+// Migrations are numbered and applied in order, each in a transaction
+// that records its number in toolagent_schema. Open holds a session
+// advisory lock while it migrates, so replicas that start at once apply
+// each migration exactly once: the others wait, then find it applied.
+//
+// Imports: pgx only; imported by approval (its PGStore) and cmd.
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// migrateLock is the advisory lock key Open migrates under ("toolagent"
+// in ASCII, as a number).
+const migrateLock = 0x746f6f6c6167
+
+// migrations are the schema, in order; migration i+1 is migrations[i].
+// A released migration is never edited: a change is a new one.
+var migrations = []string{
+	// 1: approvals. doc is the request as JSON, as the file store writes
+	// it (numbers keep their spelling, so hashes stay stable); the other
+	// columns are what the conditional updates test and the lists sort
+	// by. version grows with every change: an update that names the
+	// version it read changes nothing when another replica got there
+	// first.
+	`CREATE TABLE toolagent_approvals (
+		id          text PRIMARY KEY,
+		status      text NOT NULL,
+		version     bigint NOT NULL,
+		created_at  timestamptz NOT NULL,
+		expires_at  timestamptz NOT NULL,
+		claimed_by  text,
+		lease_until timestamptz,
+		doc         text NOT NULL
+	);
+	CREATE INDEX toolagent_approvals_by_status ON toolagent_approvals (status, created_at, id)`,
+}
+
+// DB is an open, migrated database.
+type DB struct {
+	Pool *pgxpool.Pool
+	// Version is the schema version after Open.
+	Version int
+}
+
+// CheckURL refuses a connection URL that carries a password: it would
+// be in a flag or a config file, which others can read (ps, backups).
+// The password belongs in PGPASSWORD, a ~/.pgpass file, or the whole URL
+// in the environment variable the config names.
+func CheckURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("store URL: %v", err)
+	}
+	if u.Scheme != "postgres" && u.Scheme != "postgresql" {
+		return fmt.Errorf("store URL: scheme %q; want postgres://", u.Scheme)
+	}
+	if _, ok := u.User.Password(); ok || u.Query().Has("password") {
+		return errors.New("store URL: it carries a password: put the password in PGPASSWORD or ~/.pgpass, or the whole URL in the environment variable store_url_env names, never in a flag or the config file")
+	}
+	return nil
+}
+
+// Open connects to the database at url and migrates its schema. The
+// error names what failed: the connection, or the migration.
+func Open(ctx context.Context, url string) (*DB, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("store: %v", redact(err))
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("store: connect: %v", redact(err))
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("store: connect to %s:%d/%s: %v", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database, redact(err))
+	}
+	db := &DB{Pool: pool}
+	if db.Version, err = migrate(ctx, pool); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// redact drops what pgx's errors may quote of a connection string: a
+// parse error quotes it, and hides a password there only on a best
+// effort.
+func redact(err error) error {
+	var pe *pgconn.ParseConfigError
+	if errors.As(err, &pe) {
+		return errors.New("cannot parse the connection URL")
+	}
+	return err
+}
+
+// Close closes the pool.
+func (db *DB) Close() { db.Pool.Close() }
+
+// migrate applies the migrations the database lacks, under the advisory
+// lock, and returns the schema version.
+func migrate(ctx context.Context, pool *pgxpool.Pool) (int, error) {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("store: migrate: %v", err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, int64(migrateLock)); err != nil {
+		return 0, fmt.Errorf("store: migrate: take the lock: %v", err)
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, int64(migrateLock))
+	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS toolagent_schema (version int PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		return 0, fmt.Errorf("store: migrate: %v", err)
+	}
+	var have int
+	if err := conn.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM toolagent_schema`).Scan(&have); err != nil {
+		return 0, fmt.Errorf("store: migrate: read the schema version: %v", err)
+	}
+	if have > len(migrations) {
+		return 0, fmt.Errorf("store: the database's schema is version %d, newer than this toolagent knows (%d): run a newer toolagent", have, len(migrations))
+	}
+	for v := have + 1; v <= len(migrations); v++ {
+		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, migrations[v-1]); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `INSERT INTO toolagent_schema (version) VALUES ($1)`, v)
+			return err
+		})
+		if err != nil {
+			return 0, fmt.Errorf("store: migration %d: %v", v, err)
+		}
+	}
+	return len(migrations), nil
+}
