@@ -362,6 +362,11 @@ func TestSandboxLimitHitIsStated(t *testing.T) {
 		if o := run(`echo fine`); o.LimitHit != "" {
 			t.Errorf("a call within its limits after one that hit the memory limit: LimitHit %q; want none", o.LimitHit)
 		}
+		// The out-of-memory killer took a process of the call, not the
+		// worker (its score is lower): the sandbox is still in use.
+		if st, ok, _ := sb.Pool(); ok && st.Discarded != 0 {
+			t.Errorf("pool after a call hit the memory limit: %+v; want no sandbox discarded", st)
+		}
 	})
 }
 

@@ -280,6 +280,14 @@ func serveCall(conn *net.UnixConn, req workerRequest, fds []int, lim Limits, per
 		return writeFrame(conn, workerReply{Error: msg, Dirty: dirty}, nil)
 	}
 	closeAll(files...) // the call holds its copies; EOF comes when it ends
+	if lim.MaxMemory == 0 {
+		// The call's memory limit is the sandbox's control group, which
+		// counts the worker too: when the call fills it, the kernel's
+		// out-of-memory killer must pick a process of the call, not the
+		// worker (whose Go heap may be the largest there, under the race
+		// detector in tests). What the call starts inherits the score.
+		_ = os.WriteFile(fmt.Sprintf("/proc/%d/oom_score_adj", cmd.Process.Pid), []byte("500"), 0)
+	}
 	if err := writeFrame(conn, workerReply{Started: true}, nil); err != nil {
 		_ = cmd.Process.Kill()
 		return err
