@@ -37,7 +37,7 @@ var allowed = map[string][]string{
 	"internal/api":                  {"internal/catalog", "internal/dispatch", "internal/reload", "internal/hldp", "internal/runs", "internal/feedback"},
 	"internal/mcpserver":            {"internal/catalog", "internal/dispatch", "internal/hldp", "internal/runs"},
 	"internal/console":              {"internal/catalog", "internal/dispatch", "internal/hldp", "internal/reload", "internal/audit"},
-	"internal/audit":                {},
+	"internal/audit":                {"internal/pgstore"},
 	"internal/runs":                 {},
 	"internal/feedback":             {},
 	"internal/gatekeeper":           {"internal/proc", "internal/policy", "internal/grant"},

@@ -3,12 +3,14 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/toolagent/toolagent/internal/dispatch"
+	"github.com/toolagent/toolagent/internal/pgstore"
 	"github.com/toolagent/toolagent/internal/pgstore/pgtest"
 	"github.com/toolagent/toolagent/internal/proc/proctest"
 )
@@ -438,5 +440,79 @@ func TestServeSharedApprovals(t *testing.T) {
 	code, body = one.request(t, "GET", "/v1/approvals/"+res.ApprovalID, "")
 	if code != 200 || !strings.Contains(string(body), `"executed"`) || !strings.Contains(string(body), `removed\n`) {
 		t.Errorf("the caller's GET on replica 1: %d %s; want executed with the result", code, body)
+	}
+}
+
+// TestAuditVerifyAndExport: the replicas' audit records are rows of one
+// hash chain in the shared database; `toolagent audit verify` says it
+// holds, and fails naming the row once a row is deleted by hand;
+// `audit export` writes the rows; with the file store it says what is
+// needed.
+func TestAuditVerifyAndExport(t *testing.T) {
+	url := pgtest.URL(t)
+	tools := t.TempDir()
+	putTool(t, tools, "shell-exec", shellExec(t))
+	env := map[string]string{"TOOLAGENT_STORE_URL": url}
+	for range 2 {
+		d := startDaemon(t, env, "--tools", tools, "--store", "postgres")
+		for k := range 3 {
+			if code, res := d.call(t, "shell-exec", map[string]any{"cmd": fmt.Sprintf("echo %d", k)}); code != 200 || !res.OK {
+				t.Fatalf("call: %d %+v", code, res)
+			}
+		}
+		if err := d.stop(t); err != nil { // a clean stop writes every queued record
+			t.Fatal(err)
+		}
+	}
+	kv := []string{"TOOLAGENT_STORE_URL=" + url}
+	out, errOut, code := cli(t, kv, "audit", "verify", "--store", "postgres")
+	var res struct {
+		Rows   int
+		Head   string
+		Broken string
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil || code != 0 || res.Rows < 6 || res.Broken != "" {
+		t.Fatalf("audit verify = %d %s %s; want every call of both replicas in one unbroken chain", code, out, errOut)
+	}
+	out, _, code = cli(t, kv, "audit", "export", "--store", "postgres")
+	if code != 0 || strings.Count(out, "\n") != res.Rows || !strings.Contains(out, `\"tool\":\"shell-exec\"`) && !strings.Contains(out, `"tool":"shell-exec"`) {
+		t.Errorf("audit export = %d, %d lines; want %d rows with the calls", code, strings.Count(out, "\n"), res.Rows)
+	}
+
+	db, err := pgstore.Open(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Pool.Exec(t.Context(), `ALTER TABLE toolagent_audit DISABLE TRIGGER USER; DELETE FROM toolagent_audit WHERE seq = 3`); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code = cli(t, kv, "audit", "verify", "--store", "postgres")
+	if code == 0 || !strings.Contains(errOut, "row 4") || !strings.Contains(out, `"rows": 2`) {
+		t.Errorf("audit verify after a row was deleted = %d %s %s; want a failure naming row 4", code, out, errOut)
+	}
+	if _, errOut, code := cli(t, nil, "audit", "verify"); code == 0 || !strings.Contains(errOut, "store files") {
+		t.Errorf("audit verify with the file store = %d %s; want it to say what store is needed", code, errOut)
+	}
+}
+
+// TestServeSharedStoreDown: when the shared database goes away (here:
+// dropped), calls that need no shared state keep working; a call that
+// needs an approval says it could not be recorded; listing approvals is a
+// server error, not an empty list.
+func TestServeSharedStoreDown(t *testing.T) {
+	url := pgtest.URL(t)
+	tools := t.TempDir()
+	putTool(t, tools, "shell-exec", shellExec(t))
+	d := startDaemon(t, map[string]string{"TOOLAGENT_STORE_URL": url}, "--tools", tools, "--store", "postgres")
+	pgtest.Drop(t, url)
+	if code, res := d.call(t, "shell-exec", map[string]any{"cmd": "echo still here"}); code != 200 || res.Output != "still here\n" {
+		t.Errorf("a call that needs no approval with the database gone: %d %+v; want it run", code, res)
+	}
+	if _, res := d.call(t, "shell-exec", map[string]any{"cmd": "rm -f /var/lib/nothing-here"}); res.ApprovalID != "" || !strings.Contains(res.Error, "could not be recorded") {
+		t.Errorf("a call that needs an approval with the database gone: %+v; want it refused, saying the approval could not be recorded", res)
+	}
+	if code, body := d.request(t, "GET", "/v1/approvals", ""); code < 500 {
+		t.Errorf("GET /v1/approvals with the database gone: %d %s; want a server error", code, body)
 	}
 }

@@ -162,7 +162,7 @@ func placeholderOf(flagName string, kind reflect.Type) string {
 // same config file, so every key is accepted there): the HTTP server's
 // settings only serve; what only matters when tools run not sync.
 var (
-	serveOnlyFlags = []string{"store", "store-url-env", "listen", "tokens-file", "max-body-bytes", "mcp-allowed-origins", "webhook-secret-file", "run-keep", "stream-reattach-grace"}
+	serveOnlyFlags = []string{"listen", "tokens-file", "max-body-bytes", "mcp-allowed-origins", "webhook-secret-file", "run-keep", "stream-reattach-grace"}
 	runFlags       = []string{"files-root", "max-concurrent", "shutdown-grace", "sandbox", "sandbox-bwrap", "sandbox-user", "sandbox-max-procs", "sandbox-max-memory", "sandbox-reuse",
 		"approval-ttl", "allow-self-approval", "health-schedule", "health-timeout", "vocab",
 		"gatekeeper-url", "gatekeeper-token-file", "gatekeeper-default", "hlpd-url", "hlpd-token-file", "hlpd-auth-header", "hlpd-health-path",
@@ -175,6 +175,8 @@ var defaultInUsage = regexp.MustCompile(`^(.*) \(default:? (.*)\)$`)
 // flagFor reports whether command takes the setting's flag.
 func flagFor(flagName, command string) bool {
 	switch {
+	case flagName == "store" || flagName == "store-url-env":
+		return command == "serve" || command == "audit"
 	case slices.Contains(serveOnlyFlags, flagName):
 		return command == "serve"
 	case slices.Contains(runFlags, flagName):

@@ -65,8 +65,21 @@ type core struct {
 	// feedback learns from use (nil for sync); onMatch feeds it.
 	feedback *feedback.Store
 	// auditFile keeps the audit trail in STATE/audit for the console's
-	// history; nil for commands that run no calls.
+	// history; nil for commands that run no calls, and with the shared
+	// store, where auditPG keeps it in the database.
 	auditFile *audit.File
+	auditPG   *audit.PG
+}
+
+// history is where the console reads the audit trail, or nil.
+func (cr *core) history() audit.Store {
+	switch {
+	case cr.auditPG != nil:
+		return cr.auditPG
+	case cr.auditFile != nil:
+		return cr.auditFile
+	}
+	return nil
 }
 
 // approvalMode says whether a command needs the approval queue.
@@ -150,11 +163,14 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (*core, err
 	}
 	var ap closingQueue
 	var db *pgstore.DB
+	replica := ""
 	noQueue := ""
 	if mode != noApprovals && cfg.Store != "files" {
-		if db, ap, err = openSharedApprovals(e, cfg, log); err != nil {
+		var pg *approval.PGStore
+		if db, pg, err = openSharedApprovals(e, cfg, log); err != nil {
 			return nil, err
 		}
+		ap, replica = pg, pg.Replica()
 	} else if mode != noApprovals {
 		var fs *approval.Store
 		fs, err = openApprovals(c.state, cfg.ApprovalTTL, cfg.AllowSelfApproval, log)
@@ -173,7 +189,13 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (*core, err
 	}
 	auditLog := log.With(slog.String("log", "audit"))
 	var af *audit.File
-	if mode != noApprovals {
+	var apg *audit.PG
+	if mode != noApprovals && db != nil {
+		// The shared trail: every record a row in the database's hash
+		// chain, which every replica's console reads.
+		apg = audit.OpenPG(db, replica, log)
+		auditLog = slog.New(slog.NewMultiHandler(log.Handler(), apg.Handler())).With(slog.String("log", "audit"))
+	} else if mode != noApprovals {
 		if af, err = audit.Open(filepath.Join(c.state, "audit"), 0, 0); err != nil {
 			log.Warn("no audit file: the console's history stays empty; the audit log lines are kept", "err", err)
 			af = nil
@@ -256,7 +278,7 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (*core, err
 	return &core{
 		cfg: cfg, log: log, common: c, reg: reg, store: store, execs: execs, disp: disp,
 		loop: loop, trigger: trigger, watchDir: src.watchDir, health: hc, src: src,
-		approvals: ap, db: db, auditFile: af, runs: runs, runReg: runReg, saver: saver, feedback: fb,
+		approvals: ap, db: db, auditFile: af, auditPG: apg, runs: runs, runReg: runReg, saver: saver, feedback: fb,
 	}, nil
 }
 
@@ -271,6 +293,9 @@ func (cr *core) close() {
 	if cr.auditFile != nil {
 		cr.auditFile.Close()
 	}
+	if cr.auditPG != nil {
+		cr.auditPG.Close() // writes what is queued: nothing lost on a clean stop
+	}
 	if cr.approvals != nil {
 		if err := cr.approvals.Close(); err != nil {
 			cr.log.Warn("close the approval queue", "err", err)
@@ -279,6 +304,30 @@ func (cr *core) close() {
 	if cr.db != nil {
 		cr.db.Close()
 	}
+}
+
+// openStore opens the shared database of cfg.Store (postgres: the URL in
+// the variable cfg.StoreURLEnv names, which is then removed from the
+// environment; or a URL without a password).
+func openStore(e env, cfg Config) (*pgstore.DB, error) {
+	url := cfg.Store
+	if url == "files" {
+		return nil, errors.New("store files has no shared database: set store to postgres (with the URL in the variable store_url_env names) or a postgres:// URL")
+	}
+	if url == "postgres" {
+		url = e.getenv(cfg.StoreURLEnv)
+		if e.unsetenv != nil {
+			// Read once, then out of the daemon's environment, like the
+			// tokens: it may carry the password.
+			_ = e.unsetenv(cfg.StoreURLEnv)
+		}
+		if url == "" {
+			return nil, fmt.Errorf("store postgres: the environment variable %s (store_url_env) is empty: set it to the database URL, e.g. postgres://toolagent@db.example/toolagent", cfg.StoreURLEnv)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return pgstore.Open(ctx, url)
 }
 
 // closingQueue is an approval queue the core closes.
@@ -291,22 +340,8 @@ type closingQueue interface {
 // URL) and its approval queue. The URL with a password comes only from
 // the environment variable cfg.StoreURLEnv names, which is then removed
 // from the daemon's environment.
-func openSharedApprovals(e env, cfg Config, log *slog.Logger) (*pgstore.DB, closingQueue, error) {
-	url := cfg.Store
-	if url == "postgres" {
-		url = e.getenv(cfg.StoreURLEnv)
-		if e.unsetenv != nil {
-			// Read once, then out of the daemon's environment, like the
-			// tokens: it may carry the password.
-			_ = e.unsetenv(cfg.StoreURLEnv)
-		}
-		if url == "" {
-			return nil, nil, fmt.Errorf("store postgres: the environment variable %s (store_url_env) is empty: set it to the database URL, e.g. postgres://toolagent@db.example/toolagent", cfg.StoreURLEnv)
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	db, err := pgstore.Open(ctx, url)
+func openSharedApprovals(e env, cfg Config, log *slog.Logger) (*pgstore.DB, *approval.PGStore, error) {
+	db, err := openStore(e, cfg)
 	if err != nil {
 		return nil, nil, err
 	}

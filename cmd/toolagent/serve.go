@@ -20,7 +20,6 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/toolagent/toolagent/internal/api"
-	"github.com/toolagent/toolagent/internal/audit"
 	"github.com/toolagent/toolagent/internal/console"
 	"github.com/toolagent/toolagent/internal/dispatch"
 	"github.com/toolagent/toolagent/internal/mcpserver"
@@ -97,7 +96,7 @@ func runServe(ctx context.Context, e env, args []string) error {
 		Open:        open,
 		Operator:    console.User{Name: operatorName, CanCall: true, CanApprove: true},
 		Status:      cr.loop.Status,
-		History:     historyOf(cr.auditFile),
+		History:     cr.history(),
 		Executors:   cr.health.report,
 		LastWebhook: hooks.last,
 		Run:         cr.runs.get,
@@ -262,14 +261,6 @@ func forgeLinks(repoURL, toolsPath string) func(rev, file string) (string, strin
 		}
 		return base + "/commit/" + rev, base + "/src/commit/" + rev + "/" + path.Join(toolsPath, file)
 	}
-}
-
-// historyOf is the console's history store: the audit file, or none.
-func historyOf(f *audit.File) audit.Store {
-	if f == nil {
-		return nil // a nil *audit.File in the interface would not be nil
-	}
-	return f
 }
 
 // sandboxLine is the sandbox as the console's status page says it.

@@ -1,10 +1,11 @@
 // Package audit keeps the audit trail on this node: an append-only file of
 // JSON lines in the state directory, one record per audit event (the same
 // fields as the daemon's audit log line), rotated by size, and read back
-// newest first for the console's history page. A later store (shared by
-// replicas) implements the same Store interface.
+// newest first for the console's history page. PG (pg.go), the store
+// shared by replicas, implements the same Store interface in PostgreSQL,
+// as a hash chain.
 //
-// Imports: none of this module's (STYLE.md 4.3). Imported by cmd/toolagent
+// Imports: internal/pgstore only (STYLE.md 4.3). Imported by cmd/toolagent
 // and internal/console.
 package audit
 

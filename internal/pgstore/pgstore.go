@@ -45,6 +45,24 @@ var migrations = []string{
 		doc         text NOT NULL
 	);
 	CREATE INDEX toolagent_approvals_by_status ON toolagent_approvals (status, created_at, id)`,
+	// 2: the audit trail (internal/audit's PG). Append-only: a trigger
+	// refuses updates and deletes; each row carries the hash of the row
+	// before, so what an owner removes or edits with the trigger off is
+	// still found by audit verify.
+	`CREATE TABLE toolagent_audit (
+		seq       bigserial PRIMARY KEY,
+		at        timestamptz NOT NULL DEFAULT now(),
+		replica   text NOT NULL,
+		record    text NOT NULL,
+		prev_hash text NOT NULL,
+		hash      text NOT NULL
+	);
+	CREATE FUNCTION toolagent_audit_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+	BEGIN
+		RAISE EXCEPTION 'toolagent_audit is append-only';
+	END $$;
+	CREATE TRIGGER toolagent_audit_append_only BEFORE UPDATE OR DELETE ON toolagent_audit
+		FOR EACH ROW EXECUTE FUNCTION toolagent_audit_append_only()`,
 }
 
 // DB is an open, migrated database.

@@ -47,19 +47,32 @@ func URL(t testing.TB) string {
 	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
 		t.Fatalf("create database %s: %v", name, err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		c, err := pgx.Connect(ctx, base)
-		if err != nil {
-			t.Logf("drop database %s: %v", name, err)
-			return
-		}
-		defer c.Close(context.Background())
-		if _, err := c.Exec(ctx, "DROP DATABASE "+name+" WITH (FORCE)"); err != nil {
-			t.Logf("drop database %s: %v", name, err)
-		}
-	})
+	t.Cleanup(func() { drop(t, base, name) })
 	u.Path = "/" + name
 	return u.String()
+}
+
+// Drop drops the database of url (one URL made), closing its connections:
+// for a test of what happens when the database goes away.
+func Drop(t testing.TB, dbURL string) {
+	t.Helper()
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drop(t, os.Getenv(EnvURL), u.Path[1:])
+}
+
+func drop(t testing.TB, base, name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Logf("drop database %s: %v", name, err)
+		return
+	}
+	defer c.Close(context.Background())
+	if _, err := c.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+		t.Logf("drop database %s: %v", name, err)
+	}
 }
