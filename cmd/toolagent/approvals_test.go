@@ -498,14 +498,22 @@ func TestAuditVerifyAndExport(t *testing.T) {
 
 // TestServeSharedStoreDown: when the shared database goes away (here:
 // dropped), calls that need no shared state keep working; a call that
-// needs an approval says it could not be recorded; listing approvals is a
+// needs an approval says it could not be recorded; a tool with
+// max_concurrency is busy, the cap never guessed; listing approvals is a
 // server error, not an empty list.
 func TestServeSharedStoreDown(t *testing.T) {
 	url := pgtest.URL(t)
 	tools := t.TempDir()
 	putTool(t, tools, "shell-exec", shellExec(t))
+	putTool(t, tools, "capped", testTool("capped", "intent: capped\nmethod: run\nexecutor: shell\nargv: [echo, capped]\nparams_schema: {}\nconstraints:\n  max_concurrency: 1\n"))
 	d := startDaemon(t, map[string]string{"TOOLAGENT_STORE_URL": url}, "--tools", tools, "--store", "postgres")
+	if code, res := d.call(t, "capped", nil); code != 200 || res.Output != "capped\n" {
+		t.Fatalf("a capped call with the database up: %d %+v", code, res)
+	}
 	pgtest.Drop(t, url)
+	if code, res := d.call(t, "capped", nil); code != 429 || !strings.Contains(res.Error, "cannot be read") {
+		t.Errorf("a tool with max_concurrency with the database gone: %d %+v; want busy, saying the shared count cannot be read", code, res)
+	}
 	if code, res := d.call(t, "shell-exec", map[string]any{"cmd": "echo still here"}); code != 200 || res.Output != "still here\n" {
 		t.Errorf("a call that needs no approval with the database gone: %d %+v; want it run", code, res)
 	}
@@ -514,5 +522,46 @@ func TestServeSharedStoreDown(t *testing.T) {
 	}
 	if code, body := d.request(t, "GET", "/v1/approvals", ""); code < 500 {
 		t.Errorf("GET /v1/approvals with the database gone: %d %s; want a server error", code, body)
+	}
+}
+
+// TestServeSharedConcurrency: constraints.max_concurrency 1 holds across
+// two replicas on one database: while a call runs on the first, a call on
+// the second is busy (429, saying so); once it ended, the second runs.
+func TestServeSharedConcurrency(t *testing.T) {
+	url := pgtest.URL(t)
+	flag := goOnFlag(t)
+	tools := t.TempDir()
+	putTool(t, tools, "deploy", testTool("deploy", "intent: deploy\nmethod: run\nexecutor: shell\nargv: [sh, -c, \"while [ ! -e "+flag+" ]; do sleep 0.05; done; echo deployed\"]\nparams_schema: {}\nconstraints:\n  timeout_ms: 120000\n  max_concurrency: 1\n"))
+	env := map[string]string{"TOOLAGENT_STORE_URL": url}
+	one := startDaemon(t, env, "--tools", tools, "--store", "postgres")
+	two := startDaemon(t, env, "--tools", tools, "--store", "postgres")
+	db, err := pgstore.Open(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+
+	first := make(chan dispatch.Result, 1)
+	go func() {
+		_, res := one.call(t, "deploy", nil)
+		first <- res
+	}()
+	pollUntil(t, "the first call holds the shared slot", func() bool {
+		var n int
+		return db.Pool.QueryRow(t.Context(), `SELECT count(*) FROM toolagent_slots WHERE tool = 'deploy' AND holder IS NOT NULL`).Scan(&n) == nil && n == 1
+	})
+	code, res := two.call(t, "deploy", nil)
+	if code != 429 || res.Status != dispatch.Busy || !strings.Contains(res.Error, "across the replicas") {
+		t.Errorf("a second call on the other replica while the first runs: %d %+v; want busy across the replicas", code, res)
+	}
+	if err := os.WriteFile(flag, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if res := <-first; res.Output != "deployed\n" {
+		t.Fatalf("the first call: %+v", res)
+	}
+	if code, res := two.call(t, "deploy", nil); code != 200 || res.Output != "deployed\n" {
+		t.Errorf("a call on the other replica once the first ended: %d %+v; want it run", code, res)
 	}
 }

@@ -53,8 +53,10 @@ type core struct {
 	// shared database (store postgres); nil without one. close releases
 	// its directory lock, or stops its leases.
 	approvals closingQueue
-	// db is the shared database (store postgres), or nil.
-	db *pgstore.DB
+	// db is the shared database (store postgres), or nil; slots hold
+	// max_concurrency across the replicas on it.
+	db    *pgstore.DB
+	slots *pgstore.Slots
 	// runs keeps the last calls' results for the console.
 	runs *keptRuns
 	// runReg keeps every call's run (output events, result) for
@@ -163,6 +165,7 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (*core, err
 	}
 	var ap closingQueue
 	var db *pgstore.DB
+	var slots *pgstore.Slots
 	replica := ""
 	noQueue := ""
 	if mode != noApprovals && cfg.Store != "files" {
@@ -171,6 +174,7 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (*core, err
 			return nil, err
 		}
 		ap, replica = pg, pg.Replica()
+		slots = pgstore.NewSlots(db, replica, 0)
 	} else if mode != noApprovals {
 		var fs *approval.Store
 		fs, err = openApprovals(c.state, cfg.ApprovalTTL, cfg.AllowSelfApproval, log)
@@ -243,6 +247,7 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (*core, err
 		MaxConcurrent: cfg.MaxConcurrent,
 		Audit:         auditLog,
 		Approvals:     ap,
+		SharedSlots:   sharedSlots(slots),
 		ShellPolicy:   sp,
 		NoQueueReason: noQueue,
 		ApproveHint:   approveHint(mode, c.state, cfg.Tokens == "" && cfg.TokensFile == ""),
@@ -278,7 +283,7 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (*core, err
 	return &core{
 		cfg: cfg, log: log, common: c, reg: reg, store: store, execs: execs, disp: disp,
 		loop: loop, trigger: trigger, watchDir: src.watchDir, health: hc, src: src,
-		approvals: ap, db: db, auditFile: af, auditPG: apg, runs: runs, runReg: runReg, saver: saver, feedback: fb,
+		approvals: ap, db: db, slots: slots, auditFile: af, auditPG: apg, runs: runs, runReg: runReg, saver: saver, feedback: fb,
 	}, nil
 }
 
@@ -300,6 +305,9 @@ func (cr *core) close() {
 		if err := cr.approvals.Close(); err != nil {
 			cr.log.Warn("close the approval queue", "err", err)
 		}
+	}
+	if cr.slots != nil {
+		cr.slots.Close()
 	}
 	if cr.db != nil {
 		cr.db.Close()
@@ -328,6 +336,14 @@ func openStore(e env, cfg Config) (*pgstore.DB, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	return pgstore.Open(ctx, url)
+}
+
+// sharedSlots is s as dispatch's shared slots: nil when s is nil.
+func sharedSlots(s *pgstore.Slots) dispatch.SharedSlots {
+	if s == nil {
+		return nil
+	}
+	return s
 }
 
 // closingQueue is an approval queue the core closes.

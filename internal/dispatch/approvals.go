@@ -278,7 +278,7 @@ func (d *Dispatcher) RunApproved(ctx context.Context, id string) (Approval, *Res
 		r.Status, r.Error = Disabled, fmt.Sprintf("executor %s is not configured", t.Executor)
 		return a, finish(r, params), nil
 	}
-	release, busy := d.acquire(t)
+	release, busy := d.acquire(ctx, t)
 	if busy != "" {
 		r.Status, r.Error = Busy, busy+" (the approval stays approved and unused; run it again before it expires)"
 		return a, finish(r, params), nil

@@ -69,6 +69,10 @@ type Options struct {
 	// calls answer approval_required saying that this daemon has no
 	// approval queue, and can never run here.
 	Approvals approval.Queue
+	// SharedSlots, when set, holds constraints.max_concurrency for the
+	// whole deployment (replicas on one database, pgstore.Slots), on top
+	// of this process's own count; nil: per process.
+	SharedSlots SharedSlots
 	// ShellPolicy replaces the built-in default shell policy
 	// (policy.DefaultShellPolicy) for exec tools whose shell_policy is
 	// absent or "default"; nil keeps the built-in one. Give the shell
@@ -268,7 +272,7 @@ func (d *Dispatcher) invoke(ctx context.Context, c Call) (Result, map[string]any
 		d.hold(c, t, e.Rev, params, v, &r)
 		return r, params
 	}
-	release, busy := d.acquire(t)
+	release, busy := d.acquire(ctx, t)
 	if busy != "" {
 		r.Status, r.Error = Busy, busy
 		return r, params
@@ -410,7 +414,13 @@ func (r *Result) fill(o executors.Outcome) {
 
 // acquire takes a global slot and a slot of the tool's own cap. It returns
 // a non-empty reason when either is full; callers get busy, not a queue.
-func (d *Dispatcher) acquire(t *hldp.Tool) (release func(), busy string) {
+// SharedSlots hold a tool's concurrency cap across processes.
+type SharedSlots interface {
+	// Acquire takes one of tool's n slots; ok false: all are held.
+	Acquire(ctx context.Context, tool string, n int) (release func(), ok bool, err error)
+}
+
+func (d *Dispatcher) acquire(ctx context.Context, t *hldp.Tool) (release func(), busy string) {
 	var held []chan struct{}
 	release = func() {
 		for _, ch := range held {
@@ -433,6 +443,21 @@ func (d *Dispatcher) acquire(t *hldp.Tool) (release func(), busy string) {
 		default:
 			release()
 			return func() {}, fmt.Sprintf("busy: tool %s allows %d call(s) at a time (constraints.max_concurrency) and that many are running; retry later", t.Name, n)
+		}
+		if d.opts.SharedSlots != nil {
+			free, ok, err := d.opts.SharedSlots.Acquire(ctx, t.Name, n)
+			switch {
+			case err != nil:
+				// Fail closed: without the shared count the cap cannot
+				// be kept.
+				release()
+				return func() {}, fmt.Sprintf("busy: tool %s allows %d call(s) at a time across the replicas (constraints.max_concurrency), and the shared count cannot be read now: %v; retry later", t.Name, n, err)
+			case !ok:
+				release()
+				return func() {}, fmt.Sprintf("busy: tool %s allows %d call(s) at a time (constraints.max_concurrency) and that many are running across the replicas; retry later", t.Name, n)
+			}
+			local := release
+			release = func() { free(); local() }
 		}
 	}
 	return release, ""

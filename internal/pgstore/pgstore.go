@@ -63,6 +63,16 @@ var migrations = []string{
 	END $$;
 	CREATE TRIGGER toolagent_audit_append_only BEFORE UPDATE OR DELETE ON toolagent_audit
 		FOR EACH ROW EXECUTE FUNCTION toolagent_audit_append_only()`,
+	// 3: concurrency slots of constraints.max_concurrency across
+	// replicas (slots.go): a slot is free when it has no holder or its
+	// holder's lease is past.
+	`CREATE TABLE toolagent_slots (
+		tool        text NOT NULL,
+		slot        int NOT NULL,
+		holder      text,
+		lease_until timestamptz,
+		PRIMARY KEY (tool, slot)
+	)`,
 }
 
 // DB is an open, migrated database.
