@@ -55,8 +55,9 @@ type core struct {
 	approvals closingQueue
 	// db is the shared database (store postgres), or nil; slots hold
 	// max_concurrency across the replicas on it.
-	db    *pgstore.DB
-	slots *pgstore.Slots
+	db        *pgstore.DB
+	slots     *pgstore.Slots
+	broadcast *pgstore.Broadcast
 	// runs keeps the last calls' results for the console.
 	runs *keptRuns
 	// runReg keeps every call's run (output events, result) for
@@ -280,10 +281,28 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (*core, err
 	loop.Scheduled = src.next // next_sync in /v1/status
 	trigger := reload.NewTrigger()
 	loop.Ticks = trigger.Ticks()
+	var bc *pgstore.Broadcast
+	if db != nil {
+		// One push, every replica: another replica's announcement makes
+		// this one sync now; what it publishes is recorded for status.
+		bc = pgstore.NewBroadcast(db, replica, func(from string) {
+			log.Info("another replica announced a push; syncing now", "from", from)
+			trigger.Poke()
+		}, log.With(slog.String("log", "replicas")))
+		loop.OnPublish = func(snap *catalog.Snapshot) {
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				if err := bc.Serving(ctx, snap.Rev()); err != nil {
+					log.Warn("could not record the served revision in the shared store", "err", err)
+				}
+			}()
+		}
+	}
 	return &core{
 		cfg: cfg, log: log, common: c, reg: reg, store: store, execs: execs, disp: disp,
 		loop: loop, trigger: trigger, watchDir: src.watchDir, health: hc, src: src,
-		approvals: ap, db: db, slots: slots, auditFile: af, auditPG: apg, runs: runs, runReg: runReg, saver: saver, feedback: fb,
+		approvals: ap, db: db, slots: slots, broadcast: bc, auditFile: af, auditPG: apg, runs: runs, runReg: runReg, saver: saver, feedback: fb,
 	}, nil
 }
 
@@ -308,6 +327,9 @@ func (cr *core) close() {
 	}
 	if cr.slots != nil {
 		cr.slots.Close()
+	}
+	if cr.broadcast != nil {
+		cr.broadcast.Close()
 	}
 	if cr.db != nil {
 		cr.db.Close()
@@ -473,6 +495,9 @@ func (s *cacheSaver) close() {
 func (cr *core) start(ctx context.Context, g *errgroup.Group) {
 	g.Go(func() error {
 		cr.prime() // a git source serves its last synced commit at once
+		if snap := cr.store.Load(); snap != nil && cr.loop.OnPublish != nil {
+			cr.loop.OnPublish(snap) // what it serves from the start
+		}
 		return cr.loop.Run(ctx, cr.trigger.C())
 	})
 	if cr.src.sched != nil {

@@ -29,6 +29,7 @@ import (
 	"github.com/toolagent/toolagent/internal/cache"
 	"github.com/toolagent/toolagent/internal/catalog"
 	"github.com/toolagent/toolagent/internal/dispatch"
+	"github.com/toolagent/toolagent/internal/pgstore/pgtest"
 	"github.com/toolagent/toolagent/internal/reload"
 )
 
@@ -1128,4 +1129,46 @@ func TestGitBackoffHoldsTheSchedule(t *testing.T) {
 	// A manual sync still asks at once.
 	d.syncNow(t)
 	pollUntil(t, "the manual sync to reach the server", func() bool { return requests.Load() > n })
+}
+
+// TestReplicasOnePushEveryReplica: three replicas on one git source and
+// one database, none on a schedule: a verified push webhook to one of
+// them makes the new tool callable on all three (the others hear the
+// announcement and sync themselves), and each one's status names the
+// newest revision any replica has seen.
+func TestReplicasOnePushEveryReplica(t *testing.T) {
+	url := pgtest.URL(t)
+	const secret = "webhook-secret-0123456789"
+	r := newGitRepo(t)
+	r.write("tools/alpha/TOOL.hdlp", versionTool("alpha", "v0"))
+	rev := r.commit("v0")
+	env := map[string]string{"TOOLAGENT_STORE_URL": url}
+	var ds []*daemon
+	for range 3 {
+		d := startDaemon(t, env, "--repo", r.url(), "--schedule", "off", "--webhook-secret-file", writeSecret(t, secret), "--store", "postgres")
+		d.waitRev(t, rev)
+		ds = append(ds, d)
+	}
+	r.write("tools/beta/TOOL.hdlp", versionTool("beta", "v1"))
+	next := r.commit("beta")
+	start := time.Now()
+	if code, body := ds[0].hook(t, "X-Forgejo-Signature", secret, "refs/heads/main"); code != http.StatusAccepted {
+		t.Fatalf("webhook to replica 1 = %d %s", code, body)
+	}
+	for i, d := range ds {
+		d.waitRev(t, next)
+		d.callVersion(t, fmt.Sprintf("replica %d", i+1), "beta", "v1", next)
+	}
+	t.Logf("one webhook to replica 1: the new tool callable on all 3 replicas after %v", time.Since(start).Round(time.Millisecond))
+	for i, d := range ds {
+		pollUntil(t, fmt.Sprintf("replica %d: status shared.newest %s", i+1, next), func() bool {
+			_, b := d.request(t, "GET", "/v1/status", "")
+			var st struct {
+				Shared struct {
+					Newest struct{ Revision string }
+				}
+			}
+			return json.Unmarshal(b, &st) == nil && st.Shared.Newest.Revision == next
+		})
+	}
 }

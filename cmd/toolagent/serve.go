@@ -23,6 +23,7 @@ import (
 	"github.com/toolagent/toolagent/internal/console"
 	"github.com/toolagent/toolagent/internal/dispatch"
 	"github.com/toolagent/toolagent/internal/mcpserver"
+	"github.com/toolagent/toolagent/internal/pgstore"
 	"github.com/toolagent/toolagent/internal/reload"
 )
 
@@ -63,7 +64,7 @@ func runServe(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	store, disp, loop, trigger := cr.store, cr.disp, cr.loop, cr.trigger
+	store, disp := cr.store, cr.disp
 	open := tokens.Open()
 	opToken, err := addOperatorToken(tokens, cr.common.state, log)
 	if err != nil {
@@ -73,8 +74,8 @@ func runServe(ctx context.Context, e env, args []string) error {
 	dropSecretEnv(e, cfg)
 	var hooks lastDelivery
 	apiHandler := api.New(api.Options{OnWebhook: hooks.saw, Tokens: tokens, MaxBodyBytes: cfg.MaxBodyBytes, Registry: cr.reg, Webhook: cr.src.webhook, Approvals: disp, Sandbox: cr.common.sandboxStatus(), Version: buildVersion(),
-		Runs: cr.runReg, ReattachGrace: cfg.ReattachGrace, OnMatch: cr.onMatch(), Feedback: cr.feedback},
-		store, disp, syncer{loop, trigger}, log.With(slog.String("log", "api")))
+		Runs: cr.runReg, ReattachGrace: cfg.ReattachGrace, OnMatch: cr.onMatch(), Feedback: cr.feedback, Shared: cr.sharedStatus()},
+		store, disp, cr.syncer(), log.With(slog.String("log", "api")))
 	// MCP over streamable HTTP beside the API (api may not import
 	// mcpserver: both sit on one layer). No write timeout applies: its
 	// long-lived stream carries list_changed.
@@ -302,6 +303,58 @@ func endGetsOn(ctx context.Context, h http.Handler) http.Handler {
 type syncer struct {
 	*reload.Loop
 	*reload.Trigger
+}
+
+// announcingSyncer is the syncer of a replica on the shared store: a
+// push webhook or POST /v1/sync also tells the other replicas to sync.
+type announcingSyncer struct {
+	syncer
+	bc  *pgstore.Broadcast
+	log *slog.Logger
+}
+
+func (s announcingSyncer) Poke() {
+	s.syncer.Poke()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := s.bc.Announce(ctx); err != nil {
+			s.log.Warn("the other replicas were not told of the push; they sync on their schedule", "err", err)
+		}
+	}()
+}
+
+// syncer is the API's reload control: announcing to the other replicas
+// when there are any.
+func (cr *core) syncer() api.Syncer {
+	s := syncer{cr.loop, cr.trigger}
+	if cr.broadcast == nil {
+		return s
+	}
+	return announcingSyncer{syncer: s, bc: cr.broadcast, log: cr.log.With(slog.String("log", "replicas"))}
+}
+
+// sharedStatus is /v1/status's "shared": the store, and the newest
+// revision any replica has seen; nil without the shared store.
+func (cr *core) sharedStatus() func(context.Context) any {
+	if cr.broadcast == nil {
+		return nil
+	}
+	return func(ctx context.Context) any {
+		out := struct {
+			Store  string                   `json:"store"`
+			Newest *pgstore.ReplicaRevision `json:"newest,omitempty"`
+			Error  string                   `json:"error,omitempty"`
+		}{Store: "postgres"}
+		n, err := cr.broadcast.Newest(ctx)
+		switch {
+		case err != nil:
+			out.Error = err.Error()
+		case n.Revision != "":
+			out.Newest = &n
+		}
+		return out
+	}
 }
 
 // loadTokens reads the API tokens from cfg.TokensFile and cfg.Tokens (the

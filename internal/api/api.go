@@ -79,6 +79,9 @@ type Options struct {
 	// Webhook configures POST /v1/hooks/forgejo (zero: the endpoint
 	// answers 404).
 	Webhook Webhook
+	// Shared, when set, reports the shared store for GET /v1/status
+	// (shown as "shared": the newest revision any replica has seen).
+	Shared func(ctx context.Context) any
 	// OnWebhook, when set, is told the result of every push webhook
 	// delivery (queued, ignored, unsigned, bad_signature, ...), as the
 	// metric counts it.
@@ -271,11 +274,16 @@ func (s *server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	} else if snap := s.store.Load(); snap != nil {
 		st.Rev, st.Gen = snap.Rev(), snap.Gen()
 	}
+	var shared any
+	if s.opts.Shared != nil {
+		shared = s.opts.Shared(r.Context())
+	}
 	encode(w, s.log, http.StatusOK, struct {
 		Version string `json:"version,omitempty"`
 		reload.Status
 		Sandbox SandboxStatus `json:"sandbox"`
-	}{s.opts.Version, st, s.opts.Sandbox})
+		Shared  any           `json:"shared,omitempty"`
+	}{s.opts.Version, st, s.opts.Sandbox, shared})
 }
 
 func (s *server) handleSync(w http.ResponseWriter, r *http.Request) {

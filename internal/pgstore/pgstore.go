@@ -73,6 +73,13 @@ var migrations = []string{
 		lease_until timestamptz,
 		PRIMARY KEY (tool, slot)
 	)`,
+	// 4: the revision each replica serves (broadcast.go), for "the
+	// newest any replica has seen" in every replica's status.
+	`CREATE TABLE toolagent_replicas (
+		replica  text PRIMARY KEY,
+		revision text NOT NULL,
+		seen_at  timestamptz NOT NULL
+	)`,
 }
 
 // DB is an open, migrated database.

@@ -165,6 +165,10 @@ type Loop struct {
 	Debounce Debounce
 	// Now returns the time (nil: time.Now). Tests set it.
 	Now func() time.Time
+	// OnPublish, when set, is called with each snapshot the loop
+	// publishes, after the swap (from the loop's goroutine: it must not
+	// block for long).
+	OnPublish func(snap *catalog.Snapshot)
 	// Scheduled returns when the next scheduled sync is due, for Status
 	// (nil: no schedule).
 	Scheduled func() time.Time
@@ -273,6 +277,9 @@ func (l *Loop) Once(ctx context.Context) (changed bool, err error) {
 	l.recordBuild(rep)
 	l.succeed(next, true, len(rep.Problems))
 	indexAfterPublish(next)
+	if l.OnPublish != nil {
+		l.OnPublish(next)
+	}
 	return true, nil
 }
 
