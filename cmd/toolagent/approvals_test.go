@@ -4,10 +4,16 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/toolagent/toolagent/internal/dispatch"
 	"github.com/toolagent/toolagent/internal/pgstore"
@@ -563,5 +569,83 @@ func TestServeSharedConcurrency(t *testing.T) {
 	}
 	if code, res := two.call(t, "deploy", nil); code != 200 || res.Output != "deployed\n" {
 		t.Errorf("a call on the other replica once the first ended: %d %+v; want it run", code, res)
+	}
+}
+
+// TestReplicasEndToEnd: three replicas as real processes, each with a
+// state directory of its own, on one tools tree and one database: a call
+// held on 1 is listed on 2 and approved on 3, which runs it; replica 3 is
+// killed with SIGKILL while the call runs, and once its lease is past the
+// approval reads interrupted on 1 (never running, never run again); of two
+// approvers racing on 1 and 2 for a new call, one wins and the other gets
+// 409; the audit chain of all of it verifies.
+func TestReplicasEndToEnd(t *testing.T) {
+	url := pgtest.URL(t)
+	t.Setenv("TOOLAGENT_STORE_URL", url)
+	t.Setenv("TOOLAGENT_TOKENS", "alice:call:"+aliceToken+",bob:approve:"+bobToken+",carol:approve:carol-0123456789abcdef0")
+	tools := t.TempDir()
+	putTool(t, tools, "long", longTool(true))
+	var rs []*daemonProcess
+	for range 3 {
+		rs = append(rs, startDaemonProcess(t, "--state", t.TempDir(), "--tools", tools, "--store", "postgres", "--store-lease", "2s"))
+	}
+	as := func(token string, d *daemonProcess, method, path, body string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, d.url+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	marker := "toolagent-replicas-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	code, body := as(aliceToken, rs[0], "POST", "/v1/call", fmt.Sprintf(`{"tool":"long","params":{"cmd":"exec -a %s sleep 1000"}}`, marker))
+	var held struct {
+		ApprovalID string `json:"approval_id"`
+	}
+	if code != http.StatusAccepted || json.Unmarshal([]byte(body), &held) != nil || held.ApprovalID == "" {
+		t.Fatalf("held on replica 1: %d %s", code, body)
+	}
+	if code, body := as(bobToken, rs[1], "GET", "/v1/approvals", ""); code != 200 || !strings.Contains(body, held.ApprovalID) {
+		t.Fatalf("listed on replica 2: %d %s", code, body)
+	}
+	go as(bobToken, rs[2], "POST", "/v1/approvals/"+held.ApprovalID, `{"decision":"approve"}`) // runs on 3; answers nothing: 3 dies
+	waitFor(t, 60*time.Second, "the approved call to run on replica 3", func() bool { return proctest.CountMarked(marker) > 0 })
+	rs[2].kill(t)
+	waitFor(t, 60*time.Second, "the killed replica's call to be gone", func() bool { return proctest.CountMarked(marker) == 0 })
+	waitFor(t, 60*time.Second, "the approval to read interrupted on replica 1 once the lease is past", func() bool {
+		_, body := as(aliceToken, rs[0], "GET", "/v1/approvals/"+held.ApprovalID, "")
+		return strings.Contains(body, `"status":"interrupted"`)
+	})
+	if n := proctest.CountMarked(marker); n != 0 {
+		t.Errorf("the interrupted call ran again (%d processes)", n)
+	}
+
+	code, body = as(aliceToken, rs[0], "POST", "/v1/call", `{"tool":"long","params":{"cmd":"echo raced"}}`)
+	if code != http.StatusAccepted || json.Unmarshal([]byte(body), &held) != nil {
+		t.Fatalf("second call: %d %s", code, body)
+	}
+	codes := make(chan int, 2)
+	for i, tok := range []string{bobToken, "carol-0123456789abcdef0"} {
+		go func() {
+			c, _ := as(tok, rs[i], "POST", "/v1/approvals/"+held.ApprovalID, `{"decision":"approve"}`)
+			codes <- c
+		}()
+	}
+	got := []int{<-codes, <-codes}
+	slices.Sort(got)
+	if got[0] != 200 || got[1] != http.StatusConflict {
+		t.Errorf("two approvers racing on replicas 1 and 2: %v; want one 200 and one 409", got)
+	}
+	for _, d := range rs[:2] {
+		d.cmd.Process.Signal(syscall.SIGTERM) // a clean stop writes the queued audit records
+		d.cmd.Wait()
+	}
+	out, errOut, code := cli(t, []string{"TOOLAGENT_STORE_URL=" + url}, "audit", "verify", "--store", "postgres")
+	if code != 0 || !strings.Contains(out, `"rows"`) {
+		t.Errorf("audit verify after all of it: %d %s %s", code, out, errOut)
 	}
 }

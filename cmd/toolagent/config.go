@@ -64,6 +64,7 @@ type Config struct {
 	RunKeep             time.Duration     `yaml:"run_keep" env:"TOOLAGENT_RUN_KEEP" flag:"run-keep" default:"10m" usage:"how long a call's run (its output events and result) is kept after it ends, for GET /v1/runs/{id}"`
 	Store               string            `yaml:"store" env:"TOOLAGENT_STORE" flag:"store" default:"files" usage:"where held calls (approvals) live: files (STATE/approvals, one daemon), postgres (the database whose URL is in the variable store_url_env names; replicas share it), or a postgres:// URL without a password"`
 	StoreURLEnv         string            `yaml:"store_url_env" env:"TOOLAGENT_STORE_URL_ENV" flag:"store-url-env" default:"TOOLAGENT_STORE_URL" usage:"the environment variable that holds the database URL for store postgres (it may carry the password, which never goes in a flag or this file)"`
+	StoreLease          time.Duration     `yaml:"store_lease" env:"TOOLAGENT_STORE_LEASE" flag:"store-lease" default:"30s" usage:"with store postgres: how long a replica's claim on a running approved call, or on a concurrency slot, holds without renewal (renewed every third of it); a dead replica's claims end after it"`
 	ApprovalTTL         time.Duration     `yaml:"approval_ttl" env:"TOOLAGENT_APPROVAL_TTL" flag:"approval-ttl" default:"15m" usage:"how long a held call waits for a decision, and an approval for its run; then it expires"`
 	AllowSelfApproval   bool              `yaml:"allow_self_approval" env:"TOOLAGENT_ALLOW_SELF_APPROVAL" flag:"allow-self-approval" default:"false" usage:"let the caller of a held call approve it itself (the operator token is the usual way for one person on a host)"`
 	ShellPolicyCommands map[string]string `yaml:"shell_policy.commands" env:"TOOLAGENT_SHELL_POLICY_COMMANDS" flag:"-" default:"" usage:"operator override of the default shell policy by command: NAME: allow | confirm | deny"`
@@ -175,7 +176,7 @@ var defaultInUsage = regexp.MustCompile(`^(.*) \(default:? (.*)\)$`)
 // flagFor reports whether command takes the setting's flag.
 func flagFor(flagName, command string) bool {
 	switch {
-	case flagName == "store" || flagName == "store-url-env":
+	case flagName == "store" || flagName == "store-url-env" || flagName == "store-lease":
 		return command == "serve" || command == "audit"
 	case slices.Contains(serveOnlyFlags, flagName):
 		return command == "serve"
@@ -324,6 +325,9 @@ func (c Config) validate() error {
 		if err := pgstore.CheckURL(c.Store); err != nil {
 			errs = append(errs, fmt.Errorf("store %q: want files, postgres or a postgres:// URL without a password: %v", redactStore(c.Store), err))
 		}
+	}
+	if c.StoreLease < time.Second {
+		errs = append(errs, fmt.Errorf("store_lease %s: want at least 1s", c.StoreLease))
 	}
 	if c.ApprovalTTL <= 0 {
 		errs = append(errs, fmt.Errorf("approval_ttl %s: want more than 0", c.ApprovalTTL))

@@ -175,7 +175,7 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (*core, err
 			return nil, err
 		}
 		ap, replica = pg, pg.Replica()
-		slots = pgstore.NewSlots(db, replica, 0)
+		slots = pgstore.NewSlots(db, replica, cfg.StoreLease)
 	} else if mode != noApprovals {
 		var fs *approval.Store
 		fs, err = openApprovals(c.state, cfg.ApprovalTTL, cfg.AllowSelfApproval, log)
@@ -383,7 +383,7 @@ func openSharedApprovals(e env, cfg Config, log *slog.Logger) (*pgstore.DB, *app
 	if err != nil {
 		return nil, nil, err
 	}
-	ap, err := approval.OpenPG(db, approval.PGOptions{Options: approval.Options{TTL: cfg.ApprovalTTL, AllowSelfApproval: cfg.AllowSelfApproval, Logger: log}})
+	ap, err := approval.OpenPG(db, approval.PGOptions{Options: approval.Options{TTL: cfg.ApprovalTTL, AllowSelfApproval: cfg.AllowSelfApproval, Logger: log}, LeaseTTL: cfg.StoreLease})
 	if err != nil {
 		db.Close()
 		return nil, nil, err
