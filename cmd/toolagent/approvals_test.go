@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -647,5 +648,58 @@ func TestReplicasEndToEnd(t *testing.T) {
 	out, errOut, code := cli(t, []string{"TOOLAGENT_STORE_URL=" + url}, "audit", "verify", "--store", "postgres")
 	if code != 0 || !strings.Contains(out, `"rows"`) {
 		t.Errorf("audit verify after all of it: %d %s %s", code, out, errOut)
+	}
+}
+
+// BenchmarkSharedStoreEcho: `echo hello` through POST /v1/call, a tool
+// without approvals, on one replica with the file store, on one replica
+// with the PostgreSQL store (every call an audit row, written in batches
+// off the call path), and on three replicas with the PostgreSQL store
+// (clients spread over them; on one host they share its cores, so their
+// sum is the figure, not three times one). In one run, with the sandbox
+// off so that the store's cost is not lost in the sandbox's:
+//
+//	eval "$(scripts/test-postgres.sh start $(mktemp -d -u))"
+//	go test -run '^$' -bench SharedStoreEcho -benchtime 3000x -count 3 ./cmd/toolagent/
+func BenchmarkSharedStoreEcho(b *testing.B) {
+	for _, c := range []struct {
+		name     string
+		replicas int
+		store    string
+	}{{"files-1", 1, "files"}, {"postgres-1", 1, "postgres"}, {"postgres-3", 3, "postgres"}} {
+		b.Run(c.name, func(b *testing.B) {
+			env := map[string]string{}
+			if c.store == "postgres" {
+				env["TOOLAGENT_STORE_URL"] = pgtest.URL(b)
+			}
+			tools := b.TempDir()
+			putTool(b, tools, "shell-exec", shellExec(b))
+			var ds []*daemon
+			for range c.replicas {
+				ds = append(ds, startDaemon(b, env, "--tools", tools, "--sandbox", "off", "--store", c.store))
+			}
+			body := `{"tool":"shell-exec","params":{"cmd":"echo hello"}}`
+			var next atomic.Int64
+			b.SetParallelism(8)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				d := ds[int(next.Add(1))%len(ds)]
+				for pb.Next() {
+					resp, err := d.client.Post(d.url+"/v1/call", "application/json", strings.NewReader(body))
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != 200 {
+						b.Errorf("HTTP %d", resp.StatusCode)
+						return
+					}
+				}
+			})
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
+		})
 	}
 }

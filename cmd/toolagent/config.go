@@ -55,6 +55,7 @@ type Config struct {
 	SandboxMaxProcs   int                `yaml:"sandbox_max_procs" env:"TOOLAGENT_SANDBOX_MAX_PROCS" flag:"sandbox-max-procs" default:"256" usage:"most processes of one call (RLIMIT_NPROC; not enforced for uid 0)"`
 	SandboxReuse      int                `yaml:"sandbox_reuse" env:"TOOLAGENT_SANDBOX_REUSE" flag:"sandbox-reuse" default:"16" usage:"most idle sandboxes kept to serve later calls, one call at a time, emptied between calls (0: every call gets a sandbox of its own)"`
 	SandboxMaxMemory  int64              `yaml:"sandbox_max_memory" env:"TOOLAGENT_SANDBOX_MAX_MEMORY" flag:"sandbox-max-memory" default:"4294967296" usage:"most address space of one process of a call, in bytes (RLIMIT_AS)"`
+	MCPStateless      bool               `yaml:"mcp_stateless" env:"TOOLAGENT_MCP_STATELESS" flag:"mcp-stateless" default:"false" usage:"serve /mcp without sessions (the SDK's stateless mode): any replica answers any request, so a load balancer needs no sticky sessions; there is no GET stream, so list_changed is not pushed (clients list again)"`
 	MCPAllowedOrigins string             `yaml:"mcp_allowed_origins" env:"TOOLAGENT_MCP_ALLOWED_ORIGINS" flag:"mcp-allowed-origins" default:"" usage:"browser origins (scheme://host[:port], comma-separated) that may use /mcp besides the daemon's own; any other Origin gets 403"`
 	Profiles          map[string]Profile `yaml:"profiles" env:"TOOLAGENT_PROFILES" flag:"-" default:"" usage:"named MCP surfaces: NAME: {tools: [GLOB...], tags: [TAG...]}, served at /mcp/NAME and by mcp --profile NAME"`
 	VocabFile         string             `yaml:"vocab_file" env:"TOOLAGENT_VOCAB" flag:"vocab" default:"" usage:"extra intent-matching vocabulary FILE, merged with the built-in one (format: internal/match/vocab.txt)"`
@@ -163,7 +164,7 @@ func placeholderOf(flagName string, kind reflect.Type) string {
 // same config file, so every key is accepted there): the HTTP server's
 // settings only serve; what only matters when tools run not sync.
 var (
-	serveOnlyFlags = []string{"listen", "tokens-file", "max-body-bytes", "mcp-allowed-origins", "webhook-secret-file", "run-keep", "stream-reattach-grace"}
+	serveOnlyFlags = []string{"mcp-stateless", "listen", "tokens-file", "max-body-bytes", "mcp-allowed-origins", "webhook-secret-file", "run-keep", "stream-reattach-grace"}
 	runFlags       = []string{"files-root", "max-concurrent", "shutdown-grace", "sandbox", "sandbox-bwrap", "sandbox-user", "sandbox-max-procs", "sandbox-max-memory", "sandbox-reuse",
 		"approval-ttl", "allow-self-approval", "health-schedule", "health-timeout", "vocab",
 		"gatekeeper-url", "gatekeeper-token-file", "gatekeeper-default", "hlpd-url", "hlpd-token-file", "hlpd-auth-header", "hlpd-health-path",

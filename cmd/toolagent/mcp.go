@@ -100,7 +100,7 @@ func (nopWriteCloser) Close() error { return nil }
 // mcpHandler is the streamable HTTP MCP endpoint of the daemon (/mcp),
 // behind the same tokens as the API: tools/call needs the call role, so
 // the endpoint as a whole does. With no tokens (loopback only) it is open.
-func mcpHandler(surfaces *mcpserver.Surfaces, tokens *api.Tokens, profiles map[string]Profile, maxBody int64, origins []string) http.Handler {
+func mcpHandler(surfaces *mcpserver.Surfaces, tokens *api.Tokens, profiles map[string]Profile, maxBody int64, origins []string, stateless bool) http.Handler {
 	// Each session is served on the caller's surface: its token's scope,
 	// narrowed by the profile of /mcp/{profile}.
 	surfaceOf := func(r *http.Request) (catalog.Surface, bool) {
@@ -117,7 +117,7 @@ func mcpHandler(surfaces *mcpserver.Surfaces, tokens *api.Tokens, profiles map[s
 		}
 		return sf, true
 	}
-	h := mcpserver.CheckOrigin(origins, surfaces.HTTPHandler(&mcp.StreamableHTTPOptions{MaxRequestBodyBytes: maxBody}, surfaceOf))
+	h := mcpserver.CheckOrigin(origins, surfaces.HTTPHandler(&mcp.StreamableHTTPOptions{MaxRequestBodyBytes: maxBody, Stateless: stateless}, surfaceOf))
 	if tokens.Len() == 0 {
 		return h
 	}

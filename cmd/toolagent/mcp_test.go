@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -505,6 +507,55 @@ func TestMCPWithTheTypeScriptSDK(t *testing.T) {
 			}
 			if !got.Find.Found || len(got.Find.Candidates) == 0 || got.Find.Candidates[0].Name != "git-ops" {
 				t.Errorf("find_tool 查看最近的提交记录 = %+v; want git-ops first", got.Find)
+			}
+		})
+	}
+}
+
+// alternate sends each request to the next of urls' hosts in turn: a load
+// balancer without sticky sessions.
+type alternate struct {
+	hosts []string
+	n     atomic.Int64
+}
+
+func (a *alternate) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.URL.Host = a.hosts[int(a.n.Add(1))%len(a.hosts)]
+	r.Host = r.URL.Host
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestMCPStatelessAcrossReplicas: with --mcp-stateless, an MCP client whose
+// requests go to two replicas in turn (no sticky sessions) initializes,
+// lists the tools and calls one; without it, the second replica does not
+// know the first one's session.
+func TestMCPStatelessAcrossReplicas(t *testing.T) {
+	tools := t.TempDir()
+	putTool(t, tools, "shell-exec", shellExec(t))
+	for _, stateless := range []bool{true, false} {
+		t.Run(fmt.Sprintf("stateless=%t", stateless), func(t *testing.T) {
+			args := []string{"--tools", tools}
+			if stateless {
+				args = append(args, "--mcp-stateless")
+			}
+			one, two := startDaemon(t, nil, args...), startDaemon(t, nil, args...)
+			lb := &alternate{hosts: []string{strings.TrimPrefix(one.url, "http://"), strings.TrimPrefix(two.url, "http://")}}
+			cs, err := mcpClient(make(chan struct{}, 1)).Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: one.url + "/mcp", HTTPClient: &http.Client{Transport: lb}, DisableStandaloneSSE: true}, nil)
+			if err == nil {
+				defer cs.Close()
+				var res *mcp.CallToolResult
+				pollUntil(t, "shell-exec in tools/list", func() bool { return slices.Contains(listNames(t, cs), "shell-exec") })
+				res, err = cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "shell-exec", Arguments: map[string]any{"cmd": "echo across"}})
+				if err == nil && (res.IsError || !strings.Contains(fmt.Sprint(res.Content[0]), "across")) {
+					err = fmt.Errorf("call result %+v", res.Content)
+				}
+			}
+			if stateless && err != nil {
+				t.Errorf("stateless, requests alternating between two replicas: %v; want it to work", err)
+			}
+			if !stateless && err == nil {
+				t.Errorf("with sessions, requests alternating between two replicas worked; the test proves nothing")
 			}
 		})
 	}

@@ -86,7 +86,7 @@ func runServe(ctx context.Context, e env, args []string) error {
 	streams, endStreams := context.WithCancel(context.Background())
 	defer endStreams()
 	mux := http.NewServeMux()
-	mcpH := endGetsOn(streams, mcpHandler(mcpSrv, tokens, cfg.Profiles, cfg.MaxBodyBytes, splitList(cfg.MCPAllowedOrigins)))
+	mcpH := endGetsOn(streams, mcpHandler(mcpSrv, tokens, cfg.Profiles, cfg.MaxBodyBytes, splitList(cfg.MCPAllowedOrigins), cfg.MCPStateless))
 	mux.Handle("/mcp", mcpH)
 	mux.Handle("/mcp/{profile}", mcpH)
 	ui := console.New(store, disp, console.Options{
