@@ -435,9 +435,23 @@ func TestServeSharedApprovals(t *testing.T) {
 	if code != 200 || !strings.Contains(string(body), res.ApprovalID) {
 		t.Fatalf("GET /v1/approvals on replica 2: %d %s; want the call held on replica 1", code, body)
 	}
+	// The caller waits on replica 1 for the result (one request, no
+	// polling); the approval on replica 2 wakes it.
+	one.token = aliceToken
+	if code, body := one.request(t, "GET", "/v1/approvals/"+res.ApprovalID+"?wait=forever", ""); code != 400 || !strings.Contains(string(body), "wait") {
+		t.Errorf("GET ?wait=forever: %d %s; want 400 naming the parameter", code, body)
+	}
+	waited := make(chan string, 1)
+	go func() {
+		_, body := one.request(t, "GET", "/v1/approvals/"+res.ApprovalID+"?wait=60s", "")
+		waited <- string(body)
+	}()
 	code, body = two.request(t, "POST", "/v1/approvals/"+res.ApprovalID, `{"decision":"approve"}`)
 	if code != 200 || !strings.Contains(string(body), `removed\n`) {
 		t.Fatalf("approve on replica 2: %d %s; want it run there", code, body)
+	}
+	if got := <-waited; !strings.Contains(got, `"executed"`) || !strings.Contains(got, `removed\n`) {
+		t.Errorf("the caller's GET ?wait=60s on replica 1 answered %s; want executed with the result", got)
 	}
 	code, body = two.request(t, "POST", "/v1/approvals/"+res.ApprovalID, `{"decision":"approve"}`)
 	if code != 409 {

@@ -22,6 +22,9 @@ type Approver interface {
 	// ApprovalOn returns one approval with the Result once it ran; one of
 	// a tool off the surface is not found.
 	ApprovalOn(id string, sf catalog.Surface) (dispatch.Approval, error)
+	// ApprovalWait is ApprovalOn that waits, at most wait, until the
+	// approval is final (GET /v1/approvals/{id}?wait=30s).
+	ApprovalWait(ctx context.Context, id string, sf catalog.Surface, wait time.Duration) (dispatch.Approval, error)
 	// DecideOn records decider's decision and, on approve, runs the call;
 	// the approval of a tool off the decider's surface is not found.
 	DecideOn(ctx context.Context, id, decider string, sf catalog.Surface, approve bool, edited json.RawMessage) (dispatch.Approval, *dispatch.Result, error)
@@ -72,7 +75,20 @@ func (s *server) handleApproval(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
-	a, err := s.opts.Approvals.ApprovalOn(id, surfaceFrom(r.Context()))
+	var a dispatch.Approval
+	var err error
+	if q := r.URL.Query(); q.Has("wait") {
+		wait, perr := time.ParseDuration(q.Get("wait"))
+		if perr != nil || wait < 0 || wait > dispatch.MaxApprovalWait {
+			writeError(w, s.log, errorf(http.StatusBadRequest, "query parameter wait=%q: want a duration from 0s to %s, e.g. 30s", q.Get("wait"), dispatch.MaxApprovalWait))
+			return
+		}
+		// The caller's own approval only, as below; a wait for another's
+		// learns nothing either.
+		a, err = s.opts.Approvals.ApprovalWait(r.Context(), id, surfaceFrom(r.Context()), wait)
+	} else {
+		a, err = s.opts.Approvals.ApprovalOn(id, surfaceFrom(r.Context()))
+	}
 	if err == nil && roleFrom(r.Context()) < RoleApprove && a.Caller != callerFrom(r.Context()) {
 		err = dispatch.ErrApprovalNotFound
 	}

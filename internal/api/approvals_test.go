@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/toolagent/toolagent/internal/catalog"
 	"github.com/toolagent/toolagent/internal/dispatch"
@@ -33,6 +34,10 @@ func (f *fakeApprover) ApprovalOn(id string, _ catalog.Surface) (dispatch.Approv
 		return dispatch.Approval{}, fmt.Errorf("%w: %q", dispatch.ErrApprovalNotFound, id)
 	}
 	return aliceApproval, nil
+}
+
+func (f *fakeApprover) ApprovalWait(_ context.Context, id string, sf catalog.Surface, _ time.Duration) (dispatch.Approval, error) {
+	return f.ApprovalOn(id, sf)
 }
 
 func (f *fakeApprover) DecideOn(_ context.Context, id, decider string, _ catalog.Surface, approve bool, _ json.RawMessage) (dispatch.Approval, *dispatch.Result, error) {

@@ -162,10 +162,11 @@ type Options struct {
 
 // Store is the persistent set of requests.
 type Store struct {
-	opts Options
-	lock *os.File // holds the flock on Dir/.lock until Close
-	mu   sync.Mutex
-	reqs map[string]*Request
+	opts  Options
+	lock  *os.File // holds the flock on Dir/.lock until Close
+	mu    sync.Mutex
+	reqs  map[string]*Request
+	watch watchers
 }
 
 // lockName is the lock file Open takes under Options.Dir.
@@ -644,7 +645,67 @@ func (s *Store) save(r *Request) error {
 		os.Remove(tmp)
 		return fmt.Errorf("approval: save %s: %w", r.ID, err)
 	}
+	s.watch.changed(r.ID)
 	return nil
+}
+
+// Watch returns a channel closed at the next change of request id (in
+// this process: the files belong to one).
+func (s *Store) Watch(id string) (<-chan struct{}, func()) { return s.watch.add(id) }
+
+// Watcher is a Queue that can say when a request changes, so a caller
+// waiting for a decision or a result need not poll. The channel is only a
+// wake-up: read the request again (a change may also be missed, e.g.
+// while a database connection is re-made, so wait with a bound too).
+type Watcher interface {
+	Watch(id string) (changed <-chan struct{}, stop func())
+}
+
+// watchers are the channels of the callers waiting on each request.
+type watchers struct {
+	mu sync.Mutex
+	m  map[string]map[chan struct{}]struct{}
+}
+
+func (w *watchers) add(id string) (<-chan struct{}, func()) {
+	ch := make(chan struct{})
+	w.mu.Lock()
+	if w.m == nil {
+		w.m = map[string]map[chan struct{}]struct{}{}
+	}
+	if w.m[id] == nil {
+		w.m[id] = map[chan struct{}]struct{}{}
+	}
+	w.m[id][ch] = struct{}{}
+	w.mu.Unlock()
+	return ch, func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if set, ok := w.m[id]; ok {
+			if _, ok := set[ch]; ok {
+				delete(set, ch)
+				close(ch)
+			}
+			if len(set) == 0 {
+				delete(w.m, id)
+			}
+		}
+	}
+}
+
+// changed wakes the watchers of id ("" wakes all).
+func (w *watchers) changed(id string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for key, set := range w.m {
+		if id != "" && key != id {
+			continue
+		}
+		for ch := range set {
+			close(ch)
+		}
+		delete(w.m, key)
+	}
 }
 
 func (r *Request) copy() Request {

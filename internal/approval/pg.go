@@ -46,7 +46,17 @@ type PGStore struct {
 	stop     chan struct{}
 	done     chan struct{}
 	stopOnce sync.Once
+	// watch wakes the callers waiting on a request when any replica
+	// changes it: every change NOTIFYs approvalChannel with the id, and a
+	// listener of this store's hears it (listened is closed once it does).
+	watch    watchers
+	listened chan struct{}
+	heard    chan struct{}
 }
+
+// approvalChannel is the LISTEN/NOTIFY channel of changed requests; the
+// payload is the id (a wake-up only: the row is read again).
+const approvalChannel = "toolagent_approvals"
 
 // DefaultLeaseTTL is how long a claim holds without renewal; it is renewed
 // every third of it.
@@ -87,9 +97,35 @@ func OpenPG(db *pgstore.DB, opts PGOptions) (*PGStore, error) {
 		}
 		replica = fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 	}
-	s := &PGStore{db: db, opts: o, replica: replica, lease: lease, running: map[string]bool{}, stop: make(chan struct{}), done: make(chan struct{})}
+	s := &PGStore{db: db, opts: o, replica: replica, lease: lease, running: map[string]bool{}, stop: make(chan struct{}), done: make(chan struct{}), listened: make(chan struct{}), heard: make(chan struct{})}
 	go s.renew()
+	go func() {
+		defer close(s.heard)
+		first := true
+		pgstore.Listen(s.stop, db, approvalChannel, o.Logger, s.watch.changed, func() {
+			// (Re)connected: a change may have been missed meanwhile.
+			s.watch.changed("")
+			if first {
+				close(s.listened)
+				first = false
+			}
+		})
+	}()
 	return s, nil
+}
+
+// Watch returns a channel closed at the next change of request id on any
+// replica (approval.Watcher).
+func (s *PGStore) Watch(id string) (<-chan struct{}, func()) { return s.watch.add(id) }
+
+// Listening is closed once the store hears other replicas' changes.
+func (s *PGStore) Listening() <-chan struct{} { return s.listened }
+
+// notify tells every replica's watchers that id changed.
+func (s *PGStore) notify(ctx context.Context, id string) {
+	if _, err := s.db.Pool.Exec(ctx, `SELECT pg_notify($1, $2)`, approvalChannel, id); err != nil {
+		s.opts.Logger.Warn("tell the replicas an approval changed", "id", id, "err", err)
+	}
 }
 
 // Replica is this store's name in the claims it makes.
@@ -100,6 +136,7 @@ func (s *PGStore) Replica() string { return s.replica }
 func (s *PGStore) Close() error {
 	s.stopOnce.Do(func() { close(s.stop) })
 	<-s.done
+	<-s.heard
 	return nil
 }
 
@@ -159,7 +196,11 @@ func (s *PGStore) write(ctx context.Context, from row, next Request, claim bool)
 	if err != nil {
 		return false, fmt.Errorf("approval: save %s: %w", next.ID, err)
 	}
-	return tag.RowsAffected() == 1, nil
+	if tag.RowsAffected() != 1 {
+		return false, nil
+	}
+	s.notify(ctx, next.ID)
+	return true, nil
 }
 
 // current reads id and brings it up to date: expired when its time is

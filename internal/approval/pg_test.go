@@ -223,3 +223,58 @@ func TestPGExpiry(t *testing.T) {
 		t.Errorf("Get(unknown) = %v; want ErrNotFound", err)
 	}
 }
+
+// TestPGWatchAcrossReplicas: a caller watching a request on one replica
+// is woken when another replica decides it (NOTIFY), and reads the
+// decision there.
+func TestPGWatchAcrossReplicas(t *testing.T) {
+	rs := replicas(t, 2, 0, nil)
+	<-rs[0].Listening()
+	r, err := rs[0].CreateWith(Request{Tool: "t", Revision: "r", Params: map[string]any{}, Caller: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed, stop := rs[0].Watch(r.ID)
+	defer stop()
+	if _, err := rs[1].Decide(r.ID, "bob", false, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-changed:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("a decision on replica 2 did not wake the watcher on replica 1")
+	}
+	if got, _ := rs[0].Get(r.ID); got.Status != Denied {
+		t.Errorf("after the wake-up replica 1 reads %s; want denied", got.Status)
+	}
+}
+
+// TestWatchFileStore: the file store wakes a watcher on a change of its
+// request, not of another one.
+func TestWatchFileStore(t *testing.T) {
+	s, err := Open(Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	a, _ := s.Create("t", "r", map[string]any{}, "alice", "why")
+	b, _ := s.Create("t", "r", map[string]any{}, "alice", "why")
+	changed, stop := s.Watch(a.ID)
+	defer stop()
+	if _, err := s.Decide(b.ID, "bob", false, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-changed:
+		t.Fatal("a decision on another request woke the watcher")
+	default:
+	}
+	if _, err := s.Decide(a.ID, "bob", false, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-changed:
+	default:
+		t.Fatal("the decision on the watched request did not wake the watcher")
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/toolagent/toolagent/internal/approval"
 	"github.com/toolagent/toolagent/internal/catalog"
@@ -84,6 +85,47 @@ func (d *Dispatcher) ApprovalOn(id string, sf catalog.Surface) (Approval, error)
 		return Approval{}, fmt.Errorf("%w: %s", ErrApprovalNotFound, id)
 	}
 	return a, err
+}
+
+// MaxApprovalWait bounds ApprovalWait's wait.
+const MaxApprovalWait = time.Minute
+
+// approvalReread is how often a wait reads the request again even
+// without a wake-up (one may be missed while the shared store's listener
+// reconnects).
+const approvalReread = 5 * time.Second
+
+// ApprovalWait is ApprovalOn that waits, at most wait (and at most
+// MaxApprovalWait), until the request is final (executed, denied,
+// expired, invalid or interrupted): a caller fetches the result of its
+// held call in one request instead of polling. The store says when the
+// request changes (approval.Watcher: across replicas on the shared store);
+// the request is read again on every wake-up, never taken from it.
+func (d *Dispatcher) ApprovalWait(ctx context.Context, id string, sf catalog.Surface, wait time.Duration) (Approval, error) {
+	wait = min(wait, MaxApprovalWait)
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	w, _ := d.opts.Approvals.(approval.Watcher)
+	for {
+		var changed <-chan struct{}
+		stop := func() {}
+		if w != nil {
+			changed, stop = w.Watch(id) // before the read: no change falls between
+		}
+		a, err := d.ApprovalOn(id, sf)
+		if err != nil || a.Status.Final() || ctx.Err() != nil {
+			stop()
+			return a, err
+		}
+		t := time.NewTimer(approvalReread)
+		select {
+		case <-changed:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+		stop()
+	}
 }
 
 // ApprovalsOn is Approvals of the tools on the surface sf alone.

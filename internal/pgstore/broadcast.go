@@ -65,27 +65,46 @@ func (b *Broadcast) Announce(ctx context.Context) error {
 	return nil
 }
 
-// listen holds a connection with LISTEN until Close, connecting again
-// (with a growing pause) when it breaks.
+// listen hears the other replicas' announcements until Close.
 func (b *Broadcast) listen() {
 	defer close(b.done)
+	first := true
+	Listen(b.stop, b.db, pushChannel, b.log, func(payload string) {
+		var note pushNote
+		if json.Unmarshal([]byte(payload), &note) != nil || note.Replica == b.replica {
+			return // not ours to act on: malformed, or our own
+		}
+		b.onPush(note.Replica)
+	}, func() {
+		if first {
+			close(b.listening)
+			first = false
+		}
+	})
+}
+
+// Listen holds a connection of its own with LISTEN channel until stop is
+// closed, calling note with each notification's payload and listening
+// after each (re)connection, and connecting again with a growing pause
+// when the connection breaks (notifications sent meanwhile are missed:
+// listening says when to read again what may have changed).
+func Listen(stop <-chan struct{}, db *DB, channel string, log *slog.Logger, note func(payload string), listening func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
 		select {
-		case <-b.stop:
+		case <-stop:
 			cancel()
 		case <-ctx.Done():
 		}
 	}()
 	pause := 100 * time.Millisecond
-	first := true
 	for ctx.Err() == nil {
-		err := b.listenOnce(ctx, &first)
+		err := listenOnce(ctx, db, channel, note, listening)
 		if ctx.Err() != nil {
 			return
 		}
-		b.log.Warn("listening for other replicas' pushes failed; trying again", "err", err, "in", pause)
+		log.Warn("listening on the shared database failed; trying again", "channel", channel, "err", err, "in", pause)
 		select {
 		case <-time.After(pause):
 		case <-ctx.Done():
@@ -95,29 +114,22 @@ func (b *Broadcast) listen() {
 	}
 }
 
-func (b *Broadcast) listenOnce(ctx context.Context, first *bool) error {
-	conn, err := pgx.ConnectConfig(ctx, b.db.Pool.Config().ConnConfig.Copy())
+func listenOnce(ctx context.Context, db *DB, channel string, note func(string), listening func()) error {
+	conn, err := pgx.ConnectConfig(ctx, db.Pool.Config().ConnConfig.Copy())
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "LISTEN "+pushChannel); err != nil {
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
 		return err
 	}
-	if *first {
-		close(b.listening)
-		*first = false
-	}
+	listening()
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			return err
 		}
-		var note pushNote
-		if json.Unmarshal([]byte(n.Payload), &note) != nil || note.Replica == b.replica {
-			continue // not ours to act on: malformed, or our own
-		}
-		b.onPush(note.Replica)
+		note(n.Payload)
 	}
 }
 
