@@ -541,7 +541,8 @@ func TestMCPStatelessAcrossReplicas(t *testing.T) {
 			}
 			one, two := startDaemon(t, nil, args...), startDaemon(t, nil, args...)
 			lb := &alternate{hosts: []string{strings.TrimPrefix(one.url, "http://"), strings.TrimPrefix(two.url, "http://")}}
-			cs, err := mcpClient(make(chan struct{}, 1)).Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: one.url + "/mcp", HTTPClient: &http.Client{Transport: lb}, DisableStandaloneSSE: true}, nil)
+			listChanged := make(chan struct{}, 1)
+			cs, err := mcpClient(listChanged).Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: one.url + "/mcp", HTTPClient: &http.Client{Transport: lb}, DisableStandaloneSSE: !stateless}, nil)
 			if err == nil {
 				defer cs.Close()
 				var res *mcp.CallToolResult
@@ -549,6 +550,19 @@ func TestMCPStatelessAcrossReplicas(t *testing.T) {
 				res, err = cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "shell-exec", Arguments: map[string]any{"cmd": "echo across"}})
 				if err == nil && (res.IsError || !strings.Contains(fmt.Sprint(res.Content[0]), "across")) {
 					err = fmt.Errorf("call result %+v", res.Content)
+				}
+			}
+			if stateless && err == nil {
+				// list_changed still reaches a client that holds the
+				// stream, from whichever replica it reached.
+				for len(listChanged) > 0 {
+					<-listChanged
+				}
+				putTool(t, tools, "added", versionTool("added", "v1"))
+				select {
+				case <-listChanged:
+				case <-time.After(2 * time.Minute):
+					t.Error("a tool added to the catalog sent no list_changed on the stateless stream")
 				}
 			}
 			if stateless && err != nil {

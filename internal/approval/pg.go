@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"slices"
 	"sync"
@@ -74,16 +73,7 @@ type PGOptions struct {
 
 // OpenPG returns the approval store of the database db.
 func OpenPG(db *pgstore.DB, opts PGOptions) (*PGStore, error) {
-	o := opts.Options
-	if o.TTL <= 0 {
-		o.TTL = DefaultTTL
-	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
+	o := opts.Options.withDefaults()
 	lease := opts.LeaseTTL
 	if lease <= 0 {
 		lease = DefaultLeaseTTL
@@ -409,14 +399,7 @@ func (s *PGStore) Complete(id string, result json.RawMessage) (Request, error) {
 // the lease, until Close.
 func (s *PGStore) renew() {
 	defer close(s.done)
-	t := time.NewTicker(s.lease / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-t.C:
-		}
+	pgstore.Every(s.stop, s.lease/3, func() {
 		s.mu.Lock()
 		ids := make([]string, 0, len(s.running))
 		for id, held := range s.running {
@@ -426,7 +409,7 @@ func (s *PGStore) renew() {
 		}
 		s.mu.Unlock()
 		if len(ids) == 0 {
-			continue
+			return
 		}
 		ctx, cancel := s.ctx()
 		_, err := s.db.Pool.Exec(ctx, `UPDATE toolagent_approvals SET lease_until = $1
@@ -435,5 +418,5 @@ func (s *PGStore) renew() {
 		if err != nil {
 			s.opts.Logger.Warn("renew the leases of running approved calls", "n", len(ids), "err", err)
 		}
-	}
+	})
 }

@@ -112,6 +112,20 @@ type Server struct {
 	mu        sync.Mutex        // serialises sync; guards published
 	published map[string]string // catalog tool name -> fingerprint of what clients see
 	findDesc  string            // find_tool's description as last published
+	// changed is closed (and replaced) when Sync changes the list: the
+	// wake-up of the stateless list_changed streams (stateless.go).
+	changed chan struct{}
+}
+
+// ListChanged returns a channel closed at the next change of the listed
+// tools.
+func (s *Server) ListChanged() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.changed == nil {
+		s.changed = make(chan struct{})
+	}
+	return s.changed
 }
 
 // New returns a Server over store whose tool calls go to inv, with the
@@ -234,6 +248,10 @@ func (s *Server) Sync() {
 		t := metaTool(s.find)
 		t.Description = d
 		s.mcp.AddTool(t, s.findTool) // replaces it: clients get list_changed
+	}
+	if len(added)+len(updated)+len(removed) > 0 && s.changed != nil {
+		close(s.changed)
+		s.changed = nil
 	}
 	if len(added)+len(updated)+len(removed) > 0 {
 		rev := ""

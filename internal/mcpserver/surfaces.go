@@ -96,8 +96,13 @@ func (p *Surfaces) HTTPHandler(opts *mcp.StreamableHTTPOptions, surfaceOf func(*
 		return p.Server(sf).mcp
 	}, &o)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, ok := surfaceOf(r); !ok {
+		sf, ok := surfaceOf(r)
+		if !ok {
 			http.Error(w, "no such MCP profile", http.StatusNotFound)
+			return
+		}
+		if o.Stateless && r.Method == http.MethodGet {
+			serveListChanged(w, r, p.Server(sf))
 			return
 		}
 		h.ServeHTTP(w, r)

@@ -90,6 +90,21 @@ func (s *Slots) release(k slotKey) {
 	_, _ = s.db.Pool.Exec(ctx, `UPDATE toolagent_slots SET holder = NULL, lease_until = NULL WHERE tool = $1 AND slot = $2 AND holder = $3`, k.tool, k.slot, s.holder)
 }
 
+// Every calls f every interval until stop is closed: the renewal of the
+// leases a replica holds.
+func Every(stop <-chan struct{}, interval time.Duration, f func()) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			f()
+		}
+	}
+}
+
 // Close stops renewing; slots still held go free when their leases pass.
 func (s *Slots) Close() {
 	s.once.Do(func() { close(s.stop) })
@@ -98,14 +113,7 @@ func (s *Slots) Close() {
 
 func (s *Slots) renew() {
 	defer close(s.done)
-	t := time.NewTicker(s.lease / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-t.C:
-		}
+	Every(s.stop, s.lease/3, func() {
 		s.mu.Lock()
 		tools := make([]string, 0, len(s.held))
 		slots := make([]int32, 0, len(s.held))
@@ -115,11 +123,11 @@ func (s *Slots) renew() {
 		}
 		s.mu.Unlock()
 		if len(tools) == 0 {
-			continue
+			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		_, _ = s.db.Pool.Exec(ctx, `UPDATE toolagent_slots SET lease_until = now() + $3::interval
 			WHERE holder = $4 AND (tool, slot) IN (SELECT * FROM unnest($1::text[], $2::int[]))`, tools, slots, s.lease.String(), s.holder)
 		cancel()
-	}
+	})
 }

@@ -285,8 +285,11 @@ func serveCall(conn *net.UnixConn, req workerRequest, fds []int, lim Limits, per
 		// counts the worker too: when the call fills it, the kernel's
 		// out-of-memory killer must pick a process of the call, not the
 		// worker (whose Go heap may be the largest there, under the race
-		// detector in tests). What the call starts inherits the score.
-		_ = os.WriteFile(fmt.Sprintf("/proc/%d/oom_score_adj", cmd.Process.Pid), []byte("500"), 0)
+		// detector in tests). At 1000 every process of the call ranks
+		// above the worker (the kernel adds the whole limit to its
+		// badness), so the worker goes last, when no call process is
+		// left. What the call starts inherits the score.
+		_ = os.WriteFile(fmt.Sprintf("/proc/%d/oom_score_adj", cmd.Process.Pid), []byte("1000"), 0)
 	}
 	if err := writeFrame(conn, workerReply{Started: true}, nil); err != nil {
 		_ = cmd.Process.Kill()
