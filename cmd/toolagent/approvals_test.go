@@ -547,16 +547,18 @@ func TestServeSharedStoreDown(t *testing.T) {
 }
 
 // TestServeSharedConcurrency: constraints.max_concurrency 1 holds across
-// two replicas on one database: while a call runs on the first, a call on
-// the second is busy (429, saying so); once it ended, the second runs.
+// three replicas (real processes) on one database: while a call runs on
+// the first, calls on the others are busy (429, saying so); once it ended,
+// they run.
 func TestServeSharedConcurrency(t *testing.T) {
 	url := pgtest.URL(t)
+	t.Setenv("TOOLAGENT_STORE_URL", url)
 	flag := goOnFlag(t)
 	tools := t.TempDir()
 	putTool(t, tools, "deploy", testTool("deploy", "intent: deploy\nmethod: run\nexecutor: shell\nargv: [sh, -c, \"while [ ! -e "+flag+" ]; do sleep 0.05; done; echo deployed\"]\nparams_schema: {}\nconstraints:\n  timeout_ms: 120000\n  max_concurrency: 1\n"))
-	env := map[string]string{"TOOLAGENT_STORE_URL": url}
-	one := startDaemon(t, env, "--tools", tools, "--store", "postgres")
-	two := startDaemon(t, env, "--tools", tools, "--store", "postgres")
+	one := processDaemon(t, "--tools", tools, "--store", "postgres")
+	two := processDaemon(t, "--tools", tools, "--store", "postgres")
+	three := processDaemon(t, "--tools", tools, "--store", "postgres")
 	db, err := pgstore.Open(t.Context(), url)
 	if err != nil {
 		t.Fatal(err)
@@ -572,9 +574,11 @@ func TestServeSharedConcurrency(t *testing.T) {
 		var n int
 		return db.Pool.QueryRow(t.Context(), `SELECT count(*) FROM toolagent_slots WHERE tool = 'deploy' AND holder IS NOT NULL`).Scan(&n) == nil && n == 1
 	})
-	code, res := two.call(t, "deploy", nil)
-	if code != 429 || res.Status != dispatch.Busy || !strings.Contains(res.Error, "across the replicas") {
-		t.Errorf("a second call on the other replica while the first runs: %d %+v; want busy across the replicas", code, res)
+	for i, d := range []*daemon{two, three} {
+		code, res := d.call(t, "deploy", nil)
+		if code != 429 || res.Status != dispatch.Busy || !strings.Contains(res.Error, "across the replicas") {
+			t.Errorf("a call on replica %d while the first runs: %d %+v; want busy across the replicas", i+2, code, res)
+		}
 	}
 	if err := os.WriteFile(flag, nil, 0o644); err != nil {
 		t.Fatal(err)
@@ -582,8 +586,10 @@ func TestServeSharedConcurrency(t *testing.T) {
 	if res := <-first; res.Output != "deployed\n" {
 		t.Fatalf("the first call: %+v", res)
 	}
-	if code, res := two.call(t, "deploy", nil); code != 200 || res.Output != "deployed\n" {
-		t.Errorf("a call on the other replica once the first ended: %d %+v; want it run", code, res)
+	for i, d := range []*daemon{two, three} {
+		if code, res := d.call(t, "deploy", nil); code != 200 || res.Output != "deployed\n" {
+			t.Errorf("a call on replica %d once the first ended: %d %+v; want it run", i+2, code, res)
+		}
 	}
 }
 

@@ -1131,21 +1131,21 @@ func TestGitBackoffHoldsTheSchedule(t *testing.T) {
 	pollUntil(t, "the manual sync to reach the server", func() bool { return requests.Load() > n })
 }
 
-// TestReplicasOnePushEveryReplica: three replicas on one git source and
-// one database, none on a schedule: a verified push webhook to one of
-// them makes the new tool callable on all three (the others hear the
-// announcement and sync themselves), and each one's status names the
-// newest revision any replica has seen.
+// TestReplicasOnePushEveryReplica: three replicas (real processes) on one
+// git source and one database, none on a schedule: a verified push
+// webhook to one of them makes the new tool callable on all three (the
+// others hear the announcement and sync themselves), and each one's status
+// names the newest revision any replica has seen.
 func TestReplicasOnePushEveryReplica(t *testing.T) {
 	url := pgtest.URL(t)
+	t.Setenv("TOOLAGENT_STORE_URL", url)
 	const secret = "webhook-secret-0123456789"
 	r := newGitRepo(t)
 	r.write("tools/alpha/TOOL.hdlp", versionTool("alpha", "v0"))
 	rev := r.commit("v0")
-	env := map[string]string{"TOOLAGENT_STORE_URL": url}
 	var ds []*daemon
 	for range 3 {
-		d := startDaemon(t, env, "--repo", r.url(), "--schedule", "off", "--webhook-secret-file", writeSecret(t, secret), "--store", "postgres")
+		d := processDaemon(t, "--repo", r.url(), "--schedule", "off", "--webhook-secret-file", writeSecret(t, secret), "--store", "postgres")
 		d.waitRev(t, rev)
 		ds = append(ds, d)
 	}

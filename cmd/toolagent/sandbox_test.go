@@ -227,6 +227,14 @@ type daemonProcess struct {
 	url string
 }
 
+// processDaemon is startDaemonProcess seen as a daemon, so that the
+// helpers of in-process daemons (call, status, hook, ...) drive it.
+func processDaemon(t *testing.T, args ...string) *daemon {
+	t.Helper()
+	dp := startDaemonProcess(t, append([]string{"--state", t.TempDir()}, args...)...)
+	return &daemon{url: dp.url, client: &http.Client{}}
+}
+
 // startDaemonProcess starts serve with args on 127.0.0.1:0 and waits until
 // it is ready. It is killed at cleanup if still running.
 func startDaemonProcess(t *testing.T, args ...string) *daemonProcess {
