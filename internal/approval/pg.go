@@ -143,13 +143,16 @@ type row struct {
 	version    int64
 	leaseUntil *time.Time
 	claimedBy  *string
+	// lapsed: the lease is past, by the database's clock (the one clock
+	// every replica shares; theirs may drift apart).
+	lapsed bool
 }
 
 func (s *PGStore) read(ctx context.Context, id string) (row, error) {
 	var doc string
 	var rw row
-	err := s.db.Pool.QueryRow(ctx, `SELECT doc, version, lease_until, claimed_by FROM toolagent_approvals WHERE id = $1`, id).
-		Scan(&doc, &rw.version, &rw.leaseUntil, &rw.claimedBy)
+	err := s.db.Pool.QueryRow(ctx, `SELECT doc, version, lease_until, claimed_by, coalesce(lease_until < now(), false) FROM toolagent_approvals WHERE id = $1`, id).
+		Scan(&doc, &rw.version, &rw.leaseUntil, &rw.claimedBy, &rw.lapsed)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return row{}, fmt.Errorf("%w: %q", ErrNotFound, id)
 	}
@@ -171,18 +174,20 @@ func (s *PGStore) write(ctx context.Context, from row, next Request, claim bool)
 	if err != nil {
 		return false, fmt.Errorf("approval: encode %s: %w", next.ID, err)
 	}
-	var lease *time.Time
+	// The lease runs on the database's clock: a claim starts one, a
+	// running request keeps its own, any other status has none.
 	var by *string
 	if claim {
-		t := s.opts.Now().Add(s.lease)
-		lease, by = &t, &s.replica
+		by = &s.replica
 	} else if next.Status == Running {
-		lease, by = from.leaseUntil, from.claimedBy
+		by = from.claimedBy
 	}
 	tag, err := s.db.Pool.Exec(ctx, `UPDATE toolagent_approvals
-		SET doc = $1, status = $2, version = version + 1, expires_at = $3, lease_until = $4, claimed_by = $5
-		WHERE id = $6 AND version = $7 AND status = $8`,
-		string(doc), string(next.Status), next.ExpiresAt, lease, by, next.ID, from.version, string(from.r.Status))
+		SET doc = $1, status = $2, version = version + 1, expires_at = $3, claimed_by = $4,
+			lease_until = CASE WHEN $5 THEN now() + $6::interval WHEN $7 THEN lease_until END
+		WHERE id = $8 AND version = $9 AND status = $10`,
+		string(doc), string(next.Status), next.ExpiresAt, by, claim, s.lease.String(), !claim && next.Status == Running,
+		next.ID, from.version, string(from.r.Status))
 	if err != nil {
 		return false, fmt.Errorf("approval: save %s: %w", next.ID, err)
 	}
@@ -203,7 +208,7 @@ func (s *PGStore) current(ctx context.Context, id string) (row, error) {
 		}
 		now := s.opts.Now()
 		next, changed := expired(rw.r, now)
-		if !changed && rw.r.Status == Running && rw.leaseUntil != nil && now.After(*rw.leaseUntil) {
+		if !changed && rw.r.Status == Running && rw.lapsed {
 			next, changed = rw.r, true
 			next.Status, next.InterruptedAt = Interrupted, now
 			by := "a replica"
@@ -412,8 +417,8 @@ func (s *PGStore) renew() {
 			return
 		}
 		ctx, cancel := s.ctx()
-		_, err := s.db.Pool.Exec(ctx, `UPDATE toolagent_approvals SET lease_until = $1
-			WHERE id = ANY($2) AND status = 'running' AND claimed_by = $3`, s.opts.Now().Add(s.lease), ids, s.replica)
+		_, err := s.db.Pool.Exec(ctx, `UPDATE toolagent_approvals SET lease_until = now() + $1::interval
+			WHERE id = ANY($2) AND status = 'running' AND claimed_by = $3`, s.lease.String(), ids, s.replica)
 		cancel()
 		if err != nil {
 			s.opts.Logger.Warn("renew the leases of running approved calls", "n", len(ids), "err", err)
