@@ -306,63 +306,28 @@ func (s *PGStore) Decide(id, decider string, approve bool, editedParams map[stri
 	if err != nil {
 		return Request{}, err
 	}
-	ctx, cancel := s.ctx()
-	defer cancel()
-	for {
-		rw, err := s.current(ctx, id)
-		if err != nil {
-			return Request{}, err
-		}
-		next, err := decided(rw.r, decision{decider: decider, approve: approve, edited: edited, editedHash: editedHash, allowSelf: s.opts.AllowSelfApproval, now: s.opts.Now(), ttl: s.opts.TTL})
-		if err != nil {
-			return Request{}, err
-		}
-		ok, err := s.write(ctx, rw, next, false)
-		if err != nil {
-			return Request{}, err
-		}
-		if ok {
-			return next.copy(), nil
-		}
-	}
+	return s.change(id, false, false, func(rw row) (Request, error) {
+		return decided(rw.r, decision{decider: decider, approve: approve, edited: edited, editedHash: editedHash, allowSelf: s.opts.AllowSelfApproval, now: s.opts.Now(), ttl: s.opts.TTL})
+	})
 }
 
 // Claim marks an approved request running under this store's lease,
 // exactly once across replicas (see Store.Claim).
 func (s *PGStore) Claim(id, tool, rev, paramsHash string) (Request, error) {
-	ctx, cancel := s.ctx()
-	defer cancel()
-	for {
-		rw, err := s.current(ctx, id)
-		if err != nil {
-			return Request{}, err
-		}
-		next, cerr := claimed(rw.r, tool, rev, paramsHash, s.opts.Now())
-		if next.ID == "" {
-			return Request{}, cerr
-		}
-		// Hold the id before the row says so: the renewer must not
-		// miss a lease this store holds.
+	// Hold the id before the row says so: the renewer must not miss a
+	// lease this store holds.
+	s.mu.Lock()
+	s.running[id] = true
+	s.mu.Unlock()
+	r, err := s.change(id, false, true, func(rw row) (Request, error) {
+		return claimed(rw.r, tool, rev, paramsHash, s.opts.Now())
+	})
+	if err != nil {
 		s.mu.Lock()
-		s.running[id] = cerr == nil
+		delete(s.running, id)
 		s.mu.Unlock()
-		ok, err := s.write(ctx, rw, next, cerr == nil)
-		if err != nil || !ok || cerr != nil {
-			s.mu.Lock()
-			delete(s.running, id)
-			s.mu.Unlock()
-		}
-		if err != nil {
-			return Request{}, err
-		}
-		if !ok {
-			continue
-		}
-		if cerr != nil {
-			return Request{}, cerr
-		}
-		return next.copy(), nil
 	}
+	return r, err
 }
 
 // Complete stores the result of a call this store claimed and marks it
@@ -378,25 +343,49 @@ func (s *PGStore) Complete(id string, result json.RawMessage) (Request, error) {
 		delete(s.running, id)
 		s.mu.Unlock()
 	}()
-	ctx, cancel := s.ctx()
-	defer cancel()
-	for {
-		rw, err := s.read(ctx, id)
-		if err != nil {
-			return Request{}, err
-		}
+	return s.change(id, true, false, func(rw row) (Request, error) {
 		if rw.r.Status != Running || rw.claimedBy == nil || *rw.claimedBy != s.replica {
 			return Request{}, fmt.Errorf("%w: %s is %s", ErrNotRunning, id, rw.r.Status)
 		}
 		next := rw.r
 		next.Status, next.CompletedAt, next.Result = Executed, s.opts.Now(), slices.Clone(result)
-		ok, err := s.write(ctx, rw, next, false)
+		return next, nil
+	})
+}
+
+// change reads id (brought up to date, or as stored when raw), gives it
+// to step for its next state and writes that, again from the read until
+// no other replica changed the row in between. A step error with no next
+// state changes nothing; one with a next state (a claim that voids the
+// approval) is written, then returned. claim starts this store's lease
+// on a successful step.
+func (s *PGStore) change(id string, raw, claim bool, step func(row) (Request, error)) (Request, error) {
+	ctx, cancel := s.ctx()
+	defer cancel()
+	for {
+		read := s.current
+		if raw {
+			read = s.read
+		}
+		rw, err := read(ctx, id)
 		if err != nil {
 			return Request{}, err
 		}
-		if ok {
-			return next.copy(), nil
+		next, serr := step(rw)
+		if next.ID == "" {
+			return Request{}, serr
 		}
+		ok, err := s.write(ctx, rw, next, claim && serr == nil)
+		if err != nil {
+			return Request{}, err
+		}
+		if !ok {
+			continue
+		}
+		if serr != nil {
+			return Request{}, serr
+		}
+		return next.copy(), nil
 	}
 }
 
