@@ -102,7 +102,7 @@ func TestValidateMatchUsage(t *testing.T) {
 func TestEvalWithoutExamples(t *testing.T) {
 	tools := crossMatchTools(t)
 	queries := filepath.Join(t.TempDir(), "q.jsonl")
-	if err := os.WriteFile(queries, []byte(`{"query": "支付服务又卡死了", "expected": ["svc-restart"]}
+	if err := os.WriteFile(queries, []byte(`{"query": "支付又卡死了", "expected": ["svc-restart"]}
 {"query": "write me a poem", "expected": []}
 `), 0o644); err != nil {
 		t.Fatal(err)

@@ -14,3 +14,14 @@ const (
 	OffCoreFactor    = offCoreFactor
 	OnlyActionFactor = onlyActionFactor
 )
+
+// WithMargin returns an index sharing ix's data that uses margin in place
+// of standoutMargin; a negative margin turns the stand-out rule off.
+func (ix *Index) WithMargin(margin float64) *Index {
+	c := *ix
+	c.margin = margin
+	return &c
+}
+
+// StandoutMargin is standoutMargin, for tests in package match_test.
+const StandoutMargin = standoutMargin

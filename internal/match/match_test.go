@@ -444,3 +444,44 @@ func TestExampleFieldOffersNothing(t *testing.T) {
 		t.Errorf("Match(%q).Matched = %q; want orders@examples", same, m)
 	}
 }
+
+// TestStandout: a request that scores below the threshold against the one
+// tool it touches, because most of its words are names no tool holds, is
+// found when that tool stands out from the rest of the catalog; the same
+// score among look-alike tools, or a match on the request's verbs alone,
+// stays refused.
+func TestStandout(t *testing.T) {
+	grep := Doc{ID: "fs-grep", Fields: []Field{{Name: "intent", Text: "grep files on a server for a pattern", Weight: 2}}}
+	others := []Doc{
+		{ID: "svc-restart", Fields: []Field{{Name: "intent", Text: "restart a systemd service", Weight: 2}}},
+		{ID: "disk-space", Fields: []Field{{Name: "intent", Text: "show free disk space", Weight: 2}}},
+		{ID: "file-write", Fields: []Field{{Name: "intent", Text: "write text to a file on a server", Weight: 2}}},
+	}
+	const q = "grep files for kubelet flannel calico etcd cilium coredns"
+	// The request's names weigh much, so its score is low for any
+	// catalog; the threshold is raised so that the test does not depend on
+	// how low (the floor follows it).
+	ix := New(append([]Doc{grep}, others...), nil).WithThreshold(0.5)
+	got, off := ix.Match(q, 3), ix.WithMargin(-1).Match(q, 3)
+	if len(got.Candidates) == 0 || got.Candidates[0].ID != "fs-grep" || !got.Found {
+		t.Fatalf("Match(%q) = %+v; want fs-grep found", q, got)
+	}
+	if s := got.Candidates[0].Score; s >= ix.Threshold() || off.Found {
+		t.Fatalf("Match(%q): fs-grep scores %.3f (threshold %.2f), found without the rule %v; the test wants a score below the threshold that only the rule lets through", q, s, ix.Threshold(), off.Found)
+	}
+	// The same request among tools that all grep: the best stands out from
+	// none of them.
+	var alike []Doc
+	for _, where := range []string{"on a server", "in service logs", "in a repository", "in a backup", "in the audit trail"} {
+		alike = append(alike, Doc{ID: "grep " + where, Fields: []Field{{Name: "intent", Text: "grep files " + where + " for a pattern", Weight: 2}}})
+	}
+	if r := New(alike, nil).WithThreshold(0.5).Match(q, 3); r.Found || len(r.Candidates) == 0 || r.Candidates[0].Score < 0.68*0.5 {
+		t.Errorf("among look-alikes Match(%q) = %+v; want refused with a score above the stand-out floor (the test's premise)", q, r)
+	}
+	// Verbs alone never stand out: alone in its catalog, the file-writing
+	// tool scores above the floor for a poem, and is still refused.
+	write := New(others[2:], nil)
+	if r := write.Match("write me a poem", 3); r.Found || len(r.Candidates) == 0 || r.Candidates[0].Score < 0.68*write.Threshold() {
+		t.Errorf("Match(write me a poem) = %+v; want refused with a score above the stand-out floor (the test's premise)", r)
+	}
+}

@@ -101,17 +101,18 @@ func evalSize(docs []match.Doc, qs []matcheval.Query, size, catalogs int, seed u
 //
 // Floors, and why: Hit@1 >= 0.80 and no-fit recall >= 0.85 are the dev
 // set's own targets (a smaller catalog has fewer look-alike tools, so it
-// should do no worse). Answerable refused <= 0.12 is looser than the full
-// catalog's target of 0.05, and says what is left to do: a small catalog
-// cannot tell from its own few tools which request words are generic, and
-// "an action no tool offers" (absentActionFactor, uncoveredClassWeight) is
-// judged against the whole catalog, so a 5-tool catalog still refuses 0.11
-// of the requests it should answer, 10 tools 0.085, 20 tools 0.067 (with
-// plain BM25 idf: 0.33, 0.17 and 0.10; 0.99 for one tool). The
-// removed-tool recall is logged, not held: a request whose tool was removed
-// is often near-domain for a neighbour left in the catalog (svc-logs gone,
-// log-grep present), and whether that neighbour fits is a judgement the
-// labels do not make.
+// should do no worse). Answerable refused <= 0.08 is looser than the full
+// catalog's target of 0.05: a small catalog cannot tell from its own few
+// tools which request words are generic, and "an action no tool offers"
+// (absentActionFactor, uncoveredClassWeight) is judged against the whole
+// catalog. Before the stand-out rule (match's standoutMargin) a 5-tool
+// catalog refused 0.106 of the requests it should answer, 10 tools 0.085,
+// 20 tools 0.067 (with plain BM25 idf: 0.33, 0.17 and 0.10; 0.99 for one
+// tool); with it 0.058, 0.062 and 0.061. The removed-tool recall is
+// logged, not held (the rule lowered it from 0.861 to 0.760 at 5
+// tools): a request whose tool was removed is often near-domain for a
+// neighbour left in the catalog (svc-logs gone, log-grep present), and
+// whether that neighbour fits is a judgement the labels do not make.
 func TestSizeGenerality(t *testing.T) {
 	docs, qs := loadDevSet(t)
 	full := evalSize(docs, qs, len(docs), 1, 1)
@@ -125,8 +126,8 @@ func TestSizeGenerality(t *testing.T) {
 		if got := f.rate(f.hit1, f.answerable); got < 0.80 {
 			t.Errorf("size %d: Hit@1 %.3f, want >= 0.80", size, got)
 		}
-		if got := f.rate(f.refused, f.answerable); got > 0.12 {
-			t.Errorf("size %d: answerable refused %.3f, want <= 0.12", size, got)
+		if got := f.rate(f.refused, f.answerable); got > 0.08 {
+			t.Errorf("size %d: answerable refused %.3f, want <= 0.08", size, got)
 		}
 		if got := f.rate(f.nofitRefused, f.nofit); got < 0.85 {
 			t.Errorf("size %d: no-fit recall %.3f, want >= 0.85", size, got)
