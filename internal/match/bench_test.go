@@ -10,12 +10,16 @@ import (
 
 // synthDocs makes n tools from a fixed seed, mixing English and Chinese
 // fields the way real tool definitions do, each with five examples (the
-// 4-6 requests, in both languages, a shipped tool gives). The examples
-// come from a generator of their own, so the other fields are those the
-// benchmarks had before examples existed.
+// 4-6 requests, in both languages, a shipped tool gives), and, for one tool
+// in three, requests learned from use (catalog.LearnedField: weight 1.5,
+// an Example field; one to eight of them, where the daemon keeps at most
+// 32). The examples and learned requests come from generators of their
+// own, so the other fields are those the benchmarks had before examples
+// existed.
 func synthDocs(n int) []Doc {
 	r := rand.New(rand.NewPCG(1, 2))
 	er := rand.New(rand.NewPCG(3, 4))
+	lr := rand.New(rand.NewPCG(5, 6))
 	verbs := []string{"restart", "list", "show", "delete", "create", "renew", "export", "restore", "search", "tail", "deploy", "merge", "probe", "kill", "read"}
 	objs := []string{"service", "file", "certificate", "database", "table", "issue", "pull request", "log", "port", "process", "disk", "memory", "container", "cron job", "alert", "metric", "backup", "branch", "commit", "domain"}
 	zh := []string{"重启服务", "查看日志", "删除文件", "续签证书", "导出表数据", "恢复数据库", "搜索问题单", "合并分支", "检查端口", "结束进程", "磁盘占用", "内存使用", "定时任务", "当前告警", "监控指标", "发布应用", "提交记录"}
@@ -37,6 +41,18 @@ func synthDocs(n int) []Doc {
 			fmt.Sprintf("why can't I %s the %s since the last %s", v, objs[er.IntN(len(objs))], objs[er.IntN(len(objs))]),
 		} {
 			docs[i].Fields = append(docs[i].Fields, Field{Name: "examples", Text: ex, Weight: 3, Example: true})
+		}
+		if i%3 != 0 {
+			continue
+		}
+		for range 1 + lr.IntN(8) {
+			var q string
+			if lr.IntN(2) == 0 {
+				q = fmt.Sprintf("%s %s on app-%02d again, it is stuck", v, o, lr.IntN(100))
+			} else {
+				q = fmt.Sprintf("%s一下 %s，db-%02d 上的", zh[lr.IntN(len(zh))], o, lr.IntN(100))
+			}
+			docs[i].Fields = append(docs[i].Fields, Field{Name: "learned", Text: q, Weight: 1.5, Example: true})
 		}
 	}
 	return docs
