@@ -443,20 +443,36 @@ type cacheSaver struct {
 	log    *slog.Logger
 	kick   chan struct{}
 	done   chan struct{}
-	mu     sync.Mutex // orders dirty and close
+	mu     sync.Mutex // orders dirty and close; guards asked and saved
 	closed bool
+	// asked counts the saves asked for; saved is the count when the last
+	// save began. saves broadcasts when saved changes.
+	asked, saved int
+	saves        *sync.Cond
 }
 
 func newCacheSaver(c *cache.Cache, log *slog.Logger) *cacheSaver {
 	s := &cacheSaver{c: c, log: log, kick: make(chan struct{}, 1), done: make(chan struct{})}
+	s.saves = sync.NewCond(&s.mu)
 	go s.run()
 	return s
+}
+
+// wait returns once every save asked for so far has ended (bench measures
+// memory after it, not during an encoding).
+func (s *cacheSaver) wait() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for s.saved < s.asked && !s.closed {
+		s.saves.Wait()
+	}
 }
 
 // dirty asks for a save (coalesced); after close it saves at once.
 func (s *cacheSaver) dirty() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.asked++
 	if s.closed {
 		if err := s.c.Save(); err != nil {
 			s.log.Warn("parse cache not saved; a restart parses again", "err", err)
@@ -472,9 +488,16 @@ func (s *cacheSaver) dirty() {
 func (s *cacheSaver) run() {
 	defer close(s.done)
 	for range s.kick {
+		s.mu.Lock()
+		asked := s.asked
+		s.mu.Unlock()
 		if err := s.c.Save(); err != nil {
 			s.log.Warn("parse cache not saved; a restart parses again", "err", err)
 		}
+		s.mu.Lock()
+		s.saved = max(s.saved, asked)
+		s.saves.Broadcast()
+		s.mu.Unlock()
 	}
 }
 
@@ -485,6 +508,7 @@ func (s *cacheSaver) close() {
 	if !s.closed {
 		s.closed = true
 		close(s.kick)
+		s.saves.Broadcast()
 	}
 	s.mu.Unlock()
 	<-s.done

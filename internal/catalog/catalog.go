@@ -99,6 +99,14 @@ type Snapshot struct {
 	learned   func(name, intent string) []string
 	indexOnce sync.Once
 	index     *match.Index
+	// built is set once index is: another snapshot's BuildIndex may then
+	// read it (see Options.Prev).
+	built atomic.Bool
+	// prev is Options.Prev while this snapshot's index is not built.
+	prev *Snapshot
+	// learnedAt holds the learned requests the index holds, by tool, for
+	// the tools that have some: the next snapshot's update compares them.
+	learnedAt map[string][]string
 }
 
 // Options configure a snapshot.
@@ -118,13 +126,32 @@ type Options struct {
 	// Learned, when set, gives the requests learned from use for a tool
 	// (internal/feedback), indexed as a weaker field of its text.
 	Learned func(name, intent string) []string
+	// Prev is the snapshot this one follows. When its match index is built
+	// and few tools differ (another definition, other learned requests,
+	// added or gone), this snapshot's index is Prev's updated for them
+	// (match.Index.Update) instead of built anew: a reload that changes one
+	// tool of 100,000 costs that tool. See updateLimit.
+	Prev *Snapshot
 }
+
+// Bounds of an updated index (see Options.Prev): catalogs of fewer than
+// updateMinTools tools are indexed anew (it is quick, and exact), and so
+// is one whose index would drift (match.Index.Drift) past updateMaxDrift:
+// an update keeps the mean field lengths of the index's first build and
+// its typo corrections, which a new build measures again.
+const (
+	updateMinTools = 256
+	updateMaxDrift = 0.125
+)
 
 // New builds a snapshot at rev from entries, and its match index over the
 // callable tools. Entries with an empty Name are ignored; a later entry
 // with the same name replaces an earlier one.
 func New(rev string, entries []Entry, opts Options) *Snapshot {
 	s := &Snapshot{rev: rev, builtAt: opts.Now, entries: make(map[string]Entry, len(entries)), vocab: opts.Vocab, learned: opts.Learned}
+	if p := opts.Prev; p != nil && p.built.Load() && p.vocab == opts.Vocab {
+		s.prev = p
+	}
 	if s.builtAt.IsZero() {
 		s.builtAt = time.Now()
 	}
@@ -154,19 +181,94 @@ func New(rev string, entries []Entry, opts Options) *Snapshot {
 // computed (see Options.LazyIndex). Safe for concurrent use.
 func (s *Snapshot) BuildIndex() {
 	s.indexOnce.Do(func() {
-		docs := make([]match.Doc, 0, len(s.enabled))
-		for _, name := range s.enabled {
-			t := s.entries[name].Tool
-			d := ToolDoc(t)
-			if s.learned != nil {
-				for _, q := range s.learned(name, t.Intent) {
-					d.Fields = append(d.Fields, match.Field{Name: LearnedField, Text: q, Weight: weightLearned, Example: true})
-				}
-			}
-			docs = append(docs, d)
+		prev := s.prev
+		s.prev = nil
+		if prev != nil {
+			s.index, s.learnedAt = s.updated(prev)
 		}
-		s.index = match.New(docs, s.vocab)
+		if s.index == nil {
+			s.learnedAt = map[string][]string{}
+			docs := make([]match.Doc, 0, len(s.enabled))
+			for _, name := range s.enabled {
+				t := s.entries[name].Tool
+				docs = append(docs, s.doc(name, t, s.requests(name, t)))
+			}
+			s.index = match.New(docs, s.vocab)
+		}
+		s.built.Store(true)
 	})
+}
+
+// IndexDrift is the share of the match index's documents that updates
+// changed since it was last built anew (match.Index.Drift): 0 for an
+// index built anew. It builds the index if it is not built yet.
+func (s *Snapshot) IndexDrift() float64 {
+	s.BuildIndex()
+	return s.index.Drift()
+}
+
+// requests returns the learned requests of tool name for the index and
+// records them in learnedAt.
+func (s *Snapshot) requests(name string, t *hldp.Tool) []string {
+	if s.learned == nil {
+		return nil
+	}
+	qs := s.learned(name, t.Intent)
+	if len(qs) > 0 {
+		s.learnedAt[name] = qs
+	}
+	return qs
+}
+
+// doc is the match document of tool name with its learned requests.
+func (s *Snapshot) doc(name string, t *hldp.Tool, learned []string) match.Doc {
+	d := ToolDoc(t)
+	for _, q := range learned {
+		d.Fields = append(d.Fields, match.Field{Name: LearnedField, Text: q, Weight: weightLearned, Example: true})
+	}
+	return d
+}
+
+// updated returns prev's index updated for the tools that differ between
+// prev and s, with the learned requests it holds, or nil when a new build
+// is due (see updateMinTools and updateMaxDrift).
+func (s *Snapshot) updated(prev *Snapshot) (*match.Index, map[string][]string) {
+	if len(s.enabled) < updateMinTools {
+		return nil, nil
+	}
+	learnedAt := map[string][]string{}
+	s.learnedAt = learnedAt
+	var removed, added []match.Doc
+	limit := int(updateMaxDrift*float64(len(s.enabled))) - int(prev.index.Drift()*float64(prev.index.Len()))
+	i, j := 0, 0
+	for i < len(prev.enabled) || j < len(s.enabled) {
+		var name string
+		switch {
+		case j == len(s.enabled) || i < len(prev.enabled) && prev.enabled[i] < s.enabled[j]:
+			name = prev.enabled[i]
+			i++
+			removed = append(removed, prev.doc(name, prev.entries[name].Tool, prev.learnedAt[name]))
+		case i == len(prev.enabled) || s.enabled[j] < prev.enabled[i]:
+			name = s.enabled[j]
+			j++
+			t := s.entries[name].Tool
+			added = append(added, s.doc(name, t, s.requests(name, t)))
+		default:
+			name = s.enabled[j]
+			i, j = i+1, j+1
+			was, t := prev.entries[name].Tool, s.entries[name].Tool
+			qs := s.requests(name, t)
+			if was == t && slices.Equal(prev.learnedAt[name], qs) {
+				continue
+			}
+			removed = append(removed, prev.doc(name, was, prev.learnedAt[name]))
+			added = append(added, s.doc(name, t, qs))
+		}
+		if len(removed)+len(added) > limit {
+			return nil, nil
+		}
+	}
+	return prev.index.Update(removed, added), learnedAt
 }
 
 // Rev is the revision of the tree this snapshot was built from.
@@ -245,6 +347,9 @@ func (st *Store) Reindex() {
 		return
 	}
 	next := &Snapshot{rev: cur.rev, gen: cur.gen, builtAt: cur.builtAt, entries: cur.entries, names: cur.names, enabled: cur.enabled, vocab: cur.vocab, learned: cur.learned}
+	if cur.built.Load() {
+		next.prev = cur // the tools whose learned requests changed are updated
+	}
 	next.BuildIndex() // off the lock: a query keeps the old index meanwhile
 	st.mu.Lock()
 	defer st.mu.Unlock()

@@ -1,6 +1,7 @@
 package match
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -103,4 +104,19 @@ func BenchmarkMatch10kP99(b *testing.B) {
 	}
 	slices.Sort(durs)
 	b.ReportMetric(float64(durs[len(durs)*99/100].Nanoseconds()), "p99-ns")
+}
+
+// BenchmarkUpdate10k replaces one document of 10,000, as a reload after
+// one edited file does.
+func BenchmarkUpdate10k(b *testing.B) {
+	docs := synthDocs(10000)
+	slices.SortFunc(docs, func(a, b Doc) int { return cmp.Compare(a.ID, b.ID) })
+	ix := New(docs, nil)
+	old := docs[5000]
+	edited := Doc{ID: old.ID, Fields: slices.Clone(old.Fields)}
+	edited.Fields[2] = Field{Name: "intent", Text: old.Fields[2].Text + " 并检查最近的日志", Weight: 2}
+	b.ReportAllocs()
+	for b.Loop() {
+		ix.Update([]Doc{old}, []Doc{edited})
+	}
 }

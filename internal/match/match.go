@@ -281,9 +281,23 @@ type Index struct {
 	idf      []float64   // by term id
 	surfs    []string
 	typos    *typoIndex
-	// described reports, by term id, whether a field that is not Example
-	// holds the term (see Field.Example).
-	described []bool
+	// described counts, by term id, the documents in which a field that
+	// is not Example holds the term (see Field.Example).
+	described []int32
+	// extra holds the terms an Update added (ids from len(terms) on):
+	// terms itself is shared by every index updated from one New.
+	extra map[string]int32
+	// avgLen is each field name's mean length over the documents of the
+	// New this index comes from: Update scores added documents against it,
+	// so that they weigh as those of that build do.
+	avgLen map[string]float64
+	// sorted is how many ids, from the first, are in ascending order (all
+	// of a New's, which the caller gives sorted, or none); Update appends
+	// after them. dead marks the slots of removed documents, which no
+	// posting names any more; live counts the others.
+	sorted    int
+	dead      []bool
+	live      int
 	threshold float64
 	// offCore and onlyAction are offCoreFactor and onlyActionFactor, and
 	// margin is standoutMargin (a negative margin turns the rule off);
@@ -295,7 +309,11 @@ type Index struct {
 
 // New builds an index over docs. A nil vocab means DefaultVocab. Building
 // reads every document once; do it off the request path.
-func New(docs []Doc, vocab *Vocab) *Index {
+func New(docs []Doc, vocab *Vocab) *Index { return build(docs, vocab, nil) }
+
+// build is New; avgLen, when set, replaces the mean field lengths measured
+// on docs (for tests: an Update scores against the averages of its New).
+func build(docs []Doc, vocab *Vocab, avgLen map[string]float64) *Index {
 	if vocab == nil {
 		vocab = DefaultVocab()
 	}
@@ -333,7 +351,7 @@ func New(docs []Doc, vocab *Vocab) *Index {
 			id = int32(len(ix.postings))
 			ix.terms[key] = id
 			ix.postings = append(ix.postings, nil)
-			ix.described = append(ix.described, false)
+			ix.described = append(ix.described, 0)
 		}
 		return id
 	}
@@ -352,6 +370,15 @@ func New(docs []Doc, vocab *Vocab) *Index {
 		n   int
 	}
 	an := analyzer{v: vocab, buf: &abuf{memo: map[string]string{}}}
+	// descDoc is, by term id, the last document counted in described.
+	var descDoc []int32
+	lastDesc := func(id int32) int32 {
+		for int(id) >= len(descDoc) {
+			descDoc = append(descDoc, -1)
+		}
+		return descDoc[id]
+	}
+	setLastDesc := func(id, d int32) { descDoc[id] = d }
 	stats := map[string]*fieldStat{}
 	arena := make([]ctok, 0, textLen/4)
 	spans := make([][]int, len(docs)) // per doc: arena offsets of its fields, plus the end
@@ -367,7 +394,10 @@ func New(docs []Doc, vocab *Vocab) *Index {
 			var l float64
 			for _, t := range toks {
 				id := termID(t.key)
-				ix.described[id] = ix.described[id] || !fl.Example
+				if !fl.Example && lastDesc(id) != int32(d) {
+					setLastDesc(id, int32(d))
+					ix.described[id]++
+				}
 				arena = append(arena, ctok{term: id, weight: float32(t.weight), surf: intern(t.surface)})
 				l += t.weight
 				if t.kind == kindWord {
@@ -384,6 +414,14 @@ func New(docs []Doc, vocab *Vocab) *Index {
 			st.n++
 		}
 		spans[d] = append(spans[d], len(arena))
+	}
+
+	ix.avgLen = make(map[string]float64, len(stats))
+	for name, st := range stats {
+		ix.avgLen[name] = st.sum / float64(st.n)
+		if a, ok := avgLen[name]; ok {
+			ix.avgLen[name] = a
+		}
 	}
 
 	// Count each term's documents, so that every posting list is cut to
@@ -434,10 +472,7 @@ func New(docs []Doc, vocab *Vocab) *Index {
 			if w == 0 {
 				w = 1
 			}
-			norm := 1.0
-			if avg := stats[fl.Name].sum / float64(stats[fl.Name].n); avg > 0 {
-				norm = 1 - b + b*lens[d][f]/avg
-			}
+			norm := lengthNorm(lens[d][f], ix.avgLen[fl.Name])
 			for i := range fieldTF {
 				fieldTF[i] = 0
 			}
@@ -463,11 +498,11 @@ func New(docs []Doc, vocab *Vocab) *Index {
 		for _, a := range accs {
 			pos[a.term] = -1
 			ix.postings[a.term] = append(ix.postings[a.term], posting{
-				doc: int32(d), field: a.field, core: a.core, surf: a.surf,
-				sat: uint16(min(satScale-1, math.Round(a.tf/(k1+a.tf)*satScale))),
+				doc: int32(d), field: a.field, core: a.core, surf: a.surf, sat: saturate(a.tf),
 			})
 		}
 	}
+	ix.sorted, ix.dead, ix.live = len(docs), make([]bool, len(docs)), len(docs)
 	n := float64(len(docs))
 	ix.idf = make([]float64, len(ix.postings))
 	for id, ps := range ix.postings {
@@ -485,6 +520,29 @@ func New(docs []Doc, vocab *Vocab) *Index {
 	return ix
 }
 
+// lengthNorm is BM25's length normalisation of a field of length l whose
+// name has the mean length avg.
+func lengthNorm(l, avg float64) float64 {
+	if avg <= 0 {
+		return 1
+	}
+	return 1 - b + b*l/avg
+}
+
+// saturate is a posting's sat for the BM25F term frequency tf.
+func saturate(tf float64) uint16 {
+	return uint16(min(satScale-1, math.Round(tf/(k1+tf)*satScale)))
+}
+
+// term returns the id of the term key if some document holds it.
+func (ix *Index) term(key string) (int32, bool) {
+	id, ok := ix.terms[key]
+	if !ok {
+		id, ok = ix.extra[key]
+	}
+	return id, ok && len(ix.postings[id]) > 0
+}
+
 // WithThreshold returns an index that shares ix's data but uses threshold t
 // for Result.Found. ix itself is unchanged.
 func (ix *Index) WithThreshold(t float64) *Index {
@@ -497,7 +555,7 @@ func (ix *Index) WithThreshold(t float64) *Index {
 func (ix *Index) Threshold() float64 { return ix.threshold }
 
 // Len returns the number of indexed documents.
-func (ix *Index) Len() int { return len(ix.ids) }
+func (ix *Index) Len() int { return ix.live }
 
 // unit is one distinct token of a query with its weight.
 type unit struct {
@@ -545,7 +603,7 @@ func (ix *Index) Match(q string, k int) Result { return ix.MatchIn(q, k, nil) }
 // a caller who may see only some documents gets the best of those, and no
 // sign of the rest.
 func (ix *Index) MatchIn(q string, k int, allow func(id string) bool) Result {
-	if k <= 0 || len(ix.ids) == 0 {
+	if k <= 0 || ix.live == 0 {
 		return Result{}
 	}
 	s := ix.scratch.Get().(*scratch)
@@ -698,7 +756,7 @@ func (ix *Index) units(s *scratch, q string) ([]unit, float64, int) {
 			// evidence of what a request is about (一 in 写一首诗).
 			u.role |= roleThing
 		}
-		id, known := ix.terms[key]
+		id, known := ix.term(key)
 		if known {
 			u.term = id
 			u.qw = kw * ix.idf[id]
@@ -708,7 +766,7 @@ func (ix *Index) units(s *scratch, q string) ([]unit, float64, int) {
 		// examples hold, which the documents holding it still earn.
 		var uncovered float64
 		switch {
-		case known && ix.described[id]:
+		case known && ix.described[id] > 0:
 		case concept:
 			uncovered = kw * uncoveredWeight
 			if class != Other {
@@ -729,7 +787,7 @@ func (ix *Index) units(s *scratch, q string) ([]unit, float64, int) {
 		total += max(u.qw, uncovered)
 	}
 	for _, t := range s.toks {
-		if _, ok := ix.terms[t.key]; !ok && t.kind == kindWord {
+		if _, ok := ix.term(t.key); !ok && t.kind == kindWord {
 			if fix, ok := ix.typos.correct(t.surface); ok {
 				for _, ft := range ix.an.analyze(nil, fix, true) {
 					add(ft.key, t.surface, fix, ft.weight, ft.kind == kindConcept, ft.kind == kindUnigram, ft.class)

@@ -245,7 +245,11 @@ func Build(prev *catalog.Snapshot, t Tree, c *cache.Cache, opts Options) (*catal
 			}
 		}
 	}
-	return catalog.New(rev, entries, opts.Catalog), rep, nil
+	co := opts.Catalog
+	if co.Prev == nil {
+		co.Prev = prev
+	}
+	return catalog.New(rev, entries, co), rep, nil
 }
 
 // folder is one tool folder of a Build: its name, and what scanning it

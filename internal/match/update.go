@@ -1,0 +1,216 @@
+package match
+
+import (
+	"maps"
+	"slices"
+	"sync"
+)
+
+// Update returns an index over ix's documents less removed plus added,
+// sharing what did not change with ix, which stays as it was: a reload
+// that changes a few tools of a large catalog updates its index in time
+// proportional to those tools' postings, not to the catalog. removed must
+// be documents of ix exactly as they were indexed (their text says which
+// postings to take out); a document of added replaces one of removed with
+// the same ID, and its ID must not be indexed otherwise.
+//
+// An updated index ranks and scores exactly as New over the same documents
+// would if New measured the mean field lengths where ix's New did (so the
+// added documents' lengths are normalised as their neighbours' were), with
+// one more exception: the typo corrections know the words of ix's New, not
+// those of added documents, and may still offer a removed document's word.
+// Ask for a new index with New after many updates: Drift says how far this
+// one has come.
+func (ix *Index) Update(removed, added []Doc) *Index {
+	c := *ix
+	c.ids = slices.Clone(ix.ids)
+	c.fields = slices.Clone(ix.fields)
+	c.dead = slices.Clone(ix.dead)
+	c.postings = slices.Clone(ix.postings)
+	c.described = slices.Clone(ix.described)
+	c.idf = slices.Clone(ix.idf)
+	c.extra = maps.Clone(ix.extra)
+	if c.extra == nil {
+		c.extra = map[string]int32{}
+	}
+	c.surfs = ix.surfs[:len(ix.surfs):len(ix.surfs)]
+	an := analyzer{v: ix.an.v, buf: &abuf{memo: map[string]string{}}}
+
+	// Per term touched: the slots whose postings go and the postings that
+	// come (in slot order, after every existing slot).
+	type change struct {
+		gone []int32
+		come []posting
+	}
+	changes := map[int32]*change{}
+	at := func(id int32) *change {
+		ch := changes[id]
+		if ch == nil {
+			ch = &change{}
+			changes[id] = ch
+		}
+		return ch
+	}
+	termID := func(key string) int32 {
+		if id, ok := c.terms[key]; ok {
+			return id
+		}
+		if id, ok := c.extra[key]; ok {
+			return id
+		}
+		id := int32(len(c.postings))
+		c.extra[key] = id
+		c.postings = append(c.postings, nil)
+		c.described = append(c.described, 0)
+		c.idf = append(c.idf, 0)
+		return id
+	}
+	surf := func(s string) int32 {
+		c.surfs = append(c.surfs, s)
+		return int32(len(c.surfs) - 1)
+	}
+	for _, doc := range removed {
+		d, ok := c.slot(doc.ID)
+		if !ok {
+			continue
+		}
+		c.dead[d] = true
+		c.live--
+		for _, t := range docTerms(an, doc, c.avgLen, termID, func(string) int32 { return 0 }) {
+			at(t.term).gone = append(at(t.term).gone, d)
+			if t.described {
+				c.described[t.term]--
+			}
+		}
+	}
+	for _, doc := range added {
+		d := int32(len(c.ids))
+		c.ids = append(c.ids, doc.ID)
+		c.dead = append(c.dead, false)
+		c.live++
+		names := make([]string, len(doc.Fields))
+		for f, fl := range doc.Fields {
+			names[f] = fl.Name
+		}
+		c.fields = append(c.fields, names)
+		for _, t := range docTerms(an, doc, c.avgLen, termID, surf) {
+			t.p.doc = d
+			at(t.term).come = append(at(t.term).come, t.p)
+			if t.described {
+				c.described[t.term]++
+			}
+		}
+	}
+	for id, ch := range changes {
+		old := c.postings[id]
+		slices.Sort(ch.gone)
+		ps := make([]posting, 0, len(old)-len(ch.gone)+len(ch.come))
+		for _, p := range old {
+			if _, gone := slices.BinarySearch(ch.gone, p.doc); !gone {
+				ps = append(ps, p)
+			}
+		}
+		c.postings[id] = append(ps, ch.come...)
+	}
+	n := float64(c.live)
+	if c.live == ix.live {
+		for id := range changes {
+			c.idf[id] = specificity(float64(len(c.postings[id])), n)
+		}
+	} else {
+		for id, ps := range c.postings {
+			c.idf[id] = specificity(float64(len(ps)), n)
+		}
+	}
+	slots := len(c.ids)
+	c.scratch = &sync.Pool{New: func() any { return &scratch{scores: make([]float32, slots), roles: make([]role, slots)} }}
+	return &c
+}
+
+// Drift is the share of the index's slots that Updates changed since its
+// New: removed documents' slots and added ones, over the live documents.
+func (ix *Index) Drift() float64 {
+	if ix.live == 0 {
+		return 0
+	}
+	changed := len(ix.ids) - ix.sorted
+	for _, d := range ix.dead[:ix.sorted] {
+		if d {
+			changed++
+		}
+	}
+	return float64(changed) / float64(ix.live)
+}
+
+// slot returns the live slot of the document id: among the slots Updates
+// added, newest first, then by binary search among New's.
+func (ix *Index) slot(id string) (int32, bool) {
+	for d := len(ix.ids) - 1; d >= ix.sorted; d-- {
+		if ix.ids[d] == id && !ix.dead[d] {
+			return int32(d), true
+		}
+	}
+	d, ok := slices.BinarySearch(ix.ids[:ix.sorted], id)
+	if !ok || ix.dead[d] {
+		return 0, false
+	}
+	return int32(d), true
+}
+
+// docTerm is one distinct term of a document with its posting (doc unset)
+// and whether a field that is not Example holds it.
+type docTerm struct {
+	term      int32
+	p         posting
+	described bool
+}
+
+// docTerms analyses one document as New does, with the mean field lengths
+// avgLen, and returns its distinct terms in the order they first occur.
+func docTerms(an analyzer, doc Doc, avgLen map[string]float64, termID func(string) int32, intern func(string) int32) []docTerm {
+	type acc struct {
+		tf, best, fieldTF float64
+	}
+	var out []docTerm
+	var accs []acc
+	pos := map[int32]int{}
+	var toks []token
+	for f, fl := range doc.Fields {
+		w := fl.Weight
+		if w == 0 {
+			w = 1
+		}
+		toks = an.analyze(toks[:0], fl.Text, false)
+		var l float64
+		for _, t := range toks {
+			l += t.weight
+		}
+		norm := lengthNorm(l, avgLen[fl.Name])
+		for i := range accs {
+			accs[i].fieldTF = 0
+		}
+		for _, t := range toks {
+			id := termID(t.key)
+			k, ok := pos[id]
+			if !ok {
+				k = len(out)
+				pos[id] = k
+				out = append(out, docTerm{term: id, p: posting{surf: intern(t.surface)}})
+				accs = append(accs, acc{})
+			}
+			c := w * float64(float32(t.weight)) / norm
+			a, o := &accs[k], &out[k]
+			o.p.core = o.p.core || !fl.Context
+			o.described = o.described || !fl.Example
+			a.tf += c
+			a.fieldTF += c
+			if a.fieldTF > a.best {
+				a.best, o.p.field = a.fieldTF, uint8(min(f, 255))
+			}
+		}
+	}
+	for k := range out {
+		out[k].p.sat = saturate(accs[k].tf)
+	}
+	return out
+}

@@ -1,0 +1,96 @@
+package match
+
+import (
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestUpdateEqualsNew: an index updated with removed, replaced and added
+// documents answers every query exactly as New over the resulting
+// documents does (with the mean field lengths of the first New, which
+// Update keeps), and the index it was updated from answers as before.
+func TestUpdateEqualsNew(t *testing.T) {
+	docs := synthDocs(400)
+	slices.SortFunc(docs, func(a, b Doc) int { return strings.Compare(a.ID, b.ID) })
+	base := New(docs, nil)
+	r := rand.New(rand.NewPCG(9, 9))
+	var queries []string
+	queries = append(queries, benchQueries...)
+	for range 150 {
+		d := docs[r.IntN(len(docs))]
+		f := d.Fields[r.IntN(len(d.Fields))]
+		queries = append(queries, f.Text)
+	}
+	before := make([]Result, len(queries))
+	for i, q := range queries {
+		before[i] = base.Match(q, 3)
+	}
+
+	// Remove 5, replace 5 (new text, and one loses its examples), add 5:
+	// one added document brings words no other holds.
+	perm := r.Perm(len(docs))
+	var removed, added []Doc
+	gone := map[string]bool{}
+	for _, i := range perm[:10] {
+		removed = append(removed, docs[i])
+		gone[docs[i].ID] = true
+	}
+	for k, i := range perm[5:10] {
+		d := Doc{ID: docs[i].ID, Fields: slices.Clone(docs[i].Fields)}
+		d.Fields[2].Text = "rotate the kafka broker certificates and 清理 旧的 segment 文件"
+		if k == 0 {
+			d.Fields = d.Fields[:5]
+		}
+		added = append(added, d)
+	}
+	for i := range 5 {
+		added = append(added, Doc{ID: "new-" + string(rune('a'+i)), Fields: []Field{
+			{Name: "name", Text: "zookeeper quorum check", Weight: 2.5},
+			{Name: "intent", Text: "检查 zookeeper 集群的 quorum 状态和 leader 选举", Weight: 2},
+			{Name: "examples", Text: "is the zk ensemble healthy", Weight: 3, Example: true},
+		}})
+	}
+	queries = append(queries, "rotate kafka broker certificates", "zookeeper quorum 状态", "is the zk ensemble healthy", "清理旧的 segment 文件")
+	upd := base.Update(removed, added)
+
+	var want []Doc
+	for _, d := range docs {
+		if !gone[d.ID] {
+			want = append(want, d)
+		}
+	}
+	want = append(want, added...)
+	slices.SortFunc(want, func(a, b Doc) int { return strings.Compare(a.ID, b.ID) })
+	full := build(want, nil, base.avgLen)
+	if upd.Len() != full.Len() || upd.Len() != len(docs) {
+		t.Fatalf("Len: updated %d, New %d, want %d", upd.Len(), full.Len(), len(docs))
+	}
+	for _, q := range queries {
+		if diff := cmp.Diff(full.Match(q, 3), upd.Match(q, 3)); diff != "" {
+			t.Errorf("Match(%q): updated index differs from New (-New +updated):\n%s", q, diff)
+		}
+	}
+	for i, q := range queries[:len(before)] {
+		if diff := cmp.Diff(before[i], base.Match(q, 3)); diff != "" {
+			t.Errorf("Match(%q): the index updated from changed (-before +after):\n%s", q, diff)
+		}
+	}
+	// 10 slots emptied (5 removed, 5 replaced) and 10 filled (the 5
+	// replacements and 5 new documents), over 400 live documents.
+	if d := upd.Drift(); d != 20.0/400 || base.Drift() != 0 {
+		t.Errorf("Drift = %v (base %v), want %v and 0", d, base.Drift(), 20.0/400)
+	}
+	// A second update on the first, removing one it added.
+	again := upd.Update(added[len(added)-1:], nil)
+	want2 := slices.DeleteFunc(slices.Clone(want), func(d Doc) bool { return d.ID == added[len(added)-1].ID })
+	full2 := build(want2, nil, base.avgLen)
+	for _, q := range queries {
+		if diff := cmp.Diff(full2.Match(q, 3), again.Match(q, 3)); diff != "" {
+			t.Errorf("second update, Match(%q) differs from New (-New +updated):\n%s", q, diff)
+		}
+	}
+}
