@@ -530,7 +530,11 @@ func (cr *core) start(ctx context.Context, g *errgroup.Group) {
 	g.Go(func() error { return cr.health.run(ctx, cr.loop) })
 	if cr.watchDir != "" {
 		g.Go(func() error {
-			return reload.Watch(ctx, cr.watchDir, cr.trigger, cr.log.With(slog.String("log", "reload")))
+			var tr reload.Tracker
+			if ls, ok := cr.loop.Source.(*localSource); ok {
+				tr = ls.dir // a watched directory rereads only what changed
+			}
+			return reload.Watch(ctx, cr.watchDir, cr.trigger, tr, cr.log.With(slog.String("log", "reload")))
 		})
 	}
 }

@@ -45,6 +45,16 @@ type Cache struct {
 	m     map[Key]Outcome
 	dirty bool   // changed since opened or saved
 	path  string // file of Open; "" for a memory-only cache
+	// gen counts changes; a Save clears dirty only if none came while it
+	// encoded.
+	gen uint64
+	// stale marks, for the file the last Save wrote, the chunks of
+	// outcomes changed since (see chunkOf): the next Save encodes those
+	// and takes the others' bytes from that file. Nil until a Save wrote
+	// the file, and after one failed: the next Save encodes all.
+	stale []bool
+	// encoded is how many chunks the last Save encoded (for tests).
+	encoded int
 
 	// listTree names the tree the listing is of ("" for none); listing
 	// maps a definition file's path to its blob hash. Both are replaced
@@ -85,7 +95,7 @@ func (c *Cache) Get(k Key) (Outcome, bool) {
 func (c *Cache) Put(k Key, o Outcome) {
 	c.mu.Lock()
 	c.m[k] = o
-	c.dirty = true
+	c.changedLocked(k)
 	c.mu.Unlock()
 }
 
@@ -97,10 +107,19 @@ func (c *Cache) Retain(keep map[Key]bool) {
 	for k := range c.m {
 		if !keep[k] && c.lastGood[k.Path].Blob != k.Blob {
 			delete(c.m, k)
-			c.dirty = true
+			c.changedLocked(k)
 		}
 	}
 	c.mu.Unlock()
+}
+
+// changedLocked records a change to the outcome of k.
+func (c *Cache) changedLocked(k Key) {
+	c.dirty = true
+	c.gen++
+	if c.stale != nil {
+		c.stale[chunkOf(k, len(c.stale))] = true
+	}
 }
 
 // SetListing records which definition files a build found in the tree
@@ -131,6 +150,7 @@ func (c *Cache) SetListing(tree string, keys map[Key]bool) {
 	}
 	c.listTree, c.listing = tree, m
 	c.dirty = true
+	c.gen++
 }
 
 // Listing returns the blob hash of each definition file, by path, that the
@@ -163,6 +183,7 @@ func (c *Cache) SetLastGood(served map[string]Served) {
 	}
 	c.lastGood = maps.Clone(served)
 	c.dirty = true
+	c.gen++
 }
 
 // LastGood returns the version of the file at path the last build served,
@@ -188,6 +209,7 @@ func (c *Cache) SetHead(rev string) {
 	defer c.mu.Unlock()
 	if rev != c.head {
 		c.head, c.dirty = rev, true
+		c.gen++
 	}
 }
 

@@ -1,11 +1,14 @@
 package cache
 
 import (
+	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/gob"
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"hash/fnv"
 	"io"
 	"os"
 	"path/filepath"
@@ -24,10 +27,30 @@ import (
 // encodes them on several goroutines.
 const fileFormat = "toolagent-parse-cache-2"
 
-// chunkLen is the most outcomes one chunk holds: enough that each
-// chunk's own type description is small beside it, few enough that a
-// catalog of a few thousand tools spreads over every processor.
+// chunkLen is about the number of outcomes one chunk holds: enough that
+// each chunk's own type description is small beside it, few enough that a
+// catalog of a few thousand tools spreads over every processor, and that
+// a Save after one changed file encodes 1/chunkLen of the outcomes of a
+// big catalog. An outcome's chunk is its path's hash modulo the number of
+// chunks (chunkOf), a power of two chosen for the number of outcomes and
+// kept while that number stays within a factor of four of it.
 const chunkLen = 512
+
+// chunkOf is the chunk of the n (a power of two) that holds k's outcome.
+func chunkOf(k Key, n int) int {
+	h := fnv.New32a()
+	io.WriteString(h, k.Path)
+	return int(h.Sum32() & uint32(n-1))
+}
+
+// chunkCount is the number of chunks for n outcomes.
+func chunkCount(n int) int {
+	c := 1
+	for c*chunkLen < n {
+		c *= 2
+	}
+	return c
+}
 
 type fileHeader struct {
 	Format        string
@@ -88,6 +111,29 @@ func registerValueTypes() {
 		gob.Register([]any{})
 		gob.Register(map[string]any{})
 	})
+}
+
+// readChunks returns the encoded chunks of outcomes of the cache file at
+// path, undecoded.
+func readChunks(path string) ([][]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	dec := gob.NewDecoder(bufio.NewReader(f))
+	var h fileHeader
+	if err := dec.Decode(&h); err != nil {
+		return nil, err
+	}
+	if h.Format != fileFormat || h.FormatVersion != hldp.FormatVersion {
+		return nil, errors.New("another format")
+	}
+	var chunks [][]byte
+	if err := dec.Decode(&chunks); err != nil {
+		return nil, err
+	}
+	return chunks, nil
 }
 
 // Open returns a cache backed by the file at path, loading what it holds.
@@ -193,13 +239,54 @@ func (c *Cache) Save() error {
 	if c.path == "" {
 		return nil
 	}
+	// The chunks of the file the last Save wrote, read before the lock is
+	// taken; unusable (nil) when another process or layout wrote it.
 	c.mu.RLock()
+	layout := len(c.stale)
+	c.mu.RUnlock()
+	var onDisk [][]byte
+	if layout > 0 {
+		if old, err := readChunks(c.path); err == nil && len(old) == layout {
+			onDisk = old
+		}
+	}
+	c.mu.Lock()
 	if !c.dirty {
-		c.mu.RUnlock()
+		c.encoded = 0
+		c.mu.Unlock()
 		return nil
 	}
-	entries := make([]fileEntry, 0, len(c.m))
+	gen := c.gen
+	// The chunks to encode: the stale ones, or all when the file on disk
+	// cannot give the others or the number of outcomes moved too far from
+	// what its layout was made for.
+	n := len(c.stale)
+	stale := c.stale
+	if onDisk == nil || n != layout || len(c.m) > 4*n*chunkLen || n > 1 && len(c.m) < n*chunkLen/4 {
+		n = chunkCount(len(c.m))
+		stale = make([]bool, n)
+		for i := range stale {
+			stale[i] = true
+		}
+		onDisk = make([][]byte, n)
+	}
+	// Changes from here on are stale in the file this Save writes; if it
+	// fails, the next Save encodes all.
+	c.stale = make([]bool, n)
+	saved := false
+	defer func() {
+		if !saved {
+			c.mu.Lock()
+			c.stale = nil
+			c.mu.Unlock()
+		}
+	}()
+	todo := make([][]fileEntry, n)
 	for k, o := range c.m {
+		i := chunkOf(k, n)
+		if !stale[i] {
+			continue
+		}
 		e := fileEntry{Key: k, Tool: o.Tool, Rev: o.Rev}
 		if o.Err != nil {
 			if ds := hldp.Diagnostics(o.Err); len(ds) > 0 {
@@ -208,8 +295,9 @@ func (c *Cache) Save() error {
 				e.Err = o.Err.Error()
 			}
 		}
-		entries = append(entries, e)
+		todo[i] = append(todo[i], e)
 	}
+	chunks := onDisk
 	l := fileListing{Tree: c.listTree, Keys: make([]Key, 0, len(c.listing))}
 	for p, b := range c.listing {
 		l.Keys = append(l.Keys, Key{Path: p, Blob: b})
@@ -218,17 +306,29 @@ func (c *Cache) Save() error {
 	for p, v := range c.lastGood {
 		last.Good = append(last.Good, fileServed{Path: p, Blob: v.Blob, Rev: v.Rev})
 	}
-	c.mu.RUnlock()
+	c.mu.Unlock()
 	slices.SortFunc(l.Keys, func(a, b Key) int { return strings.Compare(a.Path, b.Path) })
 	slices.SortFunc(last.Good, func(a, b fileServed) int { return strings.Compare(a.Path, b.Path) })
 	l.Sum = listingSum(l.Tree, l.Keys)
 
 	registerValueTypes()
-	chunks := make([][]byte, (len(entries)+chunkLen-1)/chunkLen)
-	errs := make([]error, len(chunks))
-	parallel(len(chunks), func(i int) {
+	errs := make([]error, n)
+	encoded := 0
+	for _, st := range stale {
+		if st {
+			encoded++
+		}
+	}
+	parallel(n, func(i int) {
+		if !stale[i] {
+			return
+		}
+		// Sorted, so that a chunk's bytes depend on its outcomes alone.
+		slices.SortFunc(todo[i], func(a, b fileEntry) int {
+			return cmp.Or(strings.Compare(a.Key.Path, b.Key.Path), strings.Compare(a.Key.Blob, b.Key.Blob))
+		})
 		var b bytes.Buffer
-		errs[i] = gob.NewEncoder(&b).Encode(entries[i*chunkLen : min(len(entries), (i+1)*chunkLen)])
+		errs[i] = gob.NewEncoder(&b).Encode(todo[i])
 		chunks[i] = b.Bytes()
 	})
 	if err := errors.Join(errs...); err != nil {
@@ -266,8 +366,12 @@ func (c *Cache) Save() error {
 		os.Remove(tmp.Name())
 		return fmt.Errorf("cache: %w", err)
 	}
+	saved = true
 	c.mu.Lock()
-	c.dirty = false
+	c.encoded = encoded
+	if c.gen == gen {
+		c.dirty = false
+	}
 	c.mu.Unlock()
 	return nil
 }

@@ -310,3 +310,52 @@ func TestPersistChunks(t *testing.T) {
 		t.Errorf("Open(layout 1) = %d outcomes, %v; want none and an error naming the old format", c.Len(), err)
 	}
 }
+
+// TestSaveEncodesChangedChunks: after a first Save, a Save encodes only
+// the chunks whose outcomes changed (a Put, a Retain that drops one),
+// and what Open reads back is the whole cache every time; a cache that
+// grew past its layout is encoded anew.
+func TestSaveEncodesChangedChunks(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "parse.cache")
+	c := New()
+	c.path = path
+	put := func(i int, blob string) Key {
+		name := fmt.Sprintf("t%05d", i)
+		k := Key{Path: name + "/TOOL.hdlp", Blob: blob}
+		c.Put(k, Outcome{Tool: &hldp.Tool{Name: name, Intent: blob}})
+		return k
+	}
+	const n = 8 * chunkLen
+	keep := map[Key]bool{}
+	for i := range n {
+		keep[put(i, "b1")] = true
+	}
+	check := func(what string, wantEncoded int) {
+		t.Helper()
+		if err := c.Save(); err != nil {
+			t.Fatal(err)
+		}
+		if c.encoded != wantEncoded {
+			t.Errorf("%s: Save encoded %d chunks, want %d", what, c.encoded, wantEncoded)
+		}
+		back, err := Open(path)
+		if err != nil || back.Len() != c.Len() {
+			t.Fatalf("%s: Open() = %d outcomes, %v; want %d", what, back.Len(), err, c.Len())
+		}
+		for k, o := range c.m {
+			if g, ok := back.Get(k); !ok || g.Tool.Intent != o.Tool.Intent {
+				t.Fatalf("%s: Open().Get(%v) = %+v, %v; want %q", what, k, g, ok, o.Tool.Intent)
+			}
+		}
+	}
+	check("first save", chunkCount(n))
+	check("nothing changed", 0) // not dirty: no write at all
+	delete(keep, Key{Path: "t00007/TOOL.hdlp", Blob: "b1"})
+	keep[put(7, "b2")] = true
+	c.Retain(keep) // drops the old t00007, in the same chunk as the new
+	check("one file changed", 1)
+	for i := n; i < 5*n; i++ {
+		put(i, "b1")
+	}
+	check("grown fivefold", chunkCount(5*n))
+}

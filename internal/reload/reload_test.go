@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -315,7 +316,7 @@ func TestWatch(t *testing.T) {
 	go func() { defer wg.Done(); l.Run(ctx, trig.C()) }()
 	go func() {
 		defer wg.Done()
-		if err := Watch(ctx, dir, trig, nil); err != nil {
+		if err := Watch(ctx, dir, trig, nil, nil); err != nil {
 			t.Error(err)
 		}
 	}()
@@ -505,4 +506,82 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.w.Write(p)
+}
+
+// recordTracker records what Watch tells a Tracker.
+type recordTracker struct {
+	mu      sync.Mutex
+	tracked []bool
+	changed []string
+}
+
+func (r *recordTracker) Track(on bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.tracked = append(r.tracked, on)
+}
+
+func (r *recordTracker) Changed(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.changed = append(r.changed, name)
+}
+
+func (r *recordTracker) state() ([]bool, []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.tracked), slices.Clone(r.changed)
+}
+
+// TestWatchTracks: Watch tells its Tracker when every folder is watched,
+// the top-level name of every change before it pokes, and that it stopped.
+func TestWatchTracks(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"a/TOOL.hdlp", "b/TOOL.hdlp"} {
+		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	trig := NewTrigger()
+	tr := &recordTracker{}
+	done := make(chan error, 1)
+	go func() { done <- Watch(ctx, dir, trig, tr, nil) }()
+	waitFor(t, "Track(true) once the folders are watched", func() bool {
+		on, _ := tr.state()
+		return slices.Equal(on, []bool{true})
+	})
+	poked := func(what string) {
+		t.Helper()
+		select {
+		case <-trig.C():
+		case <-time.After(15 * time.Second):
+			t.Fatalf("no poke within 15s: %s", what)
+		}
+	}
+	poked("after setup")
+	if err := os.WriteFile(filepath.Join(dir, "b", "TOOL.hdlp"), []byte("y"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	poked("after writing b/TOOL.hdlp")
+	if _, changed := tr.state(); !slices.Contains(changed, "b") || slices.Contains(changed, "a") {
+		t.Errorf("after writing b/TOOL.hdlp and a poke, Changed got %q; want b (before the poke) and not a", changed)
+	}
+	if err := os.Rename(filepath.Join(dir, "a"), filepath.Join(dir, "c")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "Changed(a) and Changed(c) after a folder rename", func() bool {
+		_, changed := tr.state()
+		return slices.Contains(changed, "a") && slices.Contains(changed, "c")
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if on, _ := tr.state(); !slices.Equal(on, []bool{true, false}) {
+		t.Errorf("Track calls %v, want [true false] (the watcher stopped)", on)
+	}
 }

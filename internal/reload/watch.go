@@ -23,9 +23,18 @@ import (
 // Watch returns nil when ctx is done, and an error when the watcher cannot
 // be set up. Errors the watcher reports later (a queue overflow) are logged
 // and answered with a reload, since events may have been lost.
-func Watch(ctx context.Context, dir string, trigger *Trigger, log *slog.Logger) error {
+//
+// A non-nil tr hears what changed: Track(true) once every folder is
+// watched (false when one cannot be, or Watch returns), and before each
+// poke Changed with the top-level name the event is about, or "" when
+// events may have been lost. A source that trusts it (repo.LocalDir)
+// then rereads only what changed.
+func Watch(ctx context.Context, dir string, trigger *Trigger, tr Tracker, log *slog.Logger) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	if tr == nil {
+		tr = noTracker{}
 	}
 	dir = filepath.Clean(dir)
 	w, err := fsnotify.NewWatcher()
@@ -33,14 +42,18 @@ func Watch(ctx context.Context, dir string, trigger *Trigger, log *slog.Logger) 
 		return fmt.Errorf("reload: watch %s: %w", dir, err)
 	}
 	defer w.Close()
+	defer tr.Track(false)
 	if err := w.Add(dir); err != nil {
 		return fmt.Errorf("reload: watch %s: %w", dir, err)
 	}
-	if err := watchFolders(w, dir, log); err != nil {
+	all, err := watchFolders(w, dir, log)
+	if err != nil {
 		return fmt.Errorf("reload: watch %s: %w", dir, err)
 	}
+	tr.Track(all)
 	// A change between the first load and the watches being in place would
-	// otherwise go unseen until the next event.
+	// otherwise go unseen until the next event (Track made the next
+	// reload read everything).
 	trigger.Poke()
 	log.Debug("watching tools directory", "dir", dir, "folders", len(w.WatchList())-1)
 	for {
@@ -60,29 +73,59 @@ func Watch(ctx context.Context, dir string, trigger *Trigger, log *slog.Logger) 
 				// (the Rename of the old name arrives after the Create of
 				// the new one), so re-add what is missing on every such
 				// event rather than only on Create.
-				if err := watchFolders(w, dir, log); err != nil {
+				all, err := watchFolders(w, dir, log)
+				if err != nil {
 					log.Warn("cannot list tools directory", "dir", dir, "err", err)
+				}
+				if !all || err != nil {
+					tr.Track(false)
 				}
 			}
 			log.Debug("tools directory changed", "path", ev.Name, "op", ev.Op.String())
+			tr.Changed(topName(dir, ev.Name))
 			trigger.Poke()
 		case err, ok := <-w.Errors:
 			if !ok {
 				return nil
 			}
 			log.Warn("tools directory watcher error; reloading in case events were lost", "dir", dir, "err", err)
+			tr.Changed("")
 			trigger.Poke()
 		}
 	}
 }
 
-// watchFolders adds a watch for every tool folder of dir not watched yet.
-// A folder removed again before its watch is added is not an error.
-func watchFolders(w *fsnotify.Watcher, dir string, log *slog.Logger) error {
+// Tracker hears from Watch what changed (see Watch); repo.LocalDir is one.
+type Tracker interface {
+	Track(on bool)
+	Changed(name string)
+}
+
+type noTracker struct{}
+
+func (noTracker) Track(bool)     {}
+func (noTracker) Changed(string) {}
+
+// topName is the name in dir of the top-level entry that path is or is
+// in, or "" when path is dir itself or outside it.
+func topName(dir, path string) string {
+	rel, err := filepath.Rel(dir, path)
+	if err != nil || rel == "." || strings.HasPrefix(rel, "..") {
+		return ""
+	}
+	name, _, _ := strings.Cut(filepath.ToSlash(rel), "/")
+	return name
+}
+
+// watchFolders adds a watch for every tool folder of dir not watched yet,
+// and reports whether every one is watched. A folder removed again before
+// its watch is added is not an error.
+func watchFolders(w *fsnotify.Watcher, dir string, log *slog.Logger) (all bool, err error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
-		return err
+		return false, err
 	}
+	all = true
 	watched := make(map[string]bool)
 	for _, p := range w.WatchList() {
 		watched[p] = true
@@ -100,7 +143,8 @@ func watchFolders(w *fsnotify.Watcher, dir string, log *slog.Logger) error {
 		}
 		if err := w.Add(p); err != nil && !errors.Is(err, os.ErrNotExist) {
 			log.Warn("cannot watch tool folder; its edits are seen at the next reload", "path", p, "err", err)
+			all = false
 		}
 	}
-	return nil
+	return all, nil
 }

@@ -54,13 +54,19 @@ type LocalDir struct {
 	// Tests set it.
 	Now func() time.Time
 
-	mu     sync.Mutex
-	root   *os.Root // nil until the first Sync, and after Close
-	abs    string   // absolute Path at the time root was opened
-	last   *listing // the listing of the last Sync (nil before the first)
-	loaded bool     // ListingFile was read (or tried)
-	saved  *listing // what ListingFile holds (nil: unknown)
-	stats  SyncStats
+	mu   sync.Mutex
+	root *os.Root // nil until the first Sync, and after Close
+	// tracked says a watcher reports every change below the directory
+	// (Track); changed names the top-level entries it reported since the
+	// last Sync, and lost says it may have missed one.
+	tracked bool
+	changed map[string]bool
+	lost    bool
+	abs     string   // absolute Path at the time root was opened
+	last    *listing // the listing of the last Sync (nil before the first)
+	loaded  bool     // ListingFile was read (or tried)
+	saved   *listing // what ListingFile holds (nil: unknown)
+	stats   SyncStats
 }
 
 // SyncStats says what the last Sync of a LocalDir read.
@@ -70,6 +76,52 @@ type SyncStats struct {
 	Dirs     int  // folders listed, the directory itself included
 	ReadDirs int  // folders whose entries were read; the others' came from the listing
 	Loaded   bool // the listing came from ListingFile (the first Sync of a process)
+	// Watched says the Sync took the watcher's word (Track, Changed): it
+	// statted only the top-level entries reported changed, and new ones.
+	Watched bool
+}
+
+// Track says whether a watcher now reports, through Changed, every change
+// below the directory: on, once its watches are in place on the
+// directory and every folder in it; off when it stops or cannot watch
+// them all. While on, a Sync after reported changes stats only the
+// top-level entries reported (and those that appeared): a reload after
+// one edited file of 100,000 costs that file's folder. A Sync with
+// nothing reported (a scheduled one, one asked for over HTTP), the first
+// after Track(true), and any after a lost event (Changed("")) stat
+// everything, as without a watcher, so changes a watcher cannot see (a
+// network file system) are still found on schedule.
+func (d *LocalDir) Track(on bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.tracked, d.changed, d.lost = on, nil, true
+}
+
+// Changed reports a change to the top-level entry name of the directory
+// (a tool folder, or a file beside them); "" says changes may have been
+// missed, so the next Sync stats everything.
+func (d *LocalDir) Changed(name string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if name == "" || name == "." {
+		d.lost = true
+		return
+	}
+	if d.changed == nil {
+		d.changed = map[string]bool{}
+	}
+	d.changed[name] = true
+}
+
+// takeHintsLocked returns the top-level names to stat, or nil when the
+// Sync must stat everything (see Track), and starts the next round.
+func (d *LocalDir) takeHintsLocked() map[string]bool {
+	hints := d.changed
+	if !d.tracked || d.lost || len(hints) == 0 {
+		hints = nil
+	}
+	d.changed, d.lost = nil, false
+	return hints
 }
 
 // Sync returns a Tree over the directory's current contents.
@@ -113,7 +165,14 @@ func (d *LocalDir) Sync(ctx context.Context) (*Tree, error) {
 		d.loaded = true
 		prev, loaded = d.loadLocked(), true
 	}
-	l, stats, err := list(ctx, root, d.abs, prev, d.clock())
+	var l *listing
+	var stats SyncStats
+	if hints := d.takeHintsLocked(); hints != nil && prev != nil {
+		l, stats, err = listChanged(ctx, root, d.abs, prev, d.clock(), hints)
+		stats.Watched = true
+	} else {
+		l, stats, err = list(ctx, root, d.abs, prev, d.clock())
+	}
 	if err != nil {
 		return nil, fmt.Errorf("scan local dir %s: %w", d.Path, err)
 	}
@@ -440,6 +499,86 @@ func list(ctx context.Context, root *os.Root, abs string, prev *listing, now tim
 		}
 	}
 	return &listing{entries: all}, stats, nil
+}
+
+// listChanged is list when a watcher reported the top-level entries that
+// changed since prev (see LocalDir.Track): it reads the directory's names,
+// to see entries come and go, and stats only the entries of changed and
+// of new ones; every other entry, and all below it, is prev's when prev
+// trusted all of it, and is listed again otherwise.
+func listChanged(ctx context.Context, root *os.Root, abs string, prev *listing, now time.Time, changed map[string]bool) (*listing, SyncStats, error) {
+	w := &lister{ctx: ctx, root: root, fsys: root.FS(), abs: abs, prev: prev, now: now}
+	st, err := statDir(abs)
+	if err != nil {
+		return nil, SyncStats{}, err
+	}
+	self := entry{Path: ".", Stat: st, Kind: kindDir, Trusted: settled(st, now)}
+	names, err := w.readNames(".")
+	if err != nil {
+		return nil, SyncStats{}, err
+	}
+	slices.Sort(names)
+	all := []entry{self}
+	for _, name := range names {
+		if !changed[name] {
+			if sub, ok := prev.trustedTree(name); ok {
+				all = append(all, sub...)
+				continue
+			}
+		}
+		start := len(all)
+		if _, err := w.entries(".", []string{name}, false, &all); err != nil {
+			return nil, SyncStats{}, err
+		}
+		if len(all) > start && all[start].Kind == kindDir {
+			e := all[start]
+			if err := w.dir(&e, &all); err != nil {
+				return nil, SyncStats{}, err
+			}
+		}
+	}
+	slices.SortFunc(all, func(a, b entry) int { return strings.Compare(a.Path, b.Path) })
+	stats := SyncStats{Hashed: int(w.hashed.Load()), ReadDirs: int(w.readDirs.Load())}
+	for _, e := range all {
+		if e.Kind == kindDir {
+			stats.Dirs++
+		} else {
+			stats.Files++
+		}
+	}
+	return &listing{entries: all}, stats, nil
+}
+
+// trustedTree returns the entry name (a top-level path) and every entry
+// below it, when all of them are trusted (see entry.Trusted) and none is
+// a folder (reload.Watch watches the top-level folders, not theirs), with
+// their blob hashes marked as this Sync's.
+func (l *listing) trustedTree(name string) ([]entry, bool) {
+	i, ok := slices.BinarySearchFunc(l.entries, name, func(e entry, p string) int { return strings.Compare(e.Path, p) })
+	if !ok {
+		return nil, false
+	}
+	// Below name come its entries, "name/...", but not always right after
+	// it: "name.bak" sorts between.
+	prefix := name + "/"
+	lo, _ := slices.BinarySearchFunc(l.entries, prefix, func(e entry, p string) int { return strings.Compare(e.Path, p) })
+	hi := lo
+	for hi < len(l.entries) && strings.HasPrefix(l.entries[hi].Path, prefix) {
+		hi++
+	}
+	out := append([]entry{l.entries[i]}, l.entries[lo:hi]...)
+	for k := range out {
+		e := &out[k]
+		if !e.Trusted || k > 0 && e.Kind == kindDir {
+			// Untrusted, or a folder below a tool folder, which the
+			// watcher does not watch: list it again.
+			return nil, false
+		}
+		if e.Kind == kindFile {
+			e.hashed = true
+		}
+	}
+	return out, true
 }
 
 // dir lists the folder of e (stat already taken) into out: each entry

@@ -8,6 +8,7 @@ import (
 	"encoding/gob"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"io/fs"
 	"log/slog"
@@ -595,4 +596,77 @@ func TestLocalDirRevUnchanged(t *testing.T) {
 	if got := mustSyncLocal(t, d).Rev(); got != want {
 		t.Errorf("Rev() = %s, want %s", got, want)
 	}
+}
+
+// TestLocalDirTracked: while a watcher tracks the directory (Track), a
+// Sync after reported changes stats only the reported top-level entries
+// and those that appeared, and gives the tree reading every file gives;
+// the first Sync after Track(true), one after a lost event (Changed("")),
+// one with nothing reported and one after Track(false) stat everything.
+func TestLocalDirTracked(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]string{"README.md": "tools\n", "deep/TOOL.hdlp": "name: deep\n", "deep/sub/x.sh": "x\n"}
+	for i := range 20 {
+		files[fmt.Sprintf("t%02d/TOOL.hdlp", i)] = fmt.Sprintf("name: t%02d\n", i)
+	}
+	files["t03.bak/TOOL.hdlp"] = "name: bak\n" // sorts between t03 and t03/...
+	writeFiles(t, dir, files)
+	d := &LocalDir{Path: dir, Now: later}
+	t.Cleanup(func() { d.Close() })
+	mustSyncLocal(t, d)
+	d.Track(true)
+	d.Changed("t01")
+	if mustSyncLocal(t, d); d.LastSync().Watched {
+		t.Errorf("first Sync after Track(true) took the watcher's word: %+v", d.LastSync())
+	}
+
+	// One reported change: that folder is statted again, and the folder
+	// with a folder in it, which the watcher does not watch (so a change
+	// there is seen unreported); nothing else. Only the directory's names
+	// are read: the folders' stats say their entries did not change.
+	writeFiles(t, dir, map[string]string{"t03/TOOL.hdlp": "name: t03\nintent: new\n", "deep/sub/x.sh": "y\n"})
+	d.Changed("t03")
+	tree := mustSyncLocal(t, d)
+	if st := d.LastSync(); !st.Watched || st.Hashed != 2 || st.ReadDirs != 1 {
+		t.Errorf("after one reported change: %+v; want Watched, 2 files hashed (t03's, deep/sub's), 1 folder read", st)
+	}
+	checkSameAsFresh(t, dir, tree, "t03/TOOL.hdlp", "t03.bak/TOOL.hdlp", "t04/TOOL.hdlp", "deep/sub/x.sh")
+
+	// A change the watcher did not report stays unseen while it tracks,
+	// except where a folder appeared; a Sync with nothing reported sees it.
+	writeFiles(t, dir, map[string]string{"t05/TOOL.hdlp": "name: t05\nintent: unreported\n", "t99/TOOL.hdlp": "name: t99\n"})
+	d.Changed("t06")
+	tree = mustSyncLocal(t, d)
+	if b, _ := tree.BlobHash("t05/TOOL.hdlp"); b == blobHash([]byte("name: t05\nintent: unreported\n")) {
+		t.Errorf("an unreported change was read: the Sync did not take the watcher's word")
+	}
+	if _, err := tree.BlobHash("t99/TOOL.hdlp"); err != nil {
+		t.Errorf("a folder that appeared is not listed: %v", err)
+	}
+	for _, next := range []func(){
+		func() {}, // nothing reported: a scheduled Sync
+		func() { d.Changed("t07"); d.Changed("") }, // a lost event
+		func() { d.Track(false); d.Changed("t07") },
+	} {
+		files["x"] += "x" // a new content each round
+		writeFiles(t, dir, map[string]string{"t05/TOOL.hdlp": "name: t05\nintent: " + files["x"] + "\n"})
+		next()
+		tree = mustSyncLocal(t, d)
+		if d.LastSync().Watched {
+			t.Errorf("Sync took the watcher's word: %+v", d.LastSync())
+		}
+		checkSameAsFresh(t, dir, tree, "t05/TOOL.hdlp", "t99/TOOL.hdlp")
+		d.Track(true)
+		mustSyncLocal(t, d) // the full Sync Track(true) asks for
+	}
+	// A removed folder is gone from a watched Sync.
+	if err := os.RemoveAll(filepath.Join(dir, "t10")); err != nil {
+		t.Fatal(err)
+	}
+	d.Changed("t10")
+	tree = mustSyncLocal(t, d)
+	if _, err := tree.BlobHash("t10/TOOL.hdlp"); err == nil || !d.LastSync().Watched {
+		t.Errorf("removed folder still listed (err %v) or Sync not watched (%+v)", err, d.LastSync())
+	}
+	checkSameAsFresh(t, dir, tree, "t09/TOOL.hdlp", "t11/TOOL.hdlp")
 }
