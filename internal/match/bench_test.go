@@ -120,3 +120,19 @@ func BenchmarkUpdate10k(b *testing.B) {
 		ix.Update([]Doc{old}, []Doc{edited})
 	}
 }
+
+// BenchmarkMatch100kP99 is BenchmarkMatch10kP99 at 100,000 tools.
+func BenchmarkMatch100kP99(b *testing.B) {
+	ix := New(synthDocs(100000), nil)
+	b.ReportAllocs()
+	var durs []time.Duration
+	i := 0
+	for b.Loop() {
+		start := time.Now()
+		ix.Match(benchQueries[i%len(benchQueries)], 3)
+		durs = append(durs, time.Since(start))
+		i++
+	}
+	slices.Sort(durs)
+	b.ReportMetric(float64(durs[len(durs)*99/100].Nanoseconds()), "p99-ns")
+}

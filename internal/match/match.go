@@ -58,6 +58,7 @@ import (
 	"cmp"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 )
 
@@ -137,6 +138,13 @@ const (
 	backgroundRate = 0.025
 	specificRate   = 0.05
 )
+
+// negligible is the specificity below which a term the request holds is
+// not looked up: nearly every document holds it ("服务" in a catalog of
+// services: df/n above 0.97), so it raises every document alike, and at
+// 100,000 tools its posting list was most of a query's time. It still
+// counts in the query's maximum score.
+const negligible = 0.01
 
 // unknownWeight is the weight (in specificity units) of a query token that
 // no document and no vocabulary term contains (a host, a product, a name):
@@ -462,12 +470,12 @@ func build(docs []Doc, vocab *Vocab, avgLen map[string]float64) *Index {
 	}
 	var accs []acc
 	var fieldTF []float64 // per acc, contribution of the current field
+	layouts := fieldLayouts{}
 	for d, doc := range docs {
 		ix.ids[d] = doc.ID
-		names := make([]string, len(doc.Fields))
+		ix.fields[d] = layouts.of(doc)
 		accs, fieldTF = accs[:0], fieldTF[:0]
 		for f, fl := range doc.Fields {
-			names[f] = fl.Name
 			w := fl.Weight
 			if w == 0 {
 				w = 1
@@ -494,7 +502,6 @@ func build(docs []Doc, vocab *Vocab, avgLen map[string]float64) *Index {
 				}
 			}
 		}
-		ix.fields[d] = names
 		for _, a := range accs {
 			pos[a.term] = -1
 			ix.postings[a.term] = append(ix.postings[a.term], posting{
@@ -518,6 +525,30 @@ func build(docs []Doc, vocab *Vocab, avgLen map[string]float64) *Index {
 	ndocs := len(docs)
 	ix.scratch = &sync.Pool{New: func() any { return &scratch{scores: make([]float32, ndocs), roles: make([]role, ndocs)} }}
 	return ix
+}
+
+// fieldLayouts shares the field names of documents: most documents of a
+// catalog have the same fields in the same order, and a slice of a
+// dozen names each was a tenth of a 10,000-tool index.
+type fieldLayouts map[string][]string
+
+// of returns doc's field names, shared with earlier documents of the same
+// layout.
+func (l fieldLayouts) of(doc Doc) []string {
+	var key strings.Builder
+	for _, fl := range doc.Fields {
+		key.WriteString(fl.Name)
+		key.WriteByte(0)
+	}
+	if names, ok := l[key.String()]; ok {
+		return names
+	}
+	names := make([]string, len(doc.Fields))
+	for f, fl := range doc.Fields {
+		names[f] = fl.Name
+	}
+	l[key.String()] = names
+	return names
 }
 
 // lengthNorm is BM25's length normalisation of a field of length l whose
@@ -615,7 +646,7 @@ func (ix *Index) MatchIn(q string, k int, allow func(id string) bool) Result {
 	s.touched = s.touched[:0]
 	var asked role // the roles of the query's units that some document holds
 	for _, u := range units {
-		if u.term < 0 {
+		if u.term < 0 || ix.idf[u.term] < negligible {
 			continue
 		}
 		asked |= u.role

@@ -485,3 +485,21 @@ func TestStandout(t *testing.T) {
 		t.Errorf("Match(write me a poem) = %+v; want refused with a score above the stand-out floor (the test's premise)", r)
 	}
 }
+
+// TestNegligibleTerm: a term nearly every document holds is not looked
+// up, so it makes no document a candidate on its own, while the
+// documents that match the rest of the request rank as before.
+func TestNegligibleTerm(t *testing.T) {
+	var docs []Doc
+	// 800 tools: with the background of specificity, a term all of them
+	// hold falls below negligible from about 640.
+	for i := range 800 {
+		docs = append(docs, Doc{ID: fmt.Sprintf("svc-%03d", i), Fields: []Field{{Name: "intent", Text: "show the service " + strings.Repeat("x", 5) + string(rune('a'+i%26)) + string(rune('a'+i/26%26))}}})
+	}
+	docs = append(docs, Doc{ID: "restart", Fields: []Field{{Name: "intent", Text: "restart the service"}}})
+	ix := New(docs, nil)
+	r := ix.Match("restart the service", 3)
+	if len(r.Candidates) != 1 || r.Candidates[0].ID != "restart" {
+		t.Errorf("Match(restart the service) = %+v; want only the restarting tool: every tool holds \"service\"", r.Candidates)
+	}
+}

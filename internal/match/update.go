@@ -88,11 +88,7 @@ func (ix *Index) Update(removed, added []Doc) *Index {
 		c.ids = append(c.ids, doc.ID)
 		c.dead = append(c.dead, false)
 		c.live++
-		names := make([]string, len(doc.Fields))
-		for f, fl := range doc.Fields {
-			names[f] = fl.Name
-		}
-		c.fields = append(c.fields, names)
+		c.fields = append(c.fields, fieldLayouts{}.of(doc))
 		for _, t := range docTerms(an, doc, c.avgLen, termID, surf) {
 			t.p.doc = d
 			at(t.term).come = append(at(t.term).come, t.p)
