@@ -339,23 +339,41 @@ type Store struct {
 // (built lazily), so that what the index reads beside the tools (the
 // requests learned from use) is read again. A Swap in between wins: it
 // publishes a newer snapshot, whose index is new anyway.
-func (st *Store) Reindex() {
+func (st *Store) Reindex() { st.reindex(true) }
+
+// Compact publishes the current snapshot again with its match index built
+// anew, when updates made it drift from a new build (see Options.Prev and
+// Snapshot.IndexDrift), and reports whether it did. A Swap in between
+// wins, as for Reindex.
+func (st *Store) Compact() bool {
+	cur := st.Load()
+	if cur == nil || !cur.built.Load() || cur.index.Drift() == 0 {
+		return false
+	}
+	return st.reindex(false)
+}
+
+// reindex is Reindex, updating the current index when update is set and
+// building it anew otherwise; it reports whether it published.
+func (st *Store) reindex(update bool) bool {
 	st.mu.Lock()
 	cur := st.cur.Load()
 	st.mu.Unlock()
 	if cur == nil {
-		return
+		return false
 	}
 	next := &Snapshot{rev: cur.rev, gen: cur.gen, builtAt: cur.builtAt, entries: cur.entries, names: cur.names, enabled: cur.enabled, vocab: cur.vocab, learned: cur.learned}
-	if cur.built.Load() {
+	if update && cur.built.Load() {
 		next.prev = cur // the tools whose learned requests changed are updated
 	}
 	next.BuildIndex() // off the lock: a query keeps the old index meanwhile
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if st.cur.Load() == cur {
-		st.cur.Store(next) // the same tools: no change to announce
+	if st.cur.Load() != cur {
+		return false
 	}
+	st.cur.Store(next) // the same tools: no change to announce
+	return true
 }
 
 // Load returns the current snapshot, or nil before the first Swap.

@@ -108,3 +108,40 @@ func TestReindexUpdates(t *testing.T) {
 		t.Errorf("after Reindex: Match(%q) = %+v, drift %v; want tool-0007 found by an updated index", q, r, cur.IndexDrift())
 	}
 }
+
+// TestStoreCompact: Compact republishes a snapshot whose index was
+// updated with one built anew, answering the same; on an index built
+// anew it does nothing.
+func TestStoreCompact(t *testing.T) {
+	entries := updateCatalog(updateMinTools + 10)
+	var st Store
+	first := New("r1", entries, Options{})
+	st.Swap(first)
+	if st.Compact() {
+		t.Fatal("Compact on an index built anew published")
+	}
+	next := append([]Entry(nil), entries...)
+	e := next[3]
+	e.Tool = tool(e.Name)
+	e.Tool.Intent = "rotate the zookeeper quorum certificates"
+	next[3] = e
+	st.Swap(New("r2", next, Options{Prev: first}))
+	updated := st.Load()
+	if updated.IndexDrift() == 0 {
+		t.Fatal("the second snapshot's index was built anew; the test needs an updated one")
+	}
+	want := updated.Match("rotate zookeeper certificates", 3)
+	if !st.Compact() {
+		t.Fatal("Compact did not publish")
+	}
+	cur := st.Load()
+	if cur == updated || cur.Gen() != updated.Gen() || cur.Rev() != "r2" || cur.IndexDrift() != 0 {
+		t.Fatalf("after Compact: snapshot %p gen %d rev %s drift %v; want a new snapshot of gen %d, r2, drift 0", cur, cur.Gen(), cur.Rev(), cur.IndexDrift(), updated.Gen())
+	}
+	if got := cur.Match("rotate zookeeper certificates", 3); !got.Found || got.Candidates[0].ID != want.Candidates[0].ID {
+		t.Errorf("after Compact: %+v, before %+v", got, want)
+	}
+	if st.Compact() {
+		t.Error("a second Compact published again")
+	}
+}

@@ -177,6 +177,14 @@ type Loop struct {
 	// while Run backs off after a failure is dropped: the retry is the
 	// next attempt. nil: no schedule.
 	Ticks <-chan struct{}
+	// CompactAfter is how long Run waits, after publishing a snapshot
+	// whose match index was updated rather than built anew (see
+	// catalog.Options.Prev), with no other reload, before it builds that
+	// index anew (catalog.Store.Compact): an update keeps copies of the
+	// posting lists it changed and the first build's field lengths, and a
+	// quiet moment is when a full build costs nobody a wait. Zero: one
+	// minute; negative: never.
+	CompactAfter time.Duration
 
 	onceMu sync.Mutex // held by Once: one build at a time
 
@@ -346,7 +354,26 @@ func (l *Loop) Run(ctx context.Context, trigger <-chan struct{}) error {
 			retry = time.NewTimer(wait)
 		}
 	}
+	// compact fires CompactAfter after the last publish whose index drifted.
+	compact := time.NewTimer(time.Hour)
+	compact.Stop()
+	defer compact.Stop()
+	compactAfter := l.CompactAfter
+	if compactAfter == 0 {
+		compactAfter = time.Minute
+	}
+	published := l.Store.Load()
+	afterAttempt := func() {
+		if cur := l.Store.Load(); cur != published {
+			published = cur
+			compact.Stop()
+			if compactAfter > 0 && cur != nil && cur.IndexDrift() > 0 {
+				compact.Reset(compactAfter)
+			}
+		}
+	}
 	attempt()
+	afterAttempt()
 	for {
 		var retryC <-chan time.Time
 		if retry != nil {
@@ -355,9 +382,16 @@ func (l *Loop) Run(ctx context.Context, trigger <-chan struct{}) error {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-compact.C:
+			if l.Store.Compact() {
+				log.Debug("match index built anew after updates", "revision", l.Store.Load().Rev())
+			}
+			published = l.Store.Load()
+			continue
 		case <-retryC:
 			retry = nil
 			attempt()
+			afterAttempt()
 		case <-trigger:
 			if rev := l.takeExpected(); rev != "" {
 				log.Debug("sync at once: a push named its commit", "expected", rev)
@@ -365,12 +399,14 @@ func (l *Loop) Run(ctx context.Context, trigger <-chan struct{}) error {
 				return nil
 			}
 			attempt()
+			afterAttempt()
 		case <-l.Ticks:
 			if retry != nil {
 				log.Debug("scheduled sync skipped: backing off after a failure", "retry_at", l.Status().Next)
 				continue
 			}
 			attempt()
+			afterAttempt()
 		}
 	}
 }

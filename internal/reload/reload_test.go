@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -584,4 +585,65 @@ func TestWatchTracks(t *testing.T) {
 	if on, _ := tr.state(); !slices.Equal(on, []bool{true, false}) {
 		t.Errorf("Track calls %v, want [true false] (the watcher stopped)", on)
 	}
+}
+
+// TestRunCompacts: after a reload that updated the match index (few of
+// many tools changed), Run builds it anew once CompactAfter passes with no
+// other reload, keeping the snapshot; a reload within that time puts it
+// off; an index built anew is left alone.
+func TestRunCompacts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		src := &fakeSource{}
+		for i := range 300 {
+			name := fmt.Sprintf("tool-%03d", i)
+			src.set(name+"/TOOL.hdlp", toolFile(name, fmt.Sprintf("restart service %03d", i)))
+		}
+		l, st := newLoop(src)
+		l.CompactAfter = 10 * time.Minute
+		trig := NewTrigger()
+		go l.Run(ctx, trig.C())
+		synctest.Wait()
+		first := st.Load()
+		if first == nil || first.IndexDrift() != 0 {
+			t.Fatalf("first load: %v", first)
+		}
+		edit := func(intent string) *catalog.Snapshot {
+			src.set("tool-007/TOOL.hdlp", toolFile("tool-007", intent))
+			trig.Poke()
+			time.Sleep(5 * time.Second) // past the debounce
+			synctest.Wait()
+			return st.Load()
+		}
+		updated := edit("rotate zookeeper certificates")
+		if updated == first || updated.IndexDrift() == 0 {
+			t.Fatalf("after one edit: drift %v; want an updated index", updated.IndexDrift())
+		}
+		time.Sleep(6 * time.Minute)
+		synctest.Wait()
+		again := edit("rotate kafka certificates") // puts compaction off
+		if again.IndexDrift() == 0 {
+			t.Fatal("second edit: index built anew")
+		}
+		time.Sleep(6 * time.Minute) // 10 minutes after the first edit, 6 after the second
+		synctest.Wait()
+		if st.Load() != again {
+			t.Fatal("compacted 6 minutes after the last reload; want 10")
+		}
+		time.Sleep(5 * time.Minute)
+		synctest.Wait()
+		cur := st.Load()
+		if cur == again || cur.IndexDrift() != 0 || cur.Gen() != again.Gen() {
+			t.Fatalf("10 minutes after the last reload: snapshot changed %v, drift %v, gen %d (want %d)", cur != again, cur.IndexDrift(), cur.Gen(), again.Gen())
+		}
+		if r := cur.Match("rotate kafka certificates", 1); !r.Found || r.Candidates[0].ID != "tool-007" {
+			t.Errorf("compacted index: %+v", r)
+		}
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		if st.Load() != cur {
+			t.Error("an index built anew was compacted again")
+		}
+	})
 }
