@@ -12,6 +12,7 @@ package catalog
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -91,9 +92,10 @@ type Snapshot struct {
 	rev     string
 	gen     uint64
 	builtAt time.Time
-	entries map[string]Entry // never mutated after New
-	names   []string         // sorted
-	enabled []string         // sorted names of callable entries
+	// entries are sorted by name, one per name; never mutated after New.
+	// A slice, not a map: a map of 100,000 entries took twice the room.
+	entries []Entry
+	enabled []int32 // indexes in entries of the callable ones
 
 	vocab     *match.Vocab
 	learned   func(name, intent string) []string
@@ -148,27 +150,34 @@ const (
 // callable tools. Entries with an empty Name are ignored; a later entry
 // with the same name replaces an earlier one.
 func New(rev string, entries []Entry, opts Options) *Snapshot {
-	s := &Snapshot{rev: rev, builtAt: opts.Now, entries: make(map[string]Entry, len(entries)), vocab: opts.Vocab, learned: opts.Learned}
+	s := &Snapshot{rev: rev, builtAt: opts.Now, vocab: opts.Vocab, learned: opts.Learned}
 	if p := opts.Prev; p != nil && p.built.Load() && p.vocab == opts.Vocab {
 		s.prev = p
 	}
 	if s.builtAt.IsZero() {
 		s.builtAt = time.Now()
 	}
+	sorted := make([]Entry, 0, len(entries))
 	for _, e := range entries {
-		if e.Name == "" {
+		if e.Name != "" {
+			sorted = append(sorted, e)
+		}
+	}
+	slices.SortStableFunc(sorted, func(a, b Entry) int { return strings.Compare(a.Name, b.Name) })
+	// Of entries with one name, the last given wins.
+	kept := sorted[:0]
+	for i, e := range sorted {
+		if i+1 < len(sorted) && sorted[i+1].Name == e.Name {
 			continue
 		}
-		s.entries[e.Name] = e
+		kept = append(kept, e)
 	}
-	for name, e := range s.entries {
-		s.names = append(s.names, name)
+	s.entries = slices.Clip(kept)
+	for i, e := range s.entries {
 		if e.Status.Callable() && e.Tool != nil {
-			s.enabled = append(s.enabled, name)
+			s.enabled = append(s.enabled, int32(i))
 		}
 	}
-	slices.Sort(s.names)
-	slices.Sort(s.enabled)
 	if !opts.LazyIndex {
 		s.BuildIndex()
 	}
@@ -189,9 +198,9 @@ func (s *Snapshot) BuildIndex() {
 		if s.index == nil {
 			s.learnedAt = map[string][]string{}
 			docs := make([]match.Doc, 0, len(s.enabled))
-			for _, name := range s.enabled {
-				t := s.entries[name].Tool
-				docs = append(docs, s.doc(name, t, s.requests(name, t)))
+			for _, k := range s.enabled {
+				e := &s.entries[k]
+				docs = append(docs, s.doc(e.Name, e.Tool, s.requests(e.Name, e.Tool)))
 			}
 			s.index = match.New(docs, s.vocab)
 		}
@@ -242,21 +251,24 @@ func (s *Snapshot) updated(prev *Snapshot) (*match.Index, map[string][]string) {
 	limit := int(updateMaxDrift*float64(len(s.enabled))) - int(prev.index.Drift()*float64(prev.index.Len()))
 	i, j := 0, 0
 	for i < len(prev.enabled) || j < len(s.enabled) {
-		var name string
+		var p, c *Entry // the entries of prev and s, in name order
+		if i < len(prev.enabled) {
+			p = &prev.entries[prev.enabled[i]]
+		}
+		if j < len(s.enabled) {
+			c = &s.entries[s.enabled[j]]
+		}
 		switch {
-		case j == len(s.enabled) || i < len(prev.enabled) && prev.enabled[i] < s.enabled[j]:
-			name = prev.enabled[i]
+		case c == nil || p != nil && p.Name < c.Name:
 			i++
-			removed = append(removed, prev.doc(name, prev.entries[name].Tool, prev.learnedAt[name]))
-		case i == len(prev.enabled) || s.enabled[j] < prev.enabled[i]:
-			name = s.enabled[j]
+			removed = append(removed, prev.doc(p.Name, p.Tool, prev.learnedAt[p.Name]))
+		case p == nil || c.Name < p.Name:
 			j++
-			t := s.entries[name].Tool
-			added = append(added, s.doc(name, t, s.requests(name, t)))
+			added = append(added, s.doc(c.Name, c.Tool, s.requests(c.Name, c.Tool)))
 		default:
-			name = s.enabled[j]
+			name := c.Name
 			i, j = i+1, j+1
-			was, t := prev.entries[name].Tool, s.entries[name].Tool
+			was, t := p.Tool, c.Tool
 			qs := s.requests(name, t)
 			if was == t && slices.Equal(prev.learnedAt[name], qs) {
 				continue
@@ -282,31 +294,28 @@ func (s *Snapshot) BuiltAt() time.Time { return s.builtAt }
 
 // Lookup returns the entry of the named tool.
 func (s *Snapshot) Lookup(name string) (Entry, bool) {
-	e, ok := s.entries[name]
-	return e, ok
+	i, ok := slices.BinarySearchFunc(s.entries, name, func(e Entry, name string) int { return strings.Compare(e.Name, name) })
+	if !ok {
+		return Entry{}, false
+	}
+	return s.entries[i], true
 }
 
 // Enabled returns the callable entries (Enabled and Stale), sorted by name.
 // The slice is a fresh copy.
 func (s *Snapshot) Enabled() []Entry {
 	out := make([]Entry, 0, len(s.enabled))
-	for _, n := range s.enabled {
-		out = append(out, s.entries[n])
+	for _, k := range s.enabled {
+		out = append(out, s.entries[k])
 	}
 	return out
 }
 
 // All returns every entry, whatever its status, sorted by name.
-func (s *Snapshot) All() []Entry {
-	out := make([]Entry, 0, len(s.names))
-	for _, n := range s.names {
-		out = append(out, s.entries[n])
-	}
-	return out
-}
+func (s *Snapshot) All() []Entry { return slices.Clone(s.entries) }
 
 // Len is the number of entries of any status.
-func (s *Snapshot) Len() int { return len(s.names) }
+func (s *Snapshot) Len() int { return len(s.entries) }
 
 // Counts returns how many entries have each status.
 func (s *Snapshot) Counts() map[Status]int {
@@ -362,7 +371,7 @@ func (st *Store) reindex(update bool) bool {
 	if cur == nil {
 		return false
 	}
-	next := &Snapshot{rev: cur.rev, gen: cur.gen, builtAt: cur.builtAt, entries: cur.entries, names: cur.names, enabled: cur.enabled, vocab: cur.vocab, learned: cur.learned}
+	next := &Snapshot{rev: cur.rev, gen: cur.gen, builtAt: cur.builtAt, entries: cur.entries, enabled: cur.enabled, vocab: cur.vocab, learned: cur.learned}
 	if update && cur.built.Load() {
 		next.prev = cur // the tools whose learned requests changed are updated
 	}

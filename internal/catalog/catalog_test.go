@@ -156,3 +156,33 @@ func TestMatchOffersOnlyCallableTools(t *testing.T) {
 		}
 	}
 }
+
+// TestSnapshotEntriesByName: entries come back sorted by name whatever
+// the order given, a later entry of a name replaces an earlier one, and
+// Lookup finds each name (and no other).
+func TestSnapshotEntriesByName(t *testing.T) {
+	first, second := tool("b"), tool("b")
+	s := New("r", []Entry{
+		{Name: "c", Tool: tool("c")}, {Name: "b", Tool: first}, {Name: ""}, {Name: "a", Tool: tool("a"), Status: Failed}, {Name: "b", Tool: second},
+	}, Options{LazyIndex: true})
+	var names []string
+	for _, e := range s.All() {
+		names = append(names, e.Name)
+	}
+	if fmt.Sprint(names) != "[a b c]" || s.Len() != 3 {
+		t.Fatalf("All() names = %v (Len %d), want [a b c]", names, s.Len())
+	}
+	if e, ok := s.Lookup("b"); !ok || e.Tool != second {
+		t.Errorf("Lookup(b) = %+v, %v; want the later entry", e, ok)
+	}
+	if _, ok := s.Lookup("bb"); ok {
+		t.Error("Lookup(bb) found an entry")
+	}
+	var enabled []string
+	for _, e := range s.Enabled() {
+		enabled = append(enabled, e.Name)
+	}
+	if fmt.Sprint(enabled) != "[b c]" {
+		t.Errorf("Enabled() = %v, want [b c]", enabled)
+	}
+}

@@ -164,7 +164,7 @@ func (s *Snapshot) MatchIntentOn(q string, limit int, sf Surface) MatchResponse 
 		return resp
 	}
 	for _, c := range res.Candidates {
-		e := s.entries[c.ID]
+		e, _ := s.Lookup(c.ID)
 		resp.Candidates = append(resp.Candidates, MatchCandidate{
 			Name: c.ID, Display: e.Tool.Display, Intent: e.Tool.Intent, Score: c.Score, Matched: c.Matched,
 			Executor: string(e.Tool.Executor), Revision: e.Rev, ParamsSchema: e.Tool.InputSchema(),
