@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"path"
 	"path/filepath"
 	"sync"
 	"time"
@@ -562,6 +563,9 @@ func toolsSource(dir, state string, log *slog.Logger) (reload.Source, string, er
 		Path:        dir,
 		ListingFile: filepath.Join(state, filepath.FromSlash(stateListingFile)),
 		Logger:      log.With(slog.String("log", "reload")),
+		// The definitions a Sync read to hash them are parsed from that
+		// read, not opened again.
+		KeepRead: func(name string) bool { return path.Base(name) == hldp.FileName },
 	}}, dir, nil
 }
 

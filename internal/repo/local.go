@@ -13,6 +13,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"path"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -53,6 +54,12 @@ type LocalDir struct {
 	// Now returns the time a Sync judges stats against (nil: time.Now).
 	// Tests set it.
 	Now func() time.Time
+	// KeepRead, when set, names the files (slash paths) whose content a
+	// Sync that reads them to hash them keeps for the Tree: the Tree's FS
+	// serves the first read of such a file from that content, the file as
+	// the Sync found it, instead of opening it again (the daemon keeps
+	// its definition files: a start with no listing reads each once).
+	KeepRead func(name string) bool
 
 	mu   sync.Mutex
 	root *os.Root // nil until the first Sync, and after Close
@@ -167,11 +174,12 @@ func (d *LocalDir) Sync(ctx context.Context) (*Tree, error) {
 	}
 	var l *listing
 	var stats SyncStats
+	w := &lister{ctx: ctx, root: root, fsys: root.FS(), abs: d.abs, prev: prev, now: d.clock(), keep: d.KeepRead}
 	if hints := d.takeHintsLocked(); hints != nil && prev != nil {
-		l, stats, err = listChanged(ctx, root, d.abs, prev, d.clock(), hints)
+		l, stats, err = w.listChanged(hints)
 		stats.Watched = true
 	} else {
-		l, stats, err = list(ctx, root, d.abs, prev, d.clock())
+		l, stats, err = w.list()
 	}
 	if err != nil {
 		return nil, fmt.Errorf("scan local dir %s: %w", d.Path, err)
@@ -180,7 +188,7 @@ func (d *LocalDir) Sync(ctx context.Context) (*Tree, error) {
 	d.last, d.stats = l, stats
 	d.saveLocked(l)
 	if rfs, ok := fsys.(rootFS); ok {
-		fsys = listedFS{rootFS: rfs, l: l}
+		fsys = listedFS{rootFS: rfs, l: l, kept: &keptFiles{m: w.kept}}
 	}
 	return &Tree{
 		fsys: fsys,
@@ -208,8 +216,63 @@ type rootFS interface {
 // entries, which the listing already did). Files are read from disk.
 type listedFS struct {
 	rootFS
-	l *listing
+	l    *listing
+	kept *keptFiles
 }
+
+// keptFiles is the content of the files a Sync read and LocalDir.KeepRead
+// kept, until the Tree's FS serves each once.
+type keptFiles struct {
+	mu sync.Mutex
+	m  map[string][]byte
+}
+
+// take returns and forgets the kept content of name.
+func (k *keptFiles) take(name string) ([]byte, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	data, ok := k.m[name]
+	delete(k.m, name)
+	return data, ok
+}
+
+// Open serves a kept file from its content, once; any other from disk.
+func (f listedFS) Open(name string) (fs.File, error) {
+	if data, ok := f.kept.take(name); ok {
+		if e, ok := f.l.find(name); ok {
+			return &keptFile{Reader: bytes.NewReader(data), name: path.Base(name), e: e}, nil
+		}
+	}
+	return f.rootFS.Open(name)
+}
+
+// ReadFile is Open's, for fs.ReadFile.
+func (f listedFS) ReadFile(name string) ([]byte, error) {
+	if data, ok := f.kept.take(name); ok {
+		return data, nil
+	}
+	return f.rootFS.ReadFile(name)
+}
+
+// keptFile is an open kept file.
+type keptFile struct {
+	*bytes.Reader
+	name string
+	e    entry
+}
+
+func (f *keptFile) Stat() (fs.FileInfo, error) { return keptInfo{f}, nil }
+func (f *keptFile) Close() error               { return nil }
+
+// keptInfo describes a kept file as the Sync's stat found it.
+type keptInfo struct{ f *keptFile }
+
+func (i keptInfo) Name() string       { return i.f.name }
+func (i keptInfo) Size() int64        { return i.f.Reader.Size() }
+func (i keptInfo) Mode() fs.FileMode  { return fs.FileMode(i.f.e.Stat.Mode & 0o777) }
+func (i keptInfo) ModTime() time.Time { return time.Unix(0, i.f.e.Stat.MTime) }
+func (i keptInfo) IsDir() bool        { return false }
+func (i keptInfo) Sys() any           { return nil }
 
 // ReadDir lists the folder name as the Sync did; a folder it did not list
 // (one reached through a symbolic link) is read from disk.
@@ -440,20 +503,22 @@ type lister struct {
 	abs  string   // the directory, for stats by path
 	prev *listing // may be nil
 	now  time.Time
+	keep func(name string) bool // LocalDir.KeepRead
 
 	hashed, readDirs atomic.Int64
+	mu               sync.Mutex
+	kept             map[string][]byte // what keep accepted of the files read
 }
 
 // list walks fsys, the root of the directory abs. The top level's entries
 // are shared among GOMAXPROCS goroutines, each walking whole sub-trees.
-func list(ctx context.Context, root *os.Root, abs string, prev *listing, now time.Time) (*listing, SyncStats, error) {
-	w := &lister{ctx: ctx, root: root, fsys: root.FS(), abs: abs, prev: prev, now: now}
+func (w *lister) list() (*listing, SyncStats, error) {
 	var top []entry
-	st, err := statDir(abs)
+	st, err := statDir(w.abs)
 	if err != nil {
 		return nil, SyncStats{}, err
 	}
-	self := entry{Path: ".", Stat: st, Kind: kindDir, Trusted: settled(st, now)}
+	self := entry{Path: ".", Stat: st, Kind: kindDir, Trusted: settled(st, w.now)}
 	if err := w.dir(&self, &top); err != nil {
 		return nil, SyncStats{}, err
 	}
@@ -506,13 +571,12 @@ func list(ctx context.Context, root *os.Root, abs string, prev *listing, now tim
 // to see entries come and go, and stats only the entries of changed and
 // of new ones; every other entry, and all below it, is prev's when prev
 // trusted all of it, and is listed again otherwise.
-func listChanged(ctx context.Context, root *os.Root, abs string, prev *listing, now time.Time, changed map[string]bool) (*listing, SyncStats, error) {
-	w := &lister{ctx: ctx, root: root, fsys: root.FS(), abs: abs, prev: prev, now: now}
-	st, err := statDir(abs)
+func (w *lister) listChanged(changed map[string]bool) (*listing, SyncStats, error) {
+	st, err := statDir(w.abs)
 	if err != nil {
 		return nil, SyncStats{}, err
 	}
-	self := entry{Path: ".", Stat: st, Kind: kindDir, Trusted: settled(st, now)}
+	self := entry{Path: ".", Stat: st, Kind: kindDir, Trusted: settled(st, w.now)}
 	names, err := w.readNames(".")
 	if err != nil {
 		return nil, SyncStats{}, err
@@ -521,7 +585,7 @@ func listChanged(ctx context.Context, root *os.Root, abs string, prev *listing, 
 	all := []entry{self}
 	for _, name := range names {
 		if !changed[name] {
-			if sub, ok := prev.trustedTree(name); ok {
+			if sub, ok := w.prev.trustedTree(name); ok {
 				all = append(all, sub...)
 				continue
 			}
@@ -698,6 +762,14 @@ func (w *lister) hash(e *entry) {
 		return
 	}
 	e.Blob, e.hashed = blobSum(data), true
+	if e.Kind == kindFile && w.keep != nil && w.keep(e.Path) {
+		w.mu.Lock()
+		if w.kept == nil {
+			w.kept = map[string][]byte{}
+		}
+		w.kept[e.Path] = data
+		w.mu.Unlock()
+	}
 }
 
 // lstat stats the file at p without following a final symbolic link. The

@@ -10,9 +10,11 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -669,4 +671,41 @@ func TestLocalDirTracked(t *testing.T) {
 		t.Errorf("removed folder still listed (err %v) or Sync not watched (%+v)", err, d.LastSync())
 	}
 	checkSameAsFresh(t, dir, tree, "t09/TOOL.hdlp", "t11/TOOL.hdlp")
+}
+
+// TestLocalDirKeepRead: a file that KeepRead accepts and the Sync read to
+// hash it is served once from that read (the content the Sync hashed, even
+// if the file changed since), then from disk; other files from disk.
+func TestLocalDirKeepRead(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"a/TOOL.hdlp": "name: a\n", "a/run.sh": "echo a\n"})
+	d := &LocalDir{Path: dir, Now: later, KeepRead: func(name string) bool { return path.Base(name) == "TOOL.hdlp" }}
+	t.Cleanup(func() { d.Close() })
+	tree := mustSyncLocal(t, d)
+	writeFiles(t, dir, map[string]string{"a/TOOL.hdlp": "name: a\nintent: later\n", "a/run.sh": "echo later\n"})
+	read := func(name string) string {
+		t.Helper()
+		f, err := tree.FS().Open(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		data, err := io.ReadAll(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi, err := f.Stat(); err != nil || fi.Size() != int64(len(data)) || fi.IsDir() {
+			t.Errorf("Stat(%s) = %v, %v; want a file of %d bytes", name, fi, err, len(data))
+		}
+		return string(data)
+	}
+	if got := read("a/TOOL.hdlp"); got != "name: a\n" {
+		t.Errorf("first read of a kept file = %q, want what the Sync hashed", got)
+	}
+	if got := read("a/TOOL.hdlp"); got != "name: a\nintent: later\n" {
+		t.Errorf("second read = %q, want the file on disk", got)
+	}
+	if got := read("a/run.sh"); got != "echo later\n" {
+		t.Errorf("a file KeepRead refuses = %q, want the file on disk", got)
+	}
 }
