@@ -182,6 +182,7 @@ func (d *LocalDir) Sync(ctx context.Context) (*Tree, error) {
 		l, stats, err = w.list()
 	}
 	if err != nil {
+		d.lost = true // the changes reported for this Sync are not listed: the next stats everything
 		return nil, fmt.Errorf("scan local dir %s: %w", d.Path, err)
 	}
 	stats.Loaded = loaded && prev != nil

@@ -671,6 +671,22 @@ func TestLocalDirTracked(t *testing.T) {
 		t.Errorf("removed folder still listed (err %v) or Sync not watched (%+v)", err, d.LastSync())
 	}
 	checkSameAsFresh(t, dir, tree, "t09/TOOL.hdlp", "t11/TOOL.hdlp")
+
+	// A watched Sync that fails loses what was reported to it: the next
+	// stats everything.
+	writeFiles(t, dir, map[string]string{"t12/TOOL.hdlp": "name: t12\nintent: lost\n"})
+	d.Changed("t12")
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := d.Sync(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Sync(canceled) = %v, want context.Canceled", err)
+	}
+	d.Changed("t13") // reported before the next Sync
+	tree = mustSyncLocal(t, d)
+	if d.LastSync().Watched {
+		t.Errorf("the Sync after a failed one took the watcher's word: %+v", d.LastSync())
+	}
+	checkSameAsFresh(t, dir, tree, "t12/TOOL.hdlp")
 }
 
 // TestLocalDirKeepRead: a file that KeepRead accepts and the Sync read to
