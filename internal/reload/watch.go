@@ -126,6 +126,7 @@ func watchFolders(w *fsnotify.Watcher, dir string, log *slog.Logger) (all bool, 
 		return false, err
 	}
 	all = true
+	unwatched, first, firstErr := 0, "", error(nil)
 	watched := make(map[string]bool)
 	for _, p := range w.WatchList() {
 		watched[p] = true
@@ -142,9 +143,18 @@ func watchFolders(w *fsnotify.Watcher, dir string, log *slog.Logger) (all bool, 
 			continue
 		}
 		if err := w.Add(p); err != nil && !errors.Is(err, os.ErrNotExist) {
-			log.Warn("cannot watch tool folder; its edits are seen at the next reload", "path", p, "err", err)
+			if unwatched == 0 {
+				first, firstErr = p, err
+			}
+			unwatched++
 			all = false
 		}
+	}
+	// One line, not one per folder: past fs.inotify.max_user_watches
+	// every further folder fails alike.
+	if unwatched > 0 {
+		log.Warn("cannot watch tool folders; their edits are seen at the next sync, and every sync stats the whole directory",
+			"unwatched", unwatched, "first", first, "err", firstErr)
 	}
 	return all, nil
 }
