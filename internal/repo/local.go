@@ -555,6 +555,11 @@ func (w *lister) list() (*listing, SyncStats, error) {
 	for _, o := range outs {
 		all = append(all, o...)
 	}
+	return w.finish(all)
+}
+
+// finish sorts the entries of a walk into its listing and counts them.
+func (w *lister) finish(all []entry) (*listing, SyncStats, error) {
 	slices.SortFunc(all, func(a, b entry) int { return strings.Compare(a.Path, b.Path) })
 	stats := SyncStats{Hashed: int(w.hashed.Load()), ReadDirs: int(w.readDirs.Load())}
 	for _, e := range all {
@@ -602,16 +607,7 @@ func (w *lister) listChanged(changed map[string]bool) (*listing, SyncStats, erro
 			}
 		}
 	}
-	slices.SortFunc(all, func(a, b entry) int { return strings.Compare(a.Path, b.Path) })
-	stats := SyncStats{Hashed: int(w.hashed.Load()), ReadDirs: int(w.readDirs.Load())}
-	for _, e := range all {
-		if e.Kind == kindDir {
-			stats.Dirs++
-		} else {
-			stats.Files++
-		}
-	}
-	return &listing{entries: all}, stats, nil
+	return w.finish(all)
 }
 
 // trustedTree returns the entry name (a top-level path) and every entry
