@@ -352,6 +352,13 @@ func TestSandboxLimitHitIsStated(t *testing.T) {
 		if st, ok, _ := sb.Pool(); ok && st.Discarded != 0 {
 			t.Errorf("pool after a call hit the process limit: %+v; want no sandbox discarded", st)
 		}
+		// In a reused sandbox a call runs at oom_score_adj 1000 from its
+		// start, so what it forks at once does too, and its worker (the
+		// call's parent) is back at its own score. (A sandbox per call
+		// has no worker to spare.)
+		if o := run(`cat /proc/self/oom_score_adj; cat /proc/$PPID/oom_score_adj`); reuse > 0 && (!strings.HasPrefix(string(o.Stdout), "1000\n") || strings.HasSuffix(string(o.Stdout), "\n1000\n")) {
+			t.Errorf("oom_score_adj of a call and of its worker: %q (stderr %.200q); want 1000 and not 1000", o.Stdout, o.Stderr)
+		}
 		// Three processes of 40 MB each: every one is within its own
 		// address space limit (64 MiB), all of them are not within the
 		// call's 64 MiB.

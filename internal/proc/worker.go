@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -272,14 +273,7 @@ func serveCall(conn *net.UnixConn, req workerRequest, fds []int, lim Limits, per
 	if req.Stdin {
 		cmd.Stdin = files[2]
 	}
-	if err := startLimited(cmd, lim, perCallAS); err != nil {
-		msg := err.Error()
-		// Start may fail after the fork (a limit could not be set):
-		// clean up whatever ran.
-		dirty := cleanUp(base, stamps)
-		return writeFrame(conn, workerReply{Error: msg, Dirty: dirty}, nil)
-	}
-	closeAll(files...) // the call holds its copies; EOF comes when it ends
+	restore := func() {}
 	if lim.MaxMemory == 0 {
 		// The call's memory limit is the sandbox's control group, which
 		// counts the worker too: when the call fills it, the kernel's
@@ -288,9 +282,24 @@ func serveCall(conn *net.UnixConn, req workerRequest, fds []int, lim Limits, per
 		// detector in tests). At 1000 every process of the call ranks
 		// above the worker (the kernel adds the whole limit to its
 		// badness), so the worker goes last, when no call process is
-		// left. What the call starts inherits the score.
-		_ = os.WriteFile(fmt.Sprintf("/proc/%d/oom_score_adj", cmd.Process.Pid), []byte("1000"), 0)
+		// left. The worker raises its own score around the start, so the
+		// call inherits it from the fork on: set on the call after it
+		// started, what the call forked at once kept the worker's score
+		// and could outlive the worker. Setting its score back to what it
+		// was needs no privilege (the kernel refuses only going below the
+		// lowest a privileged writer set).
+		restore = raiseOOMScore()
 	}
+	err := startLimited(cmd, lim, perCallAS)
+	restore()
+	if err != nil {
+		msg := err.Error()
+		// Start may fail after the fork (a limit could not be set):
+		// clean up whatever ran.
+		dirty := cleanUp(base, stamps)
+		return writeFrame(conn, workerReply{Error: msg, Dirty: dirty}, nil)
+	}
+	closeAll(files...) // the call holds its copies; EOF comes when it ends
 	if err := writeFrame(conn, workerReply{Started: true}, nil); err != nil {
 		_ = cmd.Process.Kill()
 		return err
@@ -878,4 +887,18 @@ func (r *frameReader) readFrame(v any) ([]int, error) {
 		}
 		buf = append(buf, chunk[:n]...)
 	}
+}
+
+// raiseOOMScore sets the worker's oom_score_adj to 1000 and returns the
+// function that sets it back (see runCall).
+func raiseOOMScore() (restore func()) {
+	const file = "/proc/self/oom_score_adj"
+	was, err := os.ReadFile(file)
+	if err != nil {
+		return func() {}
+	}
+	if err := os.WriteFile(file, []byte("1000"), 0); err != nil {
+		return func() {}
+	}
+	return func() { _ = os.WriteFile(file, bytes.TrimSpace(was), 0) }
 }
