@@ -893,12 +893,18 @@ func (r *frameReader) readFrame(v any) ([]int, error) {
 // function that sets it back (see runCall).
 func raiseOOMScore() (restore func()) {
 	const file = "/proc/self/oom_score_adj"
-	was, err := os.ReadFile(file)
+	was, err := ownOOMScore()
 	if err != nil {
 		return func() {}
 	}
 	if err := os.WriteFile(file, []byte("1000"), 0); err != nil {
 		return func() {}
 	}
-	return func() { _ = os.WriteFile(file, bytes.TrimSpace(was), 0) }
+	return func() { _ = os.WriteFile(file, was, 0) }
 }
+
+// ownOOMScore is the worker's oom_score_adj as it started, read once.
+var ownOOMScore = sync.OnceValues(func() ([]byte, error) {
+	was, err := os.ReadFile("/proc/self/oom_score_adj")
+	return bytes.TrimSpace(was), err
+})
