@@ -193,10 +193,11 @@ func (s *Snapshot) BuildIndex() {
 		prev := s.prev
 		s.prev = nil
 		if prev != nil {
-			s.index, s.learnedAt = s.updated(prev)
+			s.learnedAt = map[string][]string{}
+			s.index = s.updated(prev)
 		}
 		if s.index == nil {
-			s.learnedAt = map[string][]string{}
+			s.learnedAt = map[string][]string{} // what updated recorded is not indexed
 			docs := make([]match.Doc, 0, len(s.enabled))
 			for _, k := range s.enabled {
 				e := &s.entries[k]
@@ -239,14 +240,12 @@ func (s *Snapshot) doc(name string, t *hldp.Tool, learned []string) match.Doc {
 }
 
 // updated returns prev's index updated for the tools that differ between
-// prev and s, with the learned requests it holds, or nil when a new build
-// is due (see updateMinTools and updateMaxDrift).
-func (s *Snapshot) updated(prev *Snapshot) (*match.Index, map[string][]string) {
+// prev and s, recording in learnedAt the learned requests it holds, or nil
+// when a new build is due (see updateMinTools and updateMaxDrift).
+func (s *Snapshot) updated(prev *Snapshot) *match.Index {
 	if len(s.enabled) < updateMinTools {
-		return nil, nil
+		return nil
 	}
-	learnedAt := map[string][]string{}
-	s.learnedAt = learnedAt
 	var removed, added []match.Doc
 	limit := int(updateMaxDrift*float64(len(s.enabled))) - int(prev.index.Drift()*float64(prev.index.Len()))
 	i, j := 0, 0
@@ -277,10 +276,10 @@ func (s *Snapshot) updated(prev *Snapshot) (*match.Index, map[string][]string) {
 			added = append(added, s.doc(name, t, qs))
 		}
 		if len(removed)+len(added) > limit {
-			return nil, nil
+			return nil
 		}
 	}
-	return prev.index.Update(removed, added), learnedAt
+	return prev.index.Update(removed, added)
 }
 
 // Rev is the revision of the tree this snapshot was built from.

@@ -353,6 +353,8 @@ func build(docs []Doc, vocab *Vocab, avgLen map[string]float64) *Index {
 		}
 		return id
 	}
+	// descDoc is, by term id, the last document counted in described.
+	var descDoc []int32
 	termID := func(key string) int32 {
 		id, ok := ix.terms[key]
 		if !ok {
@@ -360,6 +362,7 @@ func build(docs []Doc, vocab *Vocab, avgLen map[string]float64) *Index {
 			ix.terms[key] = id
 			ix.postings = append(ix.postings, nil)
 			ix.described = append(ix.described, 0)
+			descDoc = append(descDoc, -1)
 		}
 		return id
 	}
@@ -378,15 +381,6 @@ func build(docs []Doc, vocab *Vocab, avgLen map[string]float64) *Index {
 		n   int
 	}
 	an := analyzer{v: vocab, buf: &abuf{memo: map[string]string{}}}
-	// descDoc is, by term id, the last document counted in described.
-	var descDoc []int32
-	lastDesc := func(id int32) int32 {
-		for int(id) >= len(descDoc) {
-			descDoc = append(descDoc, -1)
-		}
-		return descDoc[id]
-	}
-	setLastDesc := func(id, d int32) { descDoc[id] = d }
 	stats := map[string]*fieldStat{}
 	arena := make([]ctok, 0, textLen/4)
 	spans := make([][]int, len(docs)) // per doc: arena offsets of its fields, plus the end
@@ -402,8 +396,8 @@ func build(docs []Doc, vocab *Vocab, avgLen map[string]float64) *Index {
 			var l float64
 			for _, t := range toks {
 				id := termID(t.key)
-				if !fl.Example && lastDesc(id) != int32(d) {
-					setLastDesc(id, int32(d))
+				if !fl.Example && descDoc[id] != int32(d) {
+					descDoc[id] = int32(d)
 					ix.described[id]++
 				}
 				arena = append(arena, ctok{term: id, weight: float32(t.weight), surf: intern(t.surface)})

@@ -335,8 +335,29 @@ func (l *Loop) Run(ctx context.Context, trigger <-chan struct{}) error {
 		}
 	}
 	defer stopRetry()
+	// compact fires CompactAfter after the last publish whose index drifted.
+	compact := time.NewTimer(time.Hour)
+	compact.Stop()
+	defer compact.Stop()
+	compactAfter := l.CompactAfter
+	if compactAfter == 0 {
+		compactAfter = time.Minute
+	}
+	published := l.Store.Load()
+	// scheduleCompact starts the compaction's wait when a snapshot with
+	// an updated index was just published.
+	scheduleCompact := func() {
+		if cur := l.Store.Load(); cur != published {
+			published = cur
+			compact.Stop()
+			if compactAfter > 0 && cur != nil && cur.IndexDrift() > 0 {
+				compact.Reset(compactAfter)
+			}
+		}
+	}
 	attempt := func() {
 		stopRetry()
+		defer scheduleCompact()
 		if _, err := l.Once(ctx); err != nil {
 			if ctx.Err() != nil {
 				return
@@ -354,26 +375,7 @@ func (l *Loop) Run(ctx context.Context, trigger <-chan struct{}) error {
 			retry = time.NewTimer(wait)
 		}
 	}
-	// compact fires CompactAfter after the last publish whose index drifted.
-	compact := time.NewTimer(time.Hour)
-	compact.Stop()
-	defer compact.Stop()
-	compactAfter := l.CompactAfter
-	if compactAfter == 0 {
-		compactAfter = time.Minute
-	}
-	published := l.Store.Load()
-	afterAttempt := func() {
-		if cur := l.Store.Load(); cur != published {
-			published = cur
-			compact.Stop()
-			if compactAfter > 0 && cur != nil && cur.IndexDrift() > 0 {
-				compact.Reset(compactAfter)
-			}
-		}
-	}
 	attempt()
-	afterAttempt()
 	for {
 		var retryC <-chan time.Time
 		if retry != nil {
@@ -391,7 +393,6 @@ func (l *Loop) Run(ctx context.Context, trigger <-chan struct{}) error {
 		case <-retryC:
 			retry = nil
 			attempt()
-			afterAttempt()
 		case <-trigger:
 			if rev := l.takeExpected(); rev != "" {
 				log.Debug("sync at once: a push named its commit", "expected", rev)
@@ -399,14 +400,12 @@ func (l *Loop) Run(ctx context.Context, trigger <-chan struct{}) error {
 				return nil
 			}
 			attempt()
-			afterAttempt()
 		case <-l.Ticks:
 			if retry != nil {
 				log.Debug("scheduled sync skipped: backing off after a failure", "retry_at", l.Status().Next)
 				continue
 			}
 			attempt()
-			afterAttempt()
 		}
 	}
 }
