@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io/fs"
+	"iter"
 	"log/slog"
 	"os"
 	"path"
@@ -72,8 +73,27 @@ type LocalDir struct {
 	abs     string   // absolute Path at the time root was opened
 	last    *listing // the listing of the last Sync (nil before the first)
 	loaded  bool     // ListingFile was read (or tried)
-	saved   *listing // what ListingFile holds (nil: unknown)
+	saved   *listing // what ListingFile holds, or will once written (nil: unknown)
 	stats   SyncStats
+
+	// A watched Sync's listing is written off the Sync by one goroutine
+	// (see saveLocked): queued is the latest to write, writing says the
+	// goroutine runs, writers lets Close wait for it. writeMu orders the
+	// writes, and seq numbers them, so a write that a newer one
+	// superseded is skipped.
+	queued  *queuedListing
+	writing bool
+	writers sync.WaitGroup
+	writeMu sync.Mutex
+	seq     atomic.Uint64
+}
+
+// queuedListing is a listing to write to ListingFile.
+type queuedListing struct {
+	l    *listing
+	file string
+	dir  string
+	seq  uint64
 }
 
 // SyncStats says what the last Sync of a LocalDir read.
@@ -92,8 +112,10 @@ type SyncStats struct {
 // below the directory: on, once its watches are in place on the
 // directory and every folder in it; off when it stops or cannot watch
 // them all. While on, a Sync after reported changes stats only the
-// top-level entries reported (and those that appeared): a reload after
-// one edited file of 100,000 costs that file's folder. A Sync with
+// top-level entries reported, without reading the directory's names (the
+// watcher reports an entry that appears or goes): a reload after one
+// edited file of 100,000 costs that file's folder. Its Tree says which
+// names it listed again (Tree.Delta). A Sync with
 // nothing reported (a scheduled one, one asked for over HTTP), the first
 // after Track(true), and any after a lost event (Changed("")) stat
 // everything, as without a watcher, so changes a watcher cannot see (a
@@ -174,9 +196,10 @@ func (d *LocalDir) Sync(ctx context.Context) (*Tree, error) {
 	}
 	var l *listing
 	var stats SyncStats
+	var delta []string // the names a watched Sync listed again
 	w := &lister{ctx: ctx, root: root, fsys: root.FS(), abs: d.abs, prev: prev, now: d.clock(), keep: d.KeepRead}
 	if hints := d.takeHintsLocked(); hints != nil && prev != nil {
-		l, stats, err = w.listChanged(hints)
+		l, delta, stats, err = w.listChanged(hints)
 		stats.Watched = true
 	} else {
 		l, stats, err = w.list()
@@ -186,21 +209,26 @@ func (d *LocalDir) Sync(ctx context.Context) (*Tree, error) {
 		return nil, fmt.Errorf("scan local dir %s: %w", d.Path, err)
 	}
 	stats.Loaded = loaded && prev != nil
+	l.id = l.rev()
 	d.last, d.stats = l, stats
-	d.saveLocked(l)
+	d.saveLocked(l, stats.Watched)
 	if rfs, ok := fsys.(rootFS); ok {
 		fsys = listedFS{rootFS: rfs, l: l, kept: &keptFiles{m: w.kept}}
 	}
-	return &Tree{
+	t := &Tree{
 		fsys: fsys,
-		rev:  l.rev(),
+		rev:  l.id,
 		hash: func(name string) (string, error) {
 			if e, ok := l.find(name); ok && e.Kind != kindDir && e.hashed {
 				return hex.EncodeToString(e.Blob[:]), nil
 			}
 			return localBlobHash(fsys, name)
 		},
-	}, nil
+	}
+	if stats.Watched && prev.id != "" {
+		t.base, t.delta, t.hasDelta = prev.id, delta, true
+	}
+	return t, nil
 }
 
 // rootFS is what the FS of an os.Root implements.
@@ -281,10 +309,15 @@ func (f listedFS) ReadDir(name string) ([]fs.DirEntry, error) {
 	if e, ok := f.l.find(name); !ok || e.Kind != kindDir {
 		return f.rootFS.ReadDir(name)
 	}
-	prefix := name + "/"
 	if name == "." {
-		prefix = ""
+		out := make([]fs.DirEntry, len(f.l.groups))
+		for k := range f.l.groups {
+			e := f.l.groups[k].entries[0]
+			out[k] = listedEntry{name: e.Path, e: e, fsys: f.rootFS}
+		}
+		return out, nil
 	}
+	prefix := name + "/"
 	names := f.l.children(name)
 	out := make([]fs.DirEntry, 0, len(names))
 	for _, n := range names {
@@ -364,9 +397,11 @@ func (d *LocalDir) rootLocked() (*os.Root, error) {
 	return root, nil
 }
 
-// Close releases the directory handle. Trees returned by Sync fail to read
-// afterwards; a later Sync opens the directory again.
+// Close releases the directory handle, after a listing being written to
+// ListingFile is written. Trees returned by Sync fail to read afterwards;
+// a later Sync opens the directory again.
 func (d *LocalDir) Close() error {
+	defer d.writers.Wait() // a listing being written lands first
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.root == nil {
@@ -433,38 +468,91 @@ type entry struct {
 	hashed bool // Blob holds this Sync's hash (false: unreadable)
 }
 
-// listing is every entry of the directory, sorted by Path. It is never
-// changed once built; a Tree and the next Sync share it.
+// listing is every entry of the directory: the directory itself, and each
+// top-level entry with everything below it (a group). It is never changed
+// once built; a Tree and the next Sync share it, and a watched Sync's
+// listing shares the groups it did not list again (see listChanged).
 type listing struct {
+	self   entry   // the directory, Path "."
+	groups []group // sorted by name
+	id     string  // rev(), for a listing a Sync made ("" for one read from ListingFile)
+}
+
+// group is a top-level entry and every entry below it: entries[0] is the
+// top-level entry, the rest are sorted by path.
+type group struct {
 	entries []entry
+	// whole says a watched Sync may take the group as it is: every entry
+	// is trusted and every file hashed by a Sync, and no folder is below
+	// the top one (reload.Watch watches the top-level folders, not theirs).
+	whole bool
+}
+
+func (g *group) name() string { return g.entries[0].Path }
+
+// newGroup returns the group of top and the entries below it (sorted by
+// path), marking whether a watched Sync may take it whole.
+func newGroup(entries []entry) group {
+	g := group{entries: entries, whole: true}
+	for k, e := range entries {
+		if !e.Trusted || k > 0 && e.Kind == kindDir || e.Kind == kindFile && !e.hashed {
+			g.whole = false
+			break
+		}
+	}
+	return g
+}
+
+func comparePath(e entry, p string) int { return strings.Compare(e.Path, p) }
+
+// group returns the index of the group named name.
+func (l *listing) group(name string) (int, bool) {
+	return slices.BinarySearchFunc(l.groups, name, func(g group, n string) int { return strings.Compare(g.name(), n) })
 }
 
 func (l *listing) find(p string) (entry, bool) {
 	if l == nil {
 		return entry{}, false
 	}
-	i, ok := slices.BinarySearchFunc(l.entries, p, func(e entry, p string) int { return strings.Compare(e.Path, p) })
+	if p == "." {
+		return l.self, true
+	}
+	top, _, below := strings.Cut(p, "/")
+	i, ok := l.group(top)
 	if !ok {
 		return entry{}, false
 	}
-	return l.entries[i], true
+	es := l.groups[i].entries
+	if !below {
+		return es[0], true
+	}
+	j, ok := slices.BinarySearchFunc(es[1:], p, comparePath)
+	if !ok {
+		return entry{}, false
+	}
+	return es[1+j], true
 }
 
 // children returns the names of the entries directly below dir.
 func (l *listing) children(dir string) []string {
 	var names []string
 	if dir == "." {
-		for _, e := range l.entries {
-			if e.Path != "." && !strings.Contains(e.Path, "/") {
-				names = append(names, e.Path)
-			}
+		names = make([]string, 0, len(l.groups))
+		for k := range l.groups {
+			names = append(names, l.groups[k].name())
 		}
 		return names
 	}
+	top, _, _ := strings.Cut(dir, "/")
+	i, ok := l.group(top)
+	if !ok {
+		return nil
+	}
+	es := l.groups[i].entries[1:]
 	prefix := dir + "/"
-	i, _ := slices.BinarySearchFunc(l.entries, prefix, func(e entry, p string) int { return strings.Compare(e.Path, p) })
-	for ; i < len(l.entries) && strings.HasPrefix(l.entries[i].Path, prefix); i++ {
-		if rest := l.entries[i].Path[len(prefix):]; !strings.Contains(rest, "/") {
+	j, _ := slices.BinarySearchFunc(es, prefix, comparePath)
+	for ; j < len(es) && strings.HasPrefix(es[j].Path, prefix); j++ {
+		if rest := es[j].Path[len(prefix):]; !strings.Contains(rest, "/") {
 			names = append(names, rest)
 		}
 	}
@@ -474,15 +562,16 @@ func (l *listing) children(dir string) []string {
 // rev hashes the sorted (path, blob hash) pairs of every file; a file that
 // could not be read (a link that escapes, a link to a folder, a file
 // removed during the Sync) contributes its path with a marker, so adding
-// or fixing it still changes the revision. The entries are sorted by
-// path, which sorts the "path\x00hash\n" lines too: a path that is a
-// prefix of another is followed by \x00, which sorts first.
+// or fixing it still changes the revision. Sorted by path, which sorts
+// the "path\x00hash\n" lines too: a path that is a prefix of another is
+// followed by \x00, which sorts first. (So a listing that lists the
+// directory by group hashes what a sorted walk of it hashes.)
 func (l *listing) rev() string {
 	sum := sha256.New()
 	var line []byte
-	for _, e := range l.entries {
+	l.byPath(func(e entry) {
 		if e.Kind == kindDir {
-			continue
+			return
 		}
 		line = append(append(line[:0], e.Path...), 0)
 		if e.hashed {
@@ -491,8 +580,68 @@ func (l *listing) rev() string {
 			line = append(line, "unreadable"...)
 		}
 		sum.Write(append(line, '\n'))
-	}
+	})
 	return "local:" + hex.EncodeToString(sum.Sum(nil))[:16]
+}
+
+// byPath calls f with every entry below the directory, sorted by path. A
+// group's top-level entry comes first, then the groups whose names
+// extend its name with a byte that sorts before '/' ("a-b" and "a.b" after
+// "a"), then the entries below it ("a/x").
+func (l *listing) byPath(f func(entry)) {
+	var walk func(i int) int // walks group i and those that sort inside it; returns the next
+	walk = func(i int) int {
+		es := l.groups[i].entries
+		name := es[0].Path
+		f(es[0])
+		j := i + 1
+		for j < len(l.groups) {
+			n := l.groups[j].name()
+			if len(n) <= len(name) || n[:len(name)] != name || n[len(name)] >= '/' {
+				break
+			}
+			j = walk(j)
+		}
+		for _, e := range es[1:] {
+			f(e)
+		}
+		return j
+	}
+	for i := 0; i < len(l.groups); {
+		i = walk(i)
+	}
+}
+
+// all yields the directory's entry, then each group's entries in order.
+func (l *listing) all() iter.Seq[entry] {
+	return func(yield func(entry) bool) {
+		if !yield(l.self) {
+			return
+		}
+		for k := range l.groups {
+			for _, e := range l.groups[k].entries {
+				if !yield(e) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// counts returns how many files (and links) and folders l lists, the
+// directory itself included.
+func (l *listing) counts() (files, dirs int) {
+	dirs = 1
+	for k := range l.groups {
+		for _, e := range l.groups[k].entries {
+			if e.Kind == kindDir {
+				dirs++
+			} else {
+				files++
+			}
+		}
+	}
+	return files, dirs
 }
 
 // lister is one Sync's walk: it lists folders and hashes files, taking
@@ -524,15 +673,17 @@ func (w *lister) list() (*listing, SyncStats, error) {
 		return nil, SyncStats{}, err
 	}
 
-	// Walk the top level's folders in parallel; files there are done.
+	// Walk the top level's folders in parallel; files there are done. Each
+	// top-level entry's group starts with it.
+	below := make([][]entry, len(top))
 	var dirs []int
 	for i, e := range top {
+		below[i] = []entry{e}
 		if e.Kind == kindDir {
 			dirs = append(dirs, i)
 		}
 	}
 	workers := min(runtime.GOMAXPROCS(0), len(dirs))
-	outs := make([][]entry, workers)
 	errs := make([]error, workers)
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -543,7 +694,8 @@ func (w *lister) list() (*listing, SyncStats, error) {
 				if i >= len(dirs) || errs[n] != nil {
 					return
 				}
-				errs[n] = w.dir(&top[dirs[i]], &outs[n])
+				k := dirs[i]
+				errs[n] = w.dir(&top[k], &below[k])
 			}
 		})
 	}
@@ -551,95 +703,81 @@ func (w *lister) list() (*listing, SyncStats, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, SyncStats{}, err
 	}
-	all := append([]entry{self}, top...)
-	for _, o := range outs {
-		all = append(all, o...)
+	groups := make([]group, len(top))
+	for i, es := range below {
+		groups[i] = sortedGroup(es)
 	}
-	return w.finish(all)
+	slices.SortFunc(groups, func(a, b group) int { return strings.Compare(a.name(), b.name()) })
+	return w.finish(self, groups)
 }
 
-// finish sorts the entries of a walk into its listing and counts them.
-func (w *lister) finish(all []entry) (*listing, SyncStats, error) {
-	slices.SortFunc(all, func(a, b entry) int { return strings.Compare(a.Path, b.Path) })
+// sortedGroup sorts the entries below es[0] by path and returns their group.
+func sortedGroup(es []entry) group {
+	slices.SortFunc(es[1:], func(a, b entry) int { return strings.Compare(a.Path, b.Path) })
+	return newGroup(slices.Clip(es))
+}
+
+// finish makes the listing of a walk and counts it.
+func (w *lister) finish(self entry, groups []group) (*listing, SyncStats, error) {
+	l := &listing{self: self, groups: groups}
 	stats := SyncStats{Hashed: int(w.hashed.Load()), ReadDirs: int(w.readDirs.Load())}
-	for _, e := range all {
-		if e.Kind == kindDir {
-			stats.Dirs++
-		} else {
-			stats.Files++
-		}
-	}
-	return &listing{entries: all}, stats, nil
+	stats.Files, stats.Dirs = l.counts()
+	return l, stats, nil
 }
 
 // listChanged is list when a watcher reported the top-level entries that
-// changed since prev (see LocalDir.Track): it reads the directory's names,
-// to see entries come and go, and stats only the entries of changed and
-// of new ones; every other entry, and all below it, is prev's when prev
-// trusted all of it, and is listed again otherwise.
-func (w *lister) listChanged(changed map[string]bool) (*listing, SyncStats, error) {
+// changed since prev (see LocalDir.Track): it lists again the entries
+// reported, and those prev cannot give whole (see group.whole); every
+// other top-level entry, and all below it, is prev's. It does not read
+// the directory's names (100,000 of them cost more than the rest): the
+// watcher reports an entry that appears or goes. It returns the names it
+// listed again, sorted.
+func (w *lister) listChanged(changed map[string]bool) (*listing, []string, SyncStats, error) {
 	st, err := statDir(w.abs)
 	if err != nil {
-		return nil, SyncStats{}, err
+		return nil, nil, SyncStats{}, err
 	}
-	self := entry{Path: ".", Stat: st, Kind: kindDir, Trusted: settled(st, w.now)}
-	names, err := w.readNames(".")
-	if err != nil {
-		return nil, SyncStats{}, err
+	// Untrusted: its names were not read, so the next full Sync reads them.
+	self := entry{Path: ".", Stat: st, Kind: kindDir}
+	prev := w.prev.groups
+	var redo []string
+	for name := range changed {
+		if name != "." && !strings.Contains(name, "/") {
+			redo = append(redo, name)
+		}
 	}
-	slices.Sort(names)
-	all := []entry{self}
-	for _, name := range names {
-		if !changed[name] {
-			if sub, ok := w.prev.trustedTree(name); ok {
-				all = append(all, sub...)
-				continue
+	for k := range prev {
+		if name := prev[k].name(); !prev[k].whole && !changed[name] {
+			redo = append(redo, name)
+		}
+	}
+	slices.Sort(redo)
+	groups := make([]group, 0, len(prev)+len(redo))
+	i := 0
+	for _, name := range redo {
+		j, found := slices.BinarySearchFunc(prev[i:], name, func(g group, n string) int { return strings.Compare(g.name(), n) })
+		groups = append(groups, prev[i:i+j]...)
+		if i += j; found {
+			i++
+		}
+		var es []entry
+		if _, err := w.entries(".", []string{name}, false, &es); err != nil {
+			return nil, nil, SyncStats{}, err
+		}
+		if len(es) == 0 {
+			continue // gone, or not part of the tree
+		}
+		if es[0].Kind == kindDir {
+			top := es[0]
+			if err := w.dir(&top, &es); err != nil {
+				return nil, nil, SyncStats{}, err
 			}
 		}
-		start := len(all)
-		if _, err := w.entries(".", []string{name}, false, &all); err != nil {
-			return nil, SyncStats{}, err
-		}
-		if len(all) > start && all[start].Kind == kindDir {
-			e := all[start]
-			if err := w.dir(&e, &all); err != nil {
-				return nil, SyncStats{}, err
-			}
-		}
+		groups = append(groups, sortedGroup(es))
 	}
-	return w.finish(all)
-}
-
-// trustedTree returns the entry name (a top-level path) and every entry
-// below it, when all of them are trusted (see entry.Trusted) and none is
-// a folder (reload.Watch watches the top-level folders, not theirs), with
-// their blob hashes marked as this Sync's.
-func (l *listing) trustedTree(name string) ([]entry, bool) {
-	i, ok := slices.BinarySearchFunc(l.entries, name, func(e entry, p string) int { return strings.Compare(e.Path, p) })
-	if !ok {
-		return nil, false
-	}
-	// Below name come its entries, "name/...", but not always right after
-	// it: "name.bak" sorts between.
-	prefix := name + "/"
-	lo, _ := slices.BinarySearchFunc(l.entries, prefix, func(e entry, p string) int { return strings.Compare(e.Path, p) })
-	hi := lo
-	for hi < len(l.entries) && strings.HasPrefix(l.entries[hi].Path, prefix) {
-		hi++
-	}
-	out := append([]entry{l.entries[i]}, l.entries[lo:hi]...)
-	for k := range out {
-		e := &out[k]
-		if !e.Trusted || k > 0 && e.Kind == kindDir {
-			// Untrusted, or a folder below a tool folder, which the
-			// watcher does not watch: list it again.
-			return nil, false
-		}
-		if e.Kind == kindFile {
-			e.hashed = true
-		}
-	}
-	return out, true
+	groups = append(groups, prev[i:]...)
+	l, stats, err := w.finish(self, groups)
+	return l, redo, stats, err
 }
 
 // dir lists the folder of e (stat already taken) into out: each entry
@@ -815,23 +953,27 @@ func toFileStat(st *unix.Stat_t) fileStat {
 //	count × (len(path), path, kind, trusted, size, mtime, ctime, ino, mode,
 //	         20-byte blob hash if trusted and a file)
 //
+// with the entries in listing order: the directory ("."), then each
+// top-level entry by name, each followed by the entries below it by path.
+//
 // (size and the times as zig-zag varints), then a CRC-32C of all that,
 // little-endian. A file that fails the checksum is dropped whole: a wrong
 // blob hash would stand for a file it does not hash.
 const (
 	listingMagic   = "toolagent local listing\n"
-	listingVersion = 1
+	listingVersion = 2 // 1 sorted every entry by path, not by group
 )
 
 // encodeListing returns the ListingFile bytes of l, a listing of dir.
 func encodeListing(dir string, l *listing) []byte {
-	b := make([]byte, 0, 64+len(l.entries)*64)
+	files, dirs := l.counts()
+	b := make([]byte, 0, 64+(files+dirs)*64)
 	b = append(b, listingMagic...)
 	b = binary.AppendUvarint(b, listingVersion)
 	b = binary.AppendUvarint(b, uint64(len(dir)))
 	b = append(b, dir...)
-	b = binary.AppendUvarint(b, uint64(len(l.entries)))
-	for _, e := range l.entries {
+	b = binary.AppendUvarint(b, uint64(files+dirs))
+	for e := range l.all() {
 		b = binary.AppendUvarint(b, uint64(len(e.Path)))
 		b = append(b, e.Path...)
 		trusted := byte(0)
@@ -878,8 +1020,10 @@ func decodeListing(data []byte, dir string) (*listing, error) {
 	if n > uint64(len(r.b)) { // every entry takes bytes
 		return nil, errListing("corrupt")
 	}
-	l := &listing{entries: make([]entry, 0, n)}
-	for range n {
+	l := &listing{}
+	var cur []entry // the group being read
+	prev := ""      // the path read before
+	for k := range n {
 		e := entry{Path: string(r.bytes(int(r.uvarint())))}
 		kt := r.bytes(2)
 		if len(kt) == 2 {
@@ -889,13 +1033,37 @@ func decodeListing(data []byte, dir string) (*listing, error) {
 		if e.Trusted && e.Kind == kindFile {
 			copy(e.Blob[:], r.bytes(sha1.Size))
 		}
-		if r.bad || e.Kind < kindFile || e.Kind > kindLink ||
-			(len(l.entries) > 0 && l.entries[len(l.entries)-1].Path >= e.Path) {
+		if r.bad || e.Kind < kindFile || e.Kind > kindLink {
 			return nil, errListing("corrupt")
 		}
-		l.entries = append(l.entries, e)
+		// The directory first, then each group: its top-level entry, and
+		// the entries below it by path; the groups by name.
+		top, _, below := strings.Cut(e.Path, "/")
+		switch {
+		case k == 0:
+			if e.Path != "." || e.Kind != kindDir {
+				return nil, errListing("corrupt")
+			}
+			l.self = e
+			continue
+		case below && (len(cur) == 0 || top != cur[0].Path || e.Path <= prev):
+			return nil, errListing("corrupt")
+		case !below:
+			if len(cur) > 0 && e.Path <= cur[0].Path || e.Path == "." {
+				return nil, errListing("corrupt")
+			}
+			if len(cur) > 0 {
+				l.groups = append(l.groups, newGroup(cur))
+			}
+			cur = nil
+		}
+		cur = append(cur, e)
+		prev = e.Path
 	}
-	if r.bad || len(r.b) != 0 {
+	if len(cur) > 0 {
+		l.groups = append(l.groups, newGroup(cur))
+	}
+	if r.bad || len(r.b) != 0 || n == 0 {
 		return nil, errListing("corrupt")
 	}
 	return l, nil
@@ -960,8 +1128,12 @@ func (d *LocalDir) loadLocked() *listing {
 }
 
 // saveLocked writes l to ListingFile when it differs from what the file
-// holds. A failure is logged: the listing only saves reading.
-func (d *LocalDir) saveLocked(l *listing) {
+// holds: before it returns, or, for a watched Sync (async), on another
+// goroutine, so that the Sync after one edited file of 100,000 does not
+// encode and write all of them. A listing the file lacks only costs
+// reading: a start from an older listing reads the files whose stat
+// changed since. A failure is logged, for the same reason.
+func (d *LocalDir) saveLocked(l *listing, async bool) {
 	if d.ListingFile == "" {
 		return
 	}
@@ -969,20 +1141,85 @@ func (d *LocalDir) saveLocked(l *listing) {
 		d.saved = l
 		return
 	}
-	if err := writeListing(d.ListingFile, encodeListing(d.abs, l)); err != nil {
-		d.logger().Warn("local dir listing not saved: the next start reads every file", "file", d.ListingFile, "err", err)
+	d.saved = l
+	q := &queuedListing{l: l, file: d.ListingFile, dir: d.abs, seq: d.seq.Add(1)}
+	if async {
+		d.queued = q
+		if !d.writing {
+			d.writing = true
+			d.writers.Add(1)
+			go d.writeQueued()
+		}
 		return
 	}
-	d.saved = l
+	d.queued = nil
+	d.writeMu.Lock()
+	err := d.write(q)
+	d.writeMu.Unlock()
+	if err != nil {
+		d.saved = nil
+	}
+}
+
+// writeQueued writes the queued listings until none is left.
+func (d *LocalDir) writeQueued() {
+	defer d.writers.Done()
+	for {
+		d.mu.Lock()
+		q := d.queued
+		d.queued = nil
+		if q == nil {
+			d.writing = false
+			d.mu.Unlock()
+			return
+		}
+		d.mu.Unlock()
+		d.writeMu.Lock()
+		var err error
+		if q.seq == d.seq.Load() { // else a newer listing was, or is to be, written
+			err = d.write(q)
+		}
+		d.writeMu.Unlock()
+		if err != nil {
+			d.mu.Lock()
+			if d.saved == q.l {
+				d.saved = nil
+			}
+			d.mu.Unlock()
+		}
+	}
+}
+
+// write writes q's listing, logging a failure.
+func (d *LocalDir) write(q *queuedListing) error {
+	err := writeListing(q.file, encodeListing(q.dir, q.l))
+	if err != nil {
+		d.logger().Warn("local dir listing not saved: the next start reads every file", "file", q.file, "err", err)
+	}
+	return err
 }
 
 // samePersisted reports whether ListingFile would hold the same for a and
 // b (see encodeListing).
 func samePersisted(a, b *listing) bool {
-	return slices.EqualFunc(a.entries, b.entries, func(x, y entry) bool {
-		return x.Path == y.Path && x.Stat == y.Stat && x.Kind == y.Kind && x.Trusted == y.Trusted &&
-			(!x.Trusted || x.Kind != kindFile || x.Blob == y.Blob)
-	})
+	if !samePersistedEntry(a.self, b.self) || len(a.groups) != len(b.groups) {
+		return false
+	}
+	for k := range a.groups {
+		x, y := a.groups[k].entries, b.groups[k].entries
+		if len(x) == len(y) && &x[0] == &y[0] {
+			continue // a group a watched Sync took whole
+		}
+		if !slices.EqualFunc(x, y, samePersistedEntry) {
+			return false
+		}
+	}
+	return true
+}
+
+func samePersistedEntry(x, y entry) bool {
+	return x.Path == y.Path && x.Stat == y.Stat && x.Kind == y.Kind && x.Trusted == y.Trusted &&
+		(!x.Trusted || x.Kind != kindFile || x.Blob == y.Blob)
 }
 
 // writeListing writes the file atomically: a temporary file renamed over

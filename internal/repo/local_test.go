@@ -601,8 +601,9 @@ func TestLocalDirRevUnchanged(t *testing.T) {
 }
 
 // TestLocalDirTracked: while a watcher tracks the directory (Track), a
-// Sync after reported changes stats only the reported top-level entries
-// and those that appeared, and gives the tree reading every file gives;
+// Sync after reported changes stats only the reported top-level entries,
+// and gives the tree reading every file gives, with the names it listed
+// again (Tree.Delta);
 // the first Sync after Track(true), one after a lost event (Changed("")),
 // one with nothing reported and one after Track(false) stat everything.
 func TestLocalDirTracked(t *testing.T) {
@@ -624,26 +625,43 @@ func TestLocalDirTracked(t *testing.T) {
 
 	// One reported change: that folder is statted again, and the folder
 	// with a folder in it, which the watcher does not watch (so a change
-	// there is seen unreported); nothing else. Only the directory's names
-	// are read: the folders' stats say their entries did not change.
+	// there is seen unreported); nothing else. No folder is read, not
+	// even the directory: the folders' stats say their entries did not
+	// change, and the watcher reports entries that come and go.
+	base := mustSyncLocal(t, d).Rev()
 	writeFiles(t, dir, map[string]string{"t03/TOOL.hdlp": "name: t03\nintent: new\n", "deep/sub/x.sh": "y\n"})
 	d.Changed("t03")
 	tree := mustSyncLocal(t, d)
-	if st := d.LastSync(); !st.Watched || st.Hashed != 2 || st.ReadDirs != 1 {
-		t.Errorf("after one reported change: %+v; want Watched, 2 files hashed (t03's, deep/sub's), 1 folder read", st)
+	if st := d.LastSync(); !st.Watched || st.Hashed != 2 || st.ReadDirs != 0 {
+		t.Errorf("after one reported change: %+v; want Watched, 2 files hashed (t03's, deep/sub's), no folder read", st)
+	}
+	if b, names, ok := tree.Delta(); !ok || b != base || !slices.Equal(names, []string{"deep", "t03"}) {
+		t.Errorf("Delta() = %s, %q, %v; want %s, [deep t03], true", b, names, ok, base)
 	}
 	checkSameAsFresh(t, dir, tree, "t03/TOOL.hdlp", "t03.bak/TOOL.hdlp", "t04/TOOL.hdlp", "deep/sub/x.sh")
 
-	// A change the watcher did not report stays unseen while it tracks,
-	// except where a folder appeared; a Sync with nothing reported sees it.
+	// A change the watcher did not report stays unseen while it tracks, a
+	// folder that appeared too; a Sync with nothing reported sees them.
 	writeFiles(t, dir, map[string]string{"t05/TOOL.hdlp": "name: t05\nintent: unreported\n", "t99/TOOL.hdlp": "name: t99\n"})
 	d.Changed("t06")
 	tree = mustSyncLocal(t, d)
 	if b, _ := tree.BlobHash("t05/TOOL.hdlp"); b == blobHash([]byte("name: t05\nintent: unreported\n")) {
 		t.Errorf("an unreported change was read: the Sync did not take the watcher's word")
 	}
-	if _, err := tree.BlobHash("t99/TOOL.hdlp"); err != nil {
-		t.Errorf("a folder that appeared is not listed: %v", err)
+	listed := func(name string) bool {
+		ents, err := fs.ReadDir(tree.FS(), ".")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.ContainsFunc(ents, func(e fs.DirEntry) bool { return e.Name() == name })
+	}
+	if listed("t99") {
+		t.Errorf("an unreported folder that appeared is listed: the Sync read the directory's names")
+	}
+	d.Changed("t99") // as the watcher reports it
+	tree = mustSyncLocal(t, d)
+	if !listed("t99") {
+		t.Errorf("a reported folder that appeared is not listed")
 	}
 	for _, next := range []func(){
 		func() {}, // nothing reported: a scheduled Sync
@@ -656,6 +674,9 @@ func TestLocalDirTracked(t *testing.T) {
 		tree = mustSyncLocal(t, d)
 		if d.LastSync().Watched {
 			t.Errorf("Sync took the watcher's word: %+v", d.LastSync())
+		}
+		if _, _, ok := tree.Delta(); ok {
+			t.Errorf("a Sync that statted everything has a Delta")
 		}
 		checkSameAsFresh(t, dir, tree, "t05/TOOL.hdlp", "t99/TOOL.hdlp")
 		d.Track(true)
@@ -723,5 +744,34 @@ func TestLocalDirKeepRead(t *testing.T) {
 	}
 	if got := read("a/run.sh"); got != "echo later\n" {
 		t.Errorf("a file KeepRead refuses = %q, want the file on disk", got)
+	}
+}
+
+// TestLocalDirWatchedListingSaved: a watched Sync's listing reaches
+// ListingFile (written off the Sync; Close waits for it), so a restart
+// reads nothing the watched Sync read.
+func TestLocalDirWatchedListingSaved(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(t.TempDir(), "local.listing")
+	writeFiles(t, dir, map[string]string{"a/TOOL.hdlp": "name: a\n", "b/TOOL.hdlp": "name: b\n"})
+	d := &LocalDir{Path: dir, ListingFile: file, Now: later}
+	mustSyncLocal(t, d)
+	d.Track(true)
+	mustSyncLocal(t, d)
+	writeFiles(t, dir, map[string]string{"b/TOOL.hdlp": "name: b\nintent: edited\n"})
+	d.Changed("b")
+	want := mustSyncLocal(t, d)
+	if st := d.LastSync(); !st.Watched || st.Hashed != 1 {
+		t.Fatalf("watched Sync: %+v, want Watched and 1 file hashed", st)
+	}
+	d.Close()
+	next := &LocalDir{Path: dir, ListingFile: file, Now: later}
+	defer next.Close()
+	tree := mustSyncLocal(t, next)
+	if st := next.LastSync(); !st.Loaded || st.Hashed != 0 {
+		t.Errorf("Sync after a restart: %+v, want Loaded and nothing hashed (the watched Sync's listing)", st)
+	}
+	if tree.Rev() != want.Rev() {
+		t.Errorf("Rev() after a restart = %s, want %s", tree.Rev(), want.Rev())
 	}
 }

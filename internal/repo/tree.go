@@ -12,6 +12,20 @@ type Tree struct {
 	hash     func(name string) (string, error)
 	parents  []string // the commit's parents, for git trees
 	isGit    bool
+	// base, delta and hasDelta are Delta's.
+	base     string
+	delta    []string
+	hasDelta bool
+}
+
+// Delta reports, for a local tree listed by a watched Sync (see
+// LocalDir.Track), the revision of the tree the Sync started from and the
+// top-level names it listed again, sorted: every other top-level entry,
+// and everything below it, is as in that tree. ok is false for any other
+// tree. A scan of the tree may then start from its scan of base and look
+// at those names alone.
+func (t *Tree) Delta() (base string, names []string, ok bool) {
+	return t.base, t.delta, t.hasDelta
 }
 
 // Parents returns the parent commits of a git tree's commit, and true; for
