@@ -66,7 +66,6 @@ type Cache struct {
 	// last build served: its blob hash (the last version that loaded, for
 	// a stale one) and the revision it cited, so a file that breaks serves
 	// its last good definition across a restart too, citing what it did.
-	// Replaced whole.
 	lastGood map[string]Served
 	// head is the revision of the last build of a git tree (SetHead), so
 	// a restart knows whether the branch moved on from it.
@@ -111,6 +110,20 @@ func (c *Cache) Retain(keep map[Key]bool) {
 		}
 	}
 	c.mu.Unlock()
+}
+
+// Forget drops the outcomes of keys, except the last good versions, as
+// Retain drops those it is not given: a build that scanned a few folders
+// again forgets what they held before instead of retaining all the rest.
+func (c *Cache) Forget(keys []Key) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, k := range keys {
+		if _, ok := c.m[k]; ok && c.lastGood[k.Path].Blob != k.Blob {
+			delete(c.m, k)
+			c.changedLocked(k)
+		}
+	}
 }
 
 // changedLocked records a change to the outcome of k.
@@ -184,6 +197,33 @@ func (c *Cache) SetLastGood(served map[string]Served) {
 	c.lastGood = maps.Clone(served)
 	c.dirty = true
 	c.gen++
+}
+
+// UpdateLastGood changes what SetLastGood recorded for some paths alone:
+// served gives a path's version, gone forgets a path's. A build that
+// scanned a few folders again calls it instead of SetLastGood.
+func (c *Cache) UpdateLastGood(served map[string]Served, gone []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	changed := false
+	for p, v := range served {
+		if old, ok := c.lastGood[p]; !ok || old != v {
+			if c.lastGood == nil {
+				c.lastGood = map[string]Served{}
+			}
+			c.lastGood[p], changed = v, true
+		}
+	}
+	for _, p := range gone {
+		if _, ok := c.lastGood[p]; ok {
+			delete(c.lastGood, p)
+			changed = true
+		}
+	}
+	if changed {
+		c.dirty = true
+		c.gen++
+	}
 }
 
 // LastGood returns the version of the file at path the last build served,

@@ -11,6 +11,7 @@ package catalog
 
 import (
 	"fmt"
+	"iter"
 	"slices"
 	"strings"
 	"sync"
@@ -109,6 +110,8 @@ type Snapshot struct {
 	// learnedAt holds the learned requests the index holds, by tool, for
 	// the tools that have some: the next snapshot's update compares them.
 	learnedAt map[string][]string
+	// builder is Options.Builder.
+	builder any
 }
 
 // Options configure a snapshot.
@@ -134,6 +137,10 @@ type Options struct {
 	// (match.Index.Update) instead of built anew: a reload that changes one
 	// tool of 100,000 costs that tool. See updateLimit.
 	Prev *Snapshot
+	// Builder is what the builder of the snapshot (internal/scan) keeps
+	// in it for building the next one from it (see Snapshot.Builder).
+	// catalog does not look at it.
+	Builder any
 }
 
 // Bounds of an updated index (see Options.Prev): catalogs of fewer than
@@ -148,31 +155,17 @@ const (
 
 // New builds a snapshot at rev from entries, and its match index over the
 // callable tools. Entries with an empty Name are ignored; a later entry
-// with the same name replaces an earlier one.
+// with the same name replaces an earlier one. Entries sorted by name, one
+// per name, are kept as they are: the caller must not change them after.
 func New(rev string, entries []Entry, opts Options) *Snapshot {
-	s := &Snapshot{rev: rev, builtAt: opts.Now, vocab: opts.Vocab, learned: opts.Learned}
+	s := &Snapshot{rev: rev, builtAt: opts.Now, vocab: opts.Vocab, learned: opts.Learned, builder: opts.Builder}
 	if p := opts.Prev; p != nil && p.built.Load() && p.vocab == opts.Vocab {
 		s.prev = p
 	}
 	if s.builtAt.IsZero() {
 		s.builtAt = time.Now()
 	}
-	sorted := make([]Entry, 0, len(entries))
-	for _, e := range entries {
-		if e.Name != "" {
-			sorted = append(sorted, e)
-		}
-	}
-	slices.SortStableFunc(sorted, func(a, b Entry) int { return strings.Compare(a.Name, b.Name) })
-	// Of entries with one name, the last given wins.
-	kept := sorted[:0]
-	for i, e := range sorted {
-		if i+1 < len(sorted) && sorted[i+1].Name == e.Name {
-			continue
-		}
-		kept = append(kept, e)
-	}
-	s.entries = slices.Clip(kept)
+	s.entries = sortedEntries(entries)
 	for i, e := range s.entries {
 		if e.Status.Callable() && e.Tool != nil {
 			s.enabled = append(s.enabled, int32(i))
@@ -183,6 +176,40 @@ func New(rev string, entries []Entry, opts Options) *Snapshot {
 	}
 	return s
 }
+
+// sortedEntries returns entries sorted by name, without those with no name,
+// the last given of those with one name: entries itself when it is so.
+func sortedEntries(entries []Entry) []Entry {
+	sorted := true
+	for i, e := range entries {
+		if e.Name == "" || i > 0 && entries[i-1].Name >= e.Name {
+			sorted = false
+			break
+		}
+	}
+	if sorted {
+		return slices.Clip(entries)
+	}
+	out := make([]Entry, 0, len(entries))
+	for _, e := range entries {
+		if e.Name != "" {
+			out = append(out, e)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Entry) int { return strings.Compare(a.Name, b.Name) })
+	// Of entries with one name, the last given wins.
+	kept := out[:0]
+	for i, e := range out {
+		if i+1 < len(out) && out[i+1].Name == e.Name {
+			continue
+		}
+		kept = append(kept, e)
+	}
+	return slices.Clip(kept)
+}
+
+// Builder returns Options.Builder.
+func (s *Snapshot) Builder() any { return s.builder }
 
 // BuildIndex builds the snapshot's match index unless it is built
 // already; when another goroutine is building it, BuildIndex waits for it.
@@ -310,6 +337,18 @@ func (s *Snapshot) Enabled() []Entry {
 	return out
 }
 
+// Each yields every entry, whatever its status, sorted by name, without
+// copying them all as All does.
+func (s *Snapshot) Each() iter.Seq[Entry] {
+	return func(yield func(Entry) bool) {
+		for _, e := range s.entries {
+			if !yield(e) {
+				return
+			}
+		}
+	}
+}
+
 // All returns every entry, whatever its status, sorted by name.
 func (s *Snapshot) All() []Entry { return slices.Clone(s.entries) }
 
@@ -370,7 +409,7 @@ func (st *Store) reindex(update bool) bool {
 	if cur == nil {
 		return false
 	}
-	next := &Snapshot{rev: cur.rev, gen: cur.gen, builtAt: cur.builtAt, entries: cur.entries, enabled: cur.enabled, vocab: cur.vocab, learned: cur.learned}
+	next := &Snapshot{rev: cur.rev, gen: cur.gen, builtAt: cur.builtAt, entries: cur.entries, enabled: cur.enabled, vocab: cur.vocab, learned: cur.learned, builder: cur.builder}
 	if update && cur.built.Load() {
 		next.prev = cur // the tools whose learned requests changed are updated
 	}

@@ -82,6 +82,7 @@ type Options struct {
 type Report struct {
 	Parsed   int     // files parsed (cache misses)
 	Reused   int     // files whose outcome came from the previous snapshot or the cache
+	Scanned  int     // tool folders looked at: all, or those a delta named (see buildDelta)
 	Problems []error // one per problem, each naming its file
 	// FromListing says the blob hashes came from the cache's listing of
 	// this tree (see treeHasher): no tool folder of the tree was read.
@@ -123,6 +124,9 @@ func Build(prev *catalog.Snapshot, t Tree, c *cache.Cache, opts Options) (*catal
 	if opts.Prefix == "" {
 		opts.Prefix = "tools/"
 	}
+	if snap, rep, ok := buildDelta(prev, t, c, opts); ok {
+		return snap, rep, nil
+	}
 	var rep Report
 	fsys := t.FS()
 	dirents, err := fs.ReadDir(fsys, ".")
@@ -152,34 +156,20 @@ func Build(prev *catalog.Snapshot, t Tree, c *cache.Cache, opts Options) (*catal
 	// and the report do not depend on the scheduling.
 	var slots []folder
 	for _, d := range dirents {
-		name := d.Name()
-		if strings.HasPrefix(name, ".") {
-			continue
+		if f, ok := slotOf(fsys, d.Name(), d.Type(), opts.Prefix); ok {
+			slots = append(slots, f)
 		}
-		isDir := d.IsDir()
-		if d.Type()&fs.ModeSymlink != 0 {
-			fi, err := fs.Stat(fsys, name)
-			if err != nil {
-				err = fmt.Errorf("%s%s: %w", opts.Prefix, name, symlinkErr(err))
-				e := catalog.Entry{Name: name, File: name + "/" + hldp.FileName, Status: catalog.Failed, Reason: err.Error(), LoadErr: err}
-				slots = append(slots, folder{done: true, res: folderResult{e: e, problem: err}})
-				continue
-			}
-			isDir = fi.IsDir()
-		}
-		if !isDir {
-			continue // README.md and other files beside the tool folders
-		}
-		slots = append(slots, folder{name: name})
 	}
 	parallel(len(slots), func(i int) {
 		if !slots[i].done {
 			slots[i].res = scanOne(prev, t, blobHash, c, opts, slots[i].name, rev, carry)
 		}
 	})
+	rep.Scanned = len(slots)
 	seen := make(map[cache.Key]bool, len(slots))
 	entries := make([]catalog.Entry, 0, len(slots))
 	declared := map[string][]string{} // declared tool name -> folders
+	var notes []note
 	for _, f := range slots {
 		r := f.res
 		if r.parsed {
@@ -200,33 +190,12 @@ func Build(prev *catalog.Snapshot, t Tree, c *cache.Cache, opts Options) (*catal
 		if r.e.Name != "" {
 			entries = append(entries, r.e)
 		}
-	}
-	// Two folders declaring one name: report every file involved.
-	for decl, folders := range declared {
-		if len(folders) < 2 {
-			continue
-		}
-		slices.Sort(folders)
-		var files []string
-		for _, f := range folders {
-			files = append(files, opts.Prefix+f+"/"+hldp.FileName)
-		}
-		for _, f := range files {
-			rep.Problems = append(rep.Problems, fmt.Errorf("%s: duplicate tool name %q (declared by %s); tool names must be unique", f, decl, strings.Join(files, ", ")))
+		if !r.clean() {
+			notes = append(notes, note{name: f.name, key: r.key, decl: r.decl, problem: r.problem})
 		}
 	}
-	if opts.Check != nil {
-		for i := range entries {
-			e := &entries[i]
-			if e.Tool == nil || !e.Status.Callable() {
-				continue
-			}
-			st, reason := opts.Check(e.Tool)
-			if st != catalog.Enabled {
-				e.Status, e.Reason = st, reason
-			}
-		}
-	}
+	rep.Problems = append(rep.Problems, duplicates(declared, opts.Prefix)...)
+	check(entries, opts.Check)
 	if c != nil {
 		// The definition each entry serves (a stale one's last good
 		// version) outlives this build in the cache, for a restart.
@@ -249,7 +218,266 @@ func Build(prev *catalog.Snapshot, t Tree, c *cache.Cache, opts Options) (*catal
 	if co.Prev == nil {
 		co.Prev = prev
 	}
+	co.Builder = &built{prefix: opts.Prefix, notes: notes}
 	return catalog.New(rev, entries, co), rep, nil
+}
+
+// slotOf is the folder to scan for the entry name of the tools tree, of
+// type typ (fs.FileMode type bits): a folder, or a symbolic link to one,
+// or (done) a symbolic link that cannot be followed. ok is false for
+// what is not a tool folder: a file beside them, a name starting with a
+// dot.
+func slotOf(fsys fs.FS, name string, typ fs.FileMode, prefix string) (f folder, ok bool) {
+	if strings.HasPrefix(name, ".") {
+		return folder{}, false
+	}
+	isDir := typ.IsDir()
+	if typ&fs.ModeSymlink != 0 {
+		fi, err := fs.Stat(fsys, name)
+		if err != nil {
+			err = fmt.Errorf("%s%s: %w", prefix, name, symlinkErr(err))
+			e := catalog.Entry{Name: name, File: name + "/" + hldp.FileName, Status: catalog.Failed, Reason: err.Error(), LoadErr: err}
+			return folder{name: name, done: true, res: folderResult{e: e, problem: err}}, true
+		}
+		isDir = fi.IsDir()
+	}
+	if !isDir {
+		return folder{}, false // README.md and other files beside the tool folders
+	}
+	return folder{name: name}, true
+}
+
+// duplicates reports every file of two or more folders declaring one tool
+// name (declared maps a name to the folders declaring it).
+func duplicates(declared map[string][]string, prefix string) []error {
+	var problems []error
+	for decl, folders := range declared {
+		if len(folders) < 2 {
+			continue
+		}
+		slices.Sort(folders)
+		var files []string
+		for _, f := range folders {
+			files = append(files, prefix+f+"/"+hldp.FileName)
+		}
+		for _, f := range files {
+			problems = append(problems, fmt.Errorf("%s: duplicate tool name %q (declared by %s); tool names must be unique", f, decl, strings.Join(files, ", ")))
+		}
+	}
+	return problems
+}
+
+// check narrows the callable entries by check (nil: all stay).
+func check(entries []catalog.Entry, check Checker) {
+	if check == nil {
+		return
+	}
+	for i := range entries {
+		e := &entries[i]
+		if e.Tool == nil || !e.Status.Callable() {
+			continue
+		}
+		st, reason := check(e.Tool)
+		if st != catalog.Enabled {
+			e.Status, e.Reason = st, reason
+		}
+	}
+}
+
+// built is what a Build keeps in its snapshot (catalog.Options.Builder)
+// for the next Build to start from: the folders that did not scan clean,
+// with what scanning them gave. A clean folder (its own definition
+// loaded, parsed or reused; clean reports whether) needs no note: its
+// entry says it all, and it declares its own name.
+type built struct {
+	prefix string // Options.Prefix
+	notes  []note // sorted by name
+}
+
+// note is what scanning a folder that did not scan clean gave.
+type note struct {
+	name    string
+	key     cache.Key // the key of its outcome in the cache, if it has one
+	decl    string    // the tool name its file declares, if known
+	problem error
+}
+
+// clean reports whether the folder loaded its own definition without a
+// problem: its entry then holds all a later Build needs (see built).
+func (r *folderResult) clean() bool {
+	return r.problem == nil && r.e.Tool != nil && r.e.LoadErr == nil
+}
+
+// deltaTree is a Tree that knows which top-level names differ from the
+// tree of another revision (internal/repo's Tree after a watched Sync).
+type deltaTree interface {
+	Delta() (base string, names []string, ok bool)
+}
+
+// buildDelta is Build for a tree that says which top-level names differ
+// (see deltaTree) from the tree prev was built from: it scans those
+// folders alone and takes every other entry, note and status from prev,
+// so a reload after one edited file of 100,000 costs that file. It gives
+// the snapshot and the report a whole Build gives, but for the health
+// check (Options.Check), which it asks of the folders it scans only:
+// what changes a verdict without changing a file rebuilds in full
+// (reload.Loop.Rebuild, with the tree prev was built from). ok is false
+// when it does not apply: no delta, a delta from another revision, a
+// git tree (whose revisions cite differently), a folder it cannot stat.
+func buildDelta(prev *catalog.Snapshot, t Tree, c *cache.Cache, opts Options) (_ *catalog.Snapshot, _ Report, ok bool) {
+	dt, isDelta := t.(deltaTree)
+	if !isDelta || prev == nil {
+		return nil, Report{}, false
+	}
+	base, names, isDelta := dt.Delta()
+	was, _ := prev.Builder().(*built)
+	if !isDelta || was == nil || base != prev.Rev() || was.prefix != opts.Prefix {
+		return nil, Report{}, false
+	}
+	if th, ok := t.(treeHasher); ok && th.TreeHash() != "" {
+		return nil, Report{}, false
+	}
+	if pt, ok := t.(interface{ Parents() ([]string, bool) }); ok {
+		if _, isGit := pt.Parents(); isGit {
+			return nil, Report{}, false
+		}
+	}
+	fsys, rev := t.FS(), t.Rev()
+	var slots []folder // in names' order
+	for _, name := range names {
+		fi, err := fs.Lstat(fsys, name)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // gone
+		}
+		if err != nil {
+			return nil, Report{}, false
+		}
+		if f, ok := slotOf(fsys, name, fi.Mode().Type(), opts.Prefix); ok {
+			slots = append(slots, f)
+		}
+	}
+	parallel(len(slots), func(i int) {
+		if !slots[i].done {
+			slots[i].res = scanOne(prev, t, t.BlobHash, c, opts, slots[i].name, rev, true)
+		}
+	})
+	rep := Report{Scanned: len(slots)}
+	var fresh []catalog.Entry
+	var added []note
+	for _, f := range slots {
+		r := f.res
+		if r.parsed {
+			rep.Parsed++
+		}
+		if r.reused {
+			rep.Reused++
+		}
+		if r.e.Name != "" {
+			fresh = append(fresh, r.e)
+		}
+		if !r.clean() {
+			added = append(added, note{name: f.name, key: r.key, decl: r.decl, problem: r.problem})
+		}
+	}
+	check(fresh, opts.Check)
+
+	// The entries: prev's but for names, merged with the fresh ones (both
+	// sorted by name); what the folders of names held before is forgotten.
+	var forget []cache.Key
+	entries := make([]catalog.Entry, 0, prev.Len()+len(fresh))
+	ni, fi := 0, 0
+	for e := range prev.Each() {
+		for ni < len(names) && names[ni] < e.Name {
+			ni++
+		}
+		if ni < len(names) && names[ni] == e.Name {
+			if e.Tool != nil && e.Blob != "" { // its definition, or a stale one's last good
+				forget = append(forget, cache.Key{Path: e.File, Blob: e.Blob})
+			}
+			continue
+		}
+		for fi < len(fresh) && fresh[fi].Name < e.Name {
+			entries, fi = append(entries, fresh[fi]), fi+1
+		}
+		if e.Tool != nil && e.LoadErr == nil {
+			rep.Reused++
+		}
+		entries = append(entries, e)
+	}
+	entries = append(entries, fresh[fi:]...)
+
+	// The notes likewise, and from them the problems, in the order of
+	// the folders, as Build reports them.
+	notes := make([]note, 0, len(was.notes)+len(added))
+	ni, ai := 0, 0
+	for _, n := range was.notes {
+		for ni < len(names) && names[ni] < n.name {
+			ni++
+		}
+		if ni < len(names) && names[ni] == n.name {
+			if n.key != (cache.Key{}) {
+				forget = append(forget, n.key)
+			}
+			continue
+		}
+		for ai < len(added) && added[ai].name < n.name {
+			notes, ai = append(notes, added[ai]), ai+1
+		}
+		if n.key != (cache.Key{}) {
+			rep.Reused++ // its outcome is in the cache
+		}
+		notes = append(notes, n)
+	}
+	notes = append(notes, added[ai:]...)
+	declared := map[string][]string{}
+	for _, n := range notes {
+		if n.problem != nil {
+			rep.Problems = append(rep.Problems, n.problem)
+		}
+		if n.decl != "" {
+			declared[n.decl] = append(declared[n.decl], n.name)
+		}
+	}
+	// A clean folder declares its own name.
+	for decl, folders := range declared {
+		i, found := slices.BinarySearchFunc(entries, decl, func(e catalog.Entry, n string) int { return strings.Compare(e.Name, n) })
+		if found && entries[i].Tool != nil && entries[i].LoadErr == nil {
+			declared[decl] = append(folders, decl)
+		}
+	}
+	rep.Problems = append(rep.Problems, duplicates(declared, opts.Prefix)...)
+
+	if c != nil {
+		served := map[string]cache.Served{}
+		var gone []string
+		kept := map[cache.Key]bool{}
+		for _, f := range slots {
+			if k := f.res.key; k != (cache.Key{}) {
+				kept[k] = true
+			}
+		}
+		fi = 0
+		for _, name := range names {
+			file := name + "/" + hldp.FileName
+			for fi < len(fresh) && fresh[fi].Name < name {
+				fi++
+			}
+			if fi < len(fresh) && fresh[fi].Name == name && fresh[fi].Tool != nil && fresh[fi].Blob != "" {
+				served[file] = cache.Served{Blob: fresh[fi].Blob, Rev: fresh[fi].Rev}
+			} else {
+				gone = append(gone, file)
+			}
+		}
+		c.UpdateLastGood(served, gone)
+		forget = slices.DeleteFunc(forget, func(k cache.Key) bool { return kept[k] })
+		c.Forget(forget)
+	}
+	co := opts.Catalog
+	if co.Prev == nil {
+		co.Prev = prev
+	}
+	co.Builder = &built{prefix: opts.Prefix, notes: notes}
+	return catalog.New(rev, entries, co), rep, true
 }
 
 // folder is one tool folder of a Build: its name, and what scanning it
@@ -348,6 +576,13 @@ func scanOne(prev *catalog.Snapshot, t Tree, blobHash func(string) (string, erro
 		}
 		if c != nil {
 			c.Put(key, out)
+		}
+	}
+	if cached && out.Err != nil {
+		// The name it declares, for duplicates: read again, as the
+		// outcome does not keep it (files that fail are few).
+		if data, err := readLimited(fsys, rel); err == nil {
+			declName = declaredName(data)
 		}
 	}
 	res := folderResult{key: key, decl: declName, parsed: !cached, reused: cached}

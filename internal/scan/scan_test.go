@@ -391,10 +391,12 @@ func TestListingSkipsTreeReads(t *testing.T) {
 		wantOpens    int
 	}{
 		// Only "notes" is missing from the listing: it has no definition,
-		// and saying so lists it (one open).
-		{"same tree", "T1", c, true, 1, 1},
-		{"another tree", "T2", c, false, folders, 1},
-		{"no listing on record", "T1", noListing, false, folders, 1},
+		// and saying so lists it (one open). The broken definition is read
+		// for the name it declares (duplicates), which its cached outcome
+		// does not keep (the other open).
+		{"same tree", "T1", c, true, 1, 2},
+		{"another tree", "T2", c, false, folders, 2},
+		{"no listing on record", "T1", noListing, false, folders, 2},
 	}
 	for _, tc := range tests {
 		tr := tree(tc.hash)
@@ -595,5 +597,165 @@ func TestBuildKeysWhatItParsed(t *testing.T) {
 	}
 	if o, ok := c.Get(cache.Key{Path: "a/TOOL.hdlp", Blob: BlobHash([]byte(cur))}); !ok || o.Tool.Intent != "new intent" {
 		t.Errorf("cache under the parsed bytes' hash = %v, %v; want the new tool", o.Tool, ok)
+	}
+}
+
+// deltaMapTree is a tree over a map of files that names the top-level
+// entries that differ from the tree of revision base, as a watched local
+// Sync's does.
+type deltaMapTree struct {
+	Tree
+	base  string
+	names []string
+}
+
+func (d deltaMapTree) Delta() (string, []string, bool) { return d.base, d.names, true }
+
+// TestBuildDeltaEqualsBuild: a Build of a tree that names the folders that
+// differ from the tree prev was built from scans those alone, and gives
+// what a whole Build gives: the entries with their statuses and
+// revisions, the problems, the counts, and the cache's outcomes and last
+// good versions. One whose delta is from another revision scans all.
+func TestBuildDeltaEqualsBuild(t *testing.T) {
+	files := map[string]string{
+		"a/TOOL.hdlp":      def("a", "list things"),
+		"b/TOOL.hdlp":      def("b", "show things"),
+		"c/TOOL.hdlp":      def("c", "count things disabled here"),
+		"broken/TOOL.hdlp": "name: broken\nintent: [unclosed\n",
+		"nofile/run.sh":    "echo\n",
+		"README.md":        "tools\n",
+		"wrong/TOOL.hdlp":  def("a", "declares another folder's name"),
+	}
+	checker := func(tool *hldp.Tool) (catalog.Status, string) {
+		if strings.Contains(tool.Intent, "disabled") {
+			return catalog.Disabled, "disabled by the test"
+		}
+		return catalog.Enabled, ""
+	}
+	opts := Options{Check: checker, Catalog: catalog.Options{LazyIndex: true}}
+	treeOf := func() Tree { return FromFS(mapFS(files), "") }
+	cWhole, cDelta := cache.New(), cache.New()
+	whole, _, err := Build(nil, treeOf(), cWhole, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	delta, _, err := Build(nil, treeOf(), cDelta, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		name    string
+		change  func()
+		touched []string
+	}{
+		{"one edited", func() { files["b/TOOL.hdlp"] = def("b", "show more things") }, []string{"b"}},
+		{"one broken, served stale", func() { files["a/TOOL.hdlp"] = "name: a\nintent: [\n" }, []string{"a"}},
+		{"broken again, otherwise", func() { files["a/TOOL.hdlp"] = "name: a\nintent: {\n" }, []string{"a"}},
+		{"fixed", func() { files["a/TOOL.hdlp"] = def("a", "list things again") }, []string{"a"}},
+		{"added", func() { files["d/TOOL.hdlp"] = def("d", "new things") }, []string{"d"}},
+		{"added, disabled", func() { files["e/TOOL.hdlp"] = def("e", "disabled things") }, []string{"e"}},
+		{"removed", func() { delete(files, "c/TOOL.hdlp") }, []string{"c"}},
+		{"a second duplicate", func() { files["f/TOOL.hdlp"] = def("b", "declares b") }, []string{"f"}},
+		{"the first duplicate goes", func() { delete(files, "wrong/TOOL.hdlp") }, []string{"wrong"}},
+		{"a missing file appears", func() { files["nofile/TOOL.hdlp"] = def("nofile", "now a tool") }, []string{"nofile"}},
+		{"a broken one is fixed", func() { files["broken/TOOL.hdlp"] = def("broken", "fixed") }, []string{"broken"}},
+		{"a file beside, and a name with nothing", func() { files["notes.txt"] = "n\n" }, []string{"notes.txt", "zz"}},
+		{"two at once, one named twice", func() {
+			files["b/TOOL.hdlp"] = def("b", "show yet more")
+			files["d/TOOL.hdlp"] = "name: d\n"
+		}, []string{"b", "d"}},
+		{"named, unchanged", func() {}, []string{"a", "e"}},
+	}
+	for _, st := range steps {
+		base := treeOf().Rev()
+		st.change()
+		tree := treeOf()
+		var err error
+		var repWhole, repDelta Report
+		if whole, repWhole, err = Build(whole, tree, cWhole, opts); err != nil {
+			t.Fatal(err)
+		}
+		if delta, repDelta, err = Build(delta, deltaMapTree{tree, base, st.touched}, cDelta, opts); err != nil {
+			t.Fatal(err)
+		}
+		if repDelta.Scanned > len(st.touched) {
+			t.Errorf("%s: the delta Build scanned %d folders, want at most %d", st.name, repDelta.Scanned, len(st.touched))
+		}
+		sameBuild(t, st.name, whole, delta, repWhole, repDelta, cWhole, cDelta)
+	}
+
+	// A delta from a revision prev was not built from: a whole Build.
+	files["a/TOOL.hdlp"] = def("a", "list once more")
+	tree := treeOf()
+	_, rep, err := Build(delta, deltaMapTree{tree, "local:another", []string{"a"}}, cDelta, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := len(delta.All()); rep.Scanned != want { // every folder has an entry by now
+		t.Errorf("a delta from another revision scanned %d folders, want every folder (%d)", rep.Scanned, want)
+	}
+}
+
+// sameBuild fails t when two Builds of one tree differ.
+func sameBuild(t *testing.T, step string, a, b *catalog.Snapshot, ra, rb Report, ca, cb *cache.Cache) {
+	t.Helper()
+	show := func(s *catalog.Snapshot) []string {
+		var out []string
+		for _, e := range s.All() {
+			line := fmt.Sprintf("%s %s rev=%s blob=%s %s %q", e.Name, e.File, e.Rev, e.Blob, e.Status, e.Reason)
+			if e.LoadErr != nil {
+				line += " err=" + e.LoadErr.Error()
+			}
+			if e.Tool != nil {
+				line += " intent=" + e.Tool.Intent
+			}
+			out = append(out, line)
+		}
+		return out
+	}
+	if x, y := show(a), show(b); !slices.Equal(x, y) {
+		t.Errorf("%s: entries differ:\nwhole: %q\ndelta: %q", step, x, y)
+	}
+	problems := func(r Report) []string {
+		var out []string
+		for _, p := range r.Problems {
+			out = append(out, p.Error())
+		}
+		slices.Sort(out)
+		return out
+	}
+	if ra.Parsed != rb.Parsed || ra.Reused != rb.Reused || !slices.Equal(problems(ra), problems(rb)) {
+		t.Errorf("%s: reports differ:\nwhole: parsed %d reused %d %q\ndelta: parsed %d reused %d %q", step,
+			ra.Parsed, ra.Reused, problems(ra), rb.Parsed, rb.Reused, problems(rb))
+	}
+	if ca.Len() != cb.Len() {
+		t.Errorf("%s: the caches hold %d and %d outcomes", step, ca.Len(), cb.Len())
+	}
+	for _, e := range a.All() {
+		va, _, oka := ca.LastGood(e.File)
+		vb, _, okb := cb.LastGood(e.File)
+		if va != vb || oka != okb {
+			t.Errorf("%s: last good of %s: whole %v %v, delta %v %v", step, e.File, va, oka, vb, okb)
+		}
+	}
+}
+
+// TestDuplicateFromCache: two folders declaring one name are reported
+// when the failing file's outcome comes from the cache (a reload, a
+// restart), not only when it is parsed.
+func TestDuplicateFromCache(t *testing.T) {
+	files := map[string]string{"a/TOOL.hdlp": def("a", "x"), "copy/TOOL.hdlp": def("a", "a copy")}
+	c := cache.New()
+	for _, run := range []string{"parsed", "from the cache"} {
+		_, rep := build(t, nil, files, "r1", c, Options{})
+		var dup int
+		for _, p := range rep.Problems {
+			if strings.Contains(p.Error(), "duplicate tool name") {
+				dup++
+			}
+		}
+		if dup != 2 {
+			t.Errorf("%s: %d duplicate problems, want 2 (one per file): %v", run, dup, rep.Problems)
+		}
 	}
 }
