@@ -62,6 +62,7 @@ type benchStart struct {
 	IndexMS  float64 `json:"index_ms"`     // after ready
 	Parsed   int     `json:"parsed"`
 	Reused   int     `json:"reused"`
+	Scanned  int     `json:"scanned"`   // tool folders the build looked at (scan.Report.Scanned)
 	Hashed   int     `json:"hashed"`    // files the source read to hash them
 	ReadDirs int     `json:"read_dirs"` // folders whose entries the source read
 	Dirs     int     `json:"dirs"`
@@ -263,7 +264,7 @@ func (b *benchCore) once(ctx context.Context, start time.Time, cpu time.Duration
 	st := b.dir.LastSync()
 	return benchStart{
 		ReadyMS: ms(b.ready.Sub(start)), CPUMS: ms(b.readyCPU - cpu), IndexMS: ms(done.Sub(b.ready)),
-		Parsed: b.last.Parsed, Reused: b.last.Reused,
+		Parsed: b.last.Parsed, Reused: b.last.Reused, Scanned: b.last.Scanned,
 		Hashed: st.Hashed, ReadDirs: st.ReadDirs, Dirs: st.Dirs,
 	}, nil
 }
@@ -373,8 +374,8 @@ func writeBench(w io.Writer, r benchReport, kept bool) {
 		fmt.Fprintf(w, "kept: %s (tools/ and state/)\n", r.Dir)
 	}
 	line := func(what string, s benchStart) {
-		fmt.Fprintf(w, "%-30s ready %7.1f ms (cpu %7.1f ms)   index +%6.1f ms   parsed %6d   hashed %6d   folders read %6d of %d\n",
-			what, s.ReadyMS, s.CPUMS, s.IndexMS, s.Parsed, s.Hashed, s.ReadDirs, s.Dirs)
+		fmt.Fprintf(w, "%-30s ready %7.1f ms (cpu %7.1f ms)   index +%6.1f ms   parsed %6d   hashed %6d   folders read %6d of %d   scanned %6d\n",
+			what, s.ReadyMS, s.CPUMS, s.IndexMS, s.Parsed, s.Hashed, s.ReadDirs, s.Dirs, s.Scanned)
 	}
 	line("cold start (no state)", r.Cold)
 	line("warm start (nothing changed)", r.Warm)

@@ -9,7 +9,8 @@ import (
 // TestBenchCatalog runs `bench catalog` on a small catalog and checks its
 // counts (never its timings): the cold start parses and hashes every
 // file, the warm start neither parses nor reads any, and one changed file
-// costs one read and one parse.
+// costs one read and one parse; reported by the watcher, it costs no
+// folder read, and a scan of its folder, not of every folder.
 func TestBenchCatalog(t *testing.T) {
 	const n = 30
 	parent := t.TempDir()
@@ -34,6 +35,14 @@ func TestBenchCatalog(t *testing.T) {
 		{"warm start folders read", r.Warm.ReadDirs, 0},
 		{"reload parsed", r.Changed.Parsed, 1},
 		{"reload hashed", r.Changed.Hashed, 1},
+		{"reload scanned", r.Changed.Scanned, n},
+		// The watched reload reads the folder it was told of, and the one
+		// the reload before edited: that Sync took the file's stat right
+		// after the edit, too soon to trust it (repo.LocalDir).
+		{"watched reload parsed", r.Watched.Parsed, 1},
+		{"watched reload hashed", r.Watched.Hashed, 2},
+		{"watched reload folders read", r.Watched.ReadDirs, 0},
+		{"watched reload scanned", r.Watched.Scanned, 2},
 		{"queries", r.Queries, 50},
 	}
 	for _, c := range checks {
