@@ -147,7 +147,7 @@ func (h *health) executorVerdict(t *hldp.Tool) (catalog.Status, string) {
 // requires and the grant its check runs with. An edit that changes none
 // of them keeps the verdict; one that does is evaluated anew.
 func requiresKey(t *hldp.Tool) string {
-	r := t.Requires
+	r := t.Prereqs()
 	return fmt.Sprintf("%s\x00%q\x00%q\x00%q\x00%t", t.Name, r.Programs, r.Files, r.Check, t.Sandbox.Network)
 }
 
@@ -243,7 +243,7 @@ func (h *health) evalRequires(ctx context.Context, t *hldp.Tool) string {
 	if h.shell == nil {
 		return "its prerequisites cannot be checked: no shell executor"
 	}
-	r := t.Requires
+	r := t.Prereqs()
 	probe := checkTool(t)
 	plan, err := h.shell.Plan(executors.Request{Tool: probe, Params: map[string]any{}})
 	if err != nil {
@@ -275,7 +275,7 @@ func (h *health) evalRequires(ctx context.Context, t *hldp.Tool) string {
 // write, and the check's limits. Without a check its argv is a
 // placeholder that Plan needs and nothing runs.
 func checkTool(t *hldp.Tool) *hldp.Tool {
-	words := t.Requires.Check
+	words := t.Prereqs().Check
 	if len(words) == 0 {
 		words = []string{"true"}
 	}
@@ -294,7 +294,7 @@ func checkTool(t *hldp.Tool) *hldp.Tool {
 // runCheck runs t's requires.check as probe and says why it failed (nil:
 // it exited 0).
 func (h *health) runCheck(ctx context.Context, t *hldp.Tool, probe *hldp.Tool) error {
-	shown := "[" + strings.Join(t.Requires.Check, " ") + "]"
+	shown := "[" + strings.Join(t.Prereqs().Check, " ") + "]"
 	out, err := h.shell.Execute(ctx, executors.Request{Tool: probe, Params: map[string]any{}})
 	switch {
 	case err != nil:

@@ -173,6 +173,9 @@ func Open(path string) (*Cache, error) {
 		return c, fmt.Errorf("cache: %s is corrupt (ignored): %w", path, err)
 	}
 	for _, e := range slices.Concat(decoded...) {
+		if e.Tool != nil {
+			e.Tool.Intern() // as Parse returns it
+		}
 		o := Outcome{Tool: e.Tool, Rev: e.Rev}
 		switch {
 		case len(e.Diags) > 0:

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -88,6 +89,11 @@ func TestPersistRoundTrip(t *testing.T) {
 	}
 	if diff := cmp.Diff(tool, got.Tool, cmpopts.IgnoreUnexported(hldp.Tool{})); diff != "" {
 		t.Errorf("reloaded tool differs (-parsed +reloaded):\n%s", diff)
+	}
+	// Decoded as Parse returns it: interned (hldp.Tool.Intern), so a warm
+	// start keeps one copy of what tools share.
+	if a, b := got.Tool.Params[0].Description, tool.Params[0].Description; unsafe.StringData(a) != unsafe.StringData(b) {
+		t.Errorf("the reloaded tool's param description is a copy of its own, not interned")
 	}
 	// The reloaded tool works like the parsed one.
 	p1, err1 := tool.CheckParams(map[string]any{"msg": "hi"})

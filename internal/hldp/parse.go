@@ -112,6 +112,7 @@ func Parse(file string, data []byte) (*Tool, error) {
 		return nil, joinDiags(p.diags)
 	}
 	t.lazy = new(lazy)
+	t.Intern()
 	return t, nil
 }
 
@@ -505,7 +506,9 @@ func (p *parser) tool(root *yaml.Node) *Tool {
 		case "sandbox":
 			t.Sandbox = p.sandbox(v, f)
 		case "requires":
-			t.Requires = p.requires(v, f)
+			if r := p.requires(v, f); !r.IsZero() {
+				t.Requires = &r
+			}
 		case "tags":
 			t.Tags = p.tags(v, f)
 		case "examples":

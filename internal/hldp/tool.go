@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unique"
 )
 
 // FileName is the one name a tool definition file has inside tools/<name>/.
@@ -100,9 +101,10 @@ type Tool struct {
 	// value, also when the key is absent, is read-only with no network.
 	Sandbox Sandbox
 	// Requires is what this host must have for the tool to be offered
-	// (the top-level requires key; shell tools only). The zero value,
-	// also when the key is absent, requires nothing.
-	Requires Requires
+	// (the top-level requires key; shell tools only). Nil, also when
+	// the key is absent, requires nothing. A pointer: few tools have
+	// one, and 100,000 tools would each carry its room (see Prereqs).
+	Requires *Requires
 	// Tags are the tool's labels (the top-level tags key): lowercase
 	// words of letters, digits and '-', each once, in file order. Listings
 	// show them and filter by them.
@@ -178,8 +180,8 @@ type Requires struct {
 }
 
 // IsZero reports whether r requires nothing.
-func (r Requires) IsZero() bool {
-	return len(r.Programs) == 0 && len(r.Files) == 0 && len(r.Check) == 0
+func (r *Requires) IsZero() bool {
+	return r == nil || len(r.Programs) == 0 && len(r.Files) == 0 && len(r.Check) == 0
 }
 
 // MaxTagLen is the longest tag Parse accepts, in bytes.
@@ -304,4 +306,76 @@ func (t *Tool) Param(name string) (Param, bool) {
 		}
 	}
 	return Param{}, false
+}
+
+// Prereqs returns t's prerequisites (the zero value for none).
+func (t *Tool) Prereqs() Requires {
+	if t.Requires == nil {
+		return Requires{}
+	}
+	return *t.Requires
+}
+
+// Intern makes the strings of t that tools commonly share (the method and
+// executor, author and date, target, tags, the params' names, types,
+// descriptions and patterns, the argv's groups and conditions, the
+// sandbox's and prerequisites' paths, the policy words) point at one copy
+// per distinct value (package unique), so that a catalog of 100,000 tools
+// keeps "cmd" or an author's name once, not 100,000 times. What a tool
+// alone holds (name, display, intent, why, examples) is left as it is, and
+// so are keywords and argv words: short, often a tool's own ("nginx-5"),
+// and a distinct value costs the table more than a copy of a short word.
+// Parse interns what it returns; a decoder of Tools (internal/cache)
+// calls Intern on what it decodes. It changes no value.
+func (t *Tool) Intern() {
+	t.Method, t.Author, t.Created, t.Target = in(t.Method), in(t.Author), in(t.Created), in(t.Target)
+	if i := slices.Index(ExecutorKinds, t.Executor); i >= 0 {
+		t.Executor = ExecutorKinds[i]
+	}
+	t.Constraints.OutputKeep, t.Constraints.ShellPolicy = in(t.Constraints.OutputKeep), in(t.Constraints.ShellPolicy)
+	inAll(t.Tags)
+	inAll(t.Sandbox.Write)
+	if r := t.Requires; r != nil {
+		inAll(r.Programs)
+		inAll(r.Files)
+		inAll(r.Check)
+	}
+	for i := range t.Params {
+		t.Params[i].intern()
+	}
+	for i := range t.Argv {
+		a := &t.Argv[i]
+		inAll(a.Group)
+		if a.If != nil {
+			a.If.Param = in(a.If.Param)
+			inAll(a.If.Values)
+		}
+	}
+}
+
+func (p *Param) intern() {
+	p.Name, p.Description, p.Pattern = in(p.Name), in(p.Description), in(p.Pattern)
+	p.Type = ParamType(in(string(p.Type)))
+	for i, v := range p.Enum {
+		if s, ok := v.(string); ok {
+			p.Enum[i] = in(s)
+		}
+	}
+	if p.Items != nil {
+		p.Items.intern()
+	}
+}
+
+// in returns the one copy of s (see Tool.Intern).
+func in(s string) string {
+	if s == "" {
+		return ""
+	}
+	return unique.Make(s).Value()
+}
+
+func inAll(ss []string) {
+	for i, s := range ss {
+		ss[i] = in(s)
+	}
 }

@@ -342,8 +342,9 @@ func build(docs []Doc, vocab *Vocab, avgLen map[string]float64) *Index {
 			textLen += len(fl.Text)
 		}
 	}
-	ix.terms = make(map[string]int32, textLen/64)
-	surfID := make(map[string]int32, textLen/64)
+	hint := textLen / 64
+	ix.terms = make(map[string]int32, hint)
+	surfID := make(map[string]int32, hint)
 	intern := func(s string) int32 {
 		id, ok := surfID[s]
 		if !ok {
@@ -514,6 +515,16 @@ func build(docs []Doc, vocab *Vocab, avgLen map[string]float64) *Index {
 	}
 	ix.typos = newTypoIndex(words)
 	vocab.sounds() // built once per vocabulary; keep it off the request path
+	if len(ix.terms) < hint/2 {
+		// The hint overshot (catalogs whose tools share their words, like
+		// bench catalog's, where it was four times the terms): the map
+		// lives as long as the index, so keep one of the right size.
+		terms := make(map[string]int32, len(ix.terms))
+		for k, id := range ix.terms {
+			terms[k] = id
+		}
+		ix.terms = terms
+	}
 	// The closure captures the count, not docs: the pool would keep the
 	// whole input alive (about 470 bytes a tool at 10,000 tools).
 	ndocs := len(docs)

@@ -545,6 +545,9 @@ func scanOne(prev *catalog.Snapshot, t Tree, blobHash func(string) (string, erro
 	// Unchanged since the previous snapshot: keep its definition and the
 	// revision it came from.
 	if p, ok := lookupPrev(prev, name); ok && p.Blob == blob && p.LoadErr == nil && p.Tool != nil {
+		// prev's strings, not this build's copies: the cache's key holds them.
+		e.File, e.Blob = p.File, p.Blob
+		key = cache.Key{Path: p.File, Blob: p.Blob}
 		e.Tool, e.Rev, e.Status = p.Tool, cited(carry, p.Rev, rev), catalog.Enabled
 		return folderResult{e: e, key: key, decl: p.Tool.Name, reused: true}
 	}

@@ -1,0 +1,59 @@
+package hldp
+
+import (
+	"reflect"
+	"testing"
+	"unsafe"
+)
+
+// TestInternShares: two parsed tools share one copy of what tools commonly
+// have alike (author, date, method, a param's name and description) and
+// keep their own of what is theirs (intent); Intern changes no value.
+func TestInternShares(t *testing.T) {
+	src := func(name, intent string) []byte {
+		return []byte(`name: ` + name + `
+display: ` + name + `
+intent: ` + intent + `
+method: run
+executor: shell
+argv: [echo, "{host}"]
+params_schema:
+  host: { type: string, required: true, description: "target host, like web-01" }
+keywords: [uptime, host]
+author: ops-team
+created: 2026-01-01
+why: for tests
+`)
+	}
+	a, err := Parse("a/TOOL.hdlp", src("a", "show the uptime of one host"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Parse("b/TOOL.hdlp", src("b", "show the uptime of one host"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	same := func(what, x, y string) {
+		t.Helper()
+		if x != y || unsafe.StringData(x) != unsafe.StringData(y) {
+			t.Errorf("%s: %q and %q are two copies, want one", what, x, y)
+		}
+	}
+	same("author", a.Author, b.Author)
+	same("created", a.Created, b.Created)
+	same("method", a.Method, b.Method)
+	same("param name", a.Params[0].Name, b.Params[0].Name)
+	same("param description", a.Params[0].Description, b.Params[0].Description)
+	if unsafe.StringData(a.Intent) == unsafe.StringData(b.Intent) {
+		t.Errorf("the intents share one copy: a tool's own text is not interned")
+	}
+
+	c := *b
+	c.Params = append([]Param(nil), b.Params...)
+	c.Argv = append([]ArgvItem(nil), b.Argv...)
+	c.Keywords = append([]string(nil), b.Keywords...)
+	c.Intern()
+	if !reflect.DeepEqual(&c, b) {
+		t.Errorf("Intern changed a value:\n got %+v\nwant %+v", c, *b)
+	}
+}
