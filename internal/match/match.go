@@ -263,14 +263,37 @@ type Candidate struct {
 	Matched []string
 }
 
-// posting is one document's weight for one term, in 12 bytes: postings are
-// most of an index's memory (about 90 a tool).
+// posting is one document's weight for one term, in 8 bytes: postings are
+// most of an index's memory (about 57 a tool in bench catalog's).
 type posting struct {
-	doc   int32
-	surf  int32  // document-side text of the term (index into Index.surfs)
-	sat   uint16 // saturated BM25F term frequency, in [0, 1), in units of 1/satScale
-	field uint8  // index of the field that contributed most
-	core  bool   // the term occurs in a field that is not Context
+	doc int32
+	sat uint16 // saturated BM25F term frequency, in [0, 1), in units of 1/satScale
+	// fc is the index of the field that contributed most (the high 7
+	// bits; see maxField) and whether the term occurs in a field that is
+	// not Context (the low bit).
+	fc uint8
+	// surf is the document-side text of the term: an index into the
+	// term's surfaces (Index.termSurfs), or manySurfs when the term has
+	// more than fit and Index.moreSurfs holds it.
+	surf uint8
+}
+
+// maxField is the highest field index a posting records; a document's
+// later fields (none has so many) count as that one.
+const maxField = 127
+
+// manySurfs marks a posting whose surface Index.moreSurfs holds.
+const manySurfs = 255
+
+func (p posting) field() int { return int(p.fc >> 1) }
+func (p posting) core() bool { return p.fc&1 != 0 }
+
+// setField records field f (see maxField) and core.
+func (p *posting) setField(f int, core bool) {
+	p.fc = uint8(min(f, maxField)) << 1
+	if core {
+		p.fc |= 1
+	}
 }
 
 // satScale is the unit of posting.sat: 1/65536 of a term's weight, far
@@ -286,9 +309,15 @@ type Index struct {
 	fields   [][]string // per document, the field names
 	terms    map[string]int32
 	postings [][]posting // by term id, sorted by doc
-	idf      []float64   // by term id
-	surfs    []string
-	typos    *typoIndex
+	// termSurfs lists, by term id, the term's distinct document-side
+	// texts (indexes into surfs), which its postings' surf index;
+	// moreSurfs holds those of postings past the first manySurfs, by
+	// term id << 32 | doc.
+	termSurfs [][]int32
+	moreSurfs map[uint64]int32
+	idf       []float64 // by term id
+	surfs     []string
+	typos     *typoIndex
 	// described counts, by term id, the documents in which a field that
 	// is not Example holds the term (see Field.Example).
 	described []int32
@@ -445,6 +474,7 @@ func build(docs []Doc, vocab *Vocab, avgLen map[string]float64) *Index {
 			}
 		}
 	}
+	ix.termSurfs = make([][]int32, len(ix.postings))
 	all := make([]posting, total)
 	for id, c := range counts {
 		ix.postings[id], all = all[:0:c], all[c:]
@@ -455,7 +485,7 @@ func build(docs []Doc, vocab *Vocab, avgLen map[string]float64) *Index {
 		term  int32
 		tf    float64
 		best  float64
-		field uint8
+		field int
 		core  bool
 		surf  int32
 	}
@@ -493,15 +523,16 @@ func build(docs []Doc, vocab *Vocab, avgLen map[string]float64) *Index {
 				a.tf += c
 				fieldTF[k] += c
 				if fieldTF[k] > a.best {
-					a.best, a.field = fieldTF[k], uint8(min(f, 255))
+					a.best, a.field = fieldTF[k], f
 				}
 			}
 		}
 		for _, a := range accs {
 			pos[a.term] = -1
-			ix.postings[a.term] = append(ix.postings[a.term], posting{
-				doc: int32(d), field: a.field, core: a.core, surf: a.surf, sat: saturate(a.tf),
-			})
+			p := posting{doc: int32(d), sat: saturate(a.tf)}
+			p.setField(a.field, a.core)
+			ix.setSurf(a.term, &p, a.surf)
+			ix.postings[a.term] = append(ix.postings[a.term], p)
 		}
 	}
 	ix.sorted, ix.dead, ix.live = len(docs), make([]bool, len(docs)), len(docs)
@@ -661,7 +692,7 @@ func (ix *Index) MatchIn(q string, k int, allow func(id string) bool) Result {
 				s.touched = append(s.touched, p.doc)
 			}
 			s.scores[p.doc] += w * float32(p.sat)
-			if p.core {
+			if p.core() {
 				s.roles[p.doc] |= u.role & roleObject
 			}
 			s.roles[p.doc] |= u.role & roleThing
@@ -836,6 +867,36 @@ func (ix *Index) units(s *scratch, q string) ([]unit, float64, int) {
 	return units, total, absent
 }
 
+// setSurf records in p, a posting of term, the surface s (an index into
+// surfs). It may add s to the term's surfaces: an Update's copy of the
+// index clips what it shares first (see Update), so that this appends to
+// a copy of its own.
+func (ix *Index) setSurf(term int32, p *posting, s int32) {
+	ss := ix.termSurfs[term]
+	if i := slices.Index(ss, s); i >= 0 {
+		p.surf = uint8(i)
+		return
+	}
+	if len(ss) < manySurfs {
+		p.surf = uint8(len(ss))
+		ix.termSurfs[term] = append(ss, s)
+		return
+	}
+	p.surf = manySurfs
+	if ix.moreSurfs == nil {
+		ix.moreSurfs = map[uint64]int32{}
+	}
+	ix.moreSurfs[uint64(term)<<32|uint64(uint32(p.doc))] = s
+}
+
+// surfOf returns the surface (an index into surfs) of p, a posting of term.
+func (ix *Index) surfOf(term int32, p posting) int32 {
+	if p.surf == manySurfs {
+		return ix.moreSurfs[uint64(term)<<32|uint64(uint32(p.doc))]
+	}
+	return ix.termSurfs[term][p.surf]
+}
+
 // explain lists the query units that hit document id.
 func (ix *Index) explain(units []unit, d int32) []string {
 	var out []string
@@ -849,12 +910,12 @@ func (ix *Index) explain(units []unit, d int32) []string {
 			continue
 		}
 		p := ps[i]
-		docText := ix.surfs[p.surf]
+		docText := ix.surfs[ix.surfOf(u.term, p)]
 		switch {
 		case u.fuzzy != "":
 			out = append(out, u.surface+"@fuzzy:"+u.fuzzy)
 		case docText == u.surface:
-			out = append(out, u.surface+"@"+ix.fields[d][p.field])
+			out = append(out, u.surface+"@"+ix.fields[d][p.field()])
 		default:
 			out = append(out, u.surface+"@vocab:"+docText)
 		}

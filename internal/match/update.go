@@ -30,6 +30,8 @@ func (ix *Index) Update(removed, added []Doc) *Index {
 	c.postings = slices.Clone(ix.postings)
 	c.described = slices.Clone(ix.described)
 	c.idf = slices.Clone(ix.idf)
+	c.termSurfs = slices.Clone(ix.termSurfs)
+	c.moreSurfs = maps.Clone(ix.moreSurfs)
 	c.extra = maps.Clone(ix.extra)
 	if c.extra == nil {
 		c.extra = map[string]int32{}
@@ -62,6 +64,7 @@ func (ix *Index) Update(removed, added []Doc) *Index {
 		id := int32(len(c.postings))
 		c.extra[key] = id
 		c.postings = append(c.postings, nil)
+		c.termSurfs = append(c.termSurfs, nil)
 		c.described = append(c.described, 0)
 		c.idf = append(c.idf, 0)
 		return id
@@ -70,6 +73,9 @@ func (ix *Index) Update(removed, added []Doc) *Index {
 		c.surfs = append(c.surfs, s)
 		return int32(len(c.surfs) - 1)
 	}
+	// The terms whose surfaces this copy owns: the others' it shares with
+	// ix, and clips before it adds one (see setSurf).
+	owned := map[int32]bool{}
 	for _, doc := range removed {
 		d, ok := c.slot(doc.ID)
 		if !ok {
@@ -91,8 +97,14 @@ func (ix *Index) Update(removed, added []Doc) *Index {
 		c.live++
 		c.fields = append(c.fields, fieldLayouts{}.of(doc))
 		for _, t := range docTerms(an, doc, c.avgLen, termID, surf) {
-			t.p.doc = d
-			at(t.term).come = append(at(t.term).come, t.p)
+			p := posting{doc: d, sat: t.sat}
+			p.setField(t.field, t.core)
+			if !owned[t.term] {
+				owned[t.term] = true
+				c.termSurfs[t.term] = slices.Clip(c.termSurfs[t.term])
+			}
+			c.setSurf(t.term, &p, t.surf)
+			at(t.term).come = append(at(t.term).come, p)
 			if t.described {
 				c.described[t.term]++
 			}
@@ -165,11 +177,15 @@ func (ix *Index) slot(id string) (int32, bool) {
 	return int32(d), true
 }
 
-// docTerm is one distinct term of a document with its posting (doc unset)
-// and whether a field that is not Example holds it.
+// docTerm is one distinct term of a document with what its posting
+// records (the surface as an index into surfs) and whether a field that
+// is not Example holds it.
 type docTerm struct {
 	term      int32
-	p         posting
+	surf      int32
+	sat       uint16
+	field     int
+	core      bool
 	described bool
 }
 
@@ -203,22 +219,22 @@ func docTerms(an analyzer, doc Doc, avgLen map[string]float64, termID func(strin
 			if !ok {
 				k = len(out)
 				pos[id] = k
-				out = append(out, docTerm{term: id, p: posting{surf: intern(t.surface)}})
+				out = append(out, docTerm{term: id, surf: intern(t.surface)})
 				accs = append(accs, acc{})
 			}
 			c := w * float64(float32(t.weight)) / norm
 			a, o := &accs[k], &out[k]
-			o.p.core = o.p.core || !fl.Context
+			o.core = o.core || !fl.Context
 			o.described = o.described || !fl.Example
 			a.tf += c
 			a.fieldTF += c
 			if a.fieldTF > a.best {
-				a.best, o.p.field = a.fieldTF, uint8(min(f, 255))
+				a.best, o.field = a.fieldTF, f
 			}
 		}
 	}
 	for k := range out {
-		out[k].p.sat = saturate(accs[k].tf)
+		out[k].sat = saturate(accs[k].tf)
 	}
 	return out
 }

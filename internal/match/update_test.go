@@ -84,6 +84,29 @@ func TestUpdateEqualsNew(t *testing.T) {
 	if d := upd.Drift(); d != 20.0/400 || base.Drift() != 0 {
 		t.Errorf("Drift = %v (base %v), want %v and 0", d, base.Drift(), 20.0/400)
 	}
+	// What upd added to a term's surfaces it added to a copy of its own:
+	// base's array may have room after base's surfaces, which another
+	// update of base would fill too.
+	for id, ss := range upd.termSurfs[:len(base.termSurfs)] {
+		if was := base.termSurfs[id]; len(ss) > len(was) && len(was) > 0 && &ss[0] == &was[0] {
+			t.Fatalf("term %d: the update appended its surfaces into base's array", id)
+		}
+	}
+	// A sibling update of base, adding documents with words and surfaces
+	// of their own, leaves the first update as it was: they share what
+	// base holds, and neither writes into it.
+	sibling := base.Update(nil, []Doc{{ID: "sibling", Fields: []Field{
+		{Name: "name", Text: "KAFKA Brokers ZOOKEEPERS quorums", Weight: 2.5},
+		{Name: "intent", Text: "Rotating KAFKA brokers' Certificate, 清理了旧的 Segments 文件", Weight: 2},
+	}}})
+	if sibling.Len() != len(docs)+1 {
+		t.Fatalf("sibling Len = %d, want %d", sibling.Len(), len(docs)+1)
+	}
+	for _, q := range queries {
+		if diff := cmp.Diff(full.Match(q, 3), upd.Match(q, 3)); diff != "" {
+			t.Errorf("after a sibling update, Match(%q) differs from New (-New +updated):\n%s", q, diff)
+		}
+	}
 	// A second update on the first, removing one it added.
 	again := upd.Update(added[len(added)-1:], nil)
 	want2 := slices.DeleteFunc(slices.Clone(want), func(d Doc) bool { return d.ID == added[len(added)-1].ID })
@@ -92,5 +115,25 @@ func TestUpdateEqualsNew(t *testing.T) {
 		if diff := cmp.Diff(full2.Match(q, 3), again.Match(q, 3)); diff != "" {
 			t.Errorf("second update, Match(%q) differs from New (-New +updated):\n%s", q, diff)
 		}
+	}
+}
+
+// TestManySurfaces: a term with more distinct document-side texts than a
+// posting can index (manySurfs) keeps every one.
+func TestManySurfaces(t *testing.T) {
+	ix := &Index{termSurfs: make([][]int32, 1)}
+	var ps []posting
+	for d := range 600 {
+		p := posting{doc: int32(d)}
+		ix.setSurf(0, &p, int32(d%300)) // 300 surfaces, each twice
+		ps = append(ps, p)
+	}
+	for d, p := range ps {
+		if got := ix.surfOf(0, p); got != int32(d%300) {
+			t.Fatalf("posting %d: surface %d, want %d", d, got, d%300)
+		}
+	}
+	if n := len(ix.termSurfs[0]); n != manySurfs {
+		t.Errorf("the term lists %d surfaces, want %d (the rest in moreSurfs)", n, manySurfs)
 	}
 }
