@@ -50,6 +50,11 @@ type benchReport struct {
 	PerTool    uint64     `json:"heap_per_tool"`      // Heap / Tools
 	RSS        uint64     `json:"rss"`                // resident set after returning free memory
 	PeakRSS    uint64     `json:"rss_peak"`
+	// Where the resident set goes besides live objects: the heap's spans
+	// in use (live objects and the free room in their spans), and the
+	// runtime's own (collector, span and other metadata, stacks).
+	HeapInuse  uint64 `json:"heap_inuse"`
+	RuntimeSys uint64 `json:"runtime_sys"`
 
 	Queries int     `json:"queries"`
 	P50     float64 `json:"match_p50_ms"`
@@ -204,6 +209,9 @@ func benchCatalog(ctx context.Context, e env, dir string, n, queries int) (bench
 	r.PerTool = r.Heap / uint64(n)
 	debug.FreeOSMemory()
 	r.RSS, r.PeakRSS = procStatus("VmRSS"), procStatus("VmHWM")
+	runtime.ReadMemStats(&live)
+	r.HeapInuse = live.HeapInuse
+	r.RuntimeSys = live.GCSys + live.MSpanSys + live.MCacheSys + live.BuckHashSys + live.OtherSys + live.StackSys
 	runtime.KeepAlive(snap)
 
 	times := make([]time.Duration, queries)
@@ -406,6 +414,7 @@ func writeBench(w io.Writer, r benchReport, kept bool) {
 	fmt.Fprintf(w, "%-40s slowest of those: ready + index %.1f ms\n", "", r.WatchedMax)
 	fmt.Fprintf(w, "%-40s live heap %.1f MiB = %d bytes per tool; RSS %.1f MiB (peak %.1f MiB)\n",
 		"memory", mib(r.Heap), r.PerTool, mib(r.RSS), mib(r.PeakRSS))
+	fmt.Fprintf(w, "%-40s heap spans in use %.1f MiB; runtime metadata and stacks %.1f MiB\n", "", mib(r.HeapInuse), mib(r.RuntimeSys))
 	fmt.Fprintf(w, "%-40s p50 %.3f ms   p99 %.3f ms   max %.3f ms   (%d of %d found)\n",
 		fmt.Sprintf("match (%d queries)", r.Queries), r.P50, r.P99, r.Max, r.Found, r.Queries)
 }
