@@ -100,10 +100,10 @@ func (e Entry) View(full bool) ToolView {
 	}
 	for _, it := range t.Argv {
 		switch {
-		case it.If != nil:
-			v.Argv = append(v.Argv, map[string]any{"if": map[string][]string{it.If.Param: it.If.Values}, "then": it.Group})
+		case it.Group != nil && it.Group.If != nil:
+			v.Argv = append(v.Argv, map[string]any{"if": map[string][]string{it.Group.If.Param: it.Group.If.Values}, "then": it.Group.Words})
 		case it.Group != nil:
-			v.Argv = append(v.Argv, it.Group)
+			v.Argv = append(v.Argv, it.Group.Words)
 		default:
 			v.Argv = append(v.Argv, it.Word)
 		}

@@ -117,7 +117,7 @@ func (p *parser) argv(n *yaml.Node, field string, t *Tool) []ArgvItem {
 				group = append(group, s)
 			}
 			if ok {
-				out = append(out, ArgvItem{Group: group})
+				out = append(out, ArgvItem{Group: &ArgvGroup{Words: group}})
 			}
 		default:
 			s, ok := p.argvWord(c, f, params)
@@ -141,7 +141,7 @@ func (p *parser) argv(n *yaml.Node, field string, t *Tool) []ArgvItem {
 // [WORDS]}: PARAM a declared string param, each value one it may have
 // (one of its enum when it has one), WORDS as in a group.
 func (p *parser) argvCond(n *yaml.Node, field string, params map[string]Param) (ArgvItem, bool) {
-	var it ArgvItem
+	it := &ArgvGroup{}
 	ok := true
 	entries := p.mapping(n, field, []string{"if", "then"})
 	have := map[string]bool{}
@@ -202,7 +202,7 @@ func (p *parser) argvCond(n *yaml.Node, field string, params map[string]Param) (
 				}
 				s, good := p.argvWord(w, gf, params)
 				ok = ok && good
-				it.Group = append(it.Group, s)
+				it.Words = append(it.Words, s)
 			}
 		}
 	}
@@ -212,7 +212,7 @@ func (p *parser) argvCond(n *yaml.Node, field string, params map[string]Param) (
 			ok = false
 		}
 	}
-	return it, ok && it.If != nil && len(it.Group) > 0
+	return ArgvItem{Group: it}, ok && it.If != nil && len(it.Words) > 0
 }
 
 // argvWord checks one word of the template: a scalar (numbers and booleans
@@ -286,15 +286,15 @@ func (t *Tool) RenderArgv(params map[string]any) ([]string, error) {
 	}
 	out := make([]string, 0, len(t.Argv))
 	for i, it := range t.Argv {
-		if it.If != nil {
-			if v, _ := params[it.If.Param].(string); !slices.Contains(it.If.Values, v) {
+		if g := it.Group; g != nil && g.If != nil {
+			if v, _ := params[g.If.Param].(string); !slices.Contains(g.If.Values, v) {
 				continue
 			}
 		}
 		if it.Group != nil {
 			var words []string
 			keep := true
-			for _, w := range it.Group {
+			for _, w := range it.Group.Words {
 				got, present, err := renderWord(w, params)
 				if err != nil {
 					return nil, fmt.Errorf("argv[%d]: %w", i, err)

@@ -131,7 +131,7 @@ func TestRenderArgvErrors(t *testing.T) {
 	}{
 		{"no template", &Tool{Name: "x"}, nil, "tool x has no argv template"},
 		{"array inside a word", &Tool{Argv: []ArgvItem{{Word: "ls"}, {Word: "--f={f}"}}}, map[string]any{"f": []any{"a"}}, "argv[1]: param f: an array can only fill a whole word {f}"},
-		{"bad placeholder in a literal tool", &Tool{Argv: []ArgvItem{{Word: "ls"}, {Group: []string{"{a"}}}}, nil, "argv[1]: unclosed {"},
+		{"bad placeholder in a literal tool", &Tool{Argv: []ArgvItem{{Word: "ls"}, {Group: &ArgvGroup{Words: []string{"{a"}}}}}, nil, "argv[1]: unclosed {"},
 		{"NUL byte", &Tool{Argv: []ArgvItem{{Word: "ls"}, {Word: "{p}"}}}, map[string]any{"p": "a\x00b"}, "param p: value contains a NUL byte"},
 	}
 	for _, tt := range tests {

@@ -32,8 +32,9 @@ const FileName = "TOOL.hdlp"
 // 2: constraints.rules and constraints.shell_policy. 3: sandbox.
 // 4: "file too large" says "more than N bytes" for a file read only up to
 // the limit. 5: conditional argv groups ({if: ..., then: [...]}).
-// 6: requires and tags. 7: examples.
-const FormatVersion = 7
+// 6: requires and tags. 7: examples. 8: an argv group is an *ArgvGroup,
+// and requires a *Requires.
+const FormatVersion = 8
 
 // ExecutorKind names an executor; the value is the wire word used in
 // TOOL.hdlp and in results.
@@ -283,10 +284,18 @@ var OutputKeeps = []string{"head", "tail", "both"}
 // may hold {param} placeholders) or a group of words that is kept or dropped
 // as a whole depending on whether every param it references has a value.
 type ArgvItem struct {
-	Word  string
-	Group []string
-	// If, when set, makes Group a conditional group: its words are kept
-	// only when the param If.Param has one of If.Values (argv item
+	Word string
+	// Group, when set, makes the item a group (Word is empty). A pointer:
+	// most items are words, and a catalog of 100,000 tools has about
+	// half a million of them.
+	Group *ArgvGroup
+}
+
+// ArgvGroup is a group of argv words kept or dropped as a whole.
+type ArgvGroup struct {
+	Words []string
+	// If, when set, makes the group a conditional group: its words are
+	// kept only when the param If.Param has one of If.Values (argv item
 	// `{if: {op: [branch, tag]}, then: [--list]}`).
 	If *ArgvCond
 }
@@ -343,12 +352,13 @@ func (t *Tool) Intern() {
 	for i := range t.Params {
 		t.Params[i].intern()
 	}
-	for i := range t.Argv {
-		a := &t.Argv[i]
-		inAll(a.Group)
-		if a.If != nil {
-			a.If.Param = in(a.If.Param)
-			inAll(a.If.Values)
+	for _, a := range t.Argv {
+		if g := a.Group; g != nil {
+			inAll(g.Words)
+			if g.If != nil {
+				g.If.Param = in(g.If.Param)
+				inAll(g.If.Values)
+			}
 		}
 	}
 }
