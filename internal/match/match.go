@@ -329,7 +329,8 @@ type Index struct {
 	// so that they weigh as those of that build do.
 	avgLen map[string]float64
 	// sorted is how many ids, from the first, are in ascending order (all
-	// of a New's, which the caller gives sorted, or none); Update appends
+	// of a New's when the caller gives them sorted, as catalog does, and
+	// no more than that); Update appends
 	// after them. dead marks the slots of removed documents, which no
 	// posting names any more; live counts the others.
 	sorted    int
@@ -535,7 +536,10 @@ func build(docs []Doc, vocab *Vocab, avgLen map[string]float64) *Index {
 			ix.postings[a.term] = append(ix.postings[a.term], p)
 		}
 	}
-	ix.sorted, ix.dead, ix.live = len(docs), make([]bool, len(docs)), len(docs)
+	ix.dead, ix.live = make([]bool, len(docs)), len(docs)
+	for ix.sorted < len(docs) && (ix.sorted == 0 || docs[ix.sorted-1].ID < docs[ix.sorted].ID) {
+		ix.sorted++
+	}
 	n := float64(len(docs))
 	ix.idf = make([]float64, len(ix.postings))
 	for id, ps := range ix.postings {
@@ -698,10 +702,15 @@ func (ix *Index) MatchIn(q string, k int, allow func(id string) bool) Result {
 			s.roles[p.doc] |= u.role & roleThing
 		}
 	}
-	// before orders hits: higher score first, then ID.
+	// before orders hits: higher score first, then ID. New's slots are in
+	// ID order, so two of them compare by slot; thousands of tools may
+	// tie on a score, and comparing their IDs was most of a query.
 	before := func(a, b hit) bool {
 		if a.score != b.score {
 			return a.score > b.score
+		}
+		if int(a.doc) < ix.sorted && int(b.doc) < ix.sorted {
+			return a.doc < b.doc
 		}
 		return ix.ids[a.doc] < ix.ids[b.doc]
 	}

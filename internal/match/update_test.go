@@ -137,3 +137,34 @@ func TestManySurfaces(t *testing.T) {
 		t.Errorf("the term lists %d surfaces, want %d (the rest in moreSurfs)", n, manySurfs)
 	}
 }
+
+// TestTiesByID: candidates with one score come in ID order, whether New
+// was given them sorted (slots compare), unsorted, or an Update added one.
+func TestTiesByID(t *testing.T) {
+	doc := func(id string) Doc {
+		return Doc{ID: id, Fields: []Field{{Name: "intent", Text: "restart the nginx service on a host", Weight: 2}}}
+	}
+	var sorted []Doc
+	for _, id := range []string{"t-1", "t-2", "t-3", "t-4", "t-5"} {
+		sorted = append(sorted, doc(id))
+	}
+	ids := func(r Result) []string {
+		var out []string
+		for _, c := range r.Candidates {
+			out = append(out, c.ID)
+		}
+		return out
+	}
+	const q = "restart nginx"
+	if got := ids(New(sorted, nil).Match(q, 3)); !slices.Equal(got, []string{"t-1", "t-2", "t-3"}) {
+		t.Errorf("sorted New: %q, want t-1 t-2 t-3", got)
+	}
+	unsorted := []Doc{sorted[3], sorted[1], sorted[4], sorted[0], sorted[2]}
+	if got := ids(New(unsorted, nil).Match(q, 3)); !slices.Equal(got, []string{"t-1", "t-2", "t-3"}) {
+		t.Errorf("unsorted New: %q, want t-1 t-2 t-3", got)
+	}
+	upd := New(sorted, nil).Update([]Doc{sorted[1]}, []Doc{doc("t-0"), doc("t-2")})
+	if got := ids(upd.Match(q, 3)); !slices.Equal(got, []string{"t-0", "t-1", "t-2"}) {
+		t.Errorf("updated: %q, want t-0 t-1 t-2", got)
+	}
+}
