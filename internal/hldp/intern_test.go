@@ -2,6 +2,7 @@ package hldp
 
 import (
 	"reflect"
+	"sync"
 	"testing"
 	"unsafe"
 )
@@ -55,5 +56,47 @@ why: for tests
 	c.Intern()
 	if !reflect.DeepEqual(&c, b) {
 		t.Errorf("Intern changed a value:\n got %+v\nwant %+v", c, *b)
+	}
+}
+
+// TestLazyOnFirstUse: a parsed tool holds no memo until its schema is
+// first asked for; goroutines asking at once share one; a literal Tool
+// keeps none.
+func TestLazyOnFirstUse(t *testing.T) {
+	tool, err := Parse("a/TOOL.hdlp", []byte(`name: a
+display: a
+intent: show a thing
+method: exec
+executor: shell
+params_schema:
+  cmd: { type: string, required: true, description: "command" }
+author: t
+created: 2026-01-01
+why: for tests
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tool.lazy != pending {
+		t.Fatalf("a parsed tool's memo is made before its first use")
+	}
+	var wg sync.WaitGroup
+	memos := make([]*lazy, 8)
+	for i := range memos {
+		wg.Go(func() {
+			if _, err := tool.CheckParams(map[string]any{"cmd": "ls"}); err != nil {
+				t.Error(err)
+			}
+			memos[i] = tool.memo()
+		})
+	}
+	wg.Wait()
+	for _, m := range memos {
+		if m == nil || m == pending || m != memos[0] {
+			t.Fatalf("memos after concurrent first use: %p, want one of their own", memos)
+		}
+	}
+	if lit := (&Tool{Name: "x"}); lit.memo() != nil {
+		t.Errorf("a literal Tool got a memo")
 	}
 }

@@ -111,8 +111,7 @@ func Parse(file string, data []byte) (*Tool, error) {
 		})
 		return nil, joinDiags(p.diags)
 	}
-	t.lazy = new(lazy)
-	t.Intern()
+	t.Intern() // and marks it for its lazy
 	return t, nil
 }
 

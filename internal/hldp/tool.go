@@ -335,8 +335,13 @@ func (t *Tool) Prereqs() Requires {
 // so are keywords and argv words: short, often a tool's own ("nginx-5"),
 // and a distinct value costs the table more than a copy of a short word.
 // Parse interns what it returns; a decoder of Tools (internal/cache)
-// calls Intern on what it decodes. It changes no value.
+// calls Intern on what it decodes. It changes no value. It also marks t,
+// as Parse's are, for what it computes on first use (InputSchema's and
+// the compiled schema CheckParams uses): t must not be changed after.
 func (t *Tool) Intern() {
+	if t.lazy == nil {
+		t.lazy = pending
+	}
 	t.Method, t.Author, t.Created, t.Target = in(t.Method), in(t.Author), in(t.Created), in(t.Target)
 	if i := slices.Index(ExecutorKinds, t.Executor); i >= 0 {
 		t.Executor = ExecutorKinds[i]
