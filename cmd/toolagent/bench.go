@@ -168,10 +168,12 @@ func benchCatalog(ctx context.Context, e env, dir string, n, queries int) (bench
 		if i > 0 {
 			st = &watched[i-1]
 		}
-		// An edit after a quiet spell: the last save is done, and the last
-		// edit settled (a Sync reads again a file changed just before it,
-		// and the next one too when that was still too fresh).
+		// An edit after a quiet spell: the last saves are done (the parse
+		// cache's, the listing's), and the last edit settled (a Sync reads
+		// again a file changed just before it, and the next one too when
+		// that was still too fresh).
 		warm.cr.saver.wait()
+		warm.dir.Flush()
 		if i > 0 {
 			time.Sleep(benchSettle)
 		}

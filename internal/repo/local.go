@@ -1,6 +1,7 @@
 package repo
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha1"
@@ -10,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"io/fs"
 	"iter"
 	"log/slog"
@@ -83,6 +85,7 @@ type LocalDir struct {
 	// superseded is skipped.
 	queued  *queuedListing
 	writing bool
+	written sync.Cond // on mu; broadcast when writing ends
 	writers sync.WaitGroup
 	writeMu sync.Mutex
 	seq     atomic.Uint64
@@ -979,16 +982,24 @@ const (
 	listingVersion = 2 // 1 sorted every entry by path, not by group
 )
 
-// encodeListing returns the ListingFile bytes of l, a listing of dir.
-func encodeListing(dir string, l *listing) []byte {
+// encodeListing writes the ListingFile bytes of l, a listing of dir, to
+// w, a few kilobytes at a time: at 100,000 tools they are 12 MB, and a
+// watched Sync's listing is written after every edit.
+func encodeListing(w io.Writer, dir string, l *listing) error {
 	files, dirs := l.counts()
-	b := make([]byte, 0, 64+(files+dirs)*64)
+	sum := crc32.New(crcTable)
+	out := bufio.NewWriterSize(io.MultiWriter(w, sum), 64<<10)
+	b := make([]byte, 0, 512)
 	b = append(b, listingMagic...)
 	b = binary.AppendUvarint(b, listingVersion)
 	b = binary.AppendUvarint(b, uint64(len(dir)))
 	b = append(b, dir...)
 	b = binary.AppendUvarint(b, uint64(files+dirs))
 	for e := range l.all() {
+		if len(b) > 4<<10 {
+			out.Write(b)
+			b = b[:0]
+		}
 		b = binary.AppendUvarint(b, uint64(len(e.Path)))
 		b = append(b, e.Path...)
 		trusted := byte(0)
@@ -1005,7 +1016,12 @@ func encodeListing(dir string, l *listing) []byte {
 			b = append(b, e.Blob[:]...)
 		}
 	}
-	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, crcTable))
+	out.Write(b)
+	if err := out.Flush(); err != nil {
+		return err
+	}
+	_, err := w.Write(binary.LittleEndian.AppendUint32(nil, sum.Sum32()))
+	return err
 }
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
@@ -1162,6 +1178,7 @@ func (d *LocalDir) saveLocked(l *listing, async bool) {
 		d.queued = q
 		if !d.writing {
 			d.writing = true
+			d.written.L = &d.mu
 			d.writers.Add(1)
 			go d.writeQueued()
 		}
@@ -1176,6 +1193,16 @@ func (d *LocalDir) saveLocked(l *listing, async bool) {
 	}
 }
 
+// Flush waits until the listings watched Syncs left to write (see
+// saveLocked) are in ListingFile, or failed to be (logged).
+func (d *LocalDir) Flush() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for d.writing {
+		d.written.Wait()
+	}
+}
+
 // writeQueued writes the queued listings until none is left.
 func (d *LocalDir) writeQueued() {
 	defer d.writers.Done()
@@ -1185,6 +1212,7 @@ func (d *LocalDir) writeQueued() {
 		d.queued = nil
 		if q == nil {
 			d.writing = false
+			d.written.Broadcast()
 			d.mu.Unlock()
 			return
 		}
@@ -1207,7 +1235,7 @@ func (d *LocalDir) writeQueued() {
 
 // write writes q's listing, logging a failure.
 func (d *LocalDir) write(q *queuedListing) error {
-	err := writeListing(q.file, encodeListing(q.dir, q.l))
+	err := writeListing(q.file, func(w io.Writer) error { return encodeListing(w, q.dir, q.l) })
 	if err != nil {
 		d.logger().Warn("local dir listing not saved: the next start reads every file", "file", q.file, "err", err)
 	}
@@ -1240,7 +1268,7 @@ func samePersistedEntry(x, y entry) bool {
 // writeListing writes the file atomically: a temporary file renamed over
 // the old one. It is not synced to disk: a file torn by a crash fails its
 // checksum and costs one full read.
-func writeListing(file string, data []byte) error {
+func writeListing(file string, encode func(io.Writer) error) error {
 	dir := filepath.Dir(file)
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return err
@@ -1249,7 +1277,7 @@ func writeListing(file string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	_, werr := tmp.Write(data)
+	werr := encode(tmp)
 	if err := errors.Join(werr, tmp.Close()); err != nil {
 		os.Remove(tmp.Name())
 		return err

@@ -764,14 +764,24 @@ func TestLocalDirWatchedListingSaved(t *testing.T) {
 	if st := d.LastSync(); !st.Watched || st.Hashed != 1 {
 		t.Fatalf("watched Sync: %+v, want Watched and 1 file hashed", st)
 	}
+	restart := func(when string) {
+		t.Helper()
+		next := &LocalDir{Path: dir, ListingFile: file, Now: later}
+		defer next.Close()
+		tree := mustSyncLocal(t, next)
+		if st := next.LastSync(); !st.Loaded || st.Hashed != 0 {
+			t.Errorf("Sync after a restart %s: %+v, want Loaded and nothing hashed (the watched Sync's listing)", when, st)
+		}
+		if tree.Rev() != want.Rev() {
+			t.Errorf("Rev() after a restart %s = %s, want %s", when, tree.Rev(), want.Rev())
+		}
+	}
+	d.Flush()
+	restart("after Flush")
+
+	writeFiles(t, dir, map[string]string{"b/TOOL.hdlp": "name: b\nintent: edited again\n"})
+	d.Changed("b")
+	want = mustSyncLocal(t, d)
 	d.Close()
-	next := &LocalDir{Path: dir, ListingFile: file, Now: later}
-	defer next.Close()
-	tree := mustSyncLocal(t, next)
-	if st := next.LastSync(); !st.Loaded || st.Hashed != 0 {
-		t.Errorf("Sync after a restart: %+v, want Loaded and nothing hashed (the watched Sync's listing)", st)
-	}
-	if tree.Rev() != want.Rev() {
-		t.Errorf("Rev() after a restart = %s, want %s", tree.Rev(), want.Rev())
-	}
+	restart("after Close")
 }
