@@ -208,18 +208,32 @@ func Build(prev *catalog.Snapshot, t Tree, c *cache.Cache, opts Options) (*catal
 		c.SetLastGood(good)
 		c.Retain(seen)
 		c.SetListing(treeHash, seen)
-		if pt, ok := t.(interface{ Parents() ([]string, bool) }); ok {
-			if _, isGit := pt.Parents(); isGit {
-				c.SetHead(rev)
-			}
+		if isGit(t) {
+			c.SetHead(rev)
 		}
 	}
+	return snapshot(prev, rev, entries, notes, opts), rep, nil
+}
+
+// snapshot is the snapshot a Build of rev gives: entries, with notes kept
+// for the next Build (see built).
+func snapshot(prev *catalog.Snapshot, rev string, entries []catalog.Entry, notes []note, opts Options) *catalog.Snapshot {
 	co := opts.Catalog
 	if co.Prev == nil {
 		co.Prev = prev
 	}
 	co.Builder = &built{prefix: opts.Prefix, notes: notes}
-	return catalog.New(rev, entries, co), rep, nil
+	return catalog.New(rev, entries, co)
+}
+
+// isGit reports whether t is a git commit's tree.
+func isGit(t Tree) bool {
+	pt, ok := t.(interface{ Parents() ([]string, bool) })
+	if !ok {
+		return false
+	}
+	_, git := pt.Parents()
+	return git
 }
 
 // slotOf is the folder to scan for the entry name of the tools tree, of
@@ -337,10 +351,8 @@ func buildDelta(prev *catalog.Snapshot, t Tree, c *cache.Cache, opts Options) (_
 	if th, ok := t.(treeHasher); ok && th.TreeHash() != "" {
 		return nil, Report{}, false
 	}
-	if pt, ok := t.(interface{ Parents() ([]string, bool) }); ok {
-		if _, isGit := pt.Parents(); isGit {
-			return nil, Report{}, false
-		}
+	if isGit(t) {
+		return nil, Report{}, false
 	}
 	fsys, rev := t.FS(), t.Rev()
 	var slots []folder // in names' order
@@ -472,12 +484,7 @@ func buildDelta(prev *catalog.Snapshot, t Tree, c *cache.Cache, opts Options) (_
 		forget = slices.DeleteFunc(forget, func(k cache.Key) bool { return kept[k] })
 		c.Forget(forget)
 	}
-	co := opts.Catalog
-	if co.Prev == nil {
-		co.Prev = prev
-	}
-	co.Builder = &built{prefix: opts.Prefix, notes: notes}
-	return catalog.New(rev, entries, co), rep, true
+	return snapshot(prev, rev, entries, notes, opts), rep, true
 }
 
 // folder is one tool folder of a Build: its name, and what scanning it
