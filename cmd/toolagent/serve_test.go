@@ -545,9 +545,20 @@ func TestServeShutdown(t *testing.T) {
 				code, res := d.call(t, "shell-exec", map[string]any{"cmd": tc.cmd})
 				got <- answer{code, res}
 			}()
-			pollUntil(t, "the call to be running", func() bool {
+			// In flight counts from the dispatch, before the process starts
+			// (a sandbox start is slow on a busy machine): wait for the
+			// tool's own sleep, so shutdown meets a running process.
+			pollUntil(t, "the call's process to be running", func() bool {
 				_, b := d.request(t, "GET", "/metrics", "")
-				return bytes.Contains(b, []byte("toolagent_calls_in_flight 1"))
+				if !bytes.Contains(b, []byte("toolagent_calls_in_flight 1")) {
+					return false
+				}
+				for _, pid := range descendants(t) {
+					if comm, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm"); strings.TrimSpace(string(comm)) == "sleep" {
+						return true
+					}
+				}
+				return false
 			})
 			start := time.Now()
 			if err := d.stop(t); err != nil {
