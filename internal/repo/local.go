@@ -200,11 +200,14 @@ func (d *LocalDir) Sync(ctx context.Context) (*Tree, error) {
 	var l *listing
 	var stats SyncStats
 	var delta []string // the names a watched Sync listed again
-	w := &lister{ctx: ctx, root: root, fsys: root.FS(), abs: d.abs, prev: prev, now: d.clock(), keep: d.KeepRead, dirFD: -1}
-	if fd, err := unix.Open(d.abs, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
-		w.dirFD = fd
-		defer unix.Close(fd)
+	// The walk's descriptor of the directory, opened through the root so
+	// that it is the root's directory even when the path now names another.
+	top, err := root.Open(".")
+	if err != nil {
+		return nil, fmt.Errorf("scan local dir %s: %w", d.Path, err)
 	}
+	defer top.Close()
+	w := &lister{ctx: ctx, fsys: root.FS(), abs: d.abs, prev: prev, now: d.clock(), keep: d.KeepRead, dirFD: int(top.Fd())}
 	if hints := d.takeHintsLocked(); hints != nil && prev != nil {
 		l, delta, stats, err = w.listChanged(hints)
 		stats.Watched = true
@@ -655,11 +658,10 @@ func (l *listing) counts() (files, dirs int) {
 // what it can from prev.
 type lister struct {
 	ctx  context.Context
-	root *os.Root
-	fsys fs.FS    // root's
-	abs  string   // the directory, for stats by path
+	fsys fs.FS    // the root's, for links
+	abs  string   // the directory, for errors
 	prev *listing // may be nil
-	// dirFD is a descriptor of the directory (O_PATH) for stats, or -1.
+	// dirFD is a descriptor of the directory, opened through the root.
 	dirFD int
 	now   time.Time
 	keep  func(name string) bool // LocalDir.KeepRead
@@ -678,7 +680,8 @@ func (w *lister) list() (*listing, SyncStats, error) {
 		return nil, SyncStats{}, err
 	}
 	self := entry{Path: ".", Stat: st, Kind: kindDir, Trusted: settled(st, w.now)}
-	if err := w.dir(&self, &top); err != nil {
+	root := w.top()
+	if err := w.dir(&self, root, &top); err != nil {
 		return nil, SyncStats{}, err
 	}
 
@@ -704,7 +707,7 @@ func (w *lister) list() (*listing, SyncStats, error) {
 					return
 				}
 				k := dirs[i]
-				errs[n] = w.dir(&top[k], &below[k])
+				errs[n] = w.dir(&top[k], root, &below[k])
 			}
 		})
 	}
@@ -770,7 +773,7 @@ func (w *lister) listChanged(changed map[string]bool) (*listing, []string, SyncS
 			i++
 		}
 		var es []entry
-		if _, err := w.entries(".", []string{name}, false, &es); err != nil {
+		if _, err := w.entries(w.top(), []string{name}, false, &es); err != nil {
 			return nil, nil, SyncStats{}, err
 		}
 		if len(es) == 0 {
@@ -778,7 +781,7 @@ func (w *lister) listChanged(changed map[string]bool) (*listing, []string, SyncS
 		}
 		if es[0].Kind == kindDir {
 			top := es[0]
-			if err := w.dir(&top, &es); err != nil {
+			if err := w.dir(&top, w.top(), &es); err != nil {
 				return nil, nil, SyncStats{}, err
 			}
 		}
@@ -789,17 +792,22 @@ func (w *lister) listChanged(changed map[string]bool) (*listing, []string, SyncS
 	return l, redo, stats, err
 }
 
-// dir lists the folder of e (stat already taken) into out: each entry
-// below it, hashing files, then walking its sub-folders, except at the
-// top level, whose folders list leaves to the goroutines. The entry
-// names come from the previous listing when e is trusted there with the
-// same stat, and from reading the folder otherwise. A folder that
-// changed after the previous listing was taken, yet kept its stat (a
-// change the settling window should have caught), shows as a missing
-// or retyped entry; the folder is then read after all.
-func (w *lister) dir(e *entry, out *[]entry) error {
+// dir lists the folder of e (stat already taken), an entry of the folder
+// up, into out: each entry below it, hashing files, then walking its
+// sub-folders, except at the top level, whose folders list leaves to the
+// goroutines. The entry names come from the previous listing when e is
+// trusted there with the same stat, and from reading the folder
+// otherwise. A folder that changed after the previous listing was taken,
+// yet kept its stat (a change the settling window should have caught),
+// shows as a missing or retyped entry; the folder is then read after all.
+func (w *lister) dir(e *entry, up *folder, out *[]entry) error {
 	if err := w.ctx.Err(); err != nil {
 		return err
+	}
+	f := up
+	if e.Path != "." {
+		f = &folder{path: e.Path, up: up, fd: -1}
+		defer f.close()
 	}
 	fromPrev := false
 	var names []string
@@ -810,11 +818,11 @@ func (w *lister) dir(e *entry, out *[]entry) error {
 	for {
 		if !fromPrev {
 			var err error
-			if names, err = w.readNames(e.Path); err != nil {
+			if names, err = w.readNames(f); err != nil {
 				return err
 			}
 		}
-		ok, err := w.entries(e.Path, names, fromPrev, out)
+		ok, err := w.entries(f, names, fromPrev, out)
 		if err != nil {
 			return err
 		}
@@ -832,7 +840,7 @@ func (w *lister) dir(e *entry, out *[]entry) error {
 	end := len(*out)
 	for i := start; i < end; i++ {
 		if sub := (*out)[i]; sub.Kind == kindDir {
-			if err := w.dir(&sub, out); err != nil {
+			if err := w.dir(&sub, f, out); err != nil {
 				return err
 			}
 		}
@@ -840,29 +848,113 @@ func (w *lister) dir(e *entry, out *[]entry) error {
 	return nil
 }
 
-// readNames reads the names in folder dir through the root. Names alone:
-// a Root's ReadDir would stat each entry, and entries stats them anyway.
-func (w *lister) readNames(dir string) ([]string, error) {
-	f, err := w.root.Open(dir)
+// folder is a folder a walk is in, and a descriptor of it once one of its
+// files is read or its names are (a walk that reads nothing opens
+// nothing). Each folder is opened relative to the one above it, its name
+// not followed if it is a link, so that what a walk reads stays below the
+// directory, as reads through the root do, without the root's walk of
+// every component and its poller set-up for each file.
+type folder struct {
+	path string  // below the directory; "." for the directory
+	up   *folder // nil for the directory
+	fd   int     // -1 until opened
+	err  error   // why it could not be opened
+	read bool    // its names were read (through fd, at its end)
+}
+
+// top is the folder of the directory itself, open as dirFD.
+func (w *lister) top() *folder { return &folder{path: ".", fd: w.dirFD} }
+
+// open returns f's descriptor, opening f and the folders above it.
+func (f *folder) open() (int, error) {
+	if f.fd >= 0 || f.err != nil {
+		return f.fd, f.err
+	}
+	pfd, err := f.up.open()
+	if err == nil {
+		f.fd, err = openAt(pfd, path.Base(f.path), unix.O_RDONLY|unix.O_DIRECTORY)
+	}
+	if err != nil {
+		f.err = &fs.PathError{Op: "openat", Path: f.path, Err: err}
+	}
+	return f.fd, f.err
+}
+
+// close closes f's descriptor, unless f is the directory's.
+func (f *folder) close() {
+	if f.up != nil && f.fd >= 0 {
+		unix.Close(f.fd)
+		f.fd = -1
+	}
+}
+
+// openAt opens the entry name of the folder open as dir, never following
+// a link there, and never blocking on a pipe swapped in for a file.
+func openAt(dir int, name string, flags int) (int, error) {
+	if !plainName(name) {
+		return -1, fs.ErrInvalid
+	}
+	for {
+		fd, err := unix.Openat(dir, name, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+		if err != unix.EINTR {
+			return fd, err
+		}
+	}
+}
+
+// plainName reports whether name names an entry of a folder: not empty,
+// not "." or "..", no slash. A listing read from disk is checked before it
+// is used, and this once more before a name is opened.
+func plainName(name string) bool {
+	return name != "" && name != "." && name != ".." && !strings.Contains(name, "/")
+}
+
+// direntBufs are the buffers readNames reads folders into.
+var direntBufs = sync.Pool{New: func() any { b := make([]byte, 8<<10); return &b }}
+
+// readNames reads the names in folder f. Names alone: a Root's ReadDir
+// would stat each entry, and entries stats them anyway.
+func (w *lister) readNames(f *folder) ([]string, error) {
+	fd, err := f.open()
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	if f.read {
+		if _, err := unix.Seek(fd, 0, io.SeekStart); err != nil {
+			return nil, &fs.PathError{Op: "seek", Path: f.path, Err: err}
+		}
+	}
+	f.read = true
 	w.readDirs.Add(1)
-	return f.Readdirnames(-1)
+	bp := direntBufs.Get().(*[]byte)
+	defer direntBufs.Put(bp)
+	var names []string
+	for {
+		n, err := unix.Getdents(fd, *bp)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, &fs.PathError{Op: "readdirent", Path: f.path, Err: err}
+		}
+		if n <= 0 {
+			return names, nil
+		}
+		_, _, names = unix.ParseDirent((*bp)[:n], -1, names)
+	}
 }
 
-// entries stats names (the entries of folder dir) into out, hashing the
+// entries stats names (the entries of folder f) into out, hashing the
 // files whose stat is not trusted in the previous listing. With fromPrev
 // (the names came from the previous listing), ok is false when one is
 // gone or changed type, and the caller reads the folder instead.
-func (w *lister) entries(dir string, names []string, fromPrev bool, out *[]entry) (ok bool, err error) {
+func (w *lister) entries(f *folder, names []string, fromPrev bool, out *[]entry) (ok bool, err error) {
 	for _, name := range names {
 		rel := name
-		if dir != "." {
-			rel = dir + "/" + name
+		if f.path != "." {
+			rel = f.path + "/" + name
 		}
-		st, kind, err := w.lstat(rel)
+		st, kind, err := w.lstat(f, name, rel)
 		if errors.Is(err, fs.ErrNotExist) {
 			if fromPrev {
 				return false, nil
@@ -888,20 +980,28 @@ func (w *lister) entries(dir string, names []string, fromPrev bool, out *[]entry
 				e.Blob, e.hashed, e.Trusted = p.Blob, true, true
 				break
 			}
-			w.hash(&e)
+			w.hash(f, name, &e)
 			e.Trusted = e.hashed && settled(st, w.now)
 		case kindLink:
-			w.hash(&e)
+			w.hash(f, name, &e)
 		}
 		*out = append(*out, e)
 	}
 	return true, nil
 }
 
-// hash reads the file of e through the root and records its blob hash.
-func (w *lister) hash(e *entry) {
+// hash reads the file of e, the entry name of folder f, and records its
+// blob hash: a regular file through f's descriptor, a link through the
+// root, which follows it as far as it stays in the directory.
+func (w *lister) hash(f *folder, name string, e *entry) {
 	w.hashed.Add(1)
-	data, err := fs.ReadFile(w.fsys, e.Path)
+	var data []byte
+	var err error
+	if e.Kind == kindFile {
+		data, err = readAt(f, name)
+	} else {
+		data, err = fs.ReadFile(w.fsys, e.Path)
+	}
 	if err != nil {
 		return
 	}
@@ -916,19 +1016,56 @@ func (w *lister) hash(e *entry) {
 	}
 }
 
-// lstat stats the file at rel, a path below the directory, without
-// following a final symbolic link: relative to the directory's descriptor
-// when the walk opened one (dirFD), which spares the kernel walking the
-// directory's own path for each of 100,000 files, else by absolute path.
-// The stats only decide whether content read through the root before may
-// be reused; every read goes through the root.
-func (w *lister) lstat(rel string) (fileStat, entryKind, error) {
+// readAt reads the regular file name of folder f whole.
+func readAt(f *folder, name string) ([]byte, error) {
+	dfd, err := f.open()
+	if err != nil {
+		return nil, err
+	}
+	fd, err := openAt(dfd, name, unix.O_RDONLY)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, fs.ErrInvalid // swapped for something else since its stat
+	}
+	data := make([]byte, 0, st.Size+1) // +1: the read that finds the end
+	for {
+		n, err := unix.Read(fd, data[len(data):cap(data)])
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return nil, err
+		case n == 0:
+			return data, nil
+		}
+		data = data[:len(data)+n]
+		if len(data) == cap(data) {
+			data = slices.Grow(data, len(data)) // it grew since
+		}
+	}
+}
+
+// lstat stats the entry name of folder f, at rel below the directory,
+// without following a final symbolic link: relative to f's descriptor
+// when the walk opened it, else relative to the directory's (dirFD),
+// which spares the kernel walking the directory's own path for each of
+// 100,000 files. The stats only decide whether content read before may
+// be reused; every read goes through a folder opened as folder.open does,
+// or through the root.
+func (w *lister) lstat(f *folder, name, rel string) (fileStat, entryKind, error) {
 	var st unix.Stat_t
 	var err error
-	if w.dirFD >= 0 {
-		err = unix.Fstatat(w.dirFD, rel, &st, unix.AT_SYMLINK_NOFOLLOW)
+	if f.fd >= 0 && plainName(name) {
+		err = unix.Fstatat(f.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
 	} else {
-		err = unix.Lstat(w.abs+"/"+rel, &st)
+		err = unix.Fstatat(w.dirFD, rel, &st, unix.AT_SYMLINK_NOFOLLOW)
 	}
 	if err != nil {
 		return fileStat{}, 0, &fs.PathError{Op: "lstat", Path: w.abs + "/" + rel, Err: err}
@@ -1064,7 +1201,7 @@ func decodeListing(data []byte, dir string) (*listing, error) {
 		if e.Trusted && e.Kind == kindFile {
 			copy(e.Blob[:], r.bytes(sha1.Size))
 		}
-		if r.bad || e.Kind < kindFile || e.Kind > kindLink {
+		if r.bad || e.Kind < kindFile || e.Kind > kindLink || !fs.ValidPath(e.Path) {
 			return nil, errListing("corrupt")
 		}
 		// The directory first, then each group: its top-level entry, and

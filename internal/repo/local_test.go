@@ -466,6 +466,21 @@ func TestLocalDirListingFileProblems(t *testing.T) {
 			bad[i], bad[j] = 'b', 'a'
 			return resum(bad)
 		}, "corrupt"},
+		{"a path that climbs out, checksum right", func(t *testing.T) []byte {
+			l, err := decodeListing(good, dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range l.groups[0].entries {
+				e := &l.groups[0].entries[i]
+				e.Path = ".." + strings.TrimPrefix(e.Path, "a")
+			}
+			var buf bytes.Buffer
+			if err := encodeListing(&buf, dir, l); err != nil {
+				t.Fatal(err)
+			}
+			return buf.Bytes()
+		}, "corrupt"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
