@@ -14,7 +14,8 @@
 package cache
 
 import (
-	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -62,11 +63,12 @@ type Cache struct {
 	listTree string
 	listing  map[string]string
 
-	// lastGood maps a definition file's path to the version of it the
-	// last build served: its blob hash (the last version that loaded, for
-	// a stale one) and the revision it cited, so a file that breaks serves
-	// its last good definition across a restart too, citing what it did.
-	lastGood map[string]Served
+	// lastGood holds, for each definition file's path, the version of it
+	// the last build served: its blob hash (the last version that loaded,
+	// for a stale one) and the revision it cited, so a file that breaks
+	// serves its last good definition across a restart too, citing what it
+	// did. Sorted by path, one per path: a slice takes half a map's room.
+	lastGood []fileServed
 	// head is the revision of the last build of a git tree (SetHead), so
 	// a restart knows whether the branch moved on from it.
 	head string
@@ -104,7 +106,7 @@ func (c *Cache) Put(k Key, o Outcome) {
 func (c *Cache) Retain(keep map[Key]bool) {
 	c.mu.Lock()
 	for k := range c.m {
-		if !keep[k] && c.lastGood[k.Path].Blob != k.Blob {
+		if !keep[k] && c.lastGoodLocked(k.Path).Blob != k.Blob {
 			delete(c.m, k)
 			c.changedLocked(k)
 		}
@@ -119,7 +121,7 @@ func (c *Cache) Forget(keys []Key) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, k := range keys {
-		if _, ok := c.m[k]; ok && c.lastGood[k.Path].Blob != k.Blob {
+		if _, ok := c.m[k]; ok && c.lastGoodLocked(k.Path).Blob != k.Blob {
 			delete(c.m, k)
 			c.changedLocked(k)
 		}
@@ -189,14 +191,35 @@ type Served struct {
 // last build served (replacing what was recorded). Retain keeps their
 // outcomes.
 func (c *Cache) SetLastGood(served map[string]Served) {
+	next := make([]fileServed, 0, len(served))
+	for p, v := range served {
+		next = append(next, fileServed{Path: p, Blob: v.Blob, Rev: v.Rev})
+	}
+	slices.SortFunc(next, compareServed)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if maps.Equal(served, c.lastGood) {
-		return
+	if slices.Equal(next, c.lastGood) {
+		return // and keep the strings held now (see Open)
 	}
-	c.lastGood = maps.Clone(served)
+	c.lastGood = next
 	c.dirty = true
 	c.gen++
+}
+
+func compareServed(a, b fileServed) int { return strings.Compare(a.Path, b.Path) }
+
+// findLastGood returns the index in lastGood of path's version, or where
+// it would be.
+func findLastGood(lastGood []fileServed, path string) (int, bool) {
+	return slices.BinarySearchFunc(lastGood, path, func(g fileServed, p string) int { return strings.Compare(g.Path, p) })
+}
+
+// lastGoodLocked returns the version of path SetLastGood recorded.
+func (c *Cache) lastGoodLocked(path string) Served {
+	if i, ok := findLastGood(c.lastGood, path); ok {
+		return Served{Blob: c.lastGood[i].Blob, Rev: c.lastGood[i].Rev}
+	}
+	return Served{}
 }
 
 // UpdateLastGood changes what SetLastGood recorded for some paths alone:
@@ -206,19 +229,33 @@ func (c *Cache) UpdateLastGood(served map[string]Served, gone []string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	changed := false
+	sorted := len(c.lastGood) // paths new to it are appended, then sorted in
 	for p, v := range served {
-		if old, ok := c.lastGood[p]; !ok || old != v {
-			if c.lastGood == nil {
-				c.lastGood = map[string]Served{}
-			}
-			c.lastGood[p], changed = v, true
-		}
-	}
-	for _, p := range gone {
-		if _, ok := c.lastGood[p]; ok {
-			delete(c.lastGood, p)
+		i, ok := findLastGood(c.lastGood[:sorted], p)
+		switch {
+		case !ok:
+			c.lastGood = append(c.lastGood, fileServed{Path: p, Blob: v.Blob, Rev: v.Rev})
+			changed = true
+		case c.lastGood[i].Blob != v.Blob || c.lastGood[i].Rev != v.Rev:
+			c.lastGood[i].Blob, c.lastGood[i].Rev = v.Blob, v.Rev
 			changed = true
 		}
+	}
+	if len(c.lastGood) > sorted {
+		slices.SortFunc(c.lastGood, compareServed)
+	}
+	var drop map[string]bool
+	for _, p := range gone {
+		if _, ok := findLastGood(c.lastGood, p); ok {
+			if drop == nil {
+				drop = map[string]bool{}
+			}
+			drop[p] = true
+		}
+	}
+	if drop != nil {
+		c.lastGood = slices.DeleteFunc(c.lastGood, func(g fileServed) bool { return drop[g.Path] })
+		changed = true
 	}
 	if changed {
 		c.dirty = true
@@ -232,10 +269,11 @@ func (c *Cache) UpdateLastGood(served map[string]Served, gone []string) {
 func (c *Cache) LastGood(path string) (Served, Outcome, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	v, ok := c.lastGood[path]
+	i, ok := findLastGood(c.lastGood, path)
 	if !ok {
 		return Served{}, Outcome{}, false
 	}
+	v := Served{Blob: c.lastGood[i].Blob, Rev: c.lastGood[i].Rev}
 	o, ok := c.m[Key{Path: path, Blob: v.Blob}]
 	if !ok || o.Tool == nil {
 		return Served{}, Outcome{}, false

@@ -2,6 +2,7 @@ package cache
 
 import (
 	"errors"
+	"path/filepath"
 	"sync"
 	"testing"
 
@@ -54,4 +55,48 @@ func TestConcurrentUse(t *testing.T) {
 	if c.Len() != 8 {
 		t.Errorf("Len = %d, want 8", c.Len())
 	}
+}
+
+// TestLastGood: the versions SetLastGood records are found by path,
+// UpdateLastGood changes, adds (before and after the others) and drops
+// some alone, Retain keeps their outcomes, and a restart gives them back.
+func TestLastGood(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "parse.cache")
+	c, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tool := func(name string) Outcome {
+		return Outcome{Tool: &hldp.Tool{Name: name, File: name + "/TOOL.hdlp"}}
+	}
+	for _, k := range []Key{{"b/TOOL.hdlp", "b1"}, {"b/TOOL.hdlp", "b2"}, {"d/TOOL.hdlp", "d1"}, {"f/TOOL.hdlp", "f1"}, {"a/TOOL.hdlp", "a1"}, {"e/TOOL.hdlp", "e1"}} {
+		c.Put(k, tool(k.Path[:1]))
+	}
+	c.SetLastGood(map[string]Served{"b/TOOL.hdlp": {"b1", "r1"}, "d/TOOL.hdlp": {"d1", "r1"}, "f/TOOL.hdlp": {"f1", "r1"}})
+	c.UpdateLastGood(map[string]Served{"b/TOOL.hdlp": {"b2", "r2"}, "a/TOOL.hdlp": {"a1", "r2"}, "e/TOOL.hdlp": {"e1", "r2"}}, []string{"d/TOOL.hdlp", "c/TOOL.hdlp"})
+	want := map[string]Served{"a/TOOL.hdlp": {"a1", "r2"}, "b/TOOL.hdlp": {"b2", "r2"}, "e/TOOL.hdlp": {"e1", "r2"}, "f/TOOL.hdlp": {"f1", "r1"}}
+	check := func(t *testing.T, c *Cache) {
+		t.Helper()
+		for _, p := range []string{"a/TOOL.hdlp", "b/TOOL.hdlp", "c/TOOL.hdlp", "d/TOOL.hdlp", "e/TOOL.hdlp", "f/TOOL.hdlp"} {
+			v, o, ok := c.LastGood(p)
+			w, wok := want[p]
+			if ok != wok || v != w || ok && o.Tool.Name != p[:1] {
+				t.Errorf("LastGood(%s) = %+v, %v, %v; want %+v, %v", p, v, o.Tool, ok, w, wok)
+			}
+		}
+	}
+	check(t, c)
+	c.Retain(map[Key]bool{})
+	if _, ok := c.Get(Key{"b/TOOL.hdlp", "b1"}); ok {
+		t.Error("Retain(nothing) kept b1, a version no longer the last good")
+	}
+	check(t, c)
+	if err := c.Save(); err != nil {
+		t.Fatal(err)
+	}
+	again, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(t, again)
 }

@@ -172,11 +172,37 @@ func Open(path string) (*Cache, error) {
 	if err := errors.Join(errs...); err != nil {
 		return c, fmt.Errorf("cache: %s is corrupt (ignored): %w", path, err)
 	}
+	// The file repeats each path and blob hash in the listing and the last
+	// good versions, each tool's path in its File, and a revision (one
+	// commit) for many outcomes: those are kept once, in the outcomes'
+	// keys, as a cache that parsed them holds them.
+	byPath := make(map[string]Key, len(c.m))
+	revs := map[string]string{}
+	rev := func(r string) string {
+		if k, ok := revs[r]; ok {
+			return k
+		}
+		revs[r] = r
+		return r
+	}
+	canon := func(path, blob string) (string, string) {
+		k, ok := byPath[path]
+		switch {
+		case !ok:
+			return path, blob
+		case k.Blob == blob:
+			return k.Path, k.Blob
+		}
+		return k.Path, blob
+	}
 	for _, e := range slices.Concat(decoded...) {
 		if e.Tool != nil {
 			e.Tool.Intern() // as Parse returns it
+			if e.Tool.File == e.Key.Path {
+				e.Tool.File = e.Key.Path
+			}
 		}
-		o := Outcome{Tool: e.Tool, Rev: e.Rev}
+		o := Outcome{Tool: e.Tool, Rev: rev(e.Rev)}
 		switch {
 		case len(e.Diags) > 0:
 			errs := make([]error, len(e.Diags))
@@ -191,6 +217,7 @@ func Open(path string) (*Cache, error) {
 			continue
 		}
 		c.m[e.Key] = o
+		byPath[e.Key.Path] = e.Key
 	}
 	var l fileListing
 	switch err := dec.Decode(&l); {
@@ -204,7 +231,8 @@ func Open(path string) (*Cache, error) {
 		c.listTree = l.Tree
 		c.listing = make(map[string]string, len(l.Keys))
 		for _, k := range l.Keys {
-			c.listing[k.Path] = k.Blob
+			p, b := canon(k.Path, k.Blob)
+			c.listing[p] = b
 		}
 	}
 	var last fileLast
@@ -214,10 +242,15 @@ func Open(path string) (*Cache, error) {
 	case err != nil:
 		return c, fmt.Errorf("cache: the last good versions in %s are corrupt (ignored): %w", path, err)
 	default:
-		c.lastGood = make(map[string]Served, len(last.Good))
-		for _, g := range last.Good {
-			c.lastGood[g.Path] = Served{Blob: g.Blob, Rev: g.Rev}
+		for i := range last.Good {
+			g := &last.Good[i]
+			g.Path, g.Blob = canon(g.Path, g.Blob)
+			g.Rev = rev(g.Rev)
 		}
+		// Save wrote them sorted, one per path; a file that says otherwise
+		// is made so.
+		slices.SortStableFunc(last.Good, compareServed)
+		c.lastGood = slices.Clip(slices.CompactFunc(last.Good, func(a, b fileServed) bool { return a.Path == b.Path }))
 		c.head = last.Head
 	}
 	return c, nil
@@ -305,13 +338,9 @@ func (c *Cache) Save() error {
 	for p, b := range c.listing {
 		l.Keys = append(l.Keys, Key{Path: p, Blob: b})
 	}
-	last := fileLast{Good: make([]fileServed, 0, len(c.lastGood)), Head: c.head}
-	for p, v := range c.lastGood {
-		last.Good = append(last.Good, fileServed{Path: p, Blob: v.Blob, Rev: v.Rev})
-	}
+	last := fileLast{Good: slices.Clone(c.lastGood), Head: c.head} // sorted
 	c.mu.Unlock()
 	slices.SortFunc(l.Keys, func(a, b Key) int { return strings.Compare(a.Path, b.Path) })
-	slices.SortFunc(last.Good, func(a, b fileServed) int { return strings.Compare(a.Path, b.Path) })
 	l.Sum = listingSum(l.Tree, l.Keys)
 
 	registerValueTypes()

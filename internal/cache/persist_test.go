@@ -365,3 +365,46 @@ func TestSaveEncodesChangedChunks(t *testing.T) {
 	}
 	check("grown fivefold", chunkCount(5*n))
 }
+
+// TestOpenSharesStrings: a restart holds each path, blob hash and
+// revision once — the last good versions' and the tool's File share the
+// outcomes' keys, and outcomes of one commit share its revision — as a
+// cache that parsed them does (100,000 tools hold each several times).
+func TestOpenSharesStrings(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "parse.cache")
+	c := New()
+	c.path = path
+	rev := "0123456789abcdef0123456789abcdef01234567"
+	served := map[string]Served{}
+	for _, name := range []string{"a", "b"} {
+		k := Key{Path: name + "/TOOL.hdlp", Blob: strings.Repeat(name, 40)}
+		c.Put(k, Outcome{Tool: &hldp.Tool{Name: name, File: k.Path}, Rev: rev})
+		served[k.Path] = Served{Blob: k.Blob, Rev: rev}
+	}
+	c.SetLastGood(served)
+	if err := c.Save(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same := func(a, b string) bool { return unsafe.StringData(a) == unsafe.StringData(b) }
+	var revs []string
+	for k, o := range got.m {
+		if !same(o.Tool.File, k.Path) {
+			t.Errorf("%s: the tool's File is a copy of its key's path", k.Path)
+		}
+		i, ok := findLastGood(got.lastGood, k.Path)
+		if !ok {
+			t.Fatalf("%s: no last good version after Open", k.Path)
+		}
+		if g := got.lastGood[i]; !same(g.Path, k.Path) || !same(g.Blob, k.Blob) || !same(g.Rev, o.Rev) {
+			t.Errorf("%s: the last good version holds copies of the key's path, blob or the outcome's revision", k.Path)
+		}
+		revs = append(revs, o.Rev)
+	}
+	if len(revs) != 2 || revs[0] != rev || !same(revs[0], revs[1]) {
+		t.Errorf("revisions %q: want one string %q for both outcomes", revs, rev)
+	}
+}

@@ -606,9 +606,17 @@ func scanOne(prev *catalog.Snapshot, t Tree, blobHash func(string) (string, erro
 	// these very bytes, else the revision they were first parsed at.
 	was := cmp.Or(out.Rev, rev)
 	if c != nil && prev == nil {
-		if v, _, ok := c.LastGood(rel); ok && v.Blob == blob && v.Rev != "" {
-			was = v.Rev
+		if v, _, ok := c.LastGood(rel); ok && v.Blob == e.Blob {
+			// The cache's strings, not this build's copies (a restart
+			// holds every tool's).
+			e.Blob = v.Blob
+			if v.Rev != "" {
+				was = v.Rev
+			}
 		}
+	}
+	if out.Tool.File == e.File {
+		e.File = out.Tool.File
 	}
 	e.Tool, e.Rev, e.Status = out.Tool, cited(carry, was, rev), catalog.Enabled
 	res.e, res.decl = e, out.Tool.Name
