@@ -100,3 +100,34 @@ func TestLastGood(t *testing.T) {
 	}
 	check(t, again)
 }
+
+// TestStoredOutcomes: Get gives back what Put stored — tool, error and
+// revision — while outcomes of one revision with no error share one
+// record of it, which Retain forgets with the last of them.
+func TestStoredOutcomes(t *testing.T) {
+	c := New()
+	tool := &hldp.Tool{Name: "a"}
+	bad := errors.New("bad")
+	puts := map[Key]Outcome{
+		{"a/TOOL.hdlp", "1"}: {Tool: tool, Rev: "r1"},
+		{"b/TOOL.hdlp", "1"}: {Tool: tool, Rev: "r1"},
+		{"c/TOOL.hdlp", "1"}: {Err: bad, Rev: "r1"},
+		{"d/TOOL.hdlp", "1"}: {Tool: tool, Rev: "r2"},
+		{"e/TOOL.hdlp", "1"}: {Tool: tool},
+	}
+	for k, o := range puts {
+		c.Put(k, o)
+	}
+	for k, o := range puts {
+		if got, ok := c.Get(k); !ok || got != o {
+			t.Errorf("Get(%v) = %+v, %v; want %+v", k, got, ok, o)
+		}
+	}
+	if a, b := c.m[Key{"a/TOOL.hdlp", "1"}].rest, c.m[Key{"b/TOOL.hdlp", "1"}].rest; a != b {
+		t.Error("two outcomes of revision r1 keep a record of it each")
+	}
+	c.Retain(map[Key]bool{{"a/TOOL.hdlp", "1"}: true, {"e/TOOL.hdlp", "1"}: true})
+	if _, ok := c.revs["r2"]; ok || c.revs["r1"] == nil {
+		t.Errorf("after Retain the revisions recorded are %v; want r1 alone", c.revs)
+	}
+}

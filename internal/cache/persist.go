@@ -177,12 +177,10 @@ func Open(path string) (*Cache, error) {
 	// commit) for many outcomes: those are kept once, in the outcomes'
 	// keys, as a cache that parsed them holds them.
 	byPath := make(map[string]Key, len(c.m))
-	revs := map[string]string{}
-	rev := func(r string) string {
-		if k, ok := revs[r]; ok {
-			return k
+	rev := func(r string) string { // the outcomes' (storedLocked)
+		if x := c.revs[r]; x != nil {
+			return x.rev
 		}
-		revs[r] = r
 		return r
 	}
 	canon := func(path, blob string) (string, string) {
@@ -202,7 +200,7 @@ func Open(path string) (*Cache, error) {
 				e.Tool.File = e.Key.Path
 			}
 		}
-		o := Outcome{Tool: e.Tool, Rev: rev(e.Rev)}
+		o := Outcome{Tool: e.Tool, Rev: e.Rev}
 		switch {
 		case len(e.Diags) > 0:
 			errs := make([]error, len(e.Diags))
@@ -216,7 +214,7 @@ func Open(path string) (*Cache, error) {
 		if o.Tool == nil && o.Err == nil {
 			continue
 		}
-		c.m[e.Key] = o
+		c.m[e.Key] = c.storedLocked(o)
 		byPath[e.Key.Path] = e.Key
 	}
 	var l fileListing
@@ -318,11 +316,12 @@ func (c *Cache) Save() error {
 		}
 	}()
 	todo := make([][]fileEntry, n)
-	for k, o := range c.m {
+	for k, s := range c.m {
 		i := chunkOf(k, n)
 		if !stale[i] {
 			continue
 		}
+		o := s.outcome()
 		e := fileEntry{Key: k, Tool: o.Tool, Rev: o.Rev}
 		if o.Err != nil {
 			if ds := hldp.Diagnostics(o.Err); len(ds) > 0 {

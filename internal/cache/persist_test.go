@@ -348,9 +348,9 @@ func TestSaveEncodesChangedChunks(t *testing.T) {
 		if err != nil || back.Len() != c.Len() {
 			t.Fatalf("%s: Open() = %d outcomes, %v; want %d", what, back.Len(), err, c.Len())
 		}
-		for k, o := range c.m {
-			if g, ok := back.Get(k); !ok || g.Tool.Intent != o.Tool.Intent {
-				t.Fatalf("%s: Open().Get(%v) = %+v, %v; want %q", what, k, g, ok, o.Tool.Intent)
+		for k, s := range c.m {
+			if g, ok := back.Get(k); !ok || g.Tool.Intent != s.tool.Intent {
+				t.Fatalf("%s: Open().Get(%v) = %+v, %v; want %q", what, k, g, ok, s.tool.Intent)
 			}
 		}
 	}
@@ -391,7 +391,8 @@ func TestOpenSharesStrings(t *testing.T) {
 	}
 	same := func(a, b string) bool { return unsafe.StringData(a) == unsafe.StringData(b) }
 	var revs []string
-	for k, o := range got.m {
+	for k, s := range got.m {
+		o := s.outcome()
 		if !same(o.Tool.File, k.Path) {
 			t.Errorf("%s: the tool's File is a copy of its key's path", k.Path)
 		}
