@@ -14,6 +14,7 @@
 package cache
 
 import (
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -51,13 +52,19 @@ type Cache struct {
 	// gen counts changes; a Save clears dirty only if none came while it
 	// encoded.
 	gen uint64
-	// stale marks, for the file the last Save wrote, the chunks of
-	// outcomes changed since (see chunkOf): the next Save encodes those
-	// and takes the others' bytes from that file. Nil until a Save wrote
-	// the file, and after one failed: the next Save encodes all.
+	// stale marks, for the file Open read or the last Save wrote, the
+	// chunks of outcomes changed since (see chunkOf): the next Save
+	// encodes those and copies the others from that file. Nil until Open
+	// read or a Save wrote the file, and after a Save failed: the next
+	// Save encodes all.
 	stale []bool
+	// spans are where the chunks lie in disk, the file the cache read or
+	// wrote last (nil: none to copy from).
+	spans []span
+	disk  os.FileInfo
 	// encoded is how many chunks the last Save encoded (for tests).
 	encoded int
+	saveMu  sync.Mutex // held by Save
 
 	// listTree names the tree the listing is of ("" for none); listing
 	// maps a definition file's path to its blob hash. Both are replaced

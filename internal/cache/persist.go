@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"cmp"
+	"encoding/binary"
 	"encoding/gob"
 	"errors"
 	"fmt"
@@ -22,10 +23,85 @@ import (
 )
 
 // fileFormat names the on-disk layout; with hldp.FormatVersion it decides
-// whether a persisted memo may be used. Layout 2 keeps the outcomes in
+// whether a persisted memo may be used. Layout 2 kept the outcomes in
 // chunks, each a gob stream of its own, so that Open decodes and Save
-// encodes them on several goroutines.
-const fileFormat = "toolagent-parse-cache-2"
+// encodes them on several goroutines, inside one gob stream. Layout 3
+// frames them itself, so that a Save copies the chunks that did not
+// change from the file before without reading them into memory:
+//
+//	fileFormat, "\n", uvarint hldp.FormatVersion, uvarint n,
+//	n × uvarint (each chunk's length), the n chunks,
+//	a gob stream of fileListing, then fileLast.
+const fileFormat = "toolagent-parse-cache-3"
+
+// span is where one chunk lies in the file.
+type span struct{ off, n int64 }
+
+// appendHeader appends the file's bytes before its chunks, of the lengths
+// given.
+func appendHeader(b []byte, lens []int64) []byte {
+	b = append(b, fileFormat+"\n"...)
+	b = binary.AppendUvarint(b, uint64(hldp.FormatVersion))
+	b = binary.AppendUvarint(b, uint64(len(lens)))
+	for _, n := range lens {
+		b = binary.AppendUvarint(b, uint64(n))
+	}
+	return b
+}
+
+// errFormat says the file is a cache of another layout or format version.
+type errFormat struct{ format string }
+
+func (e errFormat) Error() string { return "written for format " + e.format }
+
+// splitFile returns the chunks of a file's bytes, where each lies, and
+// the bytes after them.
+func splitFile(data []byte) (chunks [][]byte, spans []span, tail []byte, err error) {
+	rest, ok := bytes.CutPrefix(data, []byte(fileFormat+"\n"))
+	if !ok {
+		// Layout 1 and 2 began with a gob-encoded fileHeader.
+		var h fileHeader
+		if gob.NewDecoder(bytes.NewReader(data)).Decode(&h) == nil && strings.HasPrefix(h.Format, "toolagent-parse-cache-") {
+			return nil, nil, nil, errFormat{fmt.Sprintf("%s/%d", h.Format, h.FormatVersion)}
+		}
+		return nil, nil, nil, errors.New("not a parse cache")
+	}
+	uvarint := func() uint64 {
+		v, k := binary.Uvarint(rest)
+		if k <= 0 {
+			err = errors.New("cut short")
+			rest = nil
+			return 0
+		}
+		rest = rest[k:]
+		return v
+	}
+	if v := uvarint(); err == nil && v != uint64(hldp.FormatVersion) {
+		return nil, nil, nil, errFormat{fmt.Sprintf("%s/%d", fileFormat, v)}
+	}
+	n := uvarint()
+	if n > uint64(len(rest)) { // every length takes a byte
+		return nil, nil, nil, errors.New("corrupt")
+	}
+	lens := make([]uint64, n)
+	for i := range lens {
+		lens[i] = uvarint()
+	}
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	off := int64(len(data) - len(rest))
+	chunks, spans = make([][]byte, n), make([]span, n)
+	for i, l := range lens {
+		if l > uint64(len(rest)) {
+			return nil, nil, nil, errors.New("cut short")
+		}
+		chunks[i], rest = rest[:l:l], rest[l:]
+		spans[i] = span{off, int64(l)}
+		off += int64(l)
+	}
+	return chunks, spans, rest, nil
+}
 
 // chunkLen is about the number of outcomes one chunk holds: enough that
 // each chunk's own type description is small beside it, few enough that a
@@ -113,29 +189,6 @@ func registerValueTypes() {
 	})
 }
 
-// readChunks returns the encoded chunks of outcomes of the cache file at
-// path, undecoded.
-func readChunks(path string) ([][]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	dec := gob.NewDecoder(bufio.NewReader(f))
-	var h fileHeader
-	if err := dec.Decode(&h); err != nil {
-		return nil, err
-	}
-	if h.Format != fileFormat || h.FormatVersion != hldp.FormatVersion {
-		return nil, errors.New("another format")
-	}
-	var chunks [][]byte
-	if err := dec.Decode(&chunks); err != nil {
-		return nil, err
-	}
-	return chunks, nil
-}
-
 // Open returns a cache backed by the file at path, loading what it holds.
 // A missing file gives an empty cache. A file that cannot be decoded, or
 // was written for another format version, is ignored: the cache starts
@@ -144,7 +197,7 @@ func readChunks(path string) ([][]byte, error) {
 func Open(path string) (*Cache, error) {
 	c := New()
 	c.path = path
-	data, err := os.ReadFile(path)
+	data, disk, err := readFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return c, nil
 	}
@@ -152,18 +205,17 @@ func Open(path string) (*Cache, error) {
 		return c, fmt.Errorf("cache: read %s: %w", path, err)
 	}
 	registerValueTypes()
-	dec := gob.NewDecoder(bytes.NewReader(data))
-	var h fileHeader
-	if err := dec.Decode(&h); err != nil {
+	chunks, spans, tail, err := splitFile(data)
+	var ef errFormat
+	switch {
+	case errors.As(err, &ef):
+		return c, fmt.Errorf("cache: %s was %v, want %s/%d (ignored; it will be rebuilt)", path, ef, fileFormat, hldp.FormatVersion)
+	case err != nil && !bytes.HasPrefix(data, []byte(fileFormat)):
 		return c, fmt.Errorf("cache: %s is not a parse cache (ignored): %w", path, err)
-	}
-	if h.Format != fileFormat || h.FormatVersion != hldp.FormatVersion {
-		return c, fmt.Errorf("cache: %s was written for format %s/%d, want %s/%d (ignored; it will be rebuilt)", path, h.Format, h.FormatVersion, fileFormat, hldp.FormatVersion)
-	}
-	var chunks [][]byte
-	if err := dec.Decode(&chunks); err != nil {
+	case err != nil:
 		return c, fmt.Errorf("cache: %s is corrupt (ignored): %w", path, err)
 	}
+	dec := gob.NewDecoder(bytes.NewReader(tail))
 	decoded := make([][]fileEntry, len(chunks))
 	errs := make([]error, len(chunks))
 	parallel(len(chunks), func(i int) {
@@ -171,6 +223,10 @@ func Open(path string) (*Cache, error) {
 	})
 	if err := errors.Join(errs...); err != nil {
 		return c, fmt.Errorf("cache: %s is corrupt (ignored): %w", path, err)
+	}
+	// The next Save copies from this file the chunks nothing changed.
+	if disk != nil {
+		c.stale, c.spans, c.disk = make([]bool, len(chunks)), spans, disk
 	}
 	// The file repeats each path and blob hash in the listing and the last
 	// good versions, each tool's path in its File, and a revision (one
@@ -265,25 +321,45 @@ type fileServed struct {
 	Path, Blob, Rev string
 }
 
+// readFile reads the file at path whole, and stats it: disk is nil when
+// the file changed while it was read.
+func readFile(path string) (data []byte, disk os.FileInfo, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, nil, err
+	}
+	data, err = io.ReadAll(f)
+	if err != nil {
+		return nil, nil, err
+	}
+	if after, err := f.Stat(); err == nil && sameFile(after, fi) && int64(len(data)) == fi.Size() {
+		disk = fi
+	}
+	return data, disk, nil
+}
+
+// sameFile reports whether a and b are stats of one file, unchanged.
+func sameFile(a, b os.FileInfo) bool {
+	return os.SameFile(a, b) && a.Size() == b.Size() && a.ModTime().Equal(b.ModTime())
+}
+
 // Save writes the cache to the file it was opened from, atomically (a
 // temporary file renamed over the old one), when it changed since it was
 // opened or last saved. A cache made with New has no file; Save is then a
-// no-op.
+// no-op. The chunks of outcomes nothing changed since the file was read
+// or written are copied from it (by the kernel, not through memory), when
+// it is still that file; the others are encoded.
 func (c *Cache) Save() error {
 	if c.path == "" {
 		return nil
 	}
-	// The chunks of the file the last Save wrote, read before the lock is
-	// taken; unusable (nil) when another process or layout wrote it.
-	c.mu.RLock()
-	layout := len(c.stale)
-	c.mu.RUnlock()
-	var onDisk [][]byte
-	if layout > 0 {
-		if old, err := readChunks(c.path); err == nil && len(old) == layout {
-			onDisk = old
-		}
-	}
+	c.saveMu.Lock()
+	defer c.saveMu.Unlock()
 	c.mu.Lock()
 	if !c.dirty {
 		c.encoded = 0
@@ -291,18 +367,37 @@ func (c *Cache) Save() error {
 		return nil
 	}
 	gen := c.gen
+	layout, spans, disk := c.stale, c.spans, c.disk
+	c.mu.Unlock()
+
+	// The file the chunks not stale are copied from: the one the cache
+	// read or wrote last, unchanged since.
+	var old *os.File
+	if layout != nil {
+		if f, err := os.Open(c.path); err == nil {
+			if fi, err := f.Stat(); err == nil && sameFile(fi, disk) {
+				old = f
+			} else {
+				f.Close()
+			}
+		}
+	}
+	if old != nil {
+		defer old.Close()
+	}
+
+	c.mu.Lock()
 	// The chunks to encode: the stale ones, or all when the file on disk
 	// cannot give the others or the number of outcomes moved too far from
 	// what its layout was made for.
 	n := len(c.stale)
 	stale := c.stale
-	if onDisk == nil || n != layout || len(c.m) > 4*n*chunkLen || n > 1 && len(c.m) < n*chunkLen/4 {
+	if old == nil || n != len(spans) || len(c.m) > 4*n*chunkLen || n > 1 && len(c.m) < n*chunkLen/4 {
 		n = chunkCount(len(c.m))
 		stale = make([]bool, n)
 		for i := range stale {
 			stale[i] = true
 		}
-		onDisk = make([][]byte, n)
 	}
 	// Changes from here on are stale in the file this Save writes; if it
 	// fails, the next Save encodes all.
@@ -311,7 +406,7 @@ func (c *Cache) Save() error {
 	defer func() {
 		if !saved {
 			c.mu.Lock()
-			c.stale = nil
+			c.stale, c.spans, c.disk = nil, nil, nil
 			c.mu.Unlock()
 		}
 	}()
@@ -332,7 +427,6 @@ func (c *Cache) Save() error {
 		}
 		todo[i] = append(todo[i], e)
 	}
-	chunks := onDisk
 	l := fileListing{Tree: c.listTree, Keys: make([]Key, 0, len(c.listing))}
 	for p, b := range c.listing {
 		l.Keys = append(l.Keys, Key{Path: p, Blob: b})
@@ -343,6 +437,7 @@ func (c *Cache) Save() error {
 	l.Sum = listingSum(l.Tree, l.Keys)
 
 	registerValueTypes()
+	chunks := make([][]byte, n)
 	errs := make([]error, n)
 	encoded := 0
 	for _, st := range stale {
@@ -365,20 +460,15 @@ func (c *Cache) Save() error {
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("cache: encode: %w", err)
 	}
-	var buf bytes.Buffer
-	enc := gob.NewEncoder(&buf)
-	if err := enc.Encode(fileHeader{Format: fileFormat, FormatVersion: hldp.FormatVersion}); err != nil {
-		return fmt.Errorf("cache: encode: %w", err)
+	lens := make([]int64, n)
+	for i := range lens {
+		if stale[i] {
+			lens[i] = int64(len(chunks[i]))
+		} else {
+			lens[i] = spans[i].n
+		}
 	}
-	if err := enc.Encode(chunks); err != nil {
-		return fmt.Errorf("cache: encode: %w", err)
-	}
-	if err := enc.Encode(l); err != nil {
-		return fmt.Errorf("cache: encode: %w", err)
-	}
-	if err := enc.Encode(last); err != nil {
-		return fmt.Errorf("cache: encode: %w", err)
-	}
+
 	if err := os.MkdirAll(filepath.Dir(c.path), 0o750); err != nil {
 		return fmt.Errorf("cache: %w", err)
 	}
@@ -386,10 +476,11 @@ func (c *Cache) Save() error {
 	if err != nil {
 		return fmt.Errorf("cache: %w", err)
 	}
-	_, werr := tmp.Write(buf.Bytes())
+	next, werr := writeFile(tmp, lens, chunks, stale, spans, old, l, last)
 	serr := tmp.Sync()
+	fi, ferr := tmp.Stat()
 	cerr := tmp.Close()
-	if err := errors.Join(werr, serr, cerr); err != nil {
+	if err := errors.Join(werr, serr, ferr, cerr); err != nil {
 		os.Remove(tmp.Name())
 		return fmt.Errorf("cache: write %s: %w", tmp.Name(), err)
 	}
@@ -399,10 +490,59 @@ func (c *Cache) Save() error {
 	}
 	saved = true
 	c.mu.Lock()
-	c.encoded = encoded
+	c.encoded, c.spans, c.disk = encoded, next, fi
 	if c.gen == gen {
 		c.dirty = false
 	}
 	c.mu.Unlock()
 	return nil
+}
+
+// writeFile writes the cache file to f: the header, the chunks (the stale
+// ones from chunks, the others copied from old at spans), then the
+// listing and the last good versions. It returns where each chunk lies.
+func writeFile(f *os.File, lens []int64, chunks [][]byte, stale []bool, spans []span, old *os.File, l fileListing, last fileLast) ([]span, error) {
+	w := bufio.NewWriterSize(f, 256<<10)
+	hdr := appendHeader(nil, lens)
+	if _, err := w.Write(hdr); err != nil {
+		return nil, err
+	}
+	next := make([]span, len(lens))
+	off := int64(len(hdr))
+	for i := 0; i < len(lens); {
+		if stale[i] {
+			if _, err := w.Write(chunks[i]); err != nil {
+				return nil, err
+			}
+			next[i] = span{off, lens[i]}
+			off += lens[i]
+			i++
+			continue
+		}
+		// A run of chunks that did not change lies whole in old.
+		j, size := i, int64(0)
+		for ; j < len(lens) && !stale[j]; j++ {
+			next[j] = span{off + size, lens[j]}
+			size += lens[j]
+		}
+		if err := w.Flush(); err != nil {
+			return nil, err
+		}
+		if _, err := old.Seek(spans[i].off, io.SeekStart); err != nil {
+			return nil, err
+		}
+		if n, err := io.Copy(f, io.LimitReader(old, size)); err != nil || n != size {
+			return nil, cmp.Or(err, io.ErrUnexpectedEOF)
+		}
+		off += size
+		i = j
+	}
+	enc := gob.NewEncoder(w)
+	if err := enc.Encode(l); err != nil {
+		return nil, err
+	}
+	if err := enc.Encode(last); err != nil {
+		return nil, err
+	}
+	return next, w.Flush()
 }

@@ -221,13 +221,8 @@ func TestListingDamaged(t *testing.T) {
 	if err := gob.NewEncoder(&chunk).Encode([]fileEntry{{Key: Key{Path: "p/TOOL.hdlp", Blob: "b1"}, Tool: &hldp.Tool{Name: "p"}}}); err != nil {
 		t.Fatal(err)
 	}
-	enc := gob.NewEncoder(&old)
-	if err := enc.Encode(fileHeader{Format: fileFormat, FormatVersion: hldp.FormatVersion}); err != nil {
-		t.Fatal(err)
-	}
-	if err := enc.Encode([][]byte{chunk.Bytes()}); err != nil {
-		t.Fatal(err)
-	}
+	old.Write(appendHeader(nil, []int64{int64(chunk.Len())}))
+	old.Write(chunk.Bytes())
 	altered := bytes.Clone(data)
 	altered[tail+1] = '3' // "b2" -> "b3": decodes, fails the checksum
 	tests := []struct {
@@ -317,10 +312,11 @@ func TestPersistChunks(t *testing.T) {
 	}
 }
 
-// TestSaveEncodesChangedChunks: after a first Save, a Save encodes only
-// the chunks whose outcomes changed (a Put, a Retain that drops one),
-// and what Open reads back is the whole cache every time; a cache that
-// grew past its layout is encoded anew.
+// TestSaveEncodesChangedChunks: after a first Save, or an Open, a Save
+// encodes only the chunks whose outcomes changed (a Put, a Retain that
+// drops one) and copies the others from the file, and what Open reads
+// back is the whole cache every time; a cache that grew past its layout,
+// or whose file another process replaced, is encoded anew.
 func TestSaveEncodesChangedChunks(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "parse.cache")
 	c := New()
@@ -360,10 +356,32 @@ func TestSaveEncodesChangedChunks(t *testing.T) {
 	keep[put(7, "b2")] = true
 	c.Retain(keep) // drops the old t00007, in the same chunk as the new
 	check("one file changed", 1)
+	put(8, "b2")
+	put(4000, "b2")
+	check("two files in two chunks", 2)
 	for i := n; i < 5*n; i++ {
 		put(i, "b1")
 	}
-	check("grown fivefold", chunkCount(5*n))
+	check("grown fivefold", chunkCount(c.Len()))
+
+	// A restart: the first Save copies from the file it opened too.
+	var err error
+	if c, err = Open(path); err != nil {
+		t.Fatal(err)
+	}
+	put(9, "b3")
+	check("one file changed after a restart", 1)
+
+	// Another process replaced the file: nothing is copied from it.
+	other := New()
+	other.path = path
+	other.Put(Key{Path: "x/TOOL.hdlp", Blob: "x"}, Outcome{Tool: &hldp.Tool{Name: "x"}})
+	if err := other.Save(); err != nil {
+		t.Fatal(err)
+	}
+	put(10, "b3")
+	check("one file changed after the file was replaced", chunkCount(c.Len()))
+
 }
 
 // TestOpenSharesStrings: a restart holds each path, blob hash and
