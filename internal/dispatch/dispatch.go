@@ -28,6 +28,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -44,8 +45,17 @@ const DefaultMaxConcurrent = 64
 
 // backstop is added to a tool's timeout for the context given to an
 // executor, which enforces the timeout itself; the context only catches an
-// executor that does not.
-const backstop = 5 * time.Second
+// executor that does not. It counts from the start of the tool's process
+// when the executor reports it (executors.Request.Started), as the tool's
+// timeout does; until then a host too loaded to start the process soon
+// gets startWait more (the time is the call's queue, not the tool's run).
+const (
+	backstop  = 5 * time.Second
+	startWait = time.Minute
+)
+
+// errBackstop is the cause of an executor's context ended by the backstop.
+var errBackstop = fmt.Errorf("the call outlived its timeout and the backstop: %w", context.DeadlineExceeded)
 
 // Options configure a Dispatcher.
 type Options struct {
@@ -326,10 +336,19 @@ func (r *Result) setVerdict(v policy.Verdict) {
 // outcome. The caller holds the concurrency slots.
 func (d *Dispatcher) execute(ctx context.Context, ex executors.Executor, req executors.Request, r *Result) {
 	t := req.Tool
-	xctx, cancel := context.WithTimeout(ctx, t.Constraints.Timeout+backstop)
-	defer cancel()
+	xctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var started atomic.Bool
+	bound := time.AfterFunc(t.Constraints.Timeout+backstop+startWait, func() { cancel(errBackstop) })
+	defer bound.Stop()
+	req.Started = func() {
+		if started.CompareAndSwap(false, true) {
+			bound.Reset(t.Constraints.Timeout + backstop)
+		}
+	}
 	start := d.opts.Now()
 	out, err := ex.Execute(xctx, req)
+	backstopped := errors.Is(context.Cause(xctx), errBackstop)
 	r.fill(out)
 	if err != nil {
 		// The executor could not run the call, or gave up waiting for it:
@@ -355,7 +374,10 @@ func (d *Dispatcher) execute(ctx context.Context, ex executors.Executor, req exe
 		// files root, a gatekeeper's allowlist): a refusal, not a failure.
 		r.setVerdict(policy.Verdict{Decision: policy.Deny, Rule: fmt.Sprintf("executor %s refused the call", t.Executor), Reason: err.Error()})
 		r.Status, r.Error = Denied, err.Error()
-	case err != nil && errors.Is(xctx.Err(), context.DeadlineExceeded):
+	case err != nil && backstopped && !started.Load():
+		r.Status, r.Error = Timeout, fmt.Sprintf("timed out: the tool's process did not start within %s (its timeout of %s, the %s backstop and %s for a loaded host): %v", t.Constraints.Timeout+backstop+startWait, t.Constraints.Timeout, backstop, startWait, err)
+		r.DurationMS = d.opts.Now().Sub(start).Milliseconds()
+	case err != nil && backstopped:
 		r.Status, r.Error = Timeout, fmt.Sprintf("timed out after %s: %v", t.Constraints.Timeout, err)
 		r.DurationMS = d.opts.Now().Sub(start).Milliseconds()
 	case err != nil:
@@ -365,7 +387,7 @@ func (d *Dispatcher) execute(ctx context.Context, ex executors.Executor, req exe
 		r.Status, r.Error = Timeout, fmt.Sprintf("timed out after %s: no complete answer within the timeout; the request was abandoned", t.Constraints.Timeout)
 	case out.TimedOut:
 		r.Status, r.Error = Timeout, fmt.Sprintf("timed out after %s; the process group was killed", t.Constraints.Timeout)
-	case errors.Is(xctx.Err(), context.DeadlineExceeded):
+	case backstopped:
 		// The executor's own timeout did not fire, the backstop did (the
 		// process did not even start within timeout+backstop, or the
 		// executor hung): a timeout all the same, not the tool's failure.

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/toolagent/toolagent/internal/catalog"
@@ -328,6 +329,66 @@ func TestCancelledSaysWho(t *testing.T) {
 			if r.Status != Cancelled || !strings.HasPrefix(r.Error, tc.want) || r.ExitCode != 137 || r.Output != "part" || r.OK {
 				t.Errorf("result %s %q exit %d output %q; want cancelled %q, exit 137, the partial output", r.Status, r.Error, r.ExitCode, r.Output, tc.want)
 			}
+		})
+	}
+}
+
+// TestBackstopCountsFromStart: the backstop on an executor counts from
+// the start of the tool's process (Request.Started), as the tool's own
+// timeout does, so a call that waited long for a loaded host to start it
+// runs to its end; a process that never starts, or an executor that hangs
+// after the start, still ends as a timeout that says which.
+func TestBackstopCountsFromStart(t *testing.T) {
+	tool := parse(t, "ok", "timeout_ms: 300")
+	tests := []struct {
+		cmd    string
+		status ResultStatus
+		errSub string
+		took   time.Duration // in the bubble's time, exact
+	}{
+		{"slow start", Success, "", 15600 * time.Millisecond},
+		{"never starts", Timeout, "did not start within 1m5.3s", 65300 * time.Millisecond},
+		{"hangs after the start", Timeout, "timed out after 300ms", 5300 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.cmd, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				run := func(ctx context.Context, req executors.Request) (executors.Outcome, error) {
+					wait := func(d time.Duration) error {
+						select {
+						case <-time.After(d):
+							return nil
+						case <-ctx.Done():
+							return fmt.Errorf("start %q: %w", "sleep", ctx.Err())
+						}
+					}
+					switch tt.cmd {
+					case "slow start":
+						// Longer than the timeout and the backstop.
+						if err := wait(tool.Constraints.Timeout + backstop + 10*time.Second); err != nil {
+							return executors.Outcome{}, err
+						}
+						req.Started()
+						time.Sleep(tool.Constraints.Timeout) // runs to its end
+						return executors.Outcome{Completed: true, Output: []byte("done\n")}, nil
+					case "never starts":
+						return executors.Outcome{}, wait(time.Hour)
+					default:
+						req.Started()
+						return executors.Outcome{}, wait(time.Hour)
+					}
+				}
+				d := New(newStore(t, catalog.Entry{Name: "ok", Tool: tool, Rev: "rev1", Status: catalog.Enabled}),
+					map[hldp.ExecutorKind]executors.Executor{hldp.Shell: fakeExec{run}}, Options{})
+				t0 := time.Now()
+				r := d.Invoke(context.Background(), Call{Tool: "ok", Params: json.RawMessage(`{"cmd":"x"}`)})
+				if r.Status != tt.status || !strings.Contains(r.Error, tt.errSub) {
+					t.Errorf("Invoke = %s, %q; want %s, an error containing %q", r.Status, r.Error, tt.status, tt.errSub)
+				}
+				if took := time.Since(t0); took != tt.took {
+					t.Errorf("Invoke returned after %s; want %s", took, tt.took)
+				}
+			})
 		})
 	}
 }

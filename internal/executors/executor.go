@@ -46,6 +46,11 @@ type Request struct {
 	// call). Executors that start a process call it from their readers;
 	// the others call nothing, and the result carries the output.
 	Output func(stream string, p []byte)
+	// Started, when set, is called once when the tool's own work starts:
+	// an executor that starts a process calls it when the process runs,
+	// as its timeout starts (the time before is the call's queue). The
+	// dispatcher's backstop counts from then; others need not call it.
+	Started func()
 }
 
 // Outcome is the raw result of one execution.

@@ -580,6 +580,9 @@ func (p *pool) run(ctx context.Context, w *worker, s Spec, path, dir string, env
 		return fail(errors.New(r.Error))
 	}
 	start := time.Now()
+	if s.Started != nil {
+		s.Started()
+	}
 	var timeout <-chan time.Time
 	if s.Timeout > 0 {
 		t := time.NewTimer(s.Timeout)

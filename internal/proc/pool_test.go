@@ -206,3 +206,32 @@ func TestReuseShowsAWorkingDirectoryInTmp(t *testing.T) {
 		t.Errorf("pool stats %+v; want nothing discarded", st)
 	}
 }
+
+// TestStartedOnce: Spec.Started is called once when the process runs —
+// unsandboxed, in a sandbox of its own and in a reused one — and never
+// for a program that does not start.
+func TestStartedOnce(t *testing.T) {
+	own := proctest.NewSandbox(t, proc.SandboxOptions{})
+	pooled := proctest.NewSandbox(t, proc.SandboxOptions{Reuse: 2})
+	for _, tt := range []struct {
+		name string
+		spec proc.Spec
+		want int
+	}{
+		{"unsandboxed", proc.Spec{Argv: []string{"/bin/true"}}, 1},
+		{"its own sandbox", proc.Spec{Argv: []string{"/bin/true"}, Dir: "/", Env: proc.SandboxEnv(), Sandbox: own}, 1},
+		{"a reused sandbox", proc.Spec{Argv: []string{"/bin/true"}, Dir: "/", Env: proc.SandboxEnv(), Sandbox: pooled}, 1},
+		{"a reused sandbox, no such program", proc.Spec{Argv: []string{"/nonexistent/prog"}, Dir: "/", Env: proc.SandboxEnv(), Sandbox: pooled}, 0},
+		{"no such program", proc.Spec{Argv: []string{"/nonexistent/prog"}}, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			n := 0
+			tt.spec.Started = func() { n++ }
+			tt.spec.Timeout = 30 * time.Second
+			proc.Run(t.Context(), tt.spec)
+			if n != tt.want {
+				t.Errorf("Started called %d times; want %d", n, tt.want)
+			}
+		})
+	}
+}

@@ -83,6 +83,9 @@ type Spec struct {
 	// and stderr ("stderr") as it is read, before any cap; it runs on
 	// the reading goroutines and must not keep p or block for long.
 	OnOutput func(stream string, p []byte)
+	// Started, when set, is called when the process runs (in a sandbox:
+	// set up and released), as its Timeout starts.
+	Started func()
 	// Sandbox, when non-nil, runs the child inside it with Grant (see
 	// Sandbox). The timeout then kills the whole sandbox at once: every
 	// process in it gets SIGKILL, with no grace period.
@@ -298,6 +301,9 @@ func Run(ctx context.Context, s Spec) (Outcome, error) {
 	// The process runs (in a sandbox: it is set up and released): its
 	// time starts now.
 	start := time.Now()
+	if s.Started != nil {
+		s.Started()
+	}
 	if s.Timeout > 0 {
 		timer := time.AfterFunc(s.Timeout, func() { cancelRun(errTimeout) })
 		defer timer.Stop()

@@ -228,6 +228,8 @@ type call struct {
 	append    bool       // write
 	// output is Request.Output: the process's output as it comes.
 	output func(stream string, p []byte)
+	// started is Request.Started.
+	started func()
 }
 
 // prepare checks req and turns it into a call; errors carry the tool name.
@@ -386,7 +388,7 @@ func (e *Executor) Execute(ctx context.Context, req executors.Request) (executor
 	if err != nil {
 		return executors.Outcome{}, err
 	}
-	c.output = req.Output
+	c.output, c.started = req.Output, req.Started
 	if err := ctx.Err(); err != nil {
 		return executors.Outcome{}, err
 	}
@@ -425,6 +427,7 @@ func (e *Executor) run(ctx context.Context, c call) (executors.Outcome, error) {
 		MaxOutput: p.MaxOutputBytes,
 		Keep:      proc.Keep(p.OutputKeep), // "" is the head
 		OnOutput:  c.output,
+		Started:   c.started,
 	}
 	if c.sandboxed {
 		s.Sandbox, s.Grant = e.sandbox, c.grant
