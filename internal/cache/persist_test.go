@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
+	"unique"
 	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
@@ -64,6 +66,11 @@ func TestPersistRoundTrip(t *testing.T) {
 	if perr == nil {
 		t.Fatal("bad definition parsed")
 	}
+	// The handle keeps the interned copy alive (package unique forgets a
+	// string no handle holds once the collector runs): the reloaded tool
+	// must find this one.
+	held := unique.Make(tool.Params[0].Description)
+	defer runtime.KeepAlive(held)
 	kt := Key{Path: "t/TOOL.hdlp", Blob: "aaa"}
 	ku := Key{Path: "u/TOOL.hdlp", Blob: "bbb"}
 	c.Put(kt, Outcome{Tool: tool, Rev: "c0ffee"})

@@ -2,8 +2,10 @@ package hldp
 
 import (
 	"reflect"
+	"runtime"
 	"sync"
 	"testing"
+	"unique"
 	"unsafe"
 )
 
@@ -30,6 +32,14 @@ why: for tests
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Handles keep a's copies alive until b is parsed: package unique
+	// forgets a string no handle holds once the collector runs, and then
+	// b would get copies of its own (tools loaded together share).
+	var held []unique.Handle[string]
+	for _, s := range []string{a.Author, a.Created, a.Method, a.Params[0].Name, a.Params[0].Description} {
+		held = append(held, unique.Make(s))
+	}
+	defer runtime.KeepAlive(held)
 	b, err := Parse("b/TOOL.hdlp", src("b", "show the uptime of one host"))
 	if err != nil {
 		t.Fatal(err)
