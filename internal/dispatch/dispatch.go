@@ -389,8 +389,9 @@ func (d *Dispatcher) execute(ctx context.Context, ex executors.Executor, req exe
 		r.Status, r.Error = Timeout, fmt.Sprintf("timed out after %s; the process group was killed", t.Constraints.Timeout)
 	case backstopped:
 		// The executor's own timeout did not fire, the backstop did (the
-		// process did not even start within timeout+backstop, or the
-		// executor hung): a timeout all the same, not the tool's failure.
+		// executor hung past the tool's timeout and the backstop, counted
+		// from the start it reported, or from the call plus startWait):
+		// a timeout all the same, not the tool's failure.
 		r.Status, r.Error = Timeout, fmt.Sprintf("timed out: the call did not finish within its timeout of %s plus the %s backstop (queued %s before its process started)", t.Constraints.Timeout, backstop, out.Queued.Round(time.Millisecond))
 	case !out.Completed:
 		// The executor returned without seeing the call through and
