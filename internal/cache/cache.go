@@ -156,7 +156,7 @@ func (c *Cache) Retain(keep map[Key]bool) {
 	c.mu.Lock()
 	revs := map[string]*outcomeRest{}
 	for k, s := range c.m {
-		if !keep[k] && c.lastGoodLocked(k.Path).Blob != k.Blob {
+		if !keep[k] && !c.isLastGoodLocked(k) {
 			delete(c.m, k)
 			c.changedLocked(k)
 		} else if s.rest != nil && s.rest.err == nil {
@@ -174,7 +174,7 @@ func (c *Cache) Forget(keys []Key) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, k := range keys {
-		if _, ok := c.m[k]; ok && c.lastGoodLocked(k.Path).Blob != k.Blob {
+		if _, ok := c.m[k]; ok && !c.isLastGoodLocked(k) {
 			delete(c.m, k)
 			c.changedLocked(k)
 		}
@@ -268,11 +268,17 @@ func findLastGood(lastGood []fileServed, path string) (int, bool) {
 }
 
 // lastGoodLocked returns the version of path SetLastGood recorded.
-func (c *Cache) lastGoodLocked(path string) Served {
+func (c *Cache) lastGoodLocked(path string) (Served, bool) {
 	if i, ok := findLastGood(c.lastGood, path); ok {
-		return Served{Blob: c.lastGood[i].Blob, Rev: c.lastGood[i].Rev}
+		return Served{Blob: c.lastGood[i].Blob, Rev: c.lastGood[i].Rev}, true
 	}
-	return Served{}
+	return Served{}, false
+}
+
+// isLastGoodLocked reports whether k is the last good version of its path.
+func (c *Cache) isLastGoodLocked(k Key) bool {
+	v, ok := c.lastGoodLocked(k.Path)
+	return ok && v.Blob == k.Blob
 }
 
 // UpdateLastGood changes what SetLastGood recorded for some paths alone:
@@ -322,11 +328,10 @@ func (c *Cache) UpdateLastGood(served map[string]Served, gone []string) {
 func (c *Cache) LastGood(path string) (Served, Outcome, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	i, ok := findLastGood(c.lastGood, path)
+	v, ok := c.lastGoodLocked(path)
 	if !ok {
 		return Served{}, Outcome{}, false
 	}
-	v := Served{Blob: c.lastGood[i].Blob, Rev: c.lastGood[i].Rev}
 	s, ok := c.m[Key{Path: path, Blob: v.Blob}]
 	if !ok || s.tool == nil {
 		return Served{}, Outcome{}, false

@@ -367,13 +367,13 @@ func (c *Cache) Save() error {
 		return nil
 	}
 	gen := c.gen
-	layout, spans, disk := c.stale, c.spans, c.disk
+	spans, disk := c.spans, c.disk // set and cleared with c.stale
 	c.mu.Unlock()
 
 	// The file the chunks not stale are copied from: the one the cache
 	// read or wrote last, unchanged since.
 	var old *os.File
-	if layout != nil {
+	if disk != nil {
 		if f, err := os.Open(c.path); err == nil {
 			if fi, err := f.Stat(); err == nil && sameFile(fi, disk) {
 				old = f
