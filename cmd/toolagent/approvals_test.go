@@ -281,10 +281,13 @@ func TestApprovalsSurviveRestart(t *testing.T) {
 	if code != 403 || !strings.Contains(body, "operator token") {
 		t.Errorf("anonymous approving on an open daemon = %d %s; want 403 naming the operator token", code, body)
 	}
-	// One process owns a state directory's approval queue.
+	// One process owns a state directory's approval queue. The refused
+	// one leaves nothing running: its sandbox's warm worker ends with it.
+	before := len(descendants(t))
 	if _, stderr, code := cli(t, nil, "serve", "--listen", "127.0.0.1:0", "--tools", tools, "--state", state); code == 0 || !strings.Contains(stderr, "in use") {
 		t.Errorf("a second serve on the state dir = exit %d %q; want a refusal saying the queue is in use", code, stderr)
 	}
+	pollUntil(t, fmt.Sprintf("the refused serve's processes gone (back to %d)", before), func() bool { return len(descendants(t)) <= before })
 	if err := d1.stop(t); err != nil {
 		t.Fatalf("stop: %v", err)
 	}

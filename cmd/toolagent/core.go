@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -134,7 +135,7 @@ const retryJitter = 0.2
 
 // newCore wires the catalog, executors, dispatcher and reload loop from
 // cfg. Nothing runs until start; close releases what it opened.
-func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (*core, error) {
+func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (_ *core, err error) {
 	c := common{tools: cfg.Tools, state: cfg.State, filesRoot: cfg.FilesRoot, sandboxMode: cfg.Sandbox, hidden: cfg.secretFiles()}
 	if err := c.resolve(e); err != nil {
 		return nil, err
@@ -153,10 +154,25 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (*core, err
 	if err != nil {
 		return nil, err
 	}
+	// What is opened from here on is closed again when newCore fails: a
+	// caller that gets no core has nothing to close (the sandbox's warm
+	// worker would otherwise outlive the refusal, as long as the process).
+	var undo []func()
+	defer func() {
+		if err != nil {
+			for _, f := range slices.Backward(undo) {
+				f()
+			}
+		}
+	}()
+	undo = append(undo, src.close)
 	c.runsTools = mode != noApprovals // sync runs no tool
 	execs, err := c.executors()
 	if err != nil {
 		return nil, err
+	}
+	if c.sandbox != nil {
+		undo = append(undo, c.sandbox.Close)
 	}
 	if c.runsTools {
 		logSandbox(log, c.sandbox, "tool processes")
@@ -175,6 +191,7 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (*core, err
 		if db, pg, err = openSharedApprovals(e, cfg, log); err != nil {
 			return nil, err
 		}
+		undo = append(undo, db.Close)
 		ap, replica = pg, pg.Replica()
 		slots = pgstore.NewSlots(db, replica, cfg.StoreLease)
 	} else if mode != noApprovals {
@@ -182,6 +199,7 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (*core, err
 		fs, err = openApprovals(c.state, cfg.ApprovalTTL, cfg.AllowSelfApproval, log)
 		if err == nil {
 			ap = fs
+			undo = append(undo, func() { fs.Close() })
 		}
 		switch {
 		case errors.Is(err, approval.ErrLocked) && mode == approvalsIfFree:
@@ -200,12 +218,14 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (*core, err
 		// The shared trail: every record a row in the database's hash
 		// chain, which every replica's console reads.
 		apg = audit.OpenPG(db, replica, log)
+		undo = append(undo, func() { apg.Close() })
 		auditLog = slog.New(slog.NewMultiHandler(log.Handler(), apg.Handler())).With(slog.String("log", "audit"))
 	} else if mode != noApprovals {
 		if af, err = audit.Open(filepath.Join(c.state, "audit"), 0, 0); err != nil {
 			log.Warn("no audit file: the console's history stays empty; the audit log lines are kept", "err", err)
 			af = nil
 		} else {
+			undo = append(undo, func() { af.Close() })
 			auditLog = slog.New(slog.NewMultiHandler(log.Handler(), af.Handler())).With(slog.String("log", "audit"))
 		}
 	}
