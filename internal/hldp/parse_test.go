@@ -582,4 +582,12 @@ func TestOpenAIFunctionJSON(t *testing.T) {
 	if !bytes.HasPrefix(tool.InputSchema(), []byte("{")) {
 		t.Errorf("InputSchema() returned a shared slice")
 	}
+	// SharedInputSchema is those bytes, one copy for every caller.
+	a, b := tool.SharedInputSchema(), tool.SharedInputSchema()
+	if !bytes.Equal(a, tool.InputSchema()) {
+		t.Errorf("SharedInputSchema() = %s, want InputSchema()'s %s", a, tool.InputSchema())
+	}
+	if &a[0] != &b[0] {
+		t.Error("SharedInputSchema() made a copy")
+	}
 }

@@ -38,12 +38,25 @@ type lazy struct {
 // description, enum, default, pattern, minimum, maximum and items. The
 // returned slice is the caller's.
 func (t *Tool) InputSchema() json.RawMessage {
+	if t.memo() == nil {
+		return t.buildSchema()
+	}
+	return slices.Clone(t.SharedInputSchema())
+}
+
+// SharedInputSchema is InputSchema without the copy: for a parsed Tool,
+// the same bytes on every call, which the caller must not change. A
+// server that holds the schema of every tool of a big catalog (MCP's
+// tools/list) holds them once, not twice.
+func (t *Tool) SharedInputSchema() json.RawMessage {
 	l := t.memo()
 	if l == nil {
 		return t.buildSchema()
 	}
-	l.schemaOnce.Do(func() { l.schema = t.buildSchema() })
-	return slices.Clone(l.schema)
+	// Cloned to its length: the builder's spare room is not kept for the
+	// Tool's lifetime.
+	l.schemaOnce.Do(func() { l.schema = bytes.Clone(t.buildSchema()) })
+	return l.schema
 }
 
 // pending is the lazy of a Tool whose own is made on first use (see lazy).

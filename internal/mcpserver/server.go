@@ -34,7 +34,9 @@ package mcpserver
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
@@ -110,7 +112,7 @@ type Server struct {
 	call   *hldp.Tool
 
 	mu        sync.Mutex        // serialises sync; guards published
-	published map[string]string // catalog tool name -> fingerprint of what clients see
+	published map[string]listed // catalog tool name -> what clients see of it
 	findDesc  string            // find_tool's description as last published
 	// changed is closed (and replaced) when Sync changes the list: the
 	// wake-up of the stateless list_changed streams (stateless.go).
@@ -154,7 +156,7 @@ func New(store *catalog.Store, inv Invoker, opts Options) *Server {
 		opts:      opts,
 		log:       opts.Logger,
 		pinned:    make(map[string]bool, len(opts.Pinned)),
-		published: map[string]string{},
+		published: map[string]listed{},
 	}
 	for _, n := range opts.Pinned {
 		s.pinned[n] = true
@@ -203,7 +205,7 @@ func (s *Server) Sync() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	snap := s.store.Load()
-	want := map[string]*mcp.Tool{}
+	want := map[string]*hldp.Tool{}
 	var surface []catalog.Entry
 	if snap != nil {
 		surface = s.opts.Surface.Filter(snap.Enabled())
@@ -215,7 +217,7 @@ func (s *Server) Sync() {
 				s.log.Warn("catalog tool hidden by meta-tool of the same name", "tool", e.Name, "file", e.File)
 				continue
 			}
-			want[e.Name] = mcpTool(e.Tool)
+			want[e.Name] = e.Tool
 		}
 	}
 	var added, updated, removed []string
@@ -230,9 +232,14 @@ func (s *Server) Sync() {
 	}
 	for _, name := range slices.Sorted(maps.Keys(want)) {
 		t := want[name]
-		fp := fingerprint(t)
 		old, ok := s.published[name]
-		if ok && old == fp {
+		if ok && old.tool == t {
+			continue // the same parsed definition: a Tool is immutable
+		}
+		mt := mcpTool(t)
+		fp := fingerprint(mt)
+		s.published[name] = listed{tool: t, fp: fp}
+		if ok && old.fp == fp {
 			continue
 		}
 		if ok {
@@ -240,8 +247,7 @@ func (s *Server) Sync() {
 		} else {
 			added = append(added, name)
 		}
-		s.mcp.AddTool(t, s.catalogHandler(name))
-		s.published[name] = fp
+		s.mcp.AddTool(mt, s.catalogHandler(name))
 	}
 	if d := findDescription(surface); d != s.findDesc {
 		s.findDesc = d
@@ -259,7 +265,7 @@ func (s *Server) Sync() {
 			rev = snap.Rev()
 		}
 		s.log.Info("mcp tool list changed", "revision", rev,
-			"added", added, "updated", updated, "removed", removed, "listed", len(s.published))
+			"added", logNames(added), "updated", logNames(updated), "removed", logNames(removed), "listed", len(s.published))
 	}
 }
 
@@ -296,7 +302,7 @@ func mcpTool(t *hldp.Tool) *mcp.Tool {
 		Description: description(t),
 		// Always {"type":"object",...} (hldp guarantees it, STYLE.md 7
 		// "MCP schema guard"); AddTool panics otherwise.
-		InputSchema: t.InputSchema(),
+		InputSchema: t.SharedInputSchema(), // marshalled, never changed
 		Annotations: annotations(t),
 	}
 }
@@ -334,29 +340,75 @@ func annotations(t *hldp.Tool) *mcp.ToolAnnotations {
 // exists, and whether calls need an approval, so a model can choose
 // between tools from the list alone.
 func description(t *hldp.Tool) string {
+	const (
+		display = "\n\nDisplay name: "
+		why     = "\nWhy it exists: "
+		confirm = "\nNeeds approval: every call must be approved before it runs (require_confirm)."
+	)
+	showDisplay := t.Display != "" && t.Display != t.Intent
+	if !showDisplay && t.Why == "" && !t.Constraints.RequireConfirm {
+		return t.Intent
+	}
+	// Sized first: every listed tool's description is held while it is
+	// listed, and a builder's doubling would keep up to twice its length.
+	n := len(t.Intent)
+	if showDisplay {
+		n += len(display) + len(t.Display)
+	}
+	if t.Why != "" {
+		n += len(why) + len(t.Why)
+	}
+	if t.Constraints.RequireConfirm {
+		n += len(confirm)
+	}
 	var b strings.Builder
+	b.Grow(n)
 	b.WriteString(t.Intent)
-	if t.Display != "" && t.Display != t.Intent {
-		b.WriteString("\n\nDisplay name: ")
+	if showDisplay {
+		b.WriteString(display)
 		b.WriteString(t.Display)
 	}
 	if t.Why != "" {
-		b.WriteString("\nWhy it exists: ")
+		b.WriteString(why)
 		b.WriteString(t.Why)
 	}
 	if t.Constraints.RequireConfirm {
-		b.WriteString("\nNeeds approval: every call must be approved before it runs (require_confirm).")
+		b.WriteString(confirm)
 	}
 	return b.String()
 }
 
-// fingerprint is the JSON of what a client sees of a tool.
-func fingerprint(t *mcp.Tool) string {
+// listed is what Sync last published of a tool: the definition it was
+// made from, and the fingerprint of what clients see.
+type listed struct {
+	tool *hldp.Tool
+	fp   digest
+}
+
+// logMaxNames is how many tool names a log line of Sync lists; the
+// first load of a big catalog adds every tool.
+const logMaxNames = 20
+
+// logNames is names for a log line: all of them, or the first
+// logMaxNames and how many more.
+func logNames(names []string) []string {
+	if len(names) <= logMaxNames {
+		return names
+	}
+	return append(slices.Clip(names[:logMaxNames]), fmt.Sprintf("(and %d more)", len(names)-logMaxNames))
+}
+
+// digest is a fingerprint: a tool's listing is kept once, by the SDK,
+// not a second time as the JSON to compare with (100,000 tools: 66 MB).
+type digest [sha256.Size]byte
+
+// fingerprint is the SHA-256 of the JSON of what a client sees of a tool.
+func fingerprint(t *mcp.Tool) digest {
 	b, err := json.Marshal(t)
 	if err != nil { // cannot happen: every field marshals
-		return ""
+		return digest{}
 	}
-	return string(b)
+	return sha256.Sum256(b)
 }
 
 func instructions(metaOnly bool) string {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -725,4 +726,80 @@ func TestToolsListGolden(t *testing.T) {
 			t.Errorf("tools/list differs from %s (-want +got):\n%s", mode.file, diff)
 		}
 	}
+}
+
+// TestSyncBigAndUnseenChanges: the first load of a big catalog logs the
+// first names it added and how many more, not all of them; a definition
+// parsed anew that changes nothing a client sees (its argv) is not
+// republished, and the server then holds the new definition, not the old;
+// a change of what clients see is an update.
+func TestSyncBigAndUnseenChanges(t *testing.T) {
+	def := func(name, intent, arg string) *hldp.Tool {
+		t.Helper()
+		tl, err := hldp.Parse("tools/"+name+"/TOOL.hdlp", []byte(`name: `+name+`
+display: `+name+`
+intent: `+intent+`
+method: run
+executor: shell
+params_schema: {}
+argv: ["echo", "`+arg+`"]
+author: test
+created: 2026-06-01
+why: test
+`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tl
+	}
+	const n = logMaxNames + 5
+	entries := func(change func(i int) *hldp.Tool) []catalog.Entry {
+		es := make([]catalog.Entry, n)
+		for i := range es {
+			name := fmt.Sprintf("tool-%02d", i)
+			tl := change(i)
+			if tl == nil {
+				tl = def(name, "intent of "+name, "a")
+			}
+			es[i] = catalog.Entry{Name: name, Tool: tl, Status: catalog.Enabled}
+		}
+		return es
+	}
+	store := new(catalog.Store)
+	store.Swap(catalog.New("rev1", entries(func(int) *hldp.Tool { return nil }), catalog.Options{}))
+	log := new(lockedBuffer)
+	srv := New(store, dispatch.New(store, nil, dispatch.Options{}), Options{Logger: slog.New(slog.NewTextHandler(log, nil))})
+	first := log.String()
+	wantContains(t, "log", first, fmt.Sprintf("listed=%d", n))
+	wantContains(t, "log", first, fmt.Sprintf("(and %d more)", n-logMaxNames))
+	if last := fmt.Sprintf("tool-%02d", logMaxNames); strings.Contains(first, last) {
+		t.Errorf("the first load's log names %s, past the first %d:\n%s", last, logMaxNames, first)
+	}
+
+	argv := def("tool-00", "intent of tool-00", "b") // what a client sees is unchanged
+	store.Swap(catalog.New("rev2", entries(func(i int) *hldp.Tool {
+		if i == 0 {
+			return argv
+		}
+		return store.Load().Enabled()[i].Tool
+	}), catalog.Options{}))
+	srv.Sync()
+	if got := log.String(); got != first {
+		t.Errorf("a change clients do not see logged:\n%s", strings.TrimPrefix(got, first))
+	}
+	srv.mu.Lock()
+	held := srv.published["tool-00"].tool
+	srv.mu.Unlock()
+	if held != argv {
+		t.Error("after a change clients do not see, the server holds the old definition")
+	}
+
+	store.Swap(catalog.New("rev3", entries(func(i int) *hldp.Tool {
+		if i == 1 {
+			return def("tool-01", "a new intent", "a")
+		}
+		return store.Load().Enabled()[i].Tool
+	}), catalog.Options{}))
+	srv.Sync()
+	wantContains(t, "log", strings.TrimPrefix(log.String(), first), "updated=[tool-01]")
 }
