@@ -79,7 +79,8 @@ func runServe(ctx context.Context, e env, args []string) error {
 	// MCP over streamable HTTP beside the API (api may not import
 	// mcpserver: both sit on one layer). No write timeout applies: its
 	// long-lived stream carries list_changed.
-	mcpSrv := mcpserver.NewSurfaces(store, disp, mcpserver.Options{Version: buildVersion(), Logger: log.With(slog.String("log", "mcp")), OnMatch: cr.onMatch()})
+	rel := newReleaser(store, log.With(slog.String("log", "memory")))
+	mcpSrv := mcpserver.NewSurfaces(store, disp, mcpserver.Options{Version: buildVersion(), Logger: log.With(slog.String("log", "mcp")), OnMatch: cr.onMatch(), AfterSync: rel.synced})
 	// An MCP client's standalone GET /mcp stream carries notifications,
 	// never a call: it ends as soon as shutdown begins instead of holding
 	// the grace period that running calls get.
@@ -169,6 +170,7 @@ func runServe(ctx context.Context, e env, args []string) error {
 	g, gctx := errgroup.WithContext(ctx)
 	cr.start(gctx, g)
 	g.Go(func() error { return mcpSrv.Run(gctx) })
+	g.Go(func() error { return rel.run(gctx) })
 	g.Go(func() error {
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("serve: %w", err)
