@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/toolagent/toolagent/internal/catalog"
+	"github.com/toolagent/toolagent/internal/mcpserver"
 	"github.com/toolagent/toolagent/internal/repo"
 	"github.com/toolagent/toolagent/internal/scan"
 )
@@ -46,10 +47,14 @@ type benchReport struct {
 	Changed    benchStart `json:"one_changed"`        // one file rewritten, one reload that stats every file
 	Watched    benchStart `json:"one_watched"`        // the same, with the watcher's report of the folder (repo.LocalDir.Track): the median of benchWatched
 	WatchedMax float64    `json:"one_watched_max_ms"` // the slowest of them, ready + index
-	Heap       uint64     `json:"live_heap"`          // bytes live after the warm start and the reload
-	PerTool    uint64     `json:"heap_per_tool"`      // Heap / Tools
-	RSS        uint64     `json:"rss"`                // resident set after returning free memory
-	PeakRSS    uint64     `json:"rss_peak"`
+	// The MCP lists serve keeps of the warm catalog (mcpserver, every
+	// tool): how many, and how long making them took.
+	MCPListed int     `json:"mcp_listed"`
+	MCPListMS float64 `json:"mcp_list_ms"`
+	Heap      uint64  `json:"live_heap"`     // bytes live after the warm start, the reloads and the MCP lists
+	PerTool   uint64  `json:"heap_per_tool"` // Heap / Tools
+	RSS       uint64  `json:"rss"`           // resident set after returning free memory
+	PeakRSS   uint64  `json:"rss_peak"`
 	// Where the resident set goes besides live objects: the heap's spans
 	// in use (live objects and the free room in their spans), and the
 	// runtime's own (collector, span and other metadata, stacks).
@@ -146,6 +151,11 @@ func benchCatalog(ctx context.Context, e env, dir string, n, queries int) (bench
 	}
 	defer warm.close()
 	r.Warm = warm.start
+	// What serve lists over MCP is held as long as the catalog (the
+	// surfaces sync after each publish, off the reload's path).
+	t0 := time.Now()
+	lists := mcpserver.New(warm.cr.store, warm.cr.disp, mcpserver.Options{})
+	r.MCPListMS, r.MCPListed = ms(time.Since(t0)), lists.Listed()
 
 	// One definition changes, as an editor would save it: once as a
 	// reload with no watcher sees it (every file statted; it is also the
@@ -200,6 +210,7 @@ func benchCatalog(ctx context.Context, e env, dir string, n, queries int) (bench
 	warm.cr.store.Compact()
 	snap := warm.cr.store.Load()
 	snap.BuildIndex()
+	lists.Sync()         // the edits' tools, as serve's surfaces would
 	warm.cr.saver.wait() // the parse cache's save is transient memory
 	runtime.GC()
 	runtime.GC()
@@ -215,6 +226,7 @@ func benchCatalog(ctx context.Context, e env, dir string, n, queries int) (bench
 	r.HeapInuse = live.HeapInuse
 	r.RuntimeSys = live.GCSys + live.MSpanSys + live.MCacheSys + live.BuckHashSys + live.OtherSys + live.StackSys
 	runtime.KeepAlive(snap)
+	runtime.KeepAlive(lists)
 
 	times := make([]time.Duration, queries)
 	rnd := rand.New(rand.NewPCG(1, 2))
@@ -414,6 +426,7 @@ func writeBench(w io.Writer, r benchReport, kept bool) {
 	line("one file changed (reload)", r.Changed)
 	line(fmt.Sprintf("one file changed (watched, median of %d)", benchWatched), r.Watched)
 	fmt.Fprintf(w, "%-40s slowest of those: ready + index %.1f ms\n", "", r.WatchedMax)
+	fmt.Fprintf(w, "%-40s %d tools listed in %.1f ms (serve makes them after ready)\n", "mcp lists", r.MCPListed, r.MCPListMS)
 	fmt.Fprintf(w, "%-40s live heap %.1f MiB = %d bytes per tool; RSS %.1f MiB (peak %.1f MiB)\n",
 		"memory", mib(r.Heap), r.PerTool, mib(r.RSS), mib(r.PeakRSS))
 	fmt.Fprintf(w, "%-40s heap spans in use %.1f MiB; runtime metadata and stacks %.1f MiB\n", "", mib(r.HeapInuse), mib(r.RuntimeSys))

@@ -44,6 +44,7 @@ func TestBenchCatalog(t *testing.T) {
 		{"watched reload folders read", r.Watched.ReadDirs, 0},
 		{"watched reload scanned", r.Watched.Scanned, 2},
 		{"queries", r.Queries, 50},
+		{"tools listed over MCP", r.MCPListed, n},
 	}
 	for _, c := range checks {
 		if c.got != c.want {

@@ -179,6 +179,13 @@ func New(store *catalog.Store, inv Invoker, opts Options) *Server {
 	return s
 }
 
+// Listed is how many catalog tools the server lists (meta-tools aside).
+func (s *Server) Listed() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.published)
+}
+
 // MCP returns the SDK server, for mcp.Server.Run over a transport (stdio)
 // or mcp.NewStreamableHTTPHandler. Its tool list must only be changed
 // through this package.
