@@ -355,42 +355,22 @@ func annotations(t *hldp.Tool) *mcp.ToolAnnotations {
 // exists, and whether calls need an approval, so a model can choose
 // between tools from the list alone.
 func description(t *hldp.Tool) string {
-	const (
-		display = "\n\nDisplay name: "
-		why     = "\nWhy it exists: "
-		confirm = "\nNeeds approval: every call must be approved before it runs (require_confirm)."
-	)
-	showDisplay := t.Display != "" && t.Display != t.Intent
-	if !showDisplay && t.Why == "" && !t.Constraints.RequireConfirm {
-		return t.Intent
-	}
-	// Sized first: every listed tool's description is held while it is
-	// listed, and a builder's doubling would keep up to twice its length.
-	n := len(t.Intent)
-	if showDisplay {
-		n += len(display) + len(t.Display)
-	}
-	if t.Why != "" {
-		n += len(why) + len(t.Why)
-	}
-	if t.Constraints.RequireConfirm {
-		n += len(confirm)
-	}
 	var b strings.Builder
-	b.Grow(n)
 	b.WriteString(t.Intent)
-	if showDisplay {
-		b.WriteString(display)
+	if t.Display != "" && t.Display != t.Intent {
+		b.WriteString("\n\nDisplay name: ")
 		b.WriteString(t.Display)
 	}
 	if t.Why != "" {
-		b.WriteString(why)
+		b.WriteString("\nWhy it exists: ")
 		b.WriteString(t.Why)
 	}
 	if t.Constraints.RequireConfirm {
-		b.WriteString(confirm)
+		b.WriteString("\nNeeds approval: every call must be approved before it runs (require_confirm).")
 	}
-	return b.String()
+	// Copied to its length: every listed tool's description is held as
+	// long as it is listed, and the builder's doubling kept up to twice.
+	return strings.Clone(b.String())
 }
 
 // listed is what Sync last published of a tool: the definition it was

@@ -528,20 +528,7 @@ func TestSync(t *testing.T) {
 	wantContains(t, "log", f.log.String(), "added=[say-hi]")
 
 	// A catalog tool named find_tool stays hidden behind the meta-tool.
-	clash, err := hldp.Parse("tools/find_tool/TOOL.hdlp", []byte(`name: find_tool
-display: clash
-intent: a tool that clashes with the meta-tool
-method: run
-executor: shell
-params_schema: {}
-argv: ["true"]
-author: test
-created: 2026-06-01
-why: test
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
+	clash := shellTool(t, "find_tool", "clash", "a tool that clashes with the meta-tool", `["true"]`)
 	f.store.Swap(catalog.New("rev4", []catalog.Entry{{Name: "find_tool", Tool: clash, Status: catalog.Enabled}}, catalog.Options{}))
 	f.srv.Sync()
 	if got := published(); len(got) != 0 {
@@ -728,6 +715,27 @@ func TestToolsListGolden(t *testing.T) {
 	}
 }
 
+// shellTool parses a shell tool without params running argv (a YAML
+// flow list).
+func shellTool(t *testing.T, name, display, intent, argv string) *hldp.Tool {
+	t.Helper()
+	tl, err := hldp.Parse("tools/"+name+"/TOOL.hdlp", []byte(`name: `+name+`
+display: `+display+`
+intent: `+intent+`
+method: run
+executor: shell
+params_schema: {}
+argv: `+argv+`
+author: test
+created: 2026-06-01
+why: test
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tl
+}
+
 // TestSyncBigAndUnseenChanges: the first load of a big catalog logs the
 // first names it added and how many more, not all of them; a definition
 // parsed anew that changes nothing a client sees (its argv) is not
@@ -735,22 +743,7 @@ func TestToolsListGolden(t *testing.T) {
 // a change of what clients see is an update.
 func TestSyncBigAndUnseenChanges(t *testing.T) {
 	def := func(name, intent, arg string) *hldp.Tool {
-		t.Helper()
-		tl, err := hldp.Parse("tools/"+name+"/TOOL.hdlp", []byte(`name: `+name+`
-display: `+name+`
-intent: `+intent+`
-method: run
-executor: shell
-params_schema: {}
-argv: ["echo", "`+arg+`"]
-author: test
-created: 2026-06-01
-why: test
-`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tl
+		return shellTool(t, name, name, intent, `["echo", "`+arg+`"]`)
 	}
 	const n = logMaxNames + 5
 	entries := func(change func(i int) *hldp.Tool) []catalog.Entry {
