@@ -8,7 +8,9 @@
 //
 //   - tools/list: one MCP tool per callable catalog entry, its inputSchema
 //     the tool's params_schema as JSON Schema (hldp.(*Tool).InputSchema) and
-//     its description the intent, display name and why;
+//     its description the intent, display name and why, served a page at
+//     a time by the server's middleware, not registered with the SDK
+//     (list.go);
 //   - the mapping of a dispatch.Result to an MCP CallToolResult (isError,
 //     labelled stderr/error text, the whole Result as structured content),
 //     which exists here and nowhere else;
@@ -116,8 +118,9 @@ type Server struct {
 	find   *hldp.Tool // the meta-tools' definitions (meta.go)
 	call   *hldp.Tool
 
-	mu        sync.Mutex        // serialises sync; guards published
+	mu        sync.Mutex        // serialises sync; guards published and names
 	published map[string]listed // catalog tool name -> what clients see of it
+	names     []string          // published's names in order (list.go)
 	findDesc  string            // find_tool's description as last published
 	// changed is closed (and replaced) when Sync changes the list: the
 	// wake-up of the stateless list_changed streams (stateless.go).
@@ -175,6 +178,7 @@ func New(store *catalog.Store, inv Invoker, opts Options) *Server {
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
 	})
 	s.addMetaTools()
+	s.mcp.AddReceivingMiddleware(s.middleware)
 	s.Sync()
 	return s
 }
@@ -236,23 +240,20 @@ func (s *Server) Sync() {
 		}
 	}
 	var added, updated, removed []string
-	for _, name := range slices.Sorted(maps.Keys(s.published)) {
+	for _, name := range s.names {
 		if _, ok := want[name]; !ok {
 			removed = append(removed, name)
 			delete(s.published, name)
 		}
 	}
-	if len(removed) > 0 {
-		s.mcp.RemoveTools(removed...)
-	}
-	for _, name := range slices.Sorted(maps.Keys(want)) {
+	names := slices.Sorted(maps.Keys(want))
+	for _, name := range names {
 		t := want[name]
 		old, ok := s.published[name]
 		if ok && old.tool == t {
 			continue // the same parsed definition: a Tool is immutable
 		}
-		mt := mcpTool(t)
-		fp := fingerprint(mt)
+		fp := fingerprint(mcpTool(t))
 		s.published[name] = listed{tool: t, fp: fp}
 		if ok && old.fp == fp {
 			continue
@@ -262,19 +263,22 @@ func (s *Server) Sync() {
 		} else {
 			added = append(added, name)
 		}
-		s.mcp.AddTool(mt, s.catalogHandler(name))
 	}
-	if d := findDescription(surface); d != s.findDesc {
+	s.names = names
+	changed := len(added)+len(updated)+len(removed) > 0
+	if d := findDescription(surface); d != s.findDesc || changed {
+		// Replaced, as the catalog's tools are not the SDK's (list.go):
+		// the SDK sends its sessions list_changed.
 		s.findDesc = d
 		t := metaTool(s.find)
 		t.Description = d
-		s.mcp.AddTool(t, s.findTool) // replaces it: clients get list_changed
+		s.mcp.AddTool(t, s.findTool)
 	}
-	if len(added)+len(updated)+len(removed) > 0 && s.changed != nil {
+	if changed && s.changed != nil {
 		close(s.changed)
 		s.changed = nil
 	}
-	if len(added)+len(updated)+len(removed) > 0 {
+	if changed {
 		rev := ""
 		if snap != nil {
 			rev = snap.Rev()
@@ -316,7 +320,7 @@ func mcpTool(t *hldp.Tool) *mcp.Tool {
 		Title:       t.Display,
 		Description: description(t),
 		// Always {"type":"object",...} (hldp guarantees it, STYLE.md 7
-		// "MCP schema guard"); AddTool panics otherwise.
+		// "MCP schema guard"): MCP requires it.
 		InputSchema: t.SharedInputSchema(), // marshalled, never changed
 		Annotations: annotations(t),
 	}
@@ -393,8 +397,9 @@ func logNames(names []string) []string {
 	return append(slices.Clip(names[:logMaxNames]), fmt.Sprintf("(and %d more)", len(names)-logMaxNames))
 }
 
-// digest is a fingerprint: a tool's listing is kept once, by the SDK,
-// not a second time as the JSON to compare with (100,000 tools: 66 MB).
+// digest is a fingerprint: what a client sees of a tool is made for
+// each page that lists it (list.go), not kept as the JSON to compare
+// with (100,000 tools: 66 MB).
 type digest [sha256.Size]byte
 
 // fingerprint is the SHA-256 of the JSON of what a client sees of a tool.

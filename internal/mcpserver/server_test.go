@@ -796,3 +796,70 @@ func TestSyncBigAndUnseenChanges(t *testing.T) {
 	srv.Sync()
 	wantContains(t, "log", strings.TrimPrefix(log.String(), first), "updated=[tool-01]")
 }
+
+// TestToolsListPages: a catalog bigger than a page is listed in pages of
+// listPageSize, the meta-tools among the catalog's tools in name order,
+// each tool once; a cursor no page gave is Invalid params; a tool of the
+// last page is called as any other; a name not listed stays the SDK's
+// unknown tool.
+func TestToolsListPages(t *testing.T) {
+	const n = listPageSize + 5
+	entries := make([]catalog.Entry, n)
+	want := []string{CallToolName, FindToolName}
+	for i := range entries {
+		// Names before, between and after the meta-tools'.
+		name := fmt.Sprintf("%c-%04d", "adz"[i%3], i)
+		entries[i] = catalog.Entry{Name: name, Tool: shellTool(t, name, name, "say "+name, `["echo", "`+name+`"]`), Status: catalog.Enabled}
+		want = append(want, name)
+	}
+	slices.Sort(want)
+	store := new(catalog.Store)
+	store.Swap(catalog.New("rev1", entries, catalog.Options{}))
+	d := dispatch.New(store, map[hldp.ExecutorKind]executors.Executor{hldp.Shell: shell.New(shell.Options{})}, dispatch.Options{})
+	c := connectInMemory(t, New(store, d, Options{}), "")
+	ctx := context.Background()
+
+	var got []string
+	var sizes []int
+	cursor := ""
+	for range 3 {
+		res, err := c.cs.ListTools(ctx, &mcp.ListToolsParams{Cursor: cursor})
+		if err != nil {
+			t.Fatalf("tools/list cursor %q: %v", cursor, err)
+		}
+		sizes = append(sizes, len(res.Tools))
+		for _, tl := range res.Tools {
+			got = append(got, tl.Name)
+			if tl.Name == "z-1004" && (!strings.Contains(tl.Description, "say z-1004") || !strings.Contains(string(mustJSON(t, tl.InputSchema)), `"type":"object"`)) {
+				t.Errorf("z-1004 listed as %+v; want its intent and object schema", tl)
+			}
+		}
+		if cursor = res.NextCursor; cursor == "" {
+			break
+		}
+	}
+	if !slices.Equal(sizes, []int{listPageSize, len(want) - listPageSize}) {
+		t.Errorf("page sizes %v, want %d then %d", sizes, listPageSize, len(want)-listPageSize)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("listed %d tools (first %q), want the %d in name order, each once", len(got), got[:min(3, len(got))], len(want))
+	}
+	if _, err := c.cs.ListTools(ctx, &mcp.ListToolsParams{Cursor: "not a cursor!"}); err == nil || !strings.Contains(err.Error(), "invalid cursor") {
+		t.Errorf("tools/list with a bad cursor: %v, want invalid cursor", err)
+	}
+	if _, texts, r := c.call(t, "z-1004", map[string]any{}); r.Status != dispatch.Success || r.Output != "z-1004\n" {
+		t.Errorf("tools/call z-1004 = %+v %q; want its output", r, texts)
+	}
+	if _, err := c.cs.CallTool(ctx, &mcp.CallToolParams{Name: "not-listed"}); err == nil || !strings.Contains(err.Error(), "unknown tool") {
+		t.Errorf("tools/call of a name not listed: %v, want the SDK's unknown tool", err)
+	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
