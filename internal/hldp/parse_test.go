@@ -582,12 +582,13 @@ func TestOpenAIFunctionJSON(t *testing.T) {
 	if !bytes.HasPrefix(tool.InputSchema(), []byte("{")) {
 		t.Errorf("InputSchema() returned a shared slice")
 	}
-	// SharedInputSchema is those bytes, one copy for every caller.
-	a, b := tool.SharedInputSchema(), tool.SharedInputSchema()
-	if !bytes.Equal(a, tool.InputSchema()) {
-		t.Errorf("SharedInputSchema() = %s, want InputSchema()'s %s", a, tool.InputSchema())
+	// BuildInputSchema is those bytes, and keeps nothing: a fresh tool
+	// has no memo of its schema after it.
+	fresh := mustParse(t, "t.hdlp", strings.Replace(seedYAML, "params_schema: {}", "params_schema: {q: {type: string, required: true}}", 1))
+	if got := fresh.BuildInputSchema(); !bytes.Equal(got, tool.InputSchema()) {
+		t.Errorf("BuildInputSchema() = %s, want InputSchema()'s %s", got, tool.InputSchema())
 	}
-	if &a[0] != &b[0] {
-		t.Error("SharedInputSchema() made a copy")
+	if l := fresh.memo(); l.schema != nil {
+		t.Errorf("BuildInputSchema() kept %s", l.schema)
 	}
 }

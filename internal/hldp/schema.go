@@ -38,17 +38,6 @@ type lazy struct {
 // description, enum, default, pattern, minimum, maximum and items. The
 // returned slice is the caller's.
 func (t *Tool) InputSchema() json.RawMessage {
-	if t.memo() == nil {
-		return t.buildSchema()
-	}
-	return slices.Clone(t.SharedInputSchema())
-}
-
-// SharedInputSchema is InputSchema without the copy: for a parsed Tool,
-// the same bytes on every call, which the caller must not change. A
-// server that holds the schema of every tool of a big catalog (MCP's
-// tools/list) holds them once, not twice.
-func (t *Tool) SharedInputSchema() json.RawMessage {
 	l := t.memo()
 	if l == nil {
 		return t.buildSchema()
@@ -56,8 +45,14 @@ func (t *Tool) SharedInputSchema() json.RawMessage {
 	// Cloned to its length: the builder's spare room is not kept for the
 	// Tool's lifetime.
 	l.schemaOnce.Do(func() { l.schema = bytes.Clone(t.buildSchema()) })
-	return l.schema
+	return slices.Clone(l.schema)
 }
+
+// BuildInputSchema is InputSchema built anew and not kept: for a caller
+// that needs every tool's once in a while (MCP's tools/list pages and
+// their fingerprints), where a kept copy would be held by every tool of
+// a big catalog for its lifetime (100,000 tools: 17 MB).
+func (t *Tool) BuildInputSchema() json.RawMessage { return t.buildSchema() }
 
 // pending is the lazy of a Tool whose own is made on first use (see lazy).
 // It is never used itself.

@@ -321,7 +321,7 @@ func mcpTool(t *hldp.Tool) *mcp.Tool {
 		Description: description(t),
 		// Always {"type":"object",...} (hldp guarantees it, STYLE.md 7
 		// "MCP schema guard"): MCP requires it.
-		InputSchema: t.SharedInputSchema(), // marshalled, never changed
+		InputSchema: t.BuildInputSchema(), // not kept by the tool: made per page
 		Annotations: annotations(t),
 	}
 }
@@ -399,16 +399,18 @@ func logNames(names []string) []string {
 
 // digest is a fingerprint: what a client sees of a tool is made for
 // each page that lists it (list.go), not kept as the JSON to compare
-// with (100,000 tools: 66 MB).
-type digest [sha256.Size]byte
+// with (100,000 tools: 66 MB). Half a SHA-256: a change it missed would
+// take a collision of 128 bits.
+type digest [16]byte
 
-// fingerprint is the SHA-256 of the JSON of what a client sees of a tool.
+// fingerprint is the digest of the JSON of what a client sees of a tool.
 func fingerprint(t *mcp.Tool) digest {
 	b, err := json.Marshal(t)
 	if err != nil { // cannot happen: every field marshals
 		return digest{}
 	}
-	return sha256.Sum256(b)
+	sum := sha256.Sum256(b)
+	return digest(sum[:16])
 }
 
 func instructions(metaOnly bool) string {
