@@ -18,8 +18,8 @@
 //     call_tool (call any catalog tool by name; the only way to call with
 //     Options.MetaOnly), for
 //     catalogs too large to list;
-//   - liveness: Run watches Store.Changed, diffs what clients see, and
-//     adds/removes SDK tools, so connected clients get
+//   - liveness: Run watches Store.Changed and diffs what clients see;
+//     a change replaces find_tool in the SDK, so connected clients get
 //     notifications/tools/list_changed after a reload.
 //
 // It does not own transports, listeners or authentication: cmd/toolagent
@@ -139,7 +139,7 @@ func (s *Server) ListChanged() <-chan struct{} {
 }
 
 // New returns a Server over store whose tool calls go to inv, with the
-// tools of the store's current snapshot already registered. It panics on a
+// tools of the store's current snapshot already listed. It panics on a
 // nil store or invoker (a wiring bug).
 func New(store *catalog.Store, inv Invoker, opts Options) *Server {
 	if store == nil || inv == nil {
