@@ -47,8 +47,9 @@ type benchReport struct {
 	Changed    benchStart `json:"one_changed"`        // one file rewritten, one reload that stats every file
 	Watched    benchStart `json:"one_watched"`        // the same, with the watcher's report of the folder (repo.LocalDir.Track): the median of benchWatched
 	WatchedMax float64    `json:"one_watched_max_ms"` // the slowest of them, ready + index
-	// The MCP lists serve keeps of the warm catalog (mcpserver, every
-	// tool): how many, and how long making them took.
+	// The MCP lists of the warm catalog, as serve makes them (mcpserver,
+	// every tool; their pages are made per tools/list): how many, and how
+	// long making them took.
 	MCPListed int     `json:"mcp_listed"`
 	MCPListMS float64 `json:"mcp_list_ms"`
 	Heap      uint64  `json:"live_heap"`     // bytes live after the warm start, the reloads and the MCP lists
@@ -151,8 +152,9 @@ func benchCatalog(ctx context.Context, e env, dir string, n, queries int) (bench
 	}
 	defer warm.close()
 	r.Warm = warm.start
-	// What serve lists over MCP is held as long as the catalog (the
-	// surfaces sync after each publish, off the reload's path).
+	// What serve keeps to list the catalog over MCP is held as long as
+	// the catalog (the surfaces sync after each publish, off the
+	// reload's path).
 	t0 := time.Now()
 	lists := mcpserver.New(warm.cr.store, warm.cr.disp, mcpserver.Options{})
 	r.MCPListMS, r.MCPListed = ms(time.Since(t0)), lists.Listed()

@@ -372,9 +372,7 @@ func description(t *hldp.Tool) string {
 	if t.Constraints.RequireConfirm {
 		b.WriteString("\nNeeds approval: every call must be approved before it runs (require_confirm).")
 	}
-	// Copied to its length: every listed tool's description is held as
-	// long as it is listed, and the builder's doubling kept up to twice.
-	return strings.Clone(b.String())
+	return b.String()
 }
 
 // listed is what Sync last published of a tool: the definition it was
