@@ -16,8 +16,10 @@ import (
 // slowly and keeps up to its heap goal (twice the live heap with GOGC
 // 100): after starting on 100,000 tools serve held 1.06 GB resident
 // for a live heap of 300 MB. Once a reload's snapshot is listed and
-// indexed, a releaser gives back what is idle in one go (a collection,
-// then every free page: debug.FreeOSMemory) when that is much.
+// indexed, and after a sync that found nothing new (the watcher's first,
+// which lists the whole directory), a releaser gives back what is idle
+// in one go (a collection, then every free page: debug.FreeOSMemory)
+// when that is much.
 const (
 	// releaseMin is how much more than the live heap the process must
 	// hold for a release: below it a collection costs more than the
@@ -46,7 +48,8 @@ func newReleaser(store *catalog.Store, log *slog.Logger) *releaser {
 }
 
 // synced tells the releaser the MCP lists were made for the store's
-// latest change (mcpserver.Options.AfterSync). It never blocks.
+// latest change (mcpserver.Options.AfterSync), or a sync attempt ended
+// (reload.Loop.AfterAttempt). It never blocks.
 func (r *releaser) synced() {
 	select {
 	case r.kick <- struct{}{}:

@@ -80,6 +80,7 @@ func runServe(ctx context.Context, e env, args []string) error {
 	// mcpserver: both sit on one layer). No write timeout applies: its
 	// long-lived stream carries list_changed.
 	rel := newReleaser(store, log.With(slog.String("log", "memory")))
+	cr.loop.AfterAttempt = rel.synced // a sync that publishes nothing makes garbage too
 	mcpSrv := mcpserver.NewSurfaces(store, disp, mcpserver.Options{Version: buildVersion(), Logger: log.With(slog.String("log", "mcp")), OnMatch: cr.onMatch(), AfterSync: rel.synced})
 	// An MCP client's standalone GET /mcp stream carries notifications,
 	// never a call: it ends as soon as shutdown begins instead of holding

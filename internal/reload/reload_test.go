@@ -647,3 +647,51 @@ func TestRunCompacts(t *testing.T) {
 		}
 	})
 }
+
+// TestRunAfterAttempt: Run calls AfterAttempt once after every attempt,
+// the first, one that publishes, one that finds nothing new and one that
+// fails, and only after the attempt has ended (its snapshot, if any, is
+// in the store by then).
+func TestRunAfterAttempt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		src := &fakeSource{}
+		src.set("echo/TOOL.hdlp", toolFile("echo", "one"))
+		l, st := newLoop(src)
+		l.Debounce = Debounce{Min: time.Millisecond, Max: time.Second}
+		l.Backoff = Backoff{Min: time.Hour, Max: time.Hour}
+		var calls []string // the published intent of echo at each call
+		l.AfterAttempt = func() {
+			got := "none"
+			if snap := st.Load(); snap != nil {
+				if e, ok := snap.Lookup("echo"); ok {
+					got = e.Tool.Intent
+				}
+			}
+			calls = append(calls, got)
+		}
+		trig := NewTrigger()
+		go l.Run(ctx, trig.C())
+		step := func(what string, want ...string) {
+			t.Helper()
+			time.Sleep(time.Second) // past the debounce
+			synctest.Wait()
+			if !slices.Equal(calls, want) {
+				t.Fatalf("after %s: AfterAttempt saw %q, want %q", what, calls, want)
+			}
+		}
+		step("the first attempt", "one")
+		src.set("echo/TOOL.hdlp", toolFile("echo", "two"))
+		trig.Poke()
+		step("an attempt that publishes", "one", "two")
+		trig.Poke()
+		step("an attempt that finds nothing new", "one", "two", "two")
+		src.fail(errors.New("connection refused"))
+		trig.Poke()
+		step("an attempt that fails", "one", "two", "two", "two")
+		if n := src.syncs.Load(); n != 4 {
+			t.Errorf("%d syncs, want 4 (one per AfterAttempt)", n)
+		}
+	})
+}
