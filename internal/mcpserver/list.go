@@ -48,7 +48,7 @@ func (s *Server) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 func (s *Server) lists(name string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, ok := s.published[name]
+	_, ok := find(s.published, name)
 	return ok
 }
 
@@ -84,22 +84,21 @@ func (s *Server) listTools(ctx context.Context, method string, req *mcp.ListTool
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	names := s.names
-	i, found := slices.BinarySearch(names, after)
+	i, found := find(s.published, after)
 	if found {
 		i++
 	}
-	names = names[i:]
-	tools := make([]*mcp.Tool, 0, min(listPageSize, len(metas)+len(names)))
-	for len(tools) < listPageSize && len(metas)+len(names) > 0 {
-		if len(names) == 0 || (len(metas) > 0 && metas[0].Name < names[0]) {
+	rest := s.published[i:]
+	tools := make([]*mcp.Tool, 0, min(listPageSize, len(metas)+len(rest)))
+	for len(tools) < listPageSize && len(metas)+len(rest) > 0 {
+		if len(rest) == 0 || (len(metas) > 0 && metas[0].Name < rest[0].name()) {
 			tools, metas = append(tools, metas[0]), metas[1:]
 			continue
 		}
-		tools, names = append(tools, mcpTool(s.published[names[0]].tool)), names[1:]
+		tools, rest = append(tools, mcpTool(rest[0].tool)), rest[1:]
 	}
 	out.Tools, out.NextCursor = tools, ""
-	if len(metas)+len(names) > 0 {
+	if len(metas)+len(rest) > 0 {
 		out.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(tools[len(tools)-1].Name))
 	}
 	return out, nil

@@ -500,13 +500,14 @@ func TestSync(t *testing.T) {
 	published := func() []string {
 		f.srv.mu.Lock()
 		defer f.srv.mu.Unlock()
-		return slices.Sorted(func(yield func(string) bool) {
-			for k := range f.srv.published {
-				if !yield(k) {
-					return
-				}
-			}
-		})
+		var names []string
+		for _, l := range f.srv.published {
+			names = append(names, l.name())
+		}
+		if !slices.IsSorted(names) {
+			t.Errorf("published out of name order: %q", names)
+		}
+		return names
 	}
 	start := published()
 	before := strings.Count(f.log.String(), "mcp tool list changed")
@@ -527,6 +528,13 @@ func TestSync(t *testing.T) {
 	}
 	wantContains(t, "log", f.log.String(), "added=[say-hi]")
 
+	f.swap(t, "rev3b", "tools") // say-hi, between two others in name order, goes
+	f.srv.Sync()
+	if got := published(); !slices.Equal(got, start) {
+		t.Errorf("after removing say-hi: published %v, want %v", got, start)
+	}
+	wantContains(t, "log", f.log.String(), "removed=[say-hi]")
+
 	// A catalog tool named find_tool stays hidden behind the meta-tool.
 	clash := shellTool(t, "find_tool", "clash", "a tool that clashes with the meta-tool", `["true"]`)
 	f.store.Swap(catalog.New("rev4", []catalog.Entry{{Name: "find_tool", Tool: clash, Status: catalog.Enabled}}, catalog.Options{}))
@@ -535,6 +543,7 @@ func TestSync(t *testing.T) {
 		t.Errorf("with only a clashing find_tool in the catalog: published %v, want none", got)
 	}
 	wantContains(t, "log", f.log.String(), "catalog tool hidden by meta-tool")
+	wantContains(t, "log", f.log.String(), "removed=\"["+strings.Join(start, " ")+"]\"")
 
 	meta := newFixture(t, Options{MetaOnly: true})
 	meta.swap(t, "rev2", "tools", "reload")
@@ -781,7 +790,10 @@ func TestSyncBigAndUnseenChanges(t *testing.T) {
 		t.Errorf("a change clients do not see logged:\n%s", strings.TrimPrefix(got, first))
 	}
 	srv.mu.Lock()
-	held := srv.published["tool-00"].tool
+	var held *hldp.Tool
+	if i, ok := find(srv.published, "tool-00"); ok {
+		held = srv.published[i].tool
+	}
 	srv.mu.Unlock()
 	if held != argv {
 		t.Error("after a change clients do not see, the server holds the old definition")
