@@ -59,6 +59,15 @@ why: for tests
 		t.Errorf("the intents share one copy: a tool's own text is not interned")
 	}
 
+	// What a tool alone holds lies in one string, in field order.
+	own := []string{b.Name, b.Display, b.Intent, b.Why, b.Argv[0].Word, b.Argv[1].Word, b.Keywords[0], b.Keywords[1]}
+	for i := 1; i < len(own); i++ {
+		end := unsafe.Add(unsafe.Pointer(unsafe.StringData(own[i-1])), len(own[i-1]))
+		if unsafe.Pointer(unsafe.StringData(own[i])) != end {
+			t.Errorf("%q does not follow %q in one string: a tool's own text is packed", own[i], own[i-1])
+		}
+	}
+
 	c := *b
 	c.Params = append([]Param(nil), b.Params...)
 	c.Argv = append([]ArgvItem(nil), b.Argv...)

@@ -334,6 +334,7 @@ func (t *Tool) Prereqs() Requires {
 // alone holds (name, display, intent, why, examples) is left as it is, and
 // so are keywords and argv words: short, often a tool's own ("nginx-5"),
 // and a distinct value costs the table more than a copy of a short word.
+// Those a tool alone holds are packed into one string (see pack).
 // Parse interns what it returns; a decoder of Tools (internal/cache)
 // calls Intern on what it decodes. It changes no value. It also marks t,
 // as Parse's are, for what it computes on first use (InputSchema's and
@@ -365,6 +366,42 @@ func (t *Tool) Intern() {
 				inAll(g.If.Values)
 			}
 		}
+	}
+	t.pack()
+}
+
+// pack makes the strings a tool alone holds (name, display, intent, why,
+// argv words, keywords, examples) substrings of one: a decoder or parser
+// allocates each on its own, rounded up to the allocator's size class,
+// which wasted about 60 bytes a tool of bench catalog's (and as many
+// objects for the collector to track). Strings are immutable, so the
+// values are the same; a substring kept elsewhere keeps the whole.
+func (t *Tool) pack() {
+	own := []*string{&t.Name, &t.Display, &t.Intent, &t.Why}
+	for i := range t.Argv {
+		if t.Argv[i].Group == nil {
+			own = append(own, &t.Argv[i].Word)
+		}
+	}
+	for i := range t.Keywords {
+		own = append(own, &t.Keywords[i])
+	}
+	for i := range t.Examples {
+		own = append(own, &t.Examples[i])
+	}
+	n := 0
+	for _, p := range own {
+		n += len(*p)
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for _, p := range own {
+		b.WriteString(*p)
+	}
+	all := b.String()
+	for _, p := range own {
+		l := len(*p)
+		*p, all = all[:l], all[l:]
 	}
 }
 
