@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -24,6 +25,7 @@ func TestReleaser(t *testing.T) {
 		const live = 100 << 20
 		r.usage = func() (uint64, uint64) { return held.Load(), live }
 		r.free = func() { frees.Add(1) }
+		r.setGC = func(int) int { return 100 } // TestReleaserTunes checks it
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
 		go func() { done <- r.run(ctx) }()
@@ -61,6 +63,75 @@ func TestReleaser(t *testing.T) {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("run() = %v after cancel, want nil", err)
+		}
+	})
+}
+
+// TestGCPercent: the collection target grows a live heap by gcHeadroom,
+// as Go's default does for a small one, never by less than gcPercentMin.
+func TestGCPercent(t *testing.T) {
+	for _, tt := range []struct {
+		live uint64
+		want int
+	}{
+		{0, 100},
+		{1 << 20, 100},
+		{gcHeadroom, 100},
+		{2 * gcHeadroom, 50},
+		{230 << 20, 13},
+		{10 * gcHeadroom, gcPercentMin},
+		{1 << 40, gcPercentMin},
+	} {
+		if got := gcPercent(tt.live); got != tt.want {
+			t.Errorf("gcPercent(%d MiB) = %d, want %d", tt.live>>20, got, tt.want)
+		}
+	}
+}
+
+// TestReleaserTunes: after each sync the releaser sets GOGC for the live
+// heap when that changes it, not before a snapshot is loaded, and never
+// when the operator's environment set GOGC or GOMEMLIMIT.
+func TestReleaserTunes(t *testing.T) {
+	run := func(t *testing.T, env bool, lives ...uint64) []int {
+		if env {
+			t.Setenv("GOGC", "100")
+		}
+		var set []int
+		synctest.Test(t, func(t *testing.T) {
+			store := new(catalog.Store)
+			r := newReleaser(store, slog.New(slog.DiscardHandler))
+			var live atomic.Uint64
+			r.usage = func() (uint64, uint64) { return live.Load(), live.Load() } // nothing to release
+			r.free = func() { t.Error("released with nothing idle") }
+			if r.setGC != nil {
+				r.setGC = func(p int) int { set = append(set, p); return 0 }
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			done := make(chan error, 1)
+			go func() { done <- r.run(ctx) }()
+			live.Store(lives[0])
+			r.synced()
+			synctest.Wait()
+			if len(set) > 0 {
+				t.Errorf("GOGC set to %v before any snapshot was loaded", set)
+			}
+			store.Swap(catalog.New("rev1", nil, catalog.Options{}))
+			for _, l := range lives {
+				live.Store(l)
+				r.synced()
+				synctest.Wait()
+			}
+			cancel()
+			<-done
+		})
+		return set
+	}
+	if got, want := run(t, false, 230<<20, 230<<20, 20<<20, 64<<20), []int{13, 100, 50}; !slices.Equal(got, want) {
+		t.Errorf("GOGC set to %v, want %v (once per change)", got, want)
+	}
+	t.Run("operator's GOGC", func(t *testing.T) {
+		if got := run(t, true, 230<<20); len(got) > 0 {
+			t.Errorf("GOGC set to %v though the environment sets it", got)
 		}
 	})
 }
