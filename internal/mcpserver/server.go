@@ -117,12 +117,20 @@ type Server struct {
 	find   *hldp.Tool // the meta-tools' definitions (meta.go)
 	call   *hldp.Tool
 
-	mu sync.Mutex // serialises sync; guards published
+	// syncMu serialises Sync, which alone writes published and
+	// findDesc; mu guards published and changed. A Sync holds mu only to
+	// swap in what it made: at 100,000 tools making the list takes a
+	// second, and a tools/list meanwhile pages through the list before.
+	syncMu sync.Mutex
+	mu     sync.Mutex
 	// published is what clients see of the catalog tools, in name order
 	// (list.go pages through it, lookups search it): a sorted slice takes
 	// a third of a map's room (100,000 tools: 2.4 MB, not 9.5).
 	published []listed
 	findDesc  string // find_tool's description as last published
+	// syncHook, when set (tests), is called by Sync once it has made the
+	// new list, before it swaps it in.
+	syncHook func()
 	// changed is closed (and replaced) when Sync changes the list: the
 	// wake-up of the stateless list_changed streams (stateless.go).
 	changed chan struct{}
@@ -221,8 +229,8 @@ func (s *Server) Run(ctx context.Context) error {
 // are no longer callable are removed. A new revision that changes nothing a
 // client sees changes nothing, so it sends no notification.
 func (s *Server) Sync() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
 	snap := s.store.Load()
 	var surface []catalog.Entry
 	var want []listed // without fingerprints yet
@@ -247,7 +255,7 @@ func (s *Server) Sync() {
 	// removed, what is only in want was added, what is in both may have
 	// changed.
 	var added, updated, removed []string
-	old := s.published
+	old := s.published // only Sync writes it
 	for i := range want {
 		w := &want[i]
 		for len(old) > 0 && old[0].name() < w.name() {
@@ -272,8 +280,17 @@ func (s *Server) Sync() {
 	for _, l := range old {
 		removed = append(removed, l.name())
 	}
-	s.published = want
+	if s.syncHook != nil {
+		s.syncHook()
+	}
 	changed := len(added)+len(updated)+len(removed) > 0
+	s.mu.Lock()
+	s.published = want
+	if changed && s.changed != nil {
+		close(s.changed)
+		s.changed = nil
+	}
+	s.mu.Unlock()
 	if d := findDescription(surface); d != s.findDesc || changed {
 		// Replaced, as the catalog's tools are not the SDK's (list.go):
 		// the SDK sends its sessions list_changed.
@@ -282,17 +299,13 @@ func (s *Server) Sync() {
 		t.Description = d
 		s.mcp.AddTool(t, s.findTool)
 	}
-	if changed && s.changed != nil {
-		close(s.changed)
-		s.changed = nil
-	}
 	if changed {
 		rev := ""
 		if snap != nil {
 			rev = snap.Rev()
 		}
 		s.log.Info("mcp tool list changed", "revision", rev,
-			"added", logNames(added), "updated", logNames(updated), "removed", logNames(removed), "listed", len(s.published))
+			"added", logNames(added), "updated", logNames(updated), "removed", logNames(removed), "listed", len(want))
 	}
 }
 

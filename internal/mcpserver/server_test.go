@@ -875,3 +875,48 @@ func mustJSON(t *testing.T, v any) []byte {
 	}
 	return b
 }
+
+// TestListDuringSync: while a Sync makes the new list, the server answers
+// from the list before (Sync holds the lock only to swap); once it ends,
+// from the new one.
+func TestListDuringSync(t *testing.T) {
+	f := newFixture(t, Options{})
+	srv := New(f.store, f.srv.inv, Options{}) // no Run: this test alone syncs it
+	srv.Sync()
+	before := srv.Listed()
+	entered, release := make(chan struct{}), make(chan struct{})
+	srv.syncHook = func() {
+		close(entered)
+		<-release
+	}
+	f.swap(t, "rev2", "tools", "reload")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		srv.Sync()
+	}()
+	deadline := time.After(10 * time.Second)
+	select {
+	case <-entered:
+	case <-deadline:
+		t.Fatal("Sync never reached its hook")
+	}
+	listed := make(chan int, 1)
+	go func() { listed <- srv.Listed() }()
+	select {
+	case n := <-listed:
+		if n != before {
+			t.Errorf("during a Sync: %d tools listed, want the %d before it", n, before)
+		}
+		if srv.lists("say-hi") {
+			t.Error("during a Sync the tool it adds is listed already")
+		}
+	case <-deadline:
+		t.Fatal("Listed waited for the Sync in progress")
+	}
+	close(release)
+	<-done
+	if n := srv.Listed(); n != before+1 || !srv.lists("say-hi") {
+		t.Errorf("after the Sync: %d tools listed (say-hi: %v), want %d with say-hi", n, srv.lists("say-hi"), before+1)
+	}
+}
