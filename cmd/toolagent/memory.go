@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
 	"time"
@@ -66,7 +67,10 @@ type releaser struct {
 	// collection; free returns what is idle. Tests replace both.
 	usage func() (held, live uint64)
 	free  func()
-	last  time.Time // the last release
+	// collect runs a full collection (runtime.GC), which measures the
+	// live heap for tune when no release did. Tests replace it.
+	collect func()
+	last    time.Time // the last release or measuring collection
 	// setGC sets GOGC (debug.SetGCPercent), unless the operator's
 	// environment did (nil then); gc is the value in force (Go's default,
 	// 100, until setGC changes it).
@@ -75,7 +79,7 @@ type releaser struct {
 }
 
 func newReleaser(store *catalog.Store, log *slog.Logger) *releaser {
-	r := &releaser{store: store, log: log, kick: make(chan struct{}, 1), usage: memUsage, free: debug.FreeOSMemory, setGC: debug.SetGCPercent, gc: 100}
+	r := &releaser{store: store, log: log, kick: make(chan struct{}, 1), usage: memUsage, free: debug.FreeOSMemory, collect: runtime.GC, setGC: debug.SetGCPercent, gc: 100}
 	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
 		r.setGC = nil // the operator's choice
 	}
@@ -133,6 +137,13 @@ func (r *releaser) release() {
 	defer r.tune()
 	held, live := r.usage()
 	if held < live+releaseMin {
+		// The live heap the last collection found may hold the load's
+		// garbage (a 10,000-tool catalog's 23 MiB read as 40): measure,
+		// where the figure could set GOGC.
+		if r.setGC != nil && live > gcHeadroom {
+			r.collect()
+			r.last = time.Now()
+		}
 		return
 	}
 	r.free()

@@ -25,7 +25,7 @@ func TestReleaser(t *testing.T) {
 		const live = 100 << 20
 		r.usage = func() (uint64, uint64) { return held.Load(), live }
 		r.free = func() { frees.Add(1) }
-		r.setGC = func(int) int { return 100 } // TestReleaserTunes checks it
+		r.setGC = nil // TestReleaserTunes checks tuning
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
 		go func() { done <- r.run(ctx) }()
@@ -90,19 +90,23 @@ func TestGCPercent(t *testing.T) {
 
 // TestReleaserTunes: after each sync the releaser sets GOGC for the live
 // heap when that changes it, not before a snapshot is loaded, and never
-// when the operator's environment set GOGC or GOMEMLIMIT.
+// when the operator's environment set GOGC or GOMEMLIMIT; with nothing
+// to release it measures the live heap with a collection first, at most
+// once per releaseEvery.
 func TestReleaserTunes(t *testing.T) {
 	run := func(t *testing.T, env bool, lives ...uint64) []int {
 		if env {
 			t.Setenv("GOGC", "100")
 		}
 		var set []int
+		collects := 0
 		synctest.Test(t, func(t *testing.T) {
 			store := new(catalog.Store)
 			r := newReleaser(store, slog.New(slog.DiscardHandler))
 			var live atomic.Uint64
 			r.usage = func() (uint64, uint64) { return live.Load(), live.Load() } // nothing to release
 			r.free = func() { t.Error("released with nothing idle") }
+			r.collect = func() { collects++ }
 			if r.setGC != nil {
 				r.setGC = func(p int) int { set = append(set, p); return 0 }
 			}
@@ -124,6 +128,9 @@ func TestReleaserTunes(t *testing.T) {
 			cancel()
 			<-done
 		})
+		if want := 1; !env && collects != want {
+			t.Errorf("%d measuring collections, want %d (the first sync's: the others came within releaseEvery)", collects, want)
+		}
 		return set
 	}
 	if got, want := run(t, false, 230<<20, 230<<20, 20<<20, 64<<20), []int{13, 100, 50}; !slices.Equal(got, want) {
