@@ -68,9 +68,11 @@ type releaser struct {
 	usage func() (held, live uint64)
 	free  func()
 	// collect runs a full collection (runtime.GC), which measures the
-	// live heap for tune when no release did. Tests replace it.
-	collect func()
-	last    time.Time // the last release or measuring collection
+	// live heap when the runtime's figure says too little is idle to
+	// release. Tests replace it.
+	collect  func()
+	last     time.Time // the last release
+	measured time.Time // the last measuring collection
 	// setGC sets GOGC (debug.SetGCPercent), unless the operator's
 	// environment did (nil then); gc is the value in force (Go's default,
 	// 100, until setGC changes it).
@@ -136,14 +138,16 @@ func (r *releaser) release() {
 	}
 	defer r.tune()
 	held, live := r.usage()
-	if held < live+releaseMin {
+	if held < live+releaseMin && held >= releaseMin && time.Since(r.measured) >= releaseEvery {
 		// The live heap the last collection found may hold the load's
-		// garbage (a 10,000-tool catalog's 23 MiB read as 40): measure,
-		// where the figure could set GOGC.
-		if r.setGC != nil && live > gcHeadroom {
-			r.collect()
-			r.last = time.Now()
-		}
+		// garbage (a 10,000-tool catalog's 23 MiB read as 40, so that
+		// nothing was released and GOGC was set to 78): measure it, at
+		// most once per releaseEvery.
+		r.collect()
+		r.measured = time.Now()
+		held, live = r.usage()
+	}
+	if held < live+releaseMin {
 		return
 	}
 	r.free()

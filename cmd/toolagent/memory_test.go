@@ -142,3 +142,41 @@ func TestReleaserTunes(t *testing.T) {
 		}
 	})
 }
+
+// TestReleaserMeasures: when the runtime's figure of the live heap (the
+// last collection's, taken during the load) leaves too little idle to
+// release, the releaser measures it with a collection, at most once per
+// releaseEvery, and releases when the measured heap leaves enough.
+func TestReleaserMeasures(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := new(catalog.Store)
+		store.Swap(catalog.New("rev1", nil, catalog.Options{}))
+		r := newReleaser(store, slog.New(slog.DiscardHandler))
+		r.setGC = nil
+		const held = 100 << 20
+		var live atomic.Uint64
+		live.Store(40 << 20) // the load's figure: 60 MiB idle, under releaseMin
+		var collects, frees atomic.Int32
+		r.usage = func() (uint64, uint64) { return held, live.Load() }
+		r.collect = func() { collects.Add(1); live.Store(23 << 20) }
+		r.free = func() { frees.Add(1) }
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go r.run(ctx)
+		r.synced()
+		synctest.Wait()
+		if c, f := collects.Load(), frees.Load(); c != 1 || f != 1 {
+			t.Fatalf("after the first sync: %d collections, %d releases; want 1 and 1 (77 MiB idle once measured)", c, f)
+		}
+		live.Store(40 << 20)
+		r.collect = func() { collects.Add(1) } // the heap is what the figure says
+		time.Sleep(releaseEvery)
+		r.synced()
+		synctest.Wait()
+		r.synced()
+		synctest.Wait()
+		if c, f := collects.Load(), frees.Load(); c != 2 || f != 1 {
+			t.Fatalf("after two more syncs a releaseEvery later: %d collections, %d releases; want 2 and 1", c, f)
+		}
+	})
+}
