@@ -82,13 +82,16 @@ func (s *Server) listTools(ctx context.Context, method string, req *mcp.ListTool
 	}
 	metas := slices.DeleteFunc(out.Tools, func(t *mcp.Tool) bool { return t.Name <= after })
 
+	// A Sync swaps in a new slice and never changes one it published:
+	// the page is made from this one without the lock.
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	i, found := find(s.published, after)
+	published := s.published
+	s.mu.Unlock()
+	i, found := find(published, after)
 	if found {
 		i++
 	}
-	rest := s.published[i:]
+	rest := published[i:]
 	tools := make([]*mcp.Tool, 0, min(listPageSize, len(metas)+len(rest)))
 	for len(tools) < listPageSize && len(metas)+len(rest) > 0 {
 		if len(rest) == 0 || (len(metas) > 0 && metas[0].Name < rest[0].name()) {

@@ -125,7 +125,8 @@ type Server struct {
 	mu     sync.Mutex
 	// published is what clients see of the catalog tools, in name order
 	// (list.go pages through it, lookups search it): a sorted slice takes
-	// a third of a map's room (100,000 tools: 2.4 MB, not 9.5).
+	// a third of a map's room (100,000 tools: 2.4 MB, not 9.5). Sync
+	// replaces it whole and never changes it in place.
 	published []listed
 	findDesc  string // find_tool's description as last published
 	// syncHook, when set (tests), is called by Sync once it has made the
