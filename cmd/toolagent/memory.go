@@ -42,7 +42,8 @@ const (
 // catalog collects as Go's default does) and at least by gcPercentMin
 // (a huge one is not collected all the time). Collecting a big heap more
 // often costs CPU: at 100,000 tools, with both cores busy answering
-// intent queries, 11 percent fewer were answered in a minute.
+// intent queries for a minute, two runs answered 134,589 and 154,352
+// against 150,660 with GOGC 100 (resident: 322 MiB against 514).
 const (
 	gcHeadroom   = 32 << 20
 	gcPercentMin = 10
