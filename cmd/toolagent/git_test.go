@@ -523,6 +523,9 @@ func TestGitRestart(t *testing.T) {
 	if p, ok := d.primedLine(t); !ok || p != (primed{Parsed: 0, Reused: n, FromListing: true}) {
 		t.Errorf("restart at an unchanged commit: primed %+v (logged %v); want 0 parsed, %d reused, from the listing", p, ok, n)
 	}
+	if !strings.Contains(d.logs.String(), fmt.Sprintf(`"msg":"parse cache loaded","outcomes":%d,"took_ms":`, n)) {
+		t.Errorf("restart: no log line says the parse cache loaded %d outcomes and how long it took", n)
+	}
 	_, metrics := d.request(t, "GET", "/metrics", "")
 	if !strings.Contains(string(metrics), "\ntoolagent_tool_parses_total 0\n") {
 		t.Errorf("metrics after the restart lack toolagent_tool_parses_total 0")
