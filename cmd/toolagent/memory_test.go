@@ -25,7 +25,8 @@ func TestReleaser(t *testing.T) {
 		const live = 100 << 20
 		r.usage = func() (uint64, uint64) { return held.Load(), live }
 		r.free = func() { frees.Add(1) }
-		r.setGC = nil // TestReleaserTunes checks tuning
+		r.setGC = nil         // TestReleaserTunes checks tuning
+		r.collect = func() {} // the live heap is what usage says
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
 		go func() { done <- r.run(ctx) }()
@@ -38,12 +39,12 @@ func TestReleaser(t *testing.T) {
 			}
 		}
 
-		held.Store(live + releaseMin)
+		held.Store(live + releaseMin(live))
 		sync("a sync before any snapshot", 0)
 		store.Swap(catalog.New("rev1", nil, catalog.Options{}))
-		held.Store(live + releaseMin - 1)
+		held.Store(live + releaseMin(live) - 1)
 		sync("idle memory just under releaseMin", 0)
-		held.Store(live + releaseMin)
+		held.Store(live + releaseMin(live))
 		sync("idle memory of releaseMin", 1)
 		sync("a second sync at once", 1)
 		sync("a third", 1)
@@ -155,7 +156,7 @@ func TestReleaserMeasures(t *testing.T) {
 		r.setGC = nil
 		const held = 100 << 20
 		var live atomic.Uint64
-		live.Store(40 << 20) // the load's figure: 60 MiB idle, under releaseMin
+		live.Store(90 << 20) // the load's figure: 10 MiB idle, under releaseMin
 		var collects, frees atomic.Int32
 		r.usage = func() (uint64, uint64) { return held, live.Load() }
 		r.collect = func() { collects.Add(1); live.Store(23 << 20) }
@@ -168,7 +169,7 @@ func TestReleaserMeasures(t *testing.T) {
 		if c, f := collects.Load(), frees.Load(); c != 1 || f != 1 {
 			t.Fatalf("after the first sync: %d collections, %d releases; want 1 and 1 (77 MiB idle once measured)", c, f)
 		}
-		live.Store(40 << 20)
+		live.Store(90 << 20)
 		r.collect = func() { collects.Add(1) } // the heap is what the figure says
 		time.Sleep(releaseEvery)
 		r.synced()
@@ -179,4 +180,19 @@ func TestReleaserMeasures(t *testing.T) {
 			t.Fatalf("after two more syncs a releaseEvery later: %d collections, %d releases; want 2 and 1", c, f)
 		}
 	})
+}
+
+// TestReleaseMin: a release needs a quarter of the live heap idle, and
+// at least releaseFloor.
+func TestReleaseMin(t *testing.T) {
+	for _, tt := range []struct{ live, want uint64 }{
+		{0, releaseFloor},
+		{23 << 20, releaseFloor},
+		{4 * releaseFloor, releaseFloor},
+		{230 << 20, 230 << 20 / 4},
+	} {
+		if got := releaseMin(tt.live); got != tt.want {
+			t.Errorf("releaseMin(%d MiB) = %d MiB, want %d MiB", tt.live>>20, got>>20, tt.want>>20)
+		}
+	}
 }
