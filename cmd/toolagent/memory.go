@@ -106,7 +106,8 @@ func (r *releaser) synced() {
 }
 
 // run releases after each sync, at most once per releaseEvery (a sync
-// within it is served at its end), until ctx is done.
+// within it is served at its end), and tunes GOGC after each, until ctx
+// is done.
 func (r *releaser) run(ctx context.Context) error {
 	var due <-chan time.Time
 	for {
@@ -147,9 +148,8 @@ func (r *releaser) release() {
 	held, live := r.usage()
 	if held < live+releaseMin(live) && held >= releaseFloor && time.Since(r.measured) >= releaseEvery {
 		// The live heap the last collection found may hold the load's
-		// garbage (a 10,000-tool catalog's 23 MiB read as 40, so that
-		// nothing was released and GOGC was set to 78): measure it, at
-		// most once per releaseEvery.
+		// garbage (a 10,000-tool catalog's 23 MiB read as 40): measure
+		// it, at most once per releaseEvery.
 		r.collect()
 		r.measured = time.Now()
 		held, live = r.usage()
