@@ -450,8 +450,8 @@ func TestHealthNarrow(t *testing.T) {
 	check := h.narrow(allEnabled)
 	tools := map[string]*hldp.Tool{
 		"default-target": {Executor: hldp.Gatekeeper},
-		"on-a":           {Executor: hldp.Gatekeeper, Target: "a"},
-		"on-b":           {Executor: hldp.Gatekeeper, Target: "b"},
+		"on-a":           {Executor: hldp.Gatekeeper, Ext: &hldp.Ext{Target: "a"}},
+		"on-b":           {Executor: hldp.Gatekeeper, Ext: &hldp.Ext{Target: "b"}},
 		"hlpd":           {Executor: hldp.HlpdAPI},
 		"shell":          {Executor: hldp.Shell},
 	}

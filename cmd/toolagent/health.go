@@ -114,7 +114,7 @@ func (h *health) narrow(base scan.Checker) scan.Checker {
 		if st, reason := h.executorVerdict(t); st != catalog.Enabled {
 			return st, reason
 		}
-		if !t.Requires.IsZero() {
+		if !t.Requires().IsZero() {
 			if reason := h.prerequisites(t); reason != "" {
 				return catalog.Disabled, reason
 			}
@@ -129,7 +129,7 @@ func (h *health) executorVerdict(t *hldp.Tool) (catalog.Status, string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if t.Executor == hldp.Gatekeeper {
-		target := t.Target
+		target := t.Target()
 		if target == "" {
 			target = h.gkDefault
 		}
@@ -148,7 +148,7 @@ func (h *health) executorVerdict(t *hldp.Tool) (catalog.Status, string) {
 // of them keeps the verdict; one that does is evaluated anew.
 func requiresKey(t *hldp.Tool) string {
 	r := t.Prereqs()
-	return fmt.Sprintf("%s\x00%q\x00%q\x00%q\x00%t", t.Name, r.Programs, r.Files, r.Check, t.Sandbox.Network)
+	return fmt.Sprintf("%s\x00%q\x00%q\x00%q\x00%t", t.Name, r.Programs, r.Files, r.Check, t.Sandbox().Network)
 }
 
 // prerequisites returns what t lacks of its requires ("" for nothing):
@@ -270,7 +270,7 @@ func (h *health) evalRequires(ctx context.Context, t *hldp.Tool) string {
 }
 
 // checkTool is the tool a prerequisite check of t runs as: method run of
-// the shell executor with t.Requires.Check as a literal argv (braces
+// the shell executor with t.Requires().Check as a literal argv (braces
 // escaped: a check has no params), t's network grant and nothing to
 // write, and the check's limits. Without a check its argv is a
 // placeholder that Plan needs and nothing runs.
@@ -286,7 +286,7 @@ func checkTool(t *hldp.Tool) *hldp.Tool {
 	return &hldp.Tool{
 		Name: t.Name, Display: t.Display, Intent: t.Intent, Method: "run", Executor: hldp.Shell, Argv: argv,
 		Constraints: hldp.Constraints{Timeout: requiresCheckTimeout, MaxOutputBytes: requiresCheckOutput},
-		Sandbox:     hldp.Sandbox{Network: t.Sandbox.Network},
+		Ext:         &hldp.Ext{Sandbox: hldp.Sandbox{Network: t.Sandbox().Network}},
 		File:        t.File,
 	}
 }

@@ -58,7 +58,7 @@ func ToolDoc(t *hldp.Tool) match.Doc {
 	add("display", t.Display, weightDisplay, false)
 	add("intent", t.Intent, weightIntent, false)
 	add("keywords", strings.Join(t.Keywords, ", "), weightKeywords, false)
-	for _, ex := range t.Examples {
+	for _, ex := range t.Examples() {
 		if strings.TrimSpace(ex) != "" {
 			d.Fields = append(d.Fields, match.Field{Name: ExamplesField, Text: ex, Weight: weightExamples, Example: true})
 		}

@@ -104,7 +104,7 @@ func TestMatchNativeTools(t *testing.T) {
 func TestExampleTeachesWords(t *testing.T) {
 	logs := &hldp.Tool{Name: "svc-logs", Display: "服务日志", Intent: "show the recent log lines of a systemd service", Method: "run", Executor: hldp.Shell}
 	taught := *svcRestart
-	taught.Examples = []string{"the api is wedged again, kick it", "api 又卡死了，踢一下"}
+	taught.Ext = &hldp.Ext{Examples: []string{"the api is wedged again, kick it", "api 又卡死了，踢一下"}}
 	requests := []string{"nginx is wedged, kick it", "nginx 卡死了，踢一下", "kick the wedged worker"}
 	for _, q := range requests {
 		if r := match.New([]match.Doc{ToolDoc(svcRestart), ToolDoc(svcStatus), ToolDoc(logs)}, nil).Match(q, 3); r.Found {
@@ -124,7 +124,7 @@ func TestToolDocExamples(t *testing.T) {
 	tool := *svcRestart
 	tool.Keywords = []string{"bounce"}
 	tool.Why = "services hang"
-	tool.Examples = []string{"kick nginx", "重启一下 api"}
+	tool.Ext = &hldp.Ext{Examples: []string{"kick nginx", "重启一下 api"}}
 	var got []string
 	var top, other float64
 	for _, f := range ToolDoc(&tool).Fields {

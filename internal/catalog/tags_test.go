@@ -38,8 +38,8 @@ func TestParseTagFilter(t *testing.T) {
 
 func TestFilterTags(t *testing.T) {
 	entries := []Entry{
-		{Name: "a", Tool: &hldp.Tool{Name: "a", Tags: []string{"git", "read-only"}}},
-		{Name: "b", Tool: &hldp.Tool{Name: "b", Tags: []string{"git"}}},
+		{Name: "a", Tool: &hldp.Tool{Name: "a", Ext: &hldp.Ext{Tags: []string{"git", "read-only"}}}},
+		{Name: "b", Tool: &hldp.Tool{Name: "b", Ext: &hldp.Ext{Tags: []string{"git"}}}},
 		{Name: "c", Tool: &hldp.Tool{Name: "c"}},
 		{Name: "broken"}, // no definition: no tags
 	}

@@ -76,7 +76,7 @@ func (e Entry) View(full bool) ToolView {
 		return v
 	}
 	v.Display, v.Intent, v.Method, v.Executor = t.Display, t.Intent, t.Method, string(t.Executor)
-	v.Tags = t.Tags
+	v.Tags = t.Tags()
 	if !full {
 		return v
 	}
@@ -93,9 +93,10 @@ func (e Entry) View(full bool) ToolView {
 		v.Constraints.ShellPolicy = "default"
 	}
 	if t.Executor == hldp.Shell || t.Executor == hldp.Gatekeeper {
-		v.Sandbox = &SandboxView{None: t.Sandbox.None, Write: append([]string{}, t.Sandbox.Write...), Network: t.Sandbox.Network}
+		sb := t.Sandbox()
+		v.Sandbox = &SandboxView{None: sb.None, Write: append([]string{}, sb.Write...), Network: sb.Network}
 	}
-	if r := t.Requires; !r.IsZero() {
+	if r := t.Requires(); !r.IsZero() {
 		v.Requires = &RequiresView{Programs: r.Programs, Files: r.Files, Check: r.Check}
 	}
 	for _, it := range t.Argv {
@@ -108,7 +109,7 @@ func (e Entry) View(full bool) ToolView {
 			v.Argv = append(v.Argv, it.Word)
 		}
 	}
-	v.Target, v.Keywords, v.Examples = t.Target, t.Keywords, t.Examples
+	v.Target, v.Keywords, v.Examples = t.Target(), t.Keywords, t.Examples()
 	v.Author, v.Created, v.Why = t.Author, t.Created, t.Why
 	return v
 }

@@ -309,7 +309,7 @@ func (d *Dispatcher) hold(c Call, t *hldp.Tool, rev string, params map[string]an
 	if t.Executor == hldp.Shell || t.Executor == hldp.Gatekeeper {
 		// Once approved, the call runs with the tool's declared grant;
 		// the approver sees it before deciding.
-		in.Sandbox = t.Sandbox.String()
+		in.Sandbox = t.Sandbox().String()
 		if g, ok := d.execs[t.Executor].(grantDescriber); ok {
 			in.Sandbox = g.DescribeGrant(t) // ${files_root} resolved, or "off"
 		}

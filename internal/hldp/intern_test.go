@@ -3,6 +3,8 @@ package hldp
 import (
 	"reflect"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"unique"
@@ -117,5 +119,56 @@ why: for tests
 	}
 	if lit := (&Tool{Name: "x"}); lit.memo() != nil {
 		t.Errorf("a literal Tool got a memo")
+	}
+}
+
+// TestExtOnlyWhenGiven: a tool that gives none of target, sandbox,
+// requires, tags and examples keeps no Ext, and one that gives any keeps
+// it, read through the methods of the same names; a Tool fits the
+// allocator's 320-byte size class (it was 408 bytes, 416 allocated, with
+// those keys inline).
+func TestExtOnlyWhenGiven(t *testing.T) {
+	const base = `name: a
+display: a
+intent: show a thing
+method: run
+executor: shell
+argv: [uptime]
+params_schema: {}
+author: t
+created: 2026-01-01
+why: for tests
+`
+	plain, err := Parse("a/TOOL.hdlp", []byte(base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain.Ext != nil {
+		t.Errorf("a tool without extension keys keeps an Ext: %+v", *plain.Ext)
+	}
+	if plain.Target() != "" || !reflect.DeepEqual(plain.Sandbox(), Sandbox{}) || plain.Requires() != nil || plain.Tags() != nil || plain.Examples() != nil {
+		t.Errorf("a tool without extension keys reads %q %+v %+v %q %q", plain.Target(), plain.Sandbox(), plain.Requires(), plain.Tags(), plain.Examples())
+	}
+	tests := []struct {
+		src   string
+		check func(*Tool) bool
+	}{
+		{strings.Replace(base, "executor: shell\nargv: [uptime]", "executor: gatekeeper\nargv: [uptime]\ntarget: prod", 1), func(x *Tool) bool { return x.Target() == "prod" }},
+		{base + "sandbox: {network: true}\n", func(x *Tool) bool { return x.Sandbox().Network }},
+		{base + "requires: {programs: [uptime]}\n", func(x *Tool) bool { return slices.Equal(x.Requires().Programs, []string{"uptime"}) }},
+		{base + "tags: [host]\n", func(x *Tool) bool { return slices.Equal(x.Tags(), []string{"host"}) && x.HasTags("host") }},
+		{base + "examples: [how long has it been up]\n", func(x *Tool) bool { return slices.Equal(x.Examples(), []string{"how long has it been up"}) }},
+	}
+	for _, tt := range tests {
+		x, err := Parse("a/TOOL.hdlp", []byte(tt.src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if x.Ext == nil || !tt.check(x) {
+			t.Errorf("Parse(%q): Ext %+v does not hold what the file gives", tt.src, x.Ext)
+		}
+	}
+	if n := unsafe.Sizeof(Tool{}); n > 320 {
+		t.Errorf("a Tool is %d bytes; a catalog of 100,000 keeps each in the allocator's class above 320 (move what few tools have into Ext)", n)
 	}
 }

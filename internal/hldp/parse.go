@@ -101,7 +101,7 @@ var typeAliases = map[string]ParamType{
 //   - tags: a list of distinct tags (see ValidTag).
 //   - examples: requests, in any language, that the tool answers: a list
 //     of at most MaxExamples distinct one-line strings of at most
-//     MaxExampleLen characters each (see Tool.Examples).
+//     MaxExampleLen characters each (see Ext.Examples).
 func Parse(file string, data []byte) (*Tool, error) {
 	p := &parser{file: file}
 	t := p.parse(data)
@@ -459,6 +459,7 @@ func (p *parser) tool(root *yaml.Node) *Tool {
 	var (
 		methodOK, execOK bool
 		argv             *entry
+		ext              Ext // t.Ext unless it holds nothing
 	)
 	for _, e := range entries {
 		v, f := e.v, e.field
@@ -499,19 +500,19 @@ func (p *parser) tool(root *yaml.Node) *Tool {
 		case "constraints":
 			p.constraints(v, f, &t.Constraints)
 		case "target":
-			t.Target, _ = p.str(v, f, fieldWant[e.key], true)
+			ext.Target, _ = p.str(v, f, fieldWant[e.key], true)
 		case "keywords":
 			t.Keywords = p.keywords(v, f)
 		case "sandbox":
-			t.Sandbox = p.sandbox(v, f)
+			ext.Sandbox = p.sandbox(v, f)
 		case "requires":
 			if r := p.requires(v, f); !r.IsZero() {
-				t.Requires = &r
+				ext.Requires = &r
 			}
 		case "tags":
-			t.Tags = p.tags(v, f)
+			ext.Tags = p.tags(v, f)
 		case "examples":
-			t.Examples = p.examples(v, f)
+			ext.Examples = p.examples(v, f)
 		case "argv":
 			argv = &e
 		}
@@ -524,7 +525,7 @@ func (p *parser) tool(root *yaml.Node) *Tool {
 		if execOK && t.Executor != Shell && t.Executor != Gatekeeper {
 			p.add(e.k, e.field, "only allowed with executor shell or gatekeeper", "", "executor "+string(t.Executor), "the sandbox confines the processes of shell and gatekeeper tools; remove it")
 		}
-		if t.Sandbox.None && !t.Constraints.RequireConfirm {
+		if ext.Sandbox.None && !t.Constraints.RequireConfirm {
 			p.add(e.v, e.field, "sandbox: none needs require_confirm: true", "require_confirm: true in constraints", "require_confirm: false", "running a tool outside the sandbox is an escape hatch that an approver must confirm for every call")
 		}
 	}
@@ -543,6 +544,9 @@ func (p *parser) tool(root *yaml.Node) *Tool {
 			p.add(argv.k, argv.field, "only allowed with executor shell or gatekeeper", "", "executor "+string(t.Executor), "")
 		}
 		t.Argv = p.argv(argv.v, argv.field, t)
+	}
+	if !ext.isZero() {
+		t.Ext = &ext
 	}
 	return t
 }

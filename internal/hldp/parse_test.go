@@ -422,20 +422,20 @@ func TestParseFields(t *testing.T) {
 		{name: "output not mapping", append: "constraints: {output: tail}\n", wantErr: `constraints.output: want a mapping with keep, got string "tail"`},
 		{name: "keywords", append: "keywords: [a, 日志]\n", check: func(t *Tool) string { return cmp.Diff([]string{"a", "日志"}, t.Keywords) }},
 		{name: "examples", append: "examples: [\"show me the last five commits\", 查看最近的提交记录]\n", check: func(t *Tool) string {
-			return cmp.Diff([]string{"show me the last five commits", "查看最近的提交记录"}, t.Examples)
+			return cmp.Diff([]string{"show me the last five commits", "查看最近的提交记录"}, t.Examples())
 		}},
-		{name: "examples empty list", append: "examples: []\n", check: func(t *Tool) string { return cmp.Diff([]string{}, t.Examples) }},
+		{name: "examples empty list", append: "examples: []\n", check: func(t *Tool) string { return cmp.Diff([]string(nil), t.Examples()) + cmp.Diff((*Ext)(nil), t.Ext) }},
 		{name: "duplicate examples", append: "examples: [show me the commits, Show me the  commits]\n", wantErr: `examples[1]: duplicate example; want each request once (case and spacing aside), got "Show me the  commits" (same as examples[0])`},
 		{name: "example of MaxExampleLen characters", append: "examples: [" + strings.Repeat("查", MaxExampleLen) + "]\n", check: func(t *Tool) string {
-			return cmp.Diff(1, len(t.Examples))
+			return cmp.Diff(1, len(t.Examples()))
 		}},
 		{name: "MaxExamples examples", append: "examples: [" + numbered("e", MaxExamples) + "]\n", check: func(t *Tool) string {
-			return cmp.Diff(MaxExamples, len(t.Examples))
+			return cmp.Diff(MaxExamples, len(t.Examples()))
 		}},
 		{name: "example with a tab", append: "examples: [\"a\\tb\"]\n", wantErr: "examples[0]: not one line of text; want one request on one line, got U+0009"},
 		{name: "example a list", append: "examples: [[a, b]]\n", wantErr: "examples[0]: want a request (a non-empty string), got a list"},
 		{name: "examples a mapping", append: "examples: {a: b}\n", wantErr: "examples: want a list of requests"},
-		{name: "target on gatekeeper", append: "target: prod\n", check: func(t *Tool) string { return cmp.Diff("prod", t.Target) }},
+		{name: "target on gatekeeper", append: "target: prod\n", check: func(t *Tool) string { return cmp.Diff("prod", t.Target()) }},
 		{name: "executor typo hint", replace: [2]string{"executor: gatekeeper", "executor: hlpd_api"}, wantErr: `(did you mean "hlpd-api"?)`},
 		{name: "type alias hint", replace: [2]string{"params_schema: {}", "params_schema: {n: {type: bool}}"}, wantErr: `params_schema.n.type: unknown type; want one of string, integer, number, boolean, array, object, got string "bool" (did you mean "boolean"?)`},
 		{name: "missing type", replace: [2]string{"params_schema: {}", "params_schema: {n: {required: true}}"}, wantErr: `params_schema.n.type: missing required field`},

@@ -30,7 +30,7 @@ func TestValidTag(t *testing.T) {
 }
 
 func TestHasTags(t *testing.T) {
-	tool := &Tool{Tags: []string{"git", "read-only"}}
+	tool := &Tool{Ext: &Ext{Tags: []string{"git", "read-only"}}}
 	tests := []struct {
 		tags []string
 		want bool

@@ -161,7 +161,7 @@ func TestDevSetSplit(t *testing.T) {
 func TestDevSetExamplesFromOtherHalf(t *testing.T) {
 	docs, qs := devSet(t)
 	exampleField := func(text string) match.Field {
-		d := catalog.ToolDoc(&hldp.Tool{Name: "x", Examples: []string{text}})
+		d := catalog.ToolDoc(&hldp.Tool{Name: "x", Ext: &hldp.Ext{Examples: []string{text}}})
 		return d.Fields[len(d.Fields)-1]
 	}
 	odd, even := splitHalves(qs)

@@ -155,7 +155,7 @@ func findDescription(entries []catalog.Entry) string {
 	count := map[string]int{}
 	for _, e := range entries {
 		if e.Tool != nil {
-			for _, t := range e.Tool.Tags {
+			for _, t := range e.Tool.Tags() {
 				count[t]++
 			}
 		}

@@ -361,12 +361,13 @@ func annotations(t *hldp.Tool) *mcp.ToolAnnotations {
 	switch t.Executor {
 	case hldp.Shell:
 		// The network is a write too: a request can change the far side.
-		writes := t.Sandbox.None || len(t.Sandbox.Write) > 0 || t.Sandbox.Network || t.Method == "write"
+		sb := t.Sandbox()
+		writes := sb.None || len(sb.Write) > 0 || sb.Network || t.Method == "write"
 		a.ReadOnlyHint = !writes
 		if writes {
 			a.DestructiveHint = &yes
 		}
-		if t.Sandbox.None || t.Sandbox.Network {
+		if sb.None || sb.Network {
 			a.OpenWorldHint = &yes
 		} else {
 			a.OpenWorldHint = &no

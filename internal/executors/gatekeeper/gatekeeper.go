@@ -250,7 +250,7 @@ func (e *Executor) Check(t *hldp.Tool) error {
 	if p, ok := t.Param("cwd"); ok && p.Type != hldp.TypeString {
 		return fmt.Errorf(`param "cwd" must be of type string, not %s`, p.Type)
 	}
-	_, err := e.target(t.Target)
+	_, err := e.target(t.Target())
 	return err
 }
 
@@ -310,7 +310,7 @@ func (e *Executor) prepare(req executors.Request) (call, error) {
 	if err := e.Check(t); err != nil {
 		return call{}, fmt.Errorf("tool %s: %w: %w", t.Name, executors.ErrRefused, err)
 	}
-	tg, _ := e.target(t.Target) // checked above
+	tg, _ := e.target(t.Target()) // checked above
 	timeout, maxOut := t.Constraints.Timeout, t.Constraints.MaxOutputBytes
 	if timeout <= 0 {
 		timeout = hldp.DefaultTimeout
@@ -351,7 +351,7 @@ func (e *Executor) prepare(req executors.Request) (call, error) {
 			return call{}, fmt.Errorf("tool %s: %w", t.Name, err)
 		}
 		c.body.Grant = g
-		sandbox = t.Sandbox.String()
+		sandbox = t.Sandbox().String()
 	}
 	c.plan.Dir = cwd
 	c.plan.Timeout = timeout
@@ -370,7 +370,7 @@ func signGrant(req executors.Request, tg target, cmd string, argv []string, time
 	if tg.token == "" {
 		return nil, nil
 	}
-	sb := req.Tool.Sandbox
+	sb := req.Tool.Sandbox()
 	if sb.None {
 		return nil, fmt.Errorf("%w: sandbox: none cannot be granted on gatekeeper target %s: its server sandboxes every command; declare the write paths and network the tool needs instead", executors.ErrRefused, tg.name)
 	}

@@ -280,7 +280,7 @@ func TestTargets(t *testing.T) {
 	}
 	for _, tt := range tests {
 		tool := *seed
-		tool.Target = tt.target
+		tool.Ext = &hldp.Ext{Target: tt.target}
 		out, err := call(t, ex, &tool, map[string]any{"cmd": "echo $WHO"})
 		if err != nil || string(out.Output) != tt.want {
 			t.Errorf("Execute(target %q) = %q, %v; want %q", tt.target, out.Output, err, tt.want)
@@ -288,7 +288,7 @@ func TestTargets(t *testing.T) {
 	}
 
 	unknown := *seed
-	unknown.Target = "gamma"
+	unknown.Ext = &hldp.Ext{Target: "gamma"}
 	err := ex.Check(&unknown)
 	if !errors.Is(err, executors.ErrNotConfigured) || !strings.Contains(err.Error(), "alpha, beta") || !strings.Contains(err.Error(), "gamma") {
 		t.Errorf("Check(target gamma) = %v, want ErrNotConfigured naming gamma and alpha, beta", err)
@@ -477,7 +477,7 @@ func TestGrantOnTheWire(t *testing.T) {
 		"main": {URL: fake.URL, Token: token}, "open": {URL: fake.URL},
 	}, Default: "main"})
 	tool := withLimits(seedTool(t), 5*time.Second, 0)
-	tool.Sandbox = hldp.Sandbox{Write: []string{"/srv/out"}, Network: true}
+	tool.Ext = &hldp.Ext{Sandbox: hldp.Sandbox{Write: []string{"/srv/out"}, Network: true}}
 	params, err := tool.CheckParams(map[string]any{"cmd": "touch /srv/out/x"})
 	if err != nil {
 		t.Fatal(err)
@@ -515,8 +515,8 @@ func TestGrantOnTheWire(t *testing.T) {
 		target   string
 		approval string
 	}{{"no approval", "", ""}, {"target without a token", "open", approvalID}} {
-		tl := *tool
-		tl.Target = tc.target
+		tl, ext := *tool, *tool.Ext
+		ext.Target, tl.Ext = tc.target, &ext
 		if _, err := ex.Execute(t.Context(), executors.Request{Tool: &tl, Params: params, Rev: "rev7", Approval: tc.approval}); err != nil {
 			t.Fatal(err)
 		}
@@ -527,8 +527,8 @@ func TestGrantOnTheWire(t *testing.T) {
 
 	// A sandbox the server cannot be granted is refused before sending.
 	for _, sb := range []hldp.Sandbox{{None: true}, {Write: []string{hldp.SandboxFilesRoot}}} {
-		tl := *tool
-		tl.Sandbox = sb
+		tl, ext := *tool, *tool.Ext
+		ext.Sandbox, tl.Ext = sb, &ext
 		if _, err := ex.Execute(t.Context(), executors.Request{Tool: &tl, Params: params, Rev: "rev7", Approval: approvalID}); !errors.Is(err, executors.ErrRefused) {
 			t.Errorf("Execute(sandbox %s, approved) = %v, want ErrRefused", sb, err)
 		}
@@ -545,7 +545,7 @@ func TestApprovedSandbox(t *testing.T) {
 	srv, logs := startServer(t, server.Options{Sandbox: sb})
 	ex := gatekeeper.New(gatekeeper.Options{Targets: map[string]gatekeeper.Target{"main": {URL: srv.URL, Token: token}}})
 	tool := seedTool(t)
-	tool.Sandbox = hldp.Sandbox{Write: []string{granted}}
+	tool.Ext = &hldp.Ext{Sandbox: hldp.Sandbox{Write: []string{granted}}}
 
 	run := func(cmd, approval string) (executors.Outcome, error) {
 		params, err := tool.CheckParams(map[string]any{"cmd": cmd})

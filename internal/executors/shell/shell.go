@@ -259,7 +259,7 @@ func (e *Executor) prepare(req executors.Request) (call, error) {
 func (e *Executor) DescribeGrant(t *hldp.Tool) string {
 	sandboxed, g, err := e.grant(t, true)
 	if err != nil {
-		return t.Sandbox.String() + " (" + err.Error() + ")"
+		return t.Sandbox().String() + " (" + err.Error() + ")"
 	}
 	return e.describe(t, sandboxed, g)
 }
@@ -270,7 +270,7 @@ func (e *Executor) describe(t *hldp.Tool, sandboxed bool, g proc.Grant) string {
 	case e.sandbox == nil:
 		return "off (the daemon runs without a sandbox)"
 	case !sandboxed:
-		return t.Sandbox.String() // sandbox: none
+		return t.Sandbox().String() // sandbox: none
 	}
 	return g.String()
 }
@@ -279,14 +279,15 @@ func (e *Executor) describe(t *hldp.Tool, sandboxed bool, g proc.Grant) string {
 // the package doc. It reports false when the child runs outside the
 // sandbox.
 func (e *Executor) grant(t *hldp.Tool, approved bool) (bool, proc.Grant, error) {
-	if e.sandbox == nil || t.Sandbox.None {
+	sb := t.Sandbox()
+	if e.sandbox == nil || sb.None {
 		return false, proc.Grant{}, nil
 	}
 	if t.Method == MethodExec && !approved {
 		return true, proc.Grant{}, nil // judged read-only: read-only it runs
 	}
-	g := proc.Grant{Network: t.Sandbox.Network}
-	for _, w := range t.Sandbox.Write {
+	g := proc.Grant{Network: sb.Network}
+	for _, w := range sb.Write {
 		if w == hldp.SandboxFilesRoot {
 			if e.filesRoot == "" {
 				return false, proc.Grant{}, fmt.Errorf("%w: the sandbox grant names %s, and this daemon has no files root", executors.ErrRefused, w)
