@@ -180,7 +180,7 @@ func parallel(n int, f func(i int)) {
 }
 
 // registerValueTypes tells gob the dynamic types that hldp stores in
-// Param.Default and Param.Enum (string, int64, float64 and bool are
+// ParamExt.Default and ParamExt.Enum (string, int64, float64 and bool are
 // built in).
 func registerValueTypes() {
 	registerOnce.Do(func() {

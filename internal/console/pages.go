@@ -60,11 +60,11 @@ func formFields(t *hldp.Tool, sent map[string]string) []field {
 	var out []field
 	for _, p := range t.Params {
 		f := field{Name: p.Name, Type: string(p.Type), Description: p.Description, Required: p.Required}
-		for _, e := range p.Enum {
+		for _, e := range p.Enum() {
 			f.Enum = append(f.Enum, fmt.Sprint(e))
 		}
-		if p.Default != nil {
-			switch d := p.Default.(type) {
+		if p.Default() != nil {
+			switch d := p.Default().(type) {
 			case string:
 				f.Value = d
 			default:

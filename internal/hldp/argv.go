@@ -179,8 +179,8 @@ func (p *parser) argvCond(n *yaml.Node, field string, params map[string]Param) (
 					ok = false
 					continue
 				}
-				if len(pr.Enum) > 0 && !slices.Contains(pr.Enum, any(s)) {
-					p.add(v, fmt.Sprintf("%s[%d]", vf, j), "not one of the param's enum values", fmt.Sprintf("one of %v", pr.Enum), strconv.Quote(s), "")
+				if len(pr.Enum()) > 0 && !slices.Contains(pr.Enum(), any(s)) {
+					p.add(v, fmt.Sprintf("%s[%d]", vf, j), "not one of the param's enum values", fmt.Sprintf("one of %v", pr.Enum()), strconv.Quote(s), "")
 					ok = false
 					continue
 				}

@@ -172,3 +172,54 @@ why: for tests
 		t.Errorf("a Tool is %d bytes; a catalog of 100,000 keeps each in the allocator's class above 320 (move what few tools have into Ext)", n)
 	}
 }
+
+// TestParamExtOnlyWhenGiven: a param that gives none of enum, default,
+// pattern, minimum, maximum and items keeps no Ext, and one that gives
+// any keeps it, read through the methods of the same names; a Param is
+// 64 bytes (it was 136, 144 allocated, with those keys inline).
+func TestParamExtOnlyWhenGiven(t *testing.T) {
+	parse := func(param string) Param {
+		t.Helper()
+		tool, err := Parse("a/TOOL.hdlp", []byte(`name: a
+display: a
+intent: show a thing
+method: get
+executor: hlpd-api
+params_schema:
+  p: `+param+`
+author: t
+created: 2026-01-01
+why: for tests
+`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tool.Params[0]
+	}
+	plain := parse(`{ type: string, required: true, description: "a host" }`)
+	if plain.Ext != nil || plain.Enum() != nil || plain.Default() != nil || plain.Pattern() != "" || plain.Min() != nil || plain.Max() != nil || plain.Items() != nil {
+		t.Errorf("a param without extension keys keeps %+v", plain.Ext)
+	}
+	if !plain.Required || plain.Description != "a host" {
+		t.Errorf("param = %+v, want required with its description", plain)
+	}
+	tests := []struct {
+		src   string
+		check func(*Param) bool
+	}{
+		{`{ type: string, enum: [a, b] }`, func(p *Param) bool { return slices.Equal(p.Enum(), []any{"a", "b"}) }},
+		{`{ type: string, default: a }`, func(p *Param) bool { return p.Default() == "a" }},
+		{`{ type: string, pattern: "^a" }`, func(p *Param) bool { return p.Pattern() == "^a" }},
+		{`{ type: integer, minimum: 1 }`, func(p *Param) bool { return p.Min() != nil && *p.Min() == 1 }},
+		{`{ type: integer, maximum: 9 }`, func(p *Param) bool { return p.Max() != nil && *p.Max() == 9 }},
+		{`{ type: array, items: { type: string } }`, func(p *Param) bool { return p.Items() != nil && p.Items().Type == TypeString }},
+	}
+	for _, tt := range tests {
+		if p := parse(tt.src); p.Ext == nil || !tt.check(&p) {
+			t.Errorf("param %s: Ext %+v does not hold what the file gives", tt.src, p.Ext)
+		}
+	}
+	if n := unsafe.Sizeof(Param{}); n > 64 {
+		t.Errorf("a Param is %d bytes, want at most 64 (move what few params have into ParamExt)", n)
+	}
+}

@@ -82,8 +82,8 @@ func (t *Tool) CheckParams(params map[string]any) (map[string]any, error) {
 		for _, p := range t.Params {
 			v, ok := in[p.Name]
 			if !ok {
-				if p.Default != nil {
-					out[p.Name] = deepCopy(p.Default)
+				if p.Default() != nil {
+					out[p.Name] = deepCopy(p.Default())
 				}
 				continue
 			}
@@ -217,8 +217,8 @@ func (t *Tool) locate(loc []string, in map[string]any) (path, want, got string) 
 			}
 			b.WriteString("[" + tok + "]")
 			cur = c[i]
-			if sch != nil && sch.Items != nil {
-				sch = sch.Items
+			if sch != nil && sch.Items() != nil {
+				sch = sch.Items()
 			} else {
 				sch = nil
 			}
@@ -363,12 +363,12 @@ func coerce(p *Param, v any, path string) (any, *ParamError) {
 		}
 	case TypeArray:
 		arr, ok := v.([]any)
-		if !ok || p.Items == nil {
+		if !ok || p.Items() == nil {
 			return v, nil
 		}
 		out := make([]any, len(arr))
 		for i, e := range arr {
-			ne, err := coerce(p.Items, e, fmt.Sprintf("%s[%d]", path, i))
+			ne, err := coerce(p.Items(), e, fmt.Sprintf("%s[%d]", path, i))
 			if err != nil {
 				return nil, err
 			}

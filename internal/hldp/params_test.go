@@ -174,7 +174,7 @@ func TestCheckParamsDoesNotAlias(t *testing.T) {
 	if len(in) != 0 {
 		t.Errorf("CheckParams modified its input: %v", in)
 	}
-	if got := tool.Params[0].Default.([]any)[0]; got != "a" {
+	if got := tool.Params[0].Default().([]any)[0]; got != "a" {
 		t.Errorf("Default after changing a result = %v, want a", got)
 	}
 }

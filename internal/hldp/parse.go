@@ -892,6 +892,8 @@ func (p *parser) param(n *yaml.Node, field string, inItems bool) *Param {
 	if !ok {
 		return nil
 	}
+	x := new(ParamExt)
+	pr.Ext = x // read by checkValue below; dropped at the end if empty
 	if e, has := by["pattern"]; has {
 		if pr.Type != TypeString {
 			p.add(e.k, e.field, "only allowed on string params", "", "type "+string(pr.Type), "")
@@ -899,7 +901,7 @@ func (p *parser) param(n *yaml.Node, field string, inItems bool) *Param {
 			if _, err := regexp.Compile(s); err != nil {
 				p.add(e.v, e.field, "invalid regular expression", "Go RE2 syntax", strconv.Quote(s), strings.TrimPrefix(err.Error(), "error parsing regexp: "))
 			} else {
-				pr.Pattern = s
+				x.Pattern = s
 			}
 		}
 	}
@@ -915,35 +917,38 @@ func (p *parser) param(n *yaml.Node, field string, inItems bool) *Param {
 		}
 		if v, good := p.number(e.v, e.field); good {
 			if k == "minimum" {
-				pr.Min = &v
+				x.Min = &v
 			} else {
-				pr.Max = &v
+				x.Max = &v
 			}
 		}
 	}
-	if pr.Min != nil && pr.Max != nil && *pr.Min > *pr.Max {
+	if x.Min != nil && x.Max != nil && *x.Min > *x.Max {
 		e := by["maximum"]
-		p.add(e.v, e.field, "maximum below minimum", fmt.Sprintf(">= minimum %s", fmtNum(*pr.Min)), fmtNum(*pr.Max), "")
-		pr.Max = nil
+		p.add(e.v, e.field, "maximum below minimum", fmt.Sprintf(">= minimum %s", fmtNum(*x.Min)), fmtNum(*x.Max), "")
+		x.Max = nil
 	}
 	if e, has := by["items"]; has {
 		if pr.Type != TypeArray {
 			p.add(e.k, e.field, "only allowed on array params", "", "type "+string(pr.Type), "")
 		} else if it := p.param(e.v, e.field, true); it != nil {
-			pr.Items = it
+			x.Items = it
 		}
 	}
 	if e, has := by["enum"]; has {
-		pr.Enum = p.enum(e.v, e.field, pr)
+		x.Enum = p.enum(e.v, e.field, pr)
 	}
 	if e, has := by["default"]; has {
 		if v, good := p.value(e.v, e.field, pr); good {
 			if prob := checkValue(pr, v); prob != "" {
 				p.add(e.v, e.field, prob, describeParam(pr), describe(e.v), "")
 			} else {
-				pr.Default = v
+				x.Default = v
 			}
 		}
+	}
+	if x.isZero() {
+		pr.Ext = nil
 	}
 	return pr
 }
@@ -977,7 +982,7 @@ func (p *parser) enum(n *yaml.Node, field string, pr *Param) []any {
 	}
 	out := make([]any, 0, len(n.Content))
 	for i, c := range n.Content {
-		if v, ok := p.value(c, fmt.Sprintf("%s[%d]", field, i), &Param{Type: pr.Type, Items: pr.Items}); ok {
+		if v, ok := p.value(c, fmt.Sprintf("%s[%d]", field, i), &Param{Type: pr.Type, Ext: &ParamExt{Items: pr.Items()}}); ok {
 			out = append(out, v)
 		}
 	}
@@ -1038,8 +1043,8 @@ func (p *parser) value(n *yaml.Node, field string, pr *Param) (any, bool) {
 			var v any
 			var good bool
 			f := fmt.Sprintf("%s[%d]", field, i)
-			if pr.Items != nil {
-				v, good = p.value(c, f, pr.Items)
+			if pr.Items() != nil {
+				v, good = p.value(c, f, pr.Items())
 			} else {
 				v, good = p.anyValue(c, f)
 			}
@@ -1102,13 +1107,13 @@ func (p *parser) anyValue(n *yaml.Node, field string) (any, bool) {
 // checkValue checks a value already of the param's type against its enum,
 // pattern and bounds; it returns the problem or "".
 func checkValue(pr *Param, v any) string {
-	if len(pr.Enum) > 0 && !slices.ContainsFunc(pr.Enum, func(e any) bool { return equalValue(e, v) }) {
+	if len(pr.Enum()) > 0 && !slices.ContainsFunc(pr.Enum(), func(e any) bool { return equalValue(e, v) }) {
 		return "not in enum"
 	}
 	switch x := v.(type) {
 	case string:
-		if pr.Pattern != "" {
-			if re, err := regexp.Compile(pr.Pattern); err == nil && !re.MatchString(x) {
+		if pr.Pattern() != "" {
+			if re, err := regexp.Compile(pr.Pattern()); err == nil && !re.MatchString(x) {
 				return "does not match pattern"
 			}
 		}
@@ -1117,9 +1122,9 @@ func checkValue(pr *Param, v any) string {
 	case float64:
 		return checkBounds(pr, x)
 	case []any:
-		if pr.Items != nil {
+		if pr.Items() != nil {
 			for _, e := range x {
-				if prob := checkValue(pr.Items, e); prob != "" {
+				if prob := checkValue(pr.Items(), e); prob != "" {
 					return "item " + prob
 				}
 			}
@@ -1129,10 +1134,10 @@ func checkValue(pr *Param, v any) string {
 }
 
 func checkBounds(pr *Param, f float64) string {
-	if pr.Min != nil && f < *pr.Min {
+	if pr.Min() != nil && f < *pr.Min() {
 		return "below minimum"
 	}
-	if pr.Max != nil && f > *pr.Max {
+	if pr.Max() != nil && f > *pr.Max() {
 		return "above maximum"
 	}
 	return ""

@@ -441,15 +441,15 @@ func TestParseFields(t *testing.T) {
 		{name: "missing type", replace: [2]string{"params_schema: {}", "params_schema: {n: {required: true}}"}, wantErr: `params_schema.n.type: missing required field`},
 		{name: "required inside items", replace: [2]string{"params_schema: {}", "params_schema: {n: {type: array, items: {type: string, required: true}}}"}, wantErr: `params_schema.n.items.required: unknown key`},
 		{name: "nested items", replace: [2]string{"params_schema: {}", "params_schema: {m: {type: array, items: {type: array, items: {type: integer, minimum: 0}}, default: [[1, 2], []]}}"}, check: func(t *Tool) string {
-			return cmp.Diff([]any{[]any{int64(1), int64(2)}, []any{}}, t.Params[0].Default)
+			return cmp.Diff([]any{[]any{int64(1), int64(2)}, []any{}}, t.Params[0].Default())
 		}},
 		{name: "default below minimum", replace: [2]string{"params_schema: {}", "params_schema: {n: {type: integer, minimum: 1, default: 0}}"}, wantErr: "params_schema.n.default: below minimum; want integer >= 1, got integer 0"},
 		{name: "default fails pattern", replace: [2]string{"params_schema: {}", `params_schema: {s: {type: string, pattern: "^a", default: "b"}}`}, wantErr: "params_schema.s.default: does not match pattern"},
 		{name: "object default", replace: [2]string{"params_schema: {}", `params_schema: {o: {type: object, default: {a: 1, b: [x, null]}}}`}, check: func(t *Tool) string {
-			return cmp.Diff(map[string]any{"a": int64(1), "b": []any{"x", nil}}, t.Params[0].Default)
+			return cmp.Diff(map[string]any{"a": int64(1), "b": []any{"x", nil}}, t.Params[0].Default())
 		}},
 		{name: "number enum", replace: [2]string{"params_schema: {}", `params_schema: {r: {type: number, enum: [1, 2.5], default: 1}}`}, check: func(t *Tool) string {
-			return cmp.Diff([]any{1.0, 2.5}, t.Params[0].Enum) + cmp.Diff(any(1.0), t.Params[0].Default)
+			return cmp.Diff([]any{1.0, 2.5}, t.Params[0].Enum()) + cmp.Diff(any(1.0), t.Params[0].Default())
 		}},
 		{name: "minimum on string", replace: [2]string{"params_schema: {}", `params_schema: {s: {type: string, minimum: 1}}`}, wantErr: "params_schema.s.minimum: only allowed on integer and number params; got type string"},
 		{name: "shell run without argv parses", replace: [2]string{"method: exec\nexecutor: gatekeeper", "method: run\nexecutor: shell"}, check: func(t *Tool) string {

@@ -112,37 +112,37 @@ func writeParamSchema(b *bytes.Buffer, p *Param) {
 		b.WriteString(`,"description":`)
 		writeJSON(b, p.Description)
 	}
-	if len(p.Enum) > 0 {
-		if s, err := marshalCompact(p.Enum); err == nil {
+	if len(p.Enum()) > 0 {
+		if s, err := marshalCompact(p.Enum()); err == nil {
 			b.WriteString(`,"enum":`)
 			b.WriteString(s)
 		}
 	}
-	if p.Default != nil {
-		if s, err := marshalCompact(p.Default); err == nil {
+	if p.Default() != nil {
+		if s, err := marshalCompact(p.Default()); err == nil {
 			b.WriteString(`,"default":`)
 			b.WriteString(s)
 		}
 	}
-	if p.Pattern != "" {
+	if p.Pattern() != "" {
 		b.WriteString(`,"pattern":`)
-		writeJSON(b, p.Pattern)
+		writeJSON(b, p.Pattern())
 	}
-	if p.Min != nil {
-		if s, err := marshalCompact(*p.Min); err == nil {
+	if p.Min() != nil {
+		if s, err := marshalCompact(*p.Min()); err == nil {
 			b.WriteString(`,"minimum":`)
 			b.WriteString(s)
 		}
 	}
-	if p.Max != nil {
-		if s, err := marshalCompact(*p.Max); err == nil {
+	if p.Max() != nil {
+		if s, err := marshalCompact(*p.Max()); err == nil {
 			b.WriteString(`,"maximum":`)
 			b.WriteString(s)
 		}
 	}
-	if p.Items != nil {
+	if p.Items() != nil {
 		b.WriteString(`,"items":`)
-		writeParamSchema(b, p.Items)
+		writeParamSchema(b, p.Items())
 	}
 	b.WriteByte('}')
 }
@@ -224,9 +224,9 @@ func compileSchema(raw json.RawMessage) (*jsonschema.Schema, error) {
 // describeParam says what values a param accepts, for messages:
 // "integer >= 1", `one of "a", "b"`, `string matching "^v"`, "array of string".
 func describeParam(p *Param) string {
-	if len(p.Enum) > 0 {
-		vals := make([]string, 0, len(p.Enum))
-		for _, e := range p.Enum {
+	if len(p.Enum()) > 0 {
+		vals := make([]string, 0, len(p.Enum()))
+		for _, e := range p.Enum() {
 			s, err := marshalCompact(e)
 			if err != nil {
 				s = "?"
@@ -240,16 +240,16 @@ func describeParam(p *Param) string {
 		s = "string"
 	}
 	switch {
-	case p.Pattern != "":
-		s += " matching " + strconv.Quote(p.Pattern)
-	case p.Min != nil && p.Max != nil:
-		s += " >= " + fmtNum(*p.Min) + " and <= " + fmtNum(*p.Max)
-	case p.Min != nil:
-		s += " >= " + fmtNum(*p.Min)
-	case p.Max != nil:
-		s += " <= " + fmtNum(*p.Max)
-	case p.Items != nil:
-		s += " of " + describeParam(p.Items)
+	case p.Pattern() != "":
+		s += " matching " + strconv.Quote(p.Pattern())
+	case p.Min() != nil && p.Max() != nil:
+		s += " >= " + fmtNum(*p.Min()) + " and <= " + fmtNum(*p.Max())
+	case p.Min() != nil:
+		s += " >= " + fmtNum(*p.Min())
+	case p.Max() != nil:
+		s += " <= " + fmtNum(*p.Max())
+	case p.Items() != nil:
+		s += " of " + describeParam(p.Items())
 	}
 	return s
 }

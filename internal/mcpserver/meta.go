@@ -39,7 +39,7 @@ func newFindTool() *hldp.Tool {
 		Params: []hldp.Param{
 			{Name: "intent", Type: hldp.TypeString, Required: true,
 				Description: "what you want to do, in words, e.g. \"run a shell command\" or \"查看最近的提交记录\""},
-			{Name: "limit", Type: hldp.TypeInteger, Min: &one, Max: &most, Default: int64(catalog.MaxCandidates),
+			{Name: "limit", Type: hldp.TypeInteger, Ext: &hldp.ParamExt{Min: &one, Max: &most, Default: int64(catalog.MaxCandidates)},
 				Description: "how many candidates at most (1-3)"},
 		},
 	}
