@@ -162,8 +162,6 @@ func listingSum(tree string, keys []Key) uint32 {
 	return h.Sum32()
 }
 
-var registerOnce sync.Once
-
 // parallel calls f(0) … f(n-1) on up to GOMAXPROCS goroutines and returns
 // when all have returned.
 func parallel(n int, f func(i int)) {
@@ -177,16 +175,6 @@ func parallel(n int, f func(i int)) {
 		})
 	}
 	wg.Wait()
-}
-
-// registerValueTypes tells gob the dynamic types that hldp stores in
-// ParamExt.Default and ParamExt.Enum (string, int64, float64 and bool are
-// built in).
-func registerValueTypes() {
-	registerOnce.Do(func() {
-		gob.Register([]any{})
-		gob.Register(map[string]any{})
-	})
 }
 
 // Open returns a cache backed by the file at path, loading what it holds.
@@ -204,7 +192,6 @@ func Open(path string) (*Cache, error) {
 	if err != nil {
 		return c, fmt.Errorf("cache: read %s: %w", path, err)
 	}
-	registerValueTypes()
 	chunks, spans, tail, err := splitFile(data)
 	var ef errFormat
 	switch {
@@ -251,9 +238,10 @@ func Open(path string) (*Cache, error) {
 	}
 	for _, e := range slices.Concat(decoded...) {
 		if e.Tool != nil {
-			e.Tool.Intern() // as Parse returns it
+			// Decoded as Parse returns it (hldp.Tool.UnmarshalBinary),
+			// its path packed with its own strings: the key shares it.
 			if e.Tool.File == e.Key.Path {
-				e.Tool.File = e.Key.Path
+				e.Key.Path = e.Tool.File
 			}
 		}
 		o := Outcome{Tool: e.Tool, Rev: e.Rev}
@@ -436,7 +424,6 @@ func (c *Cache) Save() error {
 	slices.SortFunc(l.Keys, func(a, b Key) int { return strings.Compare(a.Path, b.Path) })
 	l.Sum = listingSum(l.Tree, l.Keys)
 
-	registerValueTypes()
 	chunks := make([][]byte, n)
 	errs := make([]error, n)
 	encoded := 0

@@ -223,7 +223,6 @@ func TestListingDamaged(t *testing.T) {
 	}
 	// A file ending after the outcomes (as written before listings):
 	// header and one chunk.
-	registerValueTypes()
 	var chunk, old bytes.Buffer
 	if err := gob.NewEncoder(&chunk).Encode([]fileEntry{{Key: Key{Path: "p/TOOL.hdlp", Blob: "b1"}, Tool: &hldp.Tool{Name: "p"}}}); err != nil {
 		t.Fatal(err)

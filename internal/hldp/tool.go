@@ -35,8 +35,9 @@ const FileName = "TOOL.hdlp"
 // 6: requires and tags. 7: examples. 8: an argv group is an *ArgvGroup,
 // and requires a *Requires. 9: target, sandbox, requires, tags and
 // examples are in Tool.Ext. 10: a param's enum, default, pattern,
-// minimum, maximum and items are in Param.Ext.
-const FormatVersion = 10
+// minimum, maximum and items are in Param.Ext. 11: a Tool persists in its
+// binary form (MarshalBinary).
+const FormatVersion = 11
 
 // ExecutorKind names an executor; the value is the wire word used in
 // TOOL.hdlp and in results.
@@ -460,10 +461,11 @@ func (t *Tool) Prereqs() Requires {
 // so are keywords and argv words: short, often a tool's own ("nginx-5"),
 // and a distinct value costs the table more than a copy of a short word.
 // Those a tool alone holds are packed into one string (see pack).
-// Parse interns what it returns; a decoder of Tools (internal/cache)
-// calls Intern on what it decodes. It changes no value. It also marks t,
-// as Parse's are, for what it computes on first use (InputSchema's and
-// the compiled schema CheckParams uses): t must not be changed after.
+// Parse interns what it returns, and UnmarshalBinary what it decodes; a
+// Tool decoded otherwise may be given to Intern. It changes no value. It
+// also marks t, as Parse's are, for what it computes on first use
+// (InputSchema's and the compiled schema CheckParams uses): t must not be
+// changed after.
 func (t *Tool) Intern() {
 	if t.lazy == nil {
 		t.lazy = pending
@@ -495,41 +497,69 @@ func (t *Tool) Intern() {
 			}
 		}
 	}
-	t.pack()
+	t.pack(nil)
 }
 
 // pack makes the strings a tool alone holds (name, display, intent, why,
-// argv words, keywords, examples) substrings of one: a decoder or parser
-// allocates each on its own, rounded up to the allocator's size class,
-// which wasted about 60 bytes a tool of bench catalog's (and as many
-// objects for the collector to track). Strings are immutable, so the
-// values are the same; a substring kept elsewhere keeps the whole.
-func (t *Tool) pack() {
-	own := []*string{&t.Name, &t.Display, &t.Intent, &t.Why}
-	for i := range t.Argv {
-		if t.Argv[i].Group == nil {
-			own = append(own, &t.Argv[i].Word)
-		}
+// argv words, keywords, examples), and with, substrings of one: a decoder
+// or parser allocates each on its own, rounded up to the allocator's size
+// class, which wasted about 60 bytes a tool of bench catalog's (and as
+// many objects for the collector to track). Strings are immutable, so the
+// values are the same; a substring kept elsewhere keeps the whole. It
+// allocates nothing else: what a decoder frees between the objects it
+// keeps is room the heap holds but cannot use for those objects' kind.
+func (t *Tool) pack(with []*string) {
+	// Three passes over the same strings in the same order, written out:
+	// handing their addresses to a callback would move a decoder's
+	// variables, whose strings with points at, to the heap.
+	n := len(t.Name) + len(t.Display) + len(t.Intent) + len(t.Why)
+	for _, a := range t.Argv {
+		n += len(a.Word) // "" for a group
 	}
-	for i := range t.Keywords {
-		own = append(own, &t.Keywords[i])
+	for _, k := range t.Keywords {
+		n += len(k)
 	}
-	for i := range t.Examples() {
-		own = append(own, &t.Ext.Examples[i])
+	for _, e := range t.Examples() {
+		n += len(e)
 	}
-	n := 0
-	for _, p := range own {
-		n += len(*p)
+	for _, s := range with {
+		n += len(*s)
 	}
 	var b strings.Builder
 	b.Grow(n)
-	for _, p := range own {
-		b.WriteString(*p)
+	b.WriteString(t.Name)
+	b.WriteString(t.Display)
+	b.WriteString(t.Intent)
+	b.WriteString(t.Why)
+	for _, a := range t.Argv {
+		b.WriteString(a.Word)
+	}
+	for _, k := range t.Keywords {
+		b.WriteString(k)
+	}
+	for _, e := range t.Examples() {
+		b.WriteString(e)
+	}
+	for _, s := range with {
+		b.WriteString(*s)
 	}
 	all := b.String()
-	for _, p := range own {
-		l := len(*p)
-		*p, all = all[:l], all[l:]
+	cut := func(s string) string {
+		s, all = all[:len(s)], all[len(s):]
+		return s
+	}
+	t.Name, t.Display, t.Intent, t.Why = cut(t.Name), cut(t.Display), cut(t.Intent), cut(t.Why)
+	for i := range t.Argv {
+		t.Argv[i].Word = cut(t.Argv[i].Word)
+	}
+	for i := range t.Keywords {
+		t.Keywords[i] = cut(t.Keywords[i])
+	}
+	for i := range t.Examples() {
+		t.Ext.Examples[i] = cut(t.Ext.Examples[i])
+	}
+	for _, s := range with {
+		*s = cut(*s)
 	}
 }
 
