@@ -239,9 +239,11 @@ func Open(path string) (*Cache, error) {
 	for _, e := range slices.Concat(decoded...) {
 		if e.Tool != nil {
 			// Decoded as Parse returns it (hldp.Tool.UnmarshalBinary),
-			// its path packed with its own strings: the key shares it.
-			if e.Tool.File == e.Key.Path {
-				e.Key.Path = e.Tool.File
+			// its file's path packed with its own strings: the key
+			// shares it (the tool's is the key's behind the prefix of
+			// messages, "tools/").
+			if f := e.Tool.File; strings.HasSuffix(f, e.Key.Path) {
+				e.Key.Path = f[len(f)-len(e.Key.Path):]
 			}
 		}
 		o := Outcome{Tool: e.Tool, Rev: e.Rev}

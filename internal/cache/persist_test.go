@@ -391,8 +391,9 @@ func TestSaveEncodesChangedChunks(t *testing.T) {
 }
 
 // TestOpenSharesStrings: a restart holds each path, blob hash and
-// revision once — the last good versions' and the tool's File share the
-// outcomes' keys, and outcomes of one commit share its revision — as a
+// revision once — the last good versions share the outcomes' keys, a
+// key's path is the end of its tool's File (which may have the prefix of
+// messages), and outcomes of one commit share its revision — as a
 // cache that parsed them does (100,000 tools hold each several times).
 func TestOpenSharesStrings(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "parse.cache")
@@ -400,9 +401,11 @@ func TestOpenSharesStrings(t *testing.T) {
 	c.path = path
 	rev := "0123456789abcdef0123456789abcdef01234567"
 	served := map[string]Served{}
+	// b's File has the prefix of messages, as the daemon's tools have.
+	files := map[string]string{"a": "a/TOOL.hdlp", "b": "tools/b/TOOL.hdlp"}
 	for _, name := range []string{"a", "b"} {
 		k := Key{Path: name + "/TOOL.hdlp", Blob: strings.Repeat(name, 40)}
-		c.Put(k, Outcome{Tool: &hldp.Tool{Name: name, File: k.Path}, Rev: rev})
+		c.Put(k, Outcome{Tool: &hldp.Tool{Name: name, File: files[name]}, Rev: rev})
 		served[k.Path] = Served{Blob: k.Blob, Rev: rev}
 	}
 	c.SetLastGood(served)
@@ -417,8 +420,9 @@ func TestOpenSharesStrings(t *testing.T) {
 	var revs []string
 	for k, s := range got.m {
 		o := s.outcome()
-		if !same(o.Tool.File, k.Path) {
-			t.Errorf("%s: the tool's File is a copy of its key's path", k.Path)
+		f := o.Tool.File
+		if f != files[o.Tool.Name] || !same(f[len(f)-len(k.Path):], k.Path) {
+			t.Errorf("%s: the key's path is a copy of the end of the tool's File %q", k.Path, f)
 		}
 		i, ok := findLastGood(got.lastGood, k.Path)
 		if !ok {

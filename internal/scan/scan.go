@@ -553,7 +553,7 @@ func scanOne(prev *catalog.Snapshot, t Tree, blobHash func(string) (string, erro
 	// revision it came from.
 	if p, ok := lookupPrev(prev, name); ok && p.Blob == blob && p.LoadErr == nil && p.Tool != nil {
 		// prev's strings, not this build's copies: the cache's key holds them.
-		e.File, e.Blob = p.File, p.Blob
+		e.Name, e.File, e.Blob = p.Name, p.File, p.Blob
 		key = cache.Key{Path: p.File, Blob: p.Blob}
 		e.Tool, e.Rev, e.Status = p.Tool, cited(carry, p.Rev, rev), catalog.Enabled
 		return folderResult{e: e, key: key, decl: p.Tool.Name, reused: true}
@@ -583,6 +583,8 @@ func scanOne(prev *catalog.Snapshot, t Tree, blobHash func(string) (string, erro
 		out = cache.Outcome{Tool: tool, Err: perr, Rev: rev}
 		if perr != nil {
 			declName = declaredName(data)
+		} else {
+			key.Path = sharePath(tool, rel)
 		}
 		if c != nil {
 			c.Put(key, out)
@@ -615,12 +617,23 @@ func scanOne(prev *catalog.Snapshot, t Tree, blobHash func(string) (string, erro
 			}
 		}
 	}
-	if out.Tool.File == e.File {
-		e.File = out.Tool.File
-	}
+	// The tool's strings, not this build's copies (a restart holds every
+	// tool's): its name is where its file's path begins.
+	e.File = sharePath(out.Tool, rel)
+	e.Name, res.key.Path = e.File[:len(name)], e.File
 	e.Tool, e.Rev, e.Status = out.Tool, cited(carry, was, rev), catalog.Enabled
 	res.e, res.decl = e, out.Tool.Name
 	return res
+}
+
+// sharePath returns rel, the path of t's file in the tools tree, as the
+// end of t.File when that is where it lies (t.File is the path with the
+// prefix of messages), so that the catalog and the cache keep one copy.
+func sharePath(t *hldp.Tool, rel string) string {
+	if f := t.File; strings.HasSuffix(f, rel) {
+		return f[len(f)-len(rel):]
+	}
+	return rel
 }
 
 // cited is the revision an unchanged definition cites: the one it was

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"testing/fstest"
+	"unsafe"
 
 	"github.com/toolagent/toolagent/internal/cache"
 	"github.com/toolagent/toolagent/internal/catalog"
@@ -756,6 +757,28 @@ func TestDuplicateFromCache(t *testing.T) {
 		}
 		if dup != 2 {
 			t.Errorf("%s: %d duplicate problems, want 2 (one per file): %v", run, dup, rep.Problems)
+		}
+	}
+}
+
+// TestEntrySharesToolStrings: an entry's file path and name are the end
+// of its tool's File ("tools/a/TOOL.hdlp"), not copies of their own, when
+// parsed and when taken from the cache at a restart (100,000 tools held
+// each twice more).
+func TestEntrySharesToolStrings(t *testing.T) {
+	c := cache.New()
+	files := map[string]string{"a/TOOL.hdlp": def("a", "x"), "bb/TOOL.hdlp": def("bb", "y")}
+	parsed, _ := build(t, nil, files, "r1", c, Options{})
+	restarted, rep := build(t, nil, files, "r1", c, Options{})
+	if rep.Reused != 2 {
+		t.Fatalf("restart reused %d, want 2 from the cache", rep.Reused)
+	}
+	for what, s := range map[string]*catalog.Snapshot{"parsed": parsed, "from the cache": restarted} {
+		for e := range s.Each() {
+			f := e.Tool.File
+			if f != "tools/"+e.File || unsafe.StringData(e.File) != unsafe.StringData(f[len("tools/"):]) || unsafe.StringData(e.Name) != unsafe.StringData(e.File) {
+				t.Errorf("%s: entry %s (file %s) holds copies of its tool's File %q", what, e.Name, e.File, f)
+			}
 		}
 	}
 }
