@@ -146,6 +146,19 @@ const (
 // counts in the query's maximum score.
 const negligible = 0.01
 
+// prunedBelow is the specificity below which New keeps a term's count of
+// documents and not its posting list (Index.pruned): such a term is never
+// looked up, and in a catalog whose tools share text (a why, a param's
+// description, generated from one template) those lists were most of the
+// index. Half of negligible, so that updates move a term across
+// negligible only after many documents changed (Update then asks for a
+// new build).
+const prunedBelow = negligible / 2
+
+// pruneBelow is prunedBelow, but for tests that compare with an index
+// that keeps every list (0).
+var pruneBelow = prunedBelow
+
 // unknownWeight is the weight (in specificity units) of a query token that
 // no document and no vocabulary term contains (a host, a product, a name):
 // it counts towards the query's maximum score, but less than a word the
@@ -259,7 +272,9 @@ type Candidate struct {
 	// Matched says why: one entry per query term that hit, as
 	// "term@field" for a direct hit ("提交@intent"), "term@vocab:docterm"
 	// for a hit through the vocabulary ("commit@vocab:提交") and
-	// "term@fuzzy:word" for a corrected typo.
+	// "term@fuzzy:word" for a corrected typo. A term nearly every document
+	// holds, which adds nothing to a score, may be left out (its hits are
+	// not kept: see prunedBelow).
 	Matched []string
 }
 
@@ -308,7 +323,10 @@ type Index struct {
 	ids      []string
 	fields   [][]string // per document, the field names
 	terms    map[string]int32
-	postings [][]posting // by term id, sorted by doc
+	postings [][]posting // by term id, sorted by doc; nil for a pruned term
+	// pruned holds, by term id, how many documents hold each term whose
+	// posting list New did not keep (see prunedBelow).
+	pruned map[int32]int32
 	// termSurfs lists, by term id, the term's distinct document-side
 	// texts (indexes into surfs), which its postings' surf index;
 	// moreSurfs holds those of postings past the first manySurfs, by
@@ -476,9 +494,22 @@ func build(docs []Doc, vocab *Vocab, avgLen map[string]float64) *Index {
 		}
 	}
 	ix.termSurfs = make([][]int32, len(ix.postings))
+	n := float64(len(docs))
+	keep := make([]bool, len(counts))
+	for id, c := range counts {
+		if keep[id] = specificity(float64(c), n) >= pruneBelow; !keep[id] {
+			if ix.pruned == nil {
+				ix.pruned = map[int32]int32{}
+			}
+			ix.pruned[int32(id)] = c
+			total -= int(c)
+		}
+	}
 	all := make([]posting, total)
 	for id, c := range counts {
-		ix.postings[id], all = all[:0:c], all[c:]
+		if keep[id] {
+			ix.postings[id], all = all[:0:c], all[c:]
+		}
 	}
 
 	// Pass 2: BM25F term frequencies per document, then postings.
@@ -530,6 +561,9 @@ func build(docs []Doc, vocab *Vocab, avgLen map[string]float64) *Index {
 		}
 		for _, a := range accs {
 			pos[a.term] = -1
+			if !keep[a.term] {
+				continue
+			}
 			p := posting{doc: int32(d), sat: saturate(a.tf)}
 			p.setField(a.field, a.core)
 			ix.setSurf(a.term, &p, a.surf)
@@ -540,10 +574,9 @@ func build(docs []Doc, vocab *Vocab, avgLen map[string]float64) *Index {
 	for ix.sorted < len(docs) && (ix.sorted == 0 || docs[ix.sorted-1].ID < docs[ix.sorted].ID) {
 		ix.sorted++
 	}
-	n := float64(len(docs))
 	ix.idf = make([]float64, len(ix.postings))
-	for id, ps := range ix.postings {
-		ix.idf[id] = specificity(float64(len(ps)), n)
+	for id := range ix.postings {
+		ix.idf[id] = specificity(float64(ix.df(int32(id))), n)
 	}
 	for _, w := range vocab.words {
 		words[w] = true
@@ -611,7 +644,7 @@ func (ix *Index) term(key string) (int32, bool) {
 	if !ok {
 		id, ok = ix.extra[key]
 	}
-	return id, ok && len(ix.postings[id]) > 0
+	return id, ok && ix.df(id) > 0
 }
 
 // WithThreshold returns an index that shares ix's data but uses threshold t
@@ -906,7 +939,16 @@ func (ix *Index) surfOf(term int32, p posting) int32 {
 	return ix.termSurfs[term][p.surf]
 }
 
-// explain lists the query units that hit document id.
+// df is how many documents hold term id.
+func (ix *Index) df(id int32) int {
+	if n, ok := ix.pruned[id]; ok {
+		return int(n)
+	}
+	return len(ix.postings[id])
+}
+
+// explain lists the query units that hit document id (a pruned term's
+// hits are not known, and not listed: it added nothing to the score).
 func (ix *Index) explain(units []unit, d int32) []string {
 	var out []string
 	for _, u := range units {

@@ -21,7 +21,9 @@ import (
 // one more exception: the typo corrections know the words of ix's New, not
 // those of added documents, and may still offer a removed document's word.
 // Ask for a new index with New after many updates: Drift says how far this
-// one has come.
+// one has come. Update returns nil when only New can give that index: a
+// term whose posting list New did not keep (nearly every document held
+// it) is no longer negligible.
 func (ix *Index) Update(removed, added []Doc) *Index {
 	c := *ix
 	c.ids = slices.Clone(ix.ids)
@@ -33,6 +35,7 @@ func (ix *Index) Update(removed, added []Doc) *Index {
 	c.termSurfs = slices.Clone(ix.termSurfs)
 	c.moreSurfs = maps.Clone(ix.moreSurfs)
 	c.extra = maps.Clone(ix.extra)
+	c.pruned = maps.Clone(ix.pruned)
 	if c.extra == nil {
 		c.extra = map[string]int32{}
 	}
@@ -84,7 +87,12 @@ func (ix *Index) Update(removed, added []Doc) *Index {
 		c.dead[d] = true
 		c.live--
 		for _, t := range docTerms(an, doc, c.avgLen, termID, func(string) int32 { return 0 }) {
-			at(t.term).gone = append(at(t.term).gone, d)
+			if _, ok := c.pruned[t.term]; ok {
+				c.pruned[t.term]--
+				at(t.term) // its specificity is computed again
+			} else {
+				at(t.term).gone = append(at(t.term).gone, d)
+			}
 			if t.described {
 				c.described[t.term]--
 			}
@@ -97,6 +105,14 @@ func (ix *Index) Update(removed, added []Doc) *Index {
 		c.live++
 		c.fields = append(c.fields, fieldLayouts{}.of(doc))
 		for _, t := range docTerms(an, doc, c.avgLen, termID, surf) {
+			if t.described {
+				c.described[t.term]++
+			}
+			if _, ok := c.pruned[t.term]; ok {
+				c.pruned[t.term]++
+				at(t.term)
+				continue
+			}
 			p := posting{doc: d, sat: t.sat}
 			p.setField(t.field, t.core)
 			if !owned[t.term] {
@@ -105,22 +121,26 @@ func (ix *Index) Update(removed, added []Doc) *Index {
 			}
 			c.setSurf(t.term, &p, t.surf)
 			at(t.term).come = append(at(t.term).come, p)
-			if t.described {
-				c.described[t.term]++
-			}
 		}
 	}
 	for id, ch := range changes {
-		c.postings[id] = edited(c.postings[id], ch.gone, ch.come)
+		if _, ok := c.pruned[id]; !ok {
+			c.postings[id] = edited(c.postings[id], ch.gone, ch.come)
+		}
 	}
 	n := float64(c.live)
 	if c.live == ix.live {
 		for id := range changes {
-			c.idf[id] = specificity(float64(len(c.postings[id])), n)
+			c.idf[id] = specificity(float64(c.df(id)), n)
 		}
 	} else {
-		for id, ps := range c.postings {
-			c.idf[id] = specificity(float64(len(ps)), n)
+		for id := range c.postings {
+			c.idf[id] = specificity(float64(c.df(int32(id))), n)
+		}
+	}
+	for id := range c.pruned {
+		if c.idf[id] >= negligible {
+			return nil
 		}
 	}
 	slots := len(c.ids)

@@ -1,6 +1,7 @@
 package match
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -166,5 +167,107 @@ func TestTiesByID(t *testing.T) {
 	upd := New(sorted, nil).Update([]Doc{sorted[1]}, []Doc{doc("t-0"), doc("t-2")})
 	if got := ids(upd.Match(q, 3)); !slices.Equal(got, []string{"t-0", "t-1", "t-2"}) {
 		t.Errorf("updated: %q, want t-0 t-1 t-2", got)
+	}
+}
+
+// prunedDocs are n documents that all hold "service" and "bench" (in
+// their why, as a catalog made from one template does) and a few words of
+// their own.
+func prunedDocs(n int) []Doc {
+	actions := []string{"restart", "show", "stop", "reload", "tail"}
+	var docs []Doc
+	for i := range n {
+		a := actions[i%len(actions)]
+		docs = append(docs, Doc{ID: fmt.Sprintf("t%04d", i), Fields: []Field{
+			{Name: "name", Text: fmt.Sprintf("%s-svc%d", a, i%37), Weight: 2.5},
+			{Name: "intent", Text: fmt.Sprintf("%s the service svc%d on a host 服务", a, i%37), Weight: 2},
+			{Name: "why", Text: "made by bench for the service tests", Context: true},
+		}})
+	}
+	return docs
+}
+
+// TestPrunedTerms: New keeps no posting list for a term nearly every
+// document holds, only its count; the index ranks and scores as one that
+// keeps every list, and lists the same hits but those terms'.
+func TestPrunedTerms(t *testing.T) {
+	docs := prunedDocs(2000)
+	ix := New(docs, nil)
+	id, ok := ix.terms["bench"]
+	if !ok {
+		t.Fatal("no term bench")
+	}
+	if ix.postings[id] != nil || ix.pruned[id] != 2000 || ix.df(id) != 2000 {
+		t.Fatalf("term bench: %d postings kept, pruned count %d; want none kept and 2000 counted", len(ix.postings[id]), ix.pruned[id])
+	}
+	pruneBelow = 0
+	full := New(docs, nil)
+	pruneBelow = prunedBelow
+	if len(full.pruned) != 0 {
+		t.Fatalf("with pruneBelow 0, %d terms pruned", len(full.pruned))
+	}
+	kept, all := 0, 0
+	for id, ps := range full.postings {
+		all += len(ps)
+		if ix.postings[id] != nil {
+			kept += len(ps)
+		}
+	}
+	if kept > all/2 {
+		t.Errorf("pruned index keeps %d of %d postings; want the shared words' gone", kept, all)
+	}
+	for _, q := range []string{"restart the service svc5", "show svc12 service", "bench service", "服务 svc3", "tail the service on a host", "write me a poem"} {
+		got, want := ix.Match(q, 3), full.Match(q, 3)
+		if got.Found != want.Found || len(got.Candidates) != len(want.Candidates) {
+			t.Fatalf("Match(%q) = %+v, want %+v", q, got, want)
+		}
+		for i, c := range got.Candidates {
+			w := want.Candidates[i]
+			if c.ID != w.ID || c.Score != w.Score {
+				t.Errorf("Match(%q)[%d] = %s %v, want %s %v", q, i, c.ID, c.Score, w.ID, w.Score)
+			}
+			for _, m := range c.Matched {
+				if !slices.Contains(w.Matched, m) {
+					t.Errorf("Match(%q)[%d] lists %s, which the full index does not", q, i, m)
+				}
+			}
+		}
+	}
+}
+
+// TestUpdatePruned: an update keeps a pruned term's count and ranks as New
+// over the same documents; one that makes such a term specific again
+// returns nil, for a new build.
+func TestUpdatePruned(t *testing.T) {
+	docs := prunedDocs(2000)
+	base := New(docs, nil)
+	removed := []Doc{docs[3], docs[500]}
+	replaced := Doc{ID: docs[500].ID, Fields: []Field{
+		{Name: "name", Text: "drain-queue", Weight: 2.5},
+		{Name: "intent", Text: "drain the job queue of a worker", Weight: 2},
+		{Name: "why", Text: "made by bench for the service tests", Context: true},
+	}}
+	upd := base.Update(removed, []Doc{replaced})
+	if upd == nil {
+		t.Fatal("Update = nil for two documents of 2000")
+	}
+	want := slices.Clone(docs)
+	want[500] = replaced
+	want = slices.Delete(want, 3, 4)
+	full := build(want, nil, base.avgLen)
+	if id := base.terms["bench"]; upd.df(id) != 1999 || full.df(id) != 1999 {
+		t.Errorf("bench held by %d (updated) and %d (New) documents, want 1999", upd.df(id), full.df(id))
+	}
+	for _, q := range []string{"drain the job queue", "restart the service svc5", "bench service", "show svc12"} {
+		if diff := cmp.Diff(full.Match(q, 3), upd.Match(q, 3)); diff != "" {
+			t.Errorf("Match(%q): updated index differs from New (-New +updated):\n%s", q, diff)
+		}
+	}
+	var plain []Doc
+	for i := range 60 {
+		plain = append(plain, Doc{ID: fmt.Sprintf("z%03d", i), Fields: []Field{{Name: "intent", Text: fmt.Sprintf("rotate certificate %d", i)}}})
+	}
+	if got := base.Update(nil, plain); got != nil {
+		t.Errorf("Update adding 60 documents without bench = an index; want nil (bench is specific again, its postings are not kept)")
 	}
 }
