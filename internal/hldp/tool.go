@@ -26,8 +26,9 @@ import (
 const FileName = "TOOL.hdlp"
 
 // FormatVersion changes whenever Parse may give a different result for the
-// same bytes (new keys, new rules). Persisted parse memos (internal/cache)
-// are discarded when it differs, so an upgrade never serves stale outcomes.
+// same bytes (new keys, new rules), or a Tool's persisted form changes (its
+// fields, its binary form). Persisted parse memos (internal/cache) are
+// discarded when it differs, so an upgrade never serves stale outcomes.
 //
 // 2: constraints.rules and constraints.shell_policy. 3: sandbox.
 // 4: "file too large" says "more than N bytes" for a file read only up to
@@ -76,7 +77,8 @@ const (
 )
 
 // Tool is one parsed and validated TOOL.hdlp. A Tool from Parse must not
-// be modified (copies share its cached schema); a Tool built as a literal,
+// be modified (copies share its cached schema, its Ext and its params':
+// give a copy an Ext of its own to change one); a Tool built as a literal,
 // e.g. in another package's tests, works too but recomputes its schema on
 // every call.
 type Tool struct {
