@@ -122,7 +122,8 @@ func (t *Tool) UnmarshalBinary(data []byte) error {
 	var x Tool
 	// Strings are read as views of data: what the Tool alone holds is
 	// copied into one string by pack, the rest by in (package unique
-	// clones what it keeps); nothing else may keep a view.
+	// clones what it keeps), as Intern chooses; nothing else may keep a
+	// view (TestBinaryEveryField overwrites the data after decoding).
 	x.Name, x.Display, x.Intent = d.str(), d.str(), d.str()
 	x.Method, x.Executor = in(d.str()), ExecutorKind(in(d.str()))
 	if n, ok := d.count(); ok {

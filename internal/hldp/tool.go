@@ -467,7 +467,8 @@ func (t *Tool) Prereqs() Requires {
 // Tool decoded otherwise may be given to Intern. It changes no value. It
 // also marks t, as Parse's are, for what it computes on first use
 // (InputSchema's and the compiled schema CheckParams uses): t must not be
-// changed after.
+// changed after. UnmarshalBinary makes the same choices field by field as
+// it decodes: a field interned or packed here is so there too.
 func (t *Tool) Intern() {
 	if t.lazy == nil {
 		t.lazy = pending
