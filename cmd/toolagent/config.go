@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/toolagent/toolagent/internal/proc"
+
 	"errors"
 	"flag"
 	"fmt"
@@ -49,11 +51,13 @@ type Config struct {
 	ReloadMaxWait     time.Duration      `yaml:"reload_max_wait" env:"TOOLAGENT_RELOAD_MAX_WAIT" flag:"reload-max-wait" default:"1s" usage:"reload at the latest this long after the first change of a burst"`
 	RetryMin          time.Duration      `yaml:"reload_retry_min" env:"TOOLAGENT_RELOAD_RETRY_MIN" flag:"reload-retry-min" default:"1s" usage:"first retry after a failed reload; doubles per failure"`
 	RetryMax          time.Duration      `yaml:"reload_retry_max" env:"TOOLAGENT_RELOAD_RETRY_MAX" flag:"reload-retry-max" default:"1m" usage:"longest wait between reload retries"`
-	Sandbox           string             `yaml:"sandbox" env:"TOOLAGENT_SANDBOX" flag:"sandbox" default:"on" usage:"run every tool process in the bubblewrap sandbox: on, or off (no sandbox at all: logged as a warning at start and shown in /v1/status)"`
+	Sandbox           string             `yaml:"sandbox" env:"TOOLAGENT_SANDBOX" flag:"sandbox" default:"on" usage:"run every tool process in a sandbox of its own: on, or off (no sandbox at all: logged as a warning at start and shown in /v1/status)"`
+	SandboxMechanism  string             `yaml:"sandbox_mechanism" env:"TOOLAGENT_SANDBOX_MECHANISM" flag:"sandbox-mechanism" default:"auto" usage:"what makes each call's sandbox: landlock (needs root and a kernel with Landlock), bubblewrap, or auto (landlock where it can run, else bubblewrap)"`
 	SandboxBwrap      string             `yaml:"sandbox_bwrap" env:"TOOLAGENT_SANDBOX_BWRAP" flag:"sandbox-bwrap" default:"bwrap" usage:"the bubblewrap program (a name is looked up in /usr/local/bin:/usr/bin:/bin)"`
-	SandboxUser       string             `yaml:"sandbox_user" env:"TOOLAGENT_SANDBOX_USER" flag:"sandbox-user" default:"" usage:"user (name or uid) tool processes run as in the sandbox (default: the daemon's own user; set one when the daemon runs as root)"`
-	SandboxMaxProcs   int                `yaml:"sandbox_max_procs" env:"TOOLAGENT_SANDBOX_MAX_PROCS" flag:"sandbox-max-procs" default:"256" usage:"most processes of one call (RLIMIT_NPROC; not enforced for uid 0)"`
-	SandboxReuse      int                `yaml:"sandbox_reuse" env:"TOOLAGENT_SANDBOX_REUSE" flag:"sandbox-reuse" default:"16" usage:"most idle sandboxes kept to serve later calls, one call at a time, emptied between calls (0: every call gets a sandbox of its own)"`
+	SandboxUser       string             `yaml:"sandbox_user" env:"TOOLAGENT_SANDBOX_USER" flag:"sandbox-user" default:"" usage:"user (name or uid) every tool process runs as (default: with landlock a user of its own per call, see sandbox_uid_base; with bubblewrap the daemon's own user, which must then not be root)"`
+	SandboxUIDBase    int64              `yaml:"sandbox_uid_base" env:"TOOLAGENT_SANDBOX_UID_BASE" flag:"sandbox-uid-base" default:"2000000000" usage:"with landlock, where the blocks of ids of calls start: a daemon claims the first free block of sandbox_uids ids from here; its first id is the group of its calls, the others their users (one per running call); no file on the host should belong to them"`
+	SandboxUIDs       int                `yaml:"sandbox_uids" env:"TOOLAGENT_SANDBOX_UIDS" flag:"sandbox-uids" default:"4096" usage:"the size of a block of ids (see sandbox_uid_base): one less than the most calls of one daemon running at once in sandboxes"`
+	SandboxMaxProcs   int                `yaml:"sandbox_max_procs" env:"TOOLAGENT_SANDBOX_MAX_PROCS" flag:"sandbox-max-procs" default:"256" usage:"most processes (and threads) of one call (its control group's pids limit, else RLIMIT_NPROC)"`
 	SandboxMaxMemory  int64              `yaml:"sandbox_max_memory" env:"TOOLAGENT_SANDBOX_MAX_MEMORY" flag:"sandbox-max-memory" default:"4294967296" usage:"most address space of one process of a call, in bytes (RLIMIT_AS)"`
 	MCPStateless      bool               `yaml:"mcp_stateless" env:"TOOLAGENT_MCP_STATELESS" flag:"mcp-stateless" default:"false" usage:"serve /mcp without sessions (the SDK's stateless mode): any replica answers any request, so a load balancer needs no sticky sessions; GET /mcp then carries list_changed alone"`
 	MCPAllowedOrigins string             `yaml:"mcp_allowed_origins" env:"TOOLAGENT_MCP_ALLOWED_ORIGINS" flag:"mcp-allowed-origins" default:"" usage:"browser origins (scheme://host[:port], comma-separated) that may use /mcp besides the daemon's own; any other Origin gets 403"`
@@ -333,8 +337,13 @@ func (c Config) validate() error {
 	if c.ApprovalTTL <= 0 {
 		errs = append(errs, fmt.Errorf("approval_ttl %s: want more than 0", c.ApprovalTTL))
 	}
-	if c.SandboxReuse < 0 {
-		errs = append(errs, fmt.Errorf("sandbox_reuse %d: want 0 (a sandbox per call) or more", c.SandboxReuse))
+	switch c.SandboxMechanism {
+	case "", "auto", proc.MechanismLandlock, proc.MechanismBubblewrap:
+	default:
+		errs = append(errs, fmt.Errorf("sandbox_mechanism %q: want auto, %s or %s", c.SandboxMechanism, proc.MechanismLandlock, proc.MechanismBubblewrap))
+	}
+	if c.SandboxUIDBase <= 0 || c.SandboxUIDs <= 0 || c.SandboxUIDBase+int64(c.SandboxUIDs) >= 1<<32-1 {
+		errs = append(errs, fmt.Errorf("sandbox_uid_base %d and sandbox_uids %d: want a base above 0 and a count above 0 that stay below uid 4294967295", c.SandboxUIDBase, c.SandboxUIDs))
 	}
 	if _, err := c.shellPolicy(); err != nil {
 		errs = append(errs, err)
@@ -344,6 +353,11 @@ func (c Config) validate() error {
 		return fmt.Errorf("config: %w", err)
 	}
 	return nil
+}
+
+// removedKeys are settings of earlier versions, and why they are gone.
+var removedKeys = map[string]string{
+	"sandbox_reuse": "a sandbox serves exactly one call and is never handed to another (docs/security.md); delete the key",
 }
 
 // applyYAML sets the fields named in a YAML mapping. Every problem names
@@ -376,6 +390,10 @@ func applyYAML(v reflect.Value, sets []setting, path string, data []byte) error 
 		k, val := pairs[i], pairs[i+1]
 		at := fmt.Sprintf("%s:%d:%d", path, k.Line, k.Column)
 		s, ok := byKey[k.Value]
+		if why, gone := removedKeys[k.Value]; !ok && gone {
+			errs = append(errs, fmt.Errorf("%s: key %q was removed: %s", at, k.Value, why))
+			continue
+		}
 		if !ok {
 			msg := fmt.Sprintf("%s: unknown key %q", at, k.Value)
 			if near := nearestKey(k.Value, known); near != "" {

@@ -144,7 +144,8 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (_ *core, e
 	if err != nil {
 		return nil, err
 	}
-	c.sandboxOpts = proc.SandboxOptions{Bwrap: cfg.SandboxBwrap, User: user, Reuse: cfg.SandboxReuse, Limits: proc.Limits{MaxProcs: cfg.SandboxMaxProcs, MaxMemory: cfg.SandboxMaxMemory}}
+	c.sandboxOpts = proc.SandboxOptions{Bwrap: cfg.SandboxBwrap, User: user, Mechanism: sandboxMechanism(cfg.SandboxMechanism),
+		UIDBase: uint32(cfg.SandboxUIDBase), UIDCount: cfg.SandboxUIDs, Limits: proc.Limits{MaxProcs: cfg.SandboxMaxProcs, MaxMemory: cfg.SandboxMaxMemory}}
 	sp, err := cfg.shellPolicy()
 	if err != nil {
 		return nil, err

@@ -46,7 +46,7 @@ func runGatekeeper(ctx context.Context, e env, args []string) error {
 	allow := fs.String("allow", "", "comma-separated `PROGRAMS` that may run (names found in /usr/local/bin:/usr/bin:/bin, or absolute paths); with a list, cmd must be one simple command; empty: any")
 	var sandboxMode string
 	sandboxFlag(fs, e, &sandboxMode, "every command")
-	reuse := fs.Int("sandbox-reuse", 16, "most idle sandboxes kept to serve later commands, one at a time, emptied between them (0: every command gets a sandbox of its own)")
+	mech := fs.String("sandbox-mechanism", "auto", "what makes each command's sandbox: landlock (root, a kernel with Landlock), bubblewrap, or auto")
 	bwrap := fs.String("sandbox-bwrap", e.getenv("TOOLAGENT_SANDBOX_BWRAP"), "the bubblewrap `PROGRAM` (env TOOLAGENT_SANDBOX_BWRAP; default: bwrap, looked up in /usr/local/bin:/usr/bin:/bin)")
 	maxTimeout := fs.Duration("max-timeout", gatekeeper.DefaultMaxTimeout, "longest timeout a request may ask for (longer ones are clamped)")
 	maxOutput := fs.Int64("max-output", gatekeeper.DefaultMaxOutputCap, "largest output cap per stream, in bytes, a request may ask for")
@@ -98,12 +98,12 @@ func runGatekeeper(ctx context.Context, e env, args []string) error {
 	if err := opts.Validate(); err != nil {
 		return usageError{err}
 	}
-	sb, err := openSandbox(sandboxMode, proc.SandboxOptions{Bwrap: *bwrap, Hide: []string{*tokenFile}, Reuse: *reuse})
+	sb, err := openSandbox(sandboxMode, proc.SandboxOptions{Bwrap: *bwrap, Hide: []string{*tokenFile}, Mechanism: sandboxMechanism(*mech)})
 	if err != nil {
 		return fmt.Errorf("gatekeeper: %w", err)
 	}
 	if sb != nil {
-		defer sb.Close() // the idle reusable sandboxes
+		defer sb.Close()
 	}
 	opts.Sandbox = sb
 	logSandbox(log, sb, "commands")

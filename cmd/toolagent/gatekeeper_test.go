@@ -195,7 +195,7 @@ func TestGatekeeperCommand(t *testing.T) {
 		{"arguments", nil, []string{"extra"}, "takes no arguments"},
 		{"bad sandbox mode", nil, []string{"--listen", "127.0.0.1:0", "--sandbox", "maybe"}, "--sandbox: want on or off"},
 		{"bad sandbox mode from env", map[string]string{"TOOLAGENT_SANDBOX": "maybe"}, []string{"--listen", "127.0.0.1:0"}, "--sandbox: want on or off"},
-		{"sandbox cannot start", nil, []string{"--listen", "127.0.0.1:0", "--sandbox-bwrap", "/nonexistent/bwrap"}, "/nonexistent/bwrap"},
+		{"sandbox cannot start", nil, []string{"--listen", "127.0.0.1:0", "--sandbox-mechanism", "bubblewrap", "--sandbox-bwrap", "/nonexistent/bwrap"}, "/nonexistent/bwrap"},
 	}
 	for _, tc := range tests {
 		err := run(t.Context(), append([]string{"gatekeeper"}, tc.args...), func(k string) string { return tc.env[k] }, strings.NewReader(""), io.Discard, io.Discard)
@@ -238,7 +238,7 @@ func TestGatekeeperSandbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := startGatekeeper(t, map[string]string{"TOOLAGENT_GATEKEEPER_TOKEN": gatekeeperTestToken}, "--listen", "127.0.0.1:0", "--token-file", tokenFile)
-	if !strings.Contains(g.logs.String(), `"sandbox":"bubblewrap`) {
+	if !strings.Contains(g.logs.String(), `"sandbox":"bubblewrap`) && !strings.Contains(g.logs.String(), `"sandbox":"Landlock`) {
 		t.Errorf("the listening line does not name the sandbox:\n%s", g.logs)
 	}
 	body, _ := json.Marshal(map[string]string{"cmd": "cat " + tokenFile + " /proc/1/environ; ls /proc"})

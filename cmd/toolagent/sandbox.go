@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"os"
 	"os/user"
 	"runtime/debug"
 	"strconv"
@@ -25,7 +26,7 @@ func sandboxFlag(fs *flag.FlagSet, e env, mode *string, what string) {
 	if def == "" {
 		def = sandboxOn
 	}
-	fs.StringVar(mode, "sandbox", def, "run "+what+" in the bubblewrap sandbox: on or off (env TOOLAGENT_SANDBOX; default on)")
+	fs.StringVar(mode, "sandbox", def, "run "+what+" in a sandbox of its own each: on or off (env TOOLAGENT_SANDBOX; default on)")
 }
 
 // openSandbox returns the sandbox mode asks for: nil when it is off, and
@@ -35,7 +36,15 @@ func openSandbox(mode string, opts proc.SandboxOptions) (*proc.Sandbox, error) {
 	case sandboxOff:
 		return nil, nil
 	case "", sandboxOn:
-		return proc.NewSandbox(opts)
+		sb, err := proc.NewSandbox(opts)
+		if err != nil {
+			return nil, err
+		}
+		if sb.Mechanism() == proc.MechanismBubblewrap && opts.User == nil && os.Geteuid() == 0 {
+			sb.Close()
+			return nil, fmt.Errorf("%w: the daemon runs as root and its sandbox is bubblewrap, whose tools would run as root: name a user for them (sandbox_user), or let it use landlock (sandbox_mechanism, which needs a kernel with Landlock); tools never run as the host's root", proc.ErrSandbox)
+		}
+		return sb, nil
 	}
 	return nil, usageError{fmt.Errorf("--sandbox: want on or off, got %q", mode)}
 }
@@ -48,15 +57,15 @@ func logSandbox(log *slog.Logger, sb *proc.Sandbox, what string) {
 			"flag", "--sandbox=off")
 		return
 	}
-	st, ok, err := sb.Pool()
-	switch {
-	case ok:
-		log.Info("sandbox", "mechanism", sb.Mechanism(), "version", sb.Version(), "hidden", len(sb.Hidden()), "reuse", st.Reuse)
-	case err != nil:
-		log.Warn("sandbox: reusable sandboxes cannot run here; every call gets a sandbox of its own", "mechanism", sb.Mechanism(), "version", sb.Version(), "hidden", len(sb.Hidden()), "err", err)
-	default:
-		log.Info("sandbox", "mechanism", sb.Mechanism(), "version", sb.Version(), "hidden", len(sb.Hidden()), "reuse", 0)
+	log.Info("sandbox", "mechanism", sb.Mechanism(), "version", sb.Version(), "hidden", len(sb.Hidden()), "isolation", "a sandbox per call")
+}
+
+// sandboxMechanism maps sandbox_mechanism to proc's: "auto" chooses.
+func sandboxMechanism(m string) string {
+	if m == "auto" {
+		return ""
 	}
+	return m
 }
 
 // secretFiles are the files holding the daemon's secrets; the sandbox

@@ -69,24 +69,7 @@ func (c *common) sandboxStatus() api.SandboxStatus {
 	} else {
 		enforced += ", with rlimits"
 	}
-	return api.SandboxStatus{Active: true, Mechanism: c.sandbox.Mechanism(), Version: c.sandbox.Version(), Limits: c.sandbox.Limits(), Enforced: enforced, Reuse: c.sandboxReuse}
-}
-
-// sandboxReuse is /v1/status's sandbox.reuse: the reusable sandboxes'
-// counts, or why there are none.
-func (c *common) sandboxReuse() any {
-	if c.sandbox == nil {
-		return nil
-	}
-	st, ok, err := c.sandbox.Pool()
-	if !ok {
-		r := map[string]any{"reuse": 0}
-		if err != nil {
-			r["error"] = "every call gets a sandbox of its own: reusable sandboxes cannot run here: " + err.Error()
-		}
-		return r
-	}
-	return st
+	return api.SandboxStatus{Active: true, Mechanism: c.sandbox.Mechanism(), Version: c.sandbox.Version(), Limits: c.sandbox.Limits(), Enforced: enforced, Isolation: "per call: a sandbox serves one call and is gone with it"}
 }
 
 // newSandbox builds the sandbox of c (nil when it is off). It hides the
@@ -266,9 +249,44 @@ func (c *common) executors() (map[hldp.ExecutorKind]executors.Executor, error) {
 		}
 	}
 	c.sandbox = sb
+	if gid, ok := sb.Group(); ok {
+		if err := shareFilesRoot(c.filesRoot, int(gid)); err != nil {
+			sb.Close()
+			return nil, fmt.Errorf("files root: %w", err)
+		}
+	}
 	return map[hldp.ExecutorKind]executors.Executor{
 		hldp.Shell: shell.New(shell.Options{FilesRoot: c.filesRoot, ShellPolicy: c.shellPolicy, Sandbox: sb}),
 	}, nil
+}
+
+// shareFilesRoot gives the files root to the sandbox's group: calls run
+// as users of their own in that group, and an approved call may write
+// the files root (its grant). Directories get the setgid bit, so what is
+// made in them is the group's too; files and directories become group
+// writable. Nobody else may enter it.
+func shareFilesRoot(root string, gid int) error {
+	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type()&fs.ModeSymlink != 0 {
+			return nil // never followed
+		}
+		if err := os.Lchown(p, -1, gid); err != nil {
+			return err
+		}
+		mode := os.FileMode(0o664)
+		if d.IsDir() {
+			mode = 0o775 | os.ModeSetgid
+			if p == root {
+				mode = 0o770 | os.ModeSetgid
+			}
+		} else if fi, err := d.Info(); err == nil {
+			mode = fi.Mode().Perm() | 0o060
+		}
+		return os.Chmod(p, mode)
+	})
 }
 
 // checker narrows tools to those an executor here can run.

@@ -112,7 +112,8 @@ type Options struct {
 type SandboxStatus struct {
 	// Active is false only when the operator turned the sandbox off.
 	Active bool `json:"active"`
-	// Mechanism is "bubblewrap"; Version what it reports.
+	// Mechanism is "landlock" or "bubblewrap"; Version what it is made
+	// of.
 	Mechanism string `json:"mechanism,omitempty"`
 	Version   string `json:"version,omitempty"`
 	// Limits are the resource limits of every call.
@@ -124,22 +125,8 @@ type SandboxStatus struct {
 	Enforced string `json:"limits_enforced,omitempty"`
 	// Warning says what an inactive sandbox means.
 	Warning string `json:"warning,omitempty"`
-	// Reuse, when set, reports the reusable sandboxes at the time of the
-	// request (shown as "reuse").
-	Reuse func() any `json:"-"`
-}
-
-// MarshalJSON adds the reusable sandboxes' report, read now.
-func (s SandboxStatus) MarshalJSON() ([]byte, error) {
-	type plain SandboxStatus
-	out := struct {
-		plain
-		Reuse any `json:"reuse,omitempty"`
-	}{plain: plain(s)}
-	if s.Reuse != nil {
-		out.Reuse = s.Reuse()
-	}
-	return json.Marshal(out)
+	// Isolation says what a sandbox serves: one call.
+	Isolation string `json:"isolation,omitempty"`
 }
 
 type server struct {

@@ -510,7 +510,7 @@ func (b *syncBuffer) String() string {
 // and with a verified grant only the grant's write paths.
 func TestSandboxWrites(t *testing.T) {
 	sb := proctest.NewSandbox(t, proc.SandboxOptions{})
-	granted, other := proctest.HostDir(t), proctest.HostDir(t)
+	granted, other := proctest.GrantDir(t, sb), proctest.GrantDir(t, sb)
 	h := NewHandler(Options{Tokens: []string{"t"}, NoPolicy: true, Sandbox: sb}, nil)
 	strict := NewHandler(Options{Tokens: []string{"t"}, Sandbox: sb}, nil)
 	write := grant.Sandbox{Write: []string{granted}}

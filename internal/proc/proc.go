@@ -211,33 +211,38 @@ func Run(ctx context.Context, s Spec) (Outcome, error) {
 	cmd.Env = env // never nil here: nil would inherit the daemon's environment
 	cmd.Stdin = s.Stdin
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	var sb *sandboxed
+	var sb *sandboxed     // MechanismBubblewrap
+	var iso *isolatedCall // MechanismLandlock
 	if s.Sandbox != nil {
-		sb = &sandboxed{s: s.Sandbox}
 		dir := s.Dir
 		if dir == "" {
-			// The daemon's own, as for an unsandboxed child; bwrap
-			// changes into it inside the sandbox.
+			// The daemon's own, as for an unsandboxed child.
 			if dir, err = os.Getwd(); err != nil {
 				return Outcome{}, fmt.Errorf("start %q: working directory: %w", s.Argv[0], err)
 			}
 		}
-		if p := s.Sandbox.pool; p != nil {
-			if err := s.Sandbox.CheckGrant(s.Grant); err != nil {
+		if err := s.Sandbox.CheckGrant(s.Grant); err != nil {
+			return Outcome{}, fmt.Errorf("start %q: %w", s.Argv[0], err)
+		}
+		if s.Sandbox.iso != nil {
+			cmd.Dir = dir
+			if iso, err = s.Sandbox.iso.begin(s.Sandbox, cmd, s.Grant, dir); err != nil {
 				return Outcome{}, fmt.Errorf("start %q: %w", s.Argv[0], err)
 			}
-			// A working directory under /tmp or /var/tmp is shown to
-			// the call; sandboxes are kept per directory shown.
-			shown := ""
-			if inScratch(dir) {
-				shown = dir
-			}
-			if w := p.get(s.Grant, shown); w != nil {
-				return p.run(ctx, w, s, path, dir, env, entered)
+		} else {
+			sb = &sandboxed{s: s.Sandbox}
+			if err := sb.prepare(cmd, append([]string{path}, s.Argv[1:]...), s.Grant, dir); err != nil {
+				return Outcome{}, fmt.Errorf("start %q: %w", s.Argv[0], err)
 			}
 		}
-		if err := sb.prepare(cmd, append([]string{path}, s.Argv[1:]...), s.Grant, dir); err != nil {
-			return Outcome{}, fmt.Errorf("start %q: %w", s.Argv[0], err)
+	}
+	// abort undoes what the sandbox prepared when the child did not start.
+	abort := func() {
+		if sb != nil {
+			sb.cleanupBeforeStart()
+		}
+		if iso != nil {
+			iso.abort()
 		}
 	}
 	var timedOut atomic.Bool
@@ -245,10 +250,10 @@ func Run(ctx context.Context, s Spec) (Outcome, error) {
 		if context.Cause(runCtx) == errTimeout {
 			timedOut.Store(true)
 		}
-		if sb != nil {
-			// A sandbox ends all at once: SIGKILL to bwrap, whose death
-			// kills the sandbox's first process, and with it the PID
-			// namespace and everything in it.
+		if sb != nil || iso != nil {
+			// A sandbox ends all at once: SIGKILL to its first process
+			// (under bubblewrap, to bwrap, whose death kills it), and
+			// with it the PID namespace and everything in it.
 			return signalGroup(cmd.Process.Pid, syscall.SIGKILL)
 		}
 		return signalGroup(cmd.Process.Pid, syscall.SIGTERM)
@@ -262,26 +267,25 @@ func Run(ctx context.Context, s Spec) (Outcome, error) {
 	// the write end, and the group kill below ends that grandchild.
 	outR, outW, err := os.Pipe()
 	if err != nil {
-		if sb != nil {
-			sb.cleanupBeforeStart()
-		}
+		abort()
 		return Outcome{}, fmt.Errorf("start %q: %w", s.Argv[0], err)
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
 		closeAll(outR, outW)
-		if sb != nil {
-			sb.cleanupBeforeStart()
-		}
+		abort()
 		return Outcome{}, fmt.Errorf("start %q: %w", s.Argv[0], err)
 	}
 	cmd.Stdout, cmd.Stderr = outW, errW
 
-	if err := cmd.Start(); err != nil {
+	if iso != nil {
+		err = iso.start(cmd)
+	} else {
+		err = cmd.Start()
+	}
+	if err != nil {
 		closeAll(outR, outW, errR, errW)
-		if sb != nil {
-			sb.cleanupBeforeStart()
-		}
+		abort()
 		return Outcome{}, fmt.Errorf("start %q: %w", s.Argv[0], err)
 	}
 	closeAll(outW, errW) // the child holds its copies; EOF comes when all are closed
@@ -310,6 +314,9 @@ func Run(ctx context.Context, s Spec) (Outcome, error) {
 	}
 
 	waitErr := cmd.Wait()
+	if iso != nil {
+		iso.finish() // every process of the call, wherever it went
+	}
 	// Always: background children of the child die with it. ESRCH (the
 	// group is already empty) is the normal case. In a sandbox the kernel
 	// kills them: its PID namespace ends with its first process.
@@ -323,7 +330,7 @@ func Run(ctx context.Context, s Spec) (Outcome, error) {
 	readersDone := make(chan struct{})
 	go func() { wg.Wait(); close(readersDone) }()
 	bound := grace
-	if sb != nil {
+	if sb != nil || iso != nil {
 		bound = max(grace, sandboxDrainBound)
 	}
 	t := time.NewTimer(bound)
@@ -351,6 +358,9 @@ func Run(ctx context.Context, s Spec) (Outcome, error) {
 		TimedOut:    timedOut.Load(),
 		Duration:    time.Since(start),
 		Queued:      start.Sub(entered),
+	}
+	if iso != nil {
+		out.LimitHit = iso.end()
 	}
 	st := cmd.ProcessState
 	if st == nil {

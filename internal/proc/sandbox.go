@@ -1,7 +1,6 @@
 package proc
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,18 +17,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// MechanismBubblewrap names the one sandbox mechanism proc uses.
-//
-// Why bubblewrap (Debian package bubblewrap) and not Landlock alone: a
-// call needs its own PID namespace (when its first process exits, the
-// kernel kills every process it started, setsid or double-forked ones
-// included), its own network namespace (no network unless granted), a
-// fresh /proc that shows only its own processes, and a mount namespace in
-// which the daemon's secrets are not there at all. Landlock restricts
-// file access and TCP ports but gives none of the namespaces, and Go
-// cannot run code between fork and exec, so it would need a re-executed
-// helper as well. bwrap does all of it in one small, audited program
-// whose flags say what a child gets.
+// MechanismBubblewrap names the mechanism of a daemon that is not root:
+// every call's process runs in a bubblewrap sandbox of its own, with new
+// user, mount, PID, IPC, UTS and (without network) network namespaces,
+// under the same seccomp filter as MechanismLandlock's. A sandbox serves
+// one call; bubblewrap costs several milliseconds of CPU per call, which
+// is why a root daemon uses MechanismLandlock (see there).
 const MechanismBubblewrap = "bubblewrap"
 
 // Defaults of Limits fields left zero.
@@ -141,49 +134,57 @@ type SandboxOptions struct {
 	// (the files root inside the state directory). An exposed path may
 	// not contain a hidden one.
 	Expose []string
-	// User, when non-nil, is the user the children run as (bubblewrap is
-	// started with these credentials). nil: the daemon's own user.
+	// User, when non-nil, is the user the children run as. nil: under
+	// MechanismLandlock a user per call (UIDBase), under bubblewrap the
+	// daemon's own user (the daemon refuses that when it is root:
+	// tools never run as the host's root).
 	User *syscall.Credential
 	// Limits are the resource limits of every call.
 	Limits Limits
-	// Reuse is the most idle sandboxes kept to serve later calls, one
-	// call at a time (see pool.go for what a call then gets); 0 gives
-	// every call a sandbox of its own.
-	Reuse int
+	// Mechanism is MechanismLandlock or MechanismBubblewrap; "" chooses:
+	// Landlock where the daemon is root and the kernel offers it, else
+	// bubblewrap.
+	Mechanism string
+	// UIDBase and UIDCount are the users calls run as under
+	// MechanismLandlock: UIDBase+1 to UIDBase+UIDCount, one per running
+	// call, all in group UIDBase (0: DefaultUIDBase, DefaultUIDCount).
+	// A set User takes their place: every call then runs as User.
+	UIDBase  uint32
+	UIDCount int
 	// NoCgroups keeps the limits to rlimits even where the daemon could
 	// give every sandbox a control group of its own (cgroup.go).
 	NoCgroups bool
 }
 
-// Sandbox runs children inside bubblewrap. Build it with NewSandbox; it is
-// read-only afterwards and safe for concurrent use. Set Spec.Sandbox to
-// use it.
+// Sandbox runs each child in a sandbox of its own, which serves that
+// call alone and is gone with it (see MechanismLandlock and
+// MechanismBubblewrap for how). Build it with NewSandbox; it is read-only
+// afterwards and safe for concurrent use. Set Spec.Sandbox to use it.
 //
-// Every sandboxed child gets, in one line of bwrap flags:
-//
-//	--ro-bind / /  --dev /dev  --proc /proc  --tmpfs /tmp  --tmpfs /var/tmp
-//	--unshare-user --unshare-pid --unshare-ipc --unshare-uts --unshare-cgroup-try
-//	--unshare-net (unless granted)  --tmpfs /run (unless network is granted)
-//	--bind P P (each granted write path)  hidden paths covered last
-//	--disable-userns --new-session --die-with-parent --cap-drop ALL
-//
-// and the rlimits of Limits. Run starts bwrap with PR_SET_PDEATHSIG, so a
-// daemon killed with SIGKILL takes every sandbox with it.
+// Whatever the mechanism, a child gets: the host's files read-only but
+// for its grant and its private, empty /tmp, /var/tmp and /dev/shm;
+// hidden paths covered; its own PID namespace (nothing it starts
+// outlives it) showing no other call's processes; its own IPC and UTS
+// namespaces; no network unless granted; the seccomp filter of
+// seccomp.go; no_new_privs and no capabilities; a new session, and the
+// limits of Limits. No descriptor but its stdin, stdout and stderr.
 type Sandbox struct {
+	mech    string
 	bwrap   string
 	version string
 	hide    []hidden
 	expose  []string
 	user    *syscall.Credential
 	limits  Limits
+	// iso is MechanismLandlock's state; nil under bubblewrap.
+	iso *isolation
+	// filters are bubblewrap's --seccomp programs: [0] without network,
+	// [1] with.
+	filters [2][]byte
 	// prlimit is util-linux's prlimit, which sets the limits from inside
 	// the sandbox when the daemon may not set them on a process of
 	// another user (no CAP_SYS_RESOURCE); "" when the daemon sets them.
 	prlimit string
-	// pool serves calls from reusable sandboxes; nil when
-	// SandboxOptions.Reuse is 0 or they cannot run here (poolErr).
-	pool    *pool
-	poolErr error
 	// cg makes a control group per sandbox, which enforces the process
 	// and memory limits and counts their hits; nil when the host does
 	// not let the daemon (cgErr says why): then the rlimits hold alone.
@@ -200,31 +201,39 @@ type hidden struct {
 // refusing to set up), as opposed to a failure of the tool in it.
 var ErrSandbox = errors.New("sandbox")
 
-// NewSandbox finds bubblewrap and proves it works on this kernel by
-// running /bin/true in a sandbox with every namespace. The error names
-// what is missing: the package, or the kernel feature (user namespaces).
+// NewSandbox chooses the mechanism (SandboxOptions.Mechanism) and
+// proves it works on this host by running /bin/true in a sandbox with
+// everything a call gets. The error names what is missing: the package,
+// the privilege, or the kernel feature.
 func NewSandbox(opts SandboxOptions) (*Sandbox, error) {
-	bw := opts.Bwrap
-	if bw == "" {
-		bw = "bwrap"
+	s := &Sandbox{user: opts.User, limits: opts.Limits.withDefaults()}
+	switch opts.Mechanism {
+	case "":
+		s.mech = MechanismBubblewrap
+		if landlockAvailable() == nil {
+			s.mech = MechanismLandlock
+		}
+	case MechanismLandlock:
+		if err := landlockAvailable(); err != nil {
+			return nil, fmt.Errorf("%w: %s: %v", ErrSandbox, MechanismLandlock, err)
+		}
+		s.mech = MechanismLandlock
+	case MechanismBubblewrap:
+		s.mech = MechanismBubblewrap
+	default:
+		return nil, fmt.Errorf("%w: mechanism %q: want %s or %s", ErrSandbox, opts.Mechanism, MechanismLandlock, MechanismBubblewrap)
 	}
-	p, err := lookPath(bw, MinimalPath)
-	if err == nil {
-		_, err = os.Stat(p)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%w: bubblewrap (%s) is not installed: install the bubblewrap package (Debian: apt-get install bubblewrap), or run without a sandbox explicitly (--sandbox=off)", ErrSandbox, bw)
-	}
-	bw = p
-	out, err := exec.Command(bw, "--version").Output()
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s --version: %v", ErrSandbox, bw, err)
-	}
-	s := &Sandbox{
-		bwrap:   bw,
-		version: strings.TrimSpace(string(out)),
-		user:    opts.User,
-		limits:  opts.Limits.withDefaults(),
+	if s.mech == MechanismBubblewrap {
+		if err := s.findBwrap(opts.Bwrap); err != nil {
+			return nil, err
+		}
+		for i, network := range []bool{false, true} {
+			f, err := newFilter(network)
+			if err != nil {
+				return nil, err
+			}
+			s.filters[i] = f.bytes()
+		}
 	}
 	for _, p := range opts.Hide {
 		if p == "" {
@@ -256,7 +265,7 @@ func NewSandbox(opts SandboxOptions) (*Sandbox, error) {
 		}
 		s.expose = append(s.expose, abs)
 	}
-	if s.user != nil && int(s.user.Uid) != os.Geteuid() && !hasCapSysResource() {
+	if s.mech == MechanismBubblewrap && s.user != nil && int(s.user.Uid) != os.Geteuid() && !hasCapSysResource() {
 		p, err := lookPath("prlimit", MinimalPath)
 		if err != nil {
 			return nil, fmt.Errorf("%w: running tools as uid %d needs util-linux's prlimit to set their limits: %v", ErrSandbox, s.user.Uid, err)
@@ -268,60 +277,70 @@ func NewSandbox(opts SandboxOptions) (*Sandbox, error) {
 	} else {
 		s.cg, s.cgErr = openCgroups()
 	}
+	if s.mech == MechanismLandlock {
+		groups := ""
+		if s.cg != nil {
+			groups = s.cg.pids
+		}
+		iso, err := newIsolation(opts, groups)
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
+		s.iso = iso
+		what := "user per call"
+		if opts.User != nil {
+			what = fmt.Sprintf("uid %d", opts.User.Uid)
+		}
+		s.version = fmt.Sprintf("Landlock ABI %d, seccomp, namespaces (mount, ipc, uts), %s", iso.abi, what)
+	}
 
-	// The probe: every namespace, as a tool call would get it.
-	o, err := Run(context.Background(), Spec{Argv: []string{"/bin/true"}, Sandbox: s, Timeout: 30 * time.Second})
+	// The probe: everything a call gets.
+	o, err := Run(context.Background(), Spec{Argv: []string{"/bin/true"}, Dir: "/", Env: SandboxEnv(), Sandbox: s, Timeout: 30 * time.Second})
 	if err != nil || o.ExitCode != 0 {
 		msg := strings.TrimSpace(string(o.Stderr))
 		if err != nil {
 			msg = err.Error()
 		}
-		if s.cg != nil {
-			s.cg.close()
+		s.Close()
+		if s.mech == MechanismLandlock {
+			return nil, fmt.Errorf("%w: %s cannot set up a sandbox on this host: %s; or run without a sandbox explicitly (--sandbox=off)", ErrSandbox, s.mech, msg)
 		}
-		return nil, fmt.Errorf("%w: %s cannot set up a sandbox on this host: %s (the kernel must allow user namespaces: sysctl user.max_user_namespaces > 0 and, on Debian/Ubuntu, kernel.unprivileged_userns_clone=1 or an AppArmor profile for bwrap); or run without a sandbox explicitly (--sandbox=off)", ErrSandbox, bw, msg)
-	}
-	if opts.Reuse > 0 {
-		s.pool, s.poolErr = newPool(s, opts.Reuse)
-		if s.poolErr == nil {
-			// The same probe through a reusable sandbox, which stays
-			// for the first calls: where the worker cannot run,
-			// every call gets a sandbox of its own, and Pool says why.
-			err := s.pool.warm(Grant{}, "")
-			if err == nil {
-				var o Outcome
-				o, err = Run(context.Background(), Spec{Argv: []string{"/bin/true"}, Dir: "/", Env: SandboxEnv(), Sandbox: s, Timeout: 30 * time.Second})
-				if err == nil && (o.ExitCode != 0 || s.pool.snapshot().Served != 1) {
-					err = fmt.Errorf("/bin/true exited %d: %s", o.ExitCode, bytes.TrimSpace(o.Stderr))
-				}
-			}
-			if err != nil {
-				s.pool.close()
-				s.pool, s.poolErr = nil, err
-			}
-		}
+		return nil, fmt.Errorf("%w: %s cannot set up a sandbox on this host: %s (the kernel must allow user namespaces: sysctl user.max_user_namespaces > 0 and, on Debian/Ubuntu, kernel.unprivileged_userns_clone=1 or an AppArmor profile for bwrap); or run without a sandbox explicitly (--sandbox=off)", ErrSandbox, s.bwrap, msg)
 	}
 	return s, nil
 }
 
-// Warm starts a reusable sandbox for g and keeps it idle, so that the
-// next call with g need not get a sandbox of its own. It does nothing
-// without reusable sandboxes.
-func (s *Sandbox) Warm(g Grant) error {
-	if s.pool == nil {
-		return nil
+// findBwrap finds bubblewrap and its version.
+func (s *Sandbox) findBwrap(bw string) error {
+	if bw == "" {
+		bw = "bwrap"
 	}
-	if err := s.CheckGrant(g); err != nil {
-		return err
+	p, err := lookPath(bw, MinimalPath)
+	if err == nil {
+		_, err = os.Stat(p)
 	}
-	return s.pool.warm(g, "")
+	if err != nil {
+		why := "the daemon is not root"
+		if lerr := landlockAvailable(); lerr != nil {
+			why = lerr.Error()
+		}
+		return fmt.Errorf("%w: bubblewrap (%s) is not installed, and the Landlock sandbox cannot run (%s): install the bubblewrap package (Debian: apt-get install bubblewrap), or run without a sandbox explicitly (--sandbox=off)", ErrSandbox, bw, why)
+	}
+	out, err := exec.Command(p, "--version").Output()
+	if err != nil {
+		return fmt.Errorf("%w: %s --version: %v", ErrSandbox, p, err)
+	}
+	s.bwrap, s.version = p, strings.TrimSpace(string(out))
+	return nil
 }
 
-// Close ends the idle reusable sandboxes. Calls running go on; later
-// calls get a sandbox of their own.
+// Close releases what the sandbox holds. Under MechanismLandlock the
+// processes of calls still running end (the reaper ends them); close it
+// once the calls are done.
 func (s *Sandbox) Close() {
-	if s.pool != nil {
-		s.pool.close()
+	if s.iso != nil {
+		s.iso.close()
 	}
 	if s.cg != nil {
 		// The groups of calls still running stay until the next daemon
@@ -372,15 +391,6 @@ func (s *Sandbox) procLimit() int {
 	return s.limits.MaxProcs
 }
 
-// Pool reports the reusable sandboxes: ok is false when there are none
-// (Reuse 0, or err says why they cannot run here).
-func (s *Sandbox) Pool() (st PoolStats, ok bool, err error) {
-	if s.pool == nil {
-		return PoolStats{}, false, s.poolErr
-	}
-	return s.pool.snapshot(), true, nil
-}
-
 // hasCapSysResource reports whether this process may set the rlimits of a
 // process of another user.
 func hasCapSysResource() bool {
@@ -420,10 +430,11 @@ func within(p, dir string) bool {
 	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
 }
 
-// Mechanism is "bubblewrap".
-func (s *Sandbox) Mechanism() string { return MechanismBubblewrap }
+// Mechanism is MechanismLandlock or MechanismBubblewrap.
+func (s *Sandbox) Mechanism() string { return s.mech }
 
-// Version is what bwrap --version printed, e.g. "bubblewrap 0.8.0".
+// Version says what the mechanism is made of: what bwrap --version
+// printed ("bubblewrap 0.8.0"), or the Landlock ABI and the layers.
 func (s *Sandbox) Version() string { return s.version }
 
 // Limits returns the resource limits every call gets.
@@ -535,10 +546,10 @@ func inScratch(dir string) bool {
 }
 
 // args returns the bwrap arguments for one child in a sandbox of its own,
-// up to and including "--". statusFD and blockFD are the child's
-// descriptor numbers of the status pipe (bwrap writes) and the block pipe
-// (bwrap waits on it).
-func (s *Sandbox) args(g Grant, dir string, statusFD, blockFD int) []string {
+// up to and including "--". statusFD, blockFD and seccompFD are the
+// child's descriptor numbers of the status pipe (bwrap writes), the block
+// pipe (bwrap waits on it) and the seccomp program (bwrap reads it).
+func (s *Sandbox) args(g Grant, dir string, statusFD, blockFD, seccompFD int) []string {
 	shown := ""
 	if dir != "" && inScratch(dir) {
 		shown = dir
@@ -547,7 +558,7 @@ func (s *Sandbox) args(g Grant, dir string, statusFD, blockFD int) []string {
 	if dir != "" {
 		a = append(a, "--chdir", dir)
 	}
-	a = append(a, "--json-status-fd", strconv.Itoa(statusFD))
+	a = append(a, "--json-status-fd", strconv.Itoa(statusFD), "--seccomp", strconv.Itoa(seccompFD))
 	if s.blocks() {
 		a = append(a, "--block-fd", strconv.Itoa(blockFD))
 	}
@@ -576,6 +587,7 @@ type sandboxed struct {
 	s                *Sandbox
 	statusR, statusW *os.File
 	blkR, blkW       *os.File // nil when bwrap need not wait (Sandbox.blocks)
+	seccompR         *os.File // the filter, written whole before the start
 	status           chan sandboxStatus
 	cg               *cgroup // the sandbox's control group, or nil
 }
@@ -603,15 +615,35 @@ func (sb *sandboxed) prepare(cmd *exec.Cmd, argv []string, g Grant, dir string) 
 		}
 		cmd.ExtraFiles = append(cmd.ExtraFiles, sb.blkR)
 	}
+	// The filter is a few hundred bytes: it fits the pipe's buffer, so
+	// it is written whole, and the write end closed, before bwrap starts.
+	r, w, err := os.Pipe()
+	if err != nil {
+		closeAll(sb.statusR, sb.statusW, sb.blkR, sb.blkW)
+		return err
+	}
+	filter := sb.s.filters[0]
+	if g.Network {
+		filter = sb.s.filters[1]
+	}
+	_, err = w.Write(filter)
+	w.Close()
+	if err != nil {
+		closeAll(sb.statusR, sb.statusW, sb.blkR, sb.blkW, r)
+		return err
+	}
+	sb.seccompR = r
+	seccompFD := 3 + len(cmd.ExtraFiles)
+	cmd.ExtraFiles = append(cmd.ExtraFiles, r)
 	if sb.s.cg != nil {
 		// One more task than the call's own: the sandbox's init.
 		if sb.cg, err = sb.s.cg.create(sb.s.limits, 1); err != nil {
-			closeAll(sb.statusR, sb.statusW, sb.blkR, sb.blkW)
+			closeAll(sb.statusR, sb.statusW, sb.blkR, sb.blkW, sb.seccompR)
 			return err
 		}
 	}
 	cmd.Path = sb.s.bwrap
-	cmd.Args = append(append([]string{"bwrap"}, sb.s.args(g, dir, 3, 4)...), argv...)
+	cmd.Args = append(append([]string{"bwrap"}, sb.s.args(g, dir, 3, 4, seccompFD)...), argv...)
 	cmd.Dir = "" // bwrap changes into dir inside the sandbox (--chdir)
 	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	cmd.SysProcAttr.Credential = sb.s.user
@@ -624,7 +656,7 @@ func (sb *sandboxed) prepare(cmd *exec.Cmd, argv []string, g Grant, dir string) 
 // rlimits on it and lets it go on; waiting stops when ctx is done (then
 // the call is being killed).
 func (sb *sandboxed) afterStart(ctx context.Context) error {
-	closeAll(sb.statusW, sb.blkR)
+	closeAll(sb.statusW, sb.blkR, sb.seccompR)
 	sb.status = make(chan sandboxStatus, 1)
 	first := make(chan int, 1)
 	go func() {
@@ -717,7 +749,7 @@ func (sb *sandboxed) wait() (sandboxStatus, string) {
 
 // cleanupBeforeStart closes every pipe when Start failed.
 func (sb *sandboxed) cleanupBeforeStart() {
-	closeAll(sb.statusR, sb.statusW, sb.blkR, sb.blkW)
+	closeAll(sb.statusR, sb.statusW, sb.blkR, sb.blkW, sb.seccompR)
 	if sb.cg != nil {
 		sb.cg.remove()
 	}

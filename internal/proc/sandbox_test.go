@@ -32,11 +32,15 @@ func bash(t *testing.T, sb *proc.Sandbox, g proc.Grant, script string) proc.Outc
 	})
 }
 
-// eachReuse runs f with a sandbox of its own per call (reuse 0) and with
-// reusable sandboxes (reuse 4): both must give a call the same boundary.
-func eachReuse(t *testing.T, f func(t *testing.T, reuse int)) {
-	for _, reuse := range []int{0, 4} {
-		t.Run(fmt.Sprintf("reuse=%d", reuse), func(t *testing.T) { f(t, reuse) })
+// eachMechanism runs f with each mechanism this host can run (as root,
+// both): both must give a call the same boundary.
+func eachMechanism(t *testing.T, f func(t *testing.T, mech string)) {
+	mechs := []string{proc.MechanismBubblewrap}
+	if os.Geteuid() == 0 {
+		mechs = append(mechs, proc.MechanismLandlock)
+	}
+	for _, m := range mechs {
+		t.Run(m, func(t *testing.T) { f(t, m) })
 	}
 }
 
@@ -57,8 +61,8 @@ func worldDir(t *testing.T) string {
 }
 
 func TestSandboxRunsAndReportsTheExitCode(t *testing.T) {
-	eachReuse(t, func(t *testing.T, reuse int) {
-		sb := proctest.NewSandbox(t, proc.SandboxOptions{Reuse: reuse})
+	eachMechanism(t, func(t *testing.T, mech string) {
+		sb := proctest.NewSandbox(t, proc.SandboxOptions{Mechanism: mech})
 		out := bash(t, sb, proc.Grant{}, `echo hello; echo oops >&2; exit 7`)
 		if string(out.Stdout) != "hello\n" || string(out.Stderr) != "oops\n" || out.ExitCode != 7 {
 			t.Errorf("got stdout %q stderr %q exit %d; want hello, oops, 7", out.Stdout, out.Stderr, out.ExitCode)
@@ -71,9 +75,11 @@ func TestSandboxRunsAndReportsTheExitCode(t *testing.T) {
 }
 
 func TestSandboxFilesystemIsReadOnlyOutsideTheGrant(t *testing.T) {
-	eachReuse(t, func(t *testing.T, reuse int) {
-		sb := proctest.NewSandbox(t, proc.SandboxOptions{Reuse: reuse})
-		dir, granted := proctest.HostDir(t), proctest.HostDir(t)
+	eachMechanism(t, func(t *testing.T, mech string) {
+		sb := proctest.NewSandbox(t, proc.SandboxOptions{Mechanism: mech})
+		// Directories every user may write: what refuses is the sandbox,
+		// not the permissions of the tool's user.
+		dir, granted := worldDir(t), worldDir(t)
 		script := fmt.Sprintf(`touch %s/outside; touch %s/inside && echo wrote`, dir, granted)
 
 		out := bash(t, sb, proc.Grant{}, script)
@@ -83,8 +89,10 @@ func TestSandboxFilesystemIsReadOnlyOutsideTheGrant(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(granted, "inside")); err == nil {
 			t.Errorf("read-only grant: a file was created in a directory that was not granted")
 		}
-		if !strings.Contains(string(out.Stderr), "Read-only file system") {
-			t.Errorf("stderr = %q; want the kernel's Read-only file system", out.Stderr)
+		// bubblewrap mounts the host read-only; Landlock refuses.
+		want := map[string]string{proc.MechanismBubblewrap: "Read-only file system", proc.MechanismLandlock: "Permission denied"}[mech]
+		if !strings.Contains(string(out.Stderr), want) {
+			t.Errorf("stderr = %q; want the kernel's %s", out.Stderr, want)
 		}
 
 		out = bash(t, sb, proc.Grant{Write: []string{granted}}, script)
@@ -98,8 +106,8 @@ func TestSandboxFilesystemIsReadOnlyOutsideTheGrant(t *testing.T) {
 }
 
 func TestSandboxTmpIsPrivateAndGone(t *testing.T) {
-	eachReuse(t, func(t *testing.T, reuse int) {
-		sb := proctest.NewSandbox(t, proc.SandboxOptions{Reuse: reuse})
+	eachMechanism(t, func(t *testing.T, mech string) {
+		sb := proctest.NewSandbox(t, proc.SandboxOptions{Mechanism: mech})
 		marker := "toolagent-tmp-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 		out := bash(t, sb, proc.Grant{}, `echo x > /tmp/`+marker+` && ls -A /tmp && echo "HOME=$HOME"`)
 		if got := string(out.Stdout); got != marker+"\nHOME=/tmp\n" {
@@ -116,17 +124,18 @@ func TestSandboxTmpIsPrivateAndGone(t *testing.T) {
 }
 
 func TestSandboxHidesSecrets(t *testing.T) {
-	eachReuse(t, func(t *testing.T, reuse int) {
+	eachMechanism(t, func(t *testing.T, mech string) {
 		// Not under /tmp: the sandbox's /tmp is private anyway, so a secret
 		// there would be hidden without Hide doing anything.
-		base2 := proctest.HostDir(t)
+		base2 := worldDir(t) // readable by the tool's user: only hiding hides
 		secretDir := filepath.Join(base2, "state")
 		secretFile := filepath.Join(base2, "token")
 		must(t, os.MkdirAll(secretDir, 0o700))
-		must(t, os.WriteFile(filepath.Join(secretDir, "approvals.json"), []byte("SECRET-IN-STATE"), 0o600))
-		must(t, os.WriteFile(secretFile, []byte("SECRET-TOKEN"), 0o600))
+		must(t, os.Chmod(secretDir, 0o755))
+		must(t, os.WriteFile(filepath.Join(secretDir, "approvals.json"), []byte("SECRET-IN-STATE"), 0o644))
+		must(t, os.WriteFile(secretFile, []byte("SECRET-TOKEN"), 0o644))
 		must(t, os.WriteFile(filepath.Join(base2, "visible"), []byte("visible"), 0o644))
-		sb := proctest.NewSandbox(t, proc.SandboxOptions{Reuse: reuse, Hide: []string{secretDir, secretFile}})
+		sb := proctest.NewSandbox(t, proc.SandboxOptions{Mechanism: mech, Hide: []string{secretDir, secretFile}})
 
 		out := bash(t, sb, proc.Grant{}, fmt.Sprintf(`cat %[1]s/visible; echo; cat %[1]s/token; ls -A %[1]s/state; cat %[1]s/state/approvals.json; grep -r SECRET %[1]s`, base2))
 		if strings.Contains(string(out.Stdout), "SECRET") {
@@ -143,27 +152,23 @@ func TestSandboxHidesSecrets(t *testing.T) {
 }
 
 func TestSandboxSeesNoDaemon(t *testing.T) {
-	eachReuse(t, func(t *testing.T, reuse int) {
+	eachMechanism(t, func(t *testing.T, mech string) {
 		t.Setenv("TOOLAGENT_TEST_SECRET", "SECRET-IN-ENV")
-		sb := proctest.NewSandbox(t, proc.SandboxOptions{Reuse: reuse})
+		sb := proctest.NewSandbox(t, proc.SandboxOptions{Mechanism: mech})
 		out := bash(t, sb, proc.Grant{}, fmt.Sprintf(`echo "ppid=$PPID"; ls /proc | grep -c '^[0-9]'; cat /proc/%d/environ; tr '\0' '\n' < /proc/$PPID/environ; cat /proc/1/environ`, os.Getpid()))
 		if bytes.Contains(out.Stdout, []byte("SECRET-IN-ENV")) || bytes.Contains(out.Stderr, []byte("SECRET-IN-ENV")) {
 			t.Fatalf("the daemon's environment reached the sandbox: %q", out.Stdout)
 		}
 		lines := strings.Split(string(out.Stdout), "\n")
-		// bwrap's init, bash, ls and grep; and the worker when reused.
-		limit := 4
-		if reuse > 0 {
-			limit = 5
-		}
-		if n, err := strconv.Atoi(lines[1]); err != nil || n > limit {
+		// bash, ls and grep, and bwrap's init under bubblewrap.
+		if n, err := strconv.Atoi(lines[1]); err != nil || n > 4 {
 			t.Errorf("the sandbox's /proc shows %q processes; want only its own few (stdout %q)", lines[1], out.Stdout)
 		}
 	})
 }
 
 func TestSandboxNetwork(t *testing.T) {
-	eachReuse(t, func(t *testing.T, reuse int) {
+	eachMechanism(t, func(t *testing.T, mech string) {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
@@ -180,7 +185,7 @@ func TestSandboxNetwork(t *testing.T) {
 			}
 		}()
 		port := ln.Addr().(*net.TCPAddr).Port
-		sb := proctest.NewSandbox(t, proc.SandboxOptions{Reuse: reuse})
+		sb := proctest.NewSandbox(t, proc.SandboxOptions{Mechanism: mech})
 		script := fmt.Sprintf(`exec 3<>/dev/tcp/127.0.0.1/%d && cat <&3`, port)
 
 		out := bash(t, sb, proc.Grant{}, script)
@@ -215,8 +220,8 @@ func waitNoneMarked(t *testing.T, marker string, d time.Duration) {
 }
 
 func TestSandboxNothingOutlivesTheCall(t *testing.T) {
-	eachReuse(t, func(t *testing.T, reuse int) {
-		sb := proctest.NewSandbox(t, proc.SandboxOptions{Reuse: reuse})
+	eachMechanism(t, func(t *testing.T, mech string) {
+		sb := proctest.NewSandbox(t, proc.SandboxOptions{Mechanism: mech})
 		marker := "toolagent-escape-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 		// Each escape names the marker in its own argv, so it can be counted.
 		// The script waits (bounded) until all four escapees run, and says
@@ -259,12 +264,12 @@ func TestSandboxLimits(t *testing.T) {
 }
 
 func testSandboxLimits(t *testing.T, noCG bool) {
-	eachReuse(t, func(t *testing.T, reuse int) {
+	eachMechanism(t, func(t *testing.T, mech string) {
 		if os.Getuid() != 0 {
 			t.Skip("needs root to run the sandbox as another user (RLIMIT_NPROC does not bind uid 0)")
 		}
 		nobody := &syscall.Credential{Uid: 65534, Gid: 65534}
-		sb := proctest.NewSandbox(t, proc.SandboxOptions{Reuse: reuse, NoCgroups: noCG, User: nobody, Limits: proc.Limits{MaxProcs: 16, MaxMemory: 256 << 20}})
+		sb := proctest.NewSandbox(t, proc.SandboxOptions{Mechanism: mech, NoCgroups: noCG, User: nobody, Limits: proc.Limits{MaxProcs: 16, MaxMemory: 256 << 20}})
 		dir := worldDir(t)
 
 		// Process count: dash reports a failed fork at once (bash retries).
@@ -287,12 +292,9 @@ func testSandboxLimits(t *testing.T, noCG bool) {
 			t.Errorf("a 512 MiB buffer with max_memory 256 MiB: exit %d, stderr %q, limit hit %q; want dd's memory exhausted", o.ExitCode, o.Stderr, o.LimitHit)
 		}
 
-		// Every call has the limits: with a limit below what the Go
-		// runtime of a reused sandbox's worker needs, it sets the
-		// address space on each call; with the default one, the worker
-		// carries it, and the call inherits it.
+		// Every call has the limits, set before its first instruction.
 		for _, mem := range []int64{256 << 20, proc.DefaultMaxMemory} {
-			sb := proctest.NewSandbox(t, proc.SandboxOptions{Reuse: reuse, NoCgroups: noCG, User: nobody, Limits: proc.Limits{MaxProcs: 16, MaxMemory: mem}})
+			sb := proctest.NewSandbox(t, proc.SandboxOptions{Mechanism: mech, NoCgroups: noCG, User: nobody, Limits: proc.Limits{MaxProcs: 16, MaxMemory: mem}})
 			o := mustRun(t, t.Context(), proc.Spec{
 				Argv: []string{"/bin/bash", "-c", `ulimit -v; ulimit -u; ulimit -n`},
 				Env:  proc.SandboxEnv(), Timeout: 60 * time.Second, Sandbox: sb, Dir: "/",
@@ -329,8 +331,8 @@ func testSandboxLimits(t *testing.T, noCG bool) {
 // nothing, and the counting starts anew with every call of a reused
 // sandbox.
 func TestSandboxLimitHitIsStated(t *testing.T) {
-	eachReuse(t, func(t *testing.T, reuse int) {
-		sb := proctest.NewSandbox(t, proc.SandboxOptions{Reuse: reuse, Limits: proc.Limits{MaxProcs: 16, MaxMemory: 64 << 20}})
+	eachMechanism(t, func(t *testing.T, mech string) {
+		sb := proctest.NewSandbox(t, proc.SandboxOptions{Mechanism: mech, Limits: proc.Limits{MaxProcs: 16, MaxMemory: 64 << 20}})
 		if _, err := sb.Cgroups(); err != nil {
 			t.Skipf("no control group per sandbox on this host (%v): run the tests as root where the pids and memory controllers are mounted (cgroup v1), or delegated to the daemon's group (cgroup v2)", err)
 		}
@@ -347,18 +349,6 @@ func TestSandboxLimitHitIsStated(t *testing.T) {
 		if o := run(`echo fine`); o.LimitHit != "" || string(o.Stdout) != "fine\n" {
 			t.Errorf("a call within its limits after one that hit them: LimitHit %q, stdout %q; want none", o.LimitHit, o.Stdout)
 		}
-		// The worker keeps spare threads: a call that uses up the
-		// process limit does not take its sandbox down with it.
-		if st, ok, _ := sb.Pool(); ok && st.Discarded != 0 {
-			t.Errorf("pool after a call hit the process limit: %+v; want no sandbox discarded", st)
-		}
-		// In a reused sandbox a call runs at oom_score_adj 1000 from its
-		// start, so what it forks at once does too, and its worker (the
-		// call's parent) is back at its own score. (A sandbox per call
-		// has no worker to spare.)
-		if o := run(`cat /proc/self/oom_score_adj; cat /proc/$PPID/oom_score_adj`); reuse > 0 && (!strings.HasPrefix(string(o.Stdout), "1000\n") || strings.HasSuffix(string(o.Stdout), "\n1000\n")) {
-			t.Errorf("oom_score_adj of a call and of its worker: %q (stderr %.200q); want 1000 and not 1000", o.Stdout, o.Stderr)
-		}
 		// Three processes of 40 MB each: every one is within its own
 		// address space limit (64 MiB), all of them are not within the
 		// call's 64 MiB.
@@ -369,17 +359,12 @@ func TestSandboxLimitHitIsStated(t *testing.T) {
 		if o := run(`echo fine`); o.LimitHit != "" {
 			t.Errorf("a call within its limits after one that hit the memory limit: LimitHit %q; want none", o.LimitHit)
 		}
-		// The out-of-memory killer took a process of the call, not the
-		// worker (its score is lower): the sandbox is still in use.
-		if st, ok, _ := sb.Pool(); ok && st.Discarded != 0 {
-			t.Errorf("pool after a call hit the memory limit: %+v; want no sandbox discarded", st)
-		}
 	})
 }
 
 func TestSandboxSetupFailureIsAStartError(t *testing.T) {
-	eachReuse(t, func(t *testing.T, reuse int) {
-		sb := proctest.NewSandbox(t, proc.SandboxOptions{Reuse: reuse})
+	eachMechanism(t, func(t *testing.T, mech string) {
+		sb := proctest.NewSandbox(t, proc.SandboxOptions{Mechanism: mech})
 		_, err := proc.Run(t.Context(), proc.Spec{
 			Argv: []string{"/bin/true"}, Env: proc.SandboxEnv(), Timeout: 30 * time.Second, Sandbox: sb,
 			Grant: proc.Grant{Write: []string{"/nonexistent/toolagent"}},
@@ -398,7 +383,7 @@ func TestSandboxSetupFailureIsAStartError(t *testing.T) {
 }
 
 func TestNewSandboxWithoutBubblewrap(t *testing.T) {
-	_, err := proc.NewSandbox(proc.SandboxOptions{Bwrap: "/nonexistent/bwrap"})
+	_, err := proc.NewSandbox(proc.SandboxOptions{Mechanism: proc.MechanismBubblewrap, Bwrap: "/nonexistent/bwrap"})
 	if !errors.Is(err, proc.ErrSandbox) {
 		t.Errorf("NewSandbox(missing bwrap) = %v; want ErrSandbox", err)
 	}
@@ -428,13 +413,13 @@ func TestLimitsString(t *testing.T) {
 // hidden path inside it stays hidden, and the rest of the host's /tmp is
 // out of sight. With no Dir, the daemon's own working directory counts.
 func TestSandboxShowsAWorkingDirectoryInTmp(t *testing.T) {
-	eachReuse(t, func(t *testing.T, reuse int) {
+	eachMechanism(t, func(t *testing.T, mech string) {
 		work, other := t.TempDir(), t.TempDir()
 		must(t, os.WriteFile(filepath.Join(work, "README"), []byte("checkout"), 0o644))
 		must(t, os.MkdirAll(filepath.Join(work, "state"), 0o700))
 		must(t, os.WriteFile(filepath.Join(work, "state", "secret"), []byte("SECRET"), 0o600))
 		must(t, os.WriteFile(filepath.Join(other, "neighbour"), []byte("NEIGHBOUR"), 0o644))
-		sb := proctest.NewSandbox(t, proc.SandboxOptions{Reuse: reuse, Hide: []string{filepath.Join(work, "state")}})
+		sb := proctest.NewSandbox(t, proc.SandboxOptions{Mechanism: mech, Hide: []string{filepath.Join(work, "state")}})
 		script := fmt.Sprintf(`cat README; cat state/secret; cat %s/neighbour; touch written`, other)
 		for _, tc := range []struct {
 			name string

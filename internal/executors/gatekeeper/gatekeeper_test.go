@@ -540,8 +540,7 @@ func TestGrantOnTheWire(t *testing.T) {
 // is refused by the server's policy.
 func TestApprovedSandbox(t *testing.T) {
 	sb := proctest.NewSandbox(t, proc.SandboxOptions{})
-	dirs := []string{proctest.HostDir(t), proctest.HostDir(t)}
-	granted, other := dirs[0], dirs[1]
+	granted, other := proctest.GrantDir(t, sb), proctest.GrantDir(t, sb)
 	srv, logs := startServer(t, server.Options{Sandbox: sb})
 	ex := gatekeeper.New(gatekeeper.Options{Targets: map[string]gatekeeper.Target{"main": {URL: srv.URL, Token: token}}})
 	tool := seedTool(t)

@@ -531,9 +531,15 @@ func (e *Executor) write(c call) (executors.Outcome, error) {
 		return executors.Outcome{}, fmt.Errorf("open files root: %w", err)
 	}
 	defer root.Close()
+	_, shared := e.sandbox.Group()
 	if dir := filepath.Dir(rel); dir != "." {
 		if err := root.MkdirAll(dir, 0o755); err != nil {
 			return fileFailure(rel, err, start)
+		}
+		if shared {
+			if err := shareDirs(root, dir); err != nil {
+				return fileFailure(rel, err, start)
+			}
 		}
 	}
 	if err := noSymlinks(root, rel); err != nil {
@@ -558,6 +564,13 @@ func (e *Executor) write(c call) (executors.Outcome, error) {
 			return fileFailure(rel, err, start)
 		}
 	}
+	if shared {
+		// Approved calls run as users of their own in the sandbox's
+		// group: the files root is theirs to change too.
+		if err := f.Chmod(0o664); err != nil {
+			return fileFailure(rel, err, start)
+		}
+	}
 	n, err := io.WriteString(f, c.content)
 	if err == nil {
 		err = f.Close()
@@ -572,6 +585,19 @@ func (e *Executor) write(c call) (executors.Outcome, error) {
 		OutputBytes: int64(len(msg)),
 		Duration:    time.Since(start),
 	}, nil
+}
+
+// shareDirs makes dir and its parents inside root writable by the
+// sandbox's group, which the setgid bit gives to what is made in them.
+func shareDirs(root *os.Root, dir string) error {
+	p := ""
+	for part := range strings.SplitSeq(filepath.ToSlash(dir), "/") {
+		p = filepath.Join(p, part)
+		if err := root.Chmod(p, 0o775|os.ModeSetgid); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // noSymlinks refuses rel when any of its components inside the root is a

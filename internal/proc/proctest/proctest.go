@@ -44,7 +44,7 @@ func NewSandbox(t testing.TB, opts proc.SandboxOptions) *proc.Sandbox {
 
 // HostDir returns a new directory outside /tmp and /var/tmp (which are
 // private inside a sandbox, so a secret or a write there proves nothing),
-// removed at the end of the test: under /var/lib when that is writable
+// readable by every user, removed at the end of the test: under /var/lib when that is writable
 // (root), else under the home directory; the test is skipped without
 // either.
 func HostDir(t testing.TB) string {
@@ -55,11 +55,38 @@ func HostDir(t testing.TB) string {
 		}
 		if d, err := os.MkdirTemp(base, "toolagent-test-"); err == nil {
 			t.Cleanup(func() { os.RemoveAll(d) })
+			// Readable by every user: tools run as users of their own.
+			if err := os.Chmod(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
 			return d
 		}
 	}
 	t.Skip("no writable directory outside /tmp (/var/lib or $HOME) for a sandbox test")
 	return ""
+}
+
+// GrantDir returns a HostDir the calls of sb may write where the sandbox
+// lets them, as an operator prepares a path granted to tools: group
+// writable by the sandbox's group under MechanismLandlock (calls run as
+// users of their own in it), writable by everyone otherwise. A write
+// that fails there was refused by the sandbox, not by permissions.
+func GrantDir(t testing.TB, sb *proc.Sandbox) string {
+	t.Helper()
+	d := HostDir(t)
+	if gid, ok := sb.Group(); ok {
+		if err := os.Chown(d, -1, int(gid)); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(d, 0o770|os.ModeSetgid); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	if err := os.Chmod(d, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
 
 // CountMarked counts the live processes whose name, argv[0], begins with
