@@ -20,13 +20,15 @@
 // cmd requests and argv requests alike (an argv as its quoted command
 // line). A command the policy denies never runs. One it wants confirmed
 // runs only with a grant (internal/grant) the server verifies: an
-// HMAC-SHA256 signed, with a key derived from the bearer token of the
-// request, over the approval id, tool, revision, params hash, the digest
-// of this exact command, the sandbox it may use and an expiry. A bare
-// approval id is not trusted. A command with a verified grant runs with
-// the grant's sandbox (write paths, network); every other command runs
-// read-only without network, whatever the request says. Every exec writes
-// one audit line naming the resolved program.
+// HMAC-SHA256 signed, with a key derived (HKDF) from the bearer token of
+// the request, over the approval id, tool, revision, params hash, the
+// digest of this exact command, this server's boot id, the sandbox it may
+// use and an expiry; a restarted server (a new boot id) refuses the
+// grants signed before. A bare approval id is not trusted. A command with a
+// verified grant runs with the grant's sandbox (write paths, network);
+// every other command runs read-only without network, whatever the
+// request says. Every exec writes one audit line naming the resolved
+// program.
 //
 // A handler is safe for concurrent use; it bounds the number of commands
 // running at once and answers "busy" beyond that. The package imports
@@ -34,6 +36,7 @@
 package gatekeeper
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
@@ -252,10 +255,11 @@ type ErrorResponse struct {
 type handler struct {
 	opts    Options
 	policy  *policy.ShellPolicy // nil when Options.NoPolicy
-	hashes  [][sha256.Size]byte // the tokens' digests, which are also their grant keys
+	hashes  [][sha256.Size]byte // the tokens' digests, from which their grant keys derive
 	allow   *allowlist          // nil: no allowlist
 	sb      *proc.Sandbox       // nil: unsandboxed
 	sem     chan struct{}
+	boot    string // this process's boot id: grants name it
 	log     *slog.Logger
 	shell   string
 	noToken bool
@@ -303,6 +307,7 @@ func NewHandler(opts Options, logger *slog.Logger) http.Handler {
 	}
 	h.allow = newAllowlist(opts.Allow)
 	h.sem = make(chan struct{}, o.MaxConcurrent)
+	h.boot = newBootID()
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /exec", h.exec)
@@ -322,6 +327,15 @@ func NewHandler(opts Options, logger *slog.Logger) http.Handler {
 	return mux
 }
 
+// newBootID returns a fresh random boot id: 32 hex digits, so a grant
+// signed for one gatekeeper process is refused by any other, including
+// the same server after a restart.
+func newBootID() string {
+	var b [16]byte
+	rand.Read(b[:]) // never fails (crypto/rand)
+	return hex.EncodeToString(b[:])
+}
+
 func orDefault[T int | int64 | time.Duration](v, def T) T {
 	if v <= 0 {
 		return def
@@ -330,11 +344,12 @@ func orDefault[T int | int64 | time.Duration](v, def T) T {
 }
 
 // caller is who sent a request: the id of its token (a short digest
-// prefix, safe to log) and the key of the grants it may send, the
-// token's SHA-256 (grant.Key). A server without tokens has no key.
+// prefix, safe to log) and the token's SHA-256, from which the key of the
+// grants it may send derives (grant.KeyFromDigest). A server without
+// tokens has no key.
 type caller struct {
 	tokenID string
-	key     [sha256.Size]byte
+	digest  [sha256.Size]byte
 	hasKey  bool
 }
 
@@ -367,20 +382,35 @@ func (h *handler) authorize(w http.ResponseWriter, r *http.Request) (c caller, o
 		writeError(w, http.StatusUnauthorized, CodeUnauthorized, "invalid bearer token")
 		return caller{}, false
 	}
-	// The key is the digest of the token that authenticated this request,
-	// so a grant binds to that token and no other.
-	return caller{tokenID: hex.EncodeToString(d[:4]), key: d, hasKey: true}, true
+	// The grant key derives from the digest of the token that
+	// authenticated this request, so a grant binds to that token and no
+	// other.
+	return caller{tokenID: hex.EncodeToString(d[:4]), digest: d, hasKey: true}, true
+}
+
+// Health is the answer of GET /healthz.
+type Health struct {
+	Status string `json:"status"`
+	// BootID is the id of this gatekeeper process, which a grant must
+	// name; given only to a request whose token the server checked.
+	BootID string `json:"boot_id,omitempty"`
 }
 
 // healthz answers liveness without a token. A request that carries an
-// Authorization header has it checked, so a client can verify its token.
+// Authorization header has it checked, so a client can verify its token,
+// and gets the boot id its grants must name.
 func (h *handler) healthz(w http.ResponseWriter, r *http.Request) {
+	ans := Health{Status: "ok"}
 	if r.Header.Get("Authorization") != "" || h.noToken {
-		if _, ok := h.authorize(w, r); !ok {
+		who, ok := h.authorize(w, r)
+		if !ok {
 			return
 		}
+		if who.hasKey {
+			ans.BootID = h.boot
+		}
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	writeJSON(w, http.StatusOK, ans)
 }
 
 func (h *handler) exec(w http.ResponseWriter, r *http.Request) {
@@ -660,7 +690,7 @@ func (h *handler) verifyGrant(req ExecRequest, who caller) (proc.Grant, error) {
 	if !who.hasKey {
 		return proc.Grant{}, errors.New("this gatekeeper has no token, so it cannot verify a grant (configure a token)")
 	}
-	if err := g.Verify(who.key, time.Now(), grant.CommandDigest(req.Cmd, req.Argv)); err != nil {
+	if err := g.Verify(grant.KeyFromDigest(who.digest), time.Now(), grant.CommandDigest(req.Cmd, req.Argv), h.boot); err != nil {
 		return proc.Grant{}, err
 	}
 	for _, f := range []struct{ name, req, grant string }{

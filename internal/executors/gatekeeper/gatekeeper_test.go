@@ -455,16 +455,27 @@ func TestApprovalReachesTheServer(t *testing.T) {
 	}
 }
 
-const approvalID = "0123456789abcdef0123456789abcdef"
+// Approval ids: a grant runs once, so each approved call has its own.
+const (
+	approvalID  = "0123456789abcdef0123456789abcdef"
+	approvalID2 = "fedcba9876543210fedcba9876543210"
+)
 
-// TestGrantOnTheWire: the grant the client sends names the approval, the
-// tool, its revision, the approval's params hash, the exact command and
-// the tool's declared sandbox, expires after the tool's timeout plus
+// TestGrantOnTheWire: the grant the client sends is of format 2 and names
+// the approval, the tool, its revision, the approval's params hash, the
+// exact command, the server's boot id (from its /healthz) and the tool's
+// declared sandbox, expires after the tool's timeout plus
 // GrantSlack, and verifies under the target token's key. A call without
 // an approval, or to a target without a token, carries none.
 func TestGrantOnTheWire(t *testing.T) {
+	const boot = "00112233445566778899aabbccddeeff"
 	var got server.ExecRequest
 	fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" {
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"status":"ok","boot_id":"`+boot+`"}`)
+			return
+		}
 		got = server.ExecRequest{}
 		if err := json.NewDecoder(r.Body).Decode(&got); err != nil {
 			t.Errorf("request body: %v", err)
@@ -491,8 +502,8 @@ func TestGrantOnTheWire(t *testing.T) {
 		t.Fatalf("approved call sent no grant: %+v", got)
 	}
 	want := grant.Grant{
-		Approval: approvalID, Tool: tool.Name, Revision: "rev7", ParamsHash: approval.HashParams(params),
-		Command: grant.CommandDigest("touch /srv/out/x", nil), Sandbox: grant.Sandbox{Write: []string{"/srv/out"}, Network: true},
+		Version: grant.FormatVersion, Approval: approvalID, Tool: tool.Name, Revision: "rev7", ParamsHash: approval.HashParams(params),
+		Command: grant.CommandDigest("touch /srv/out/x", nil), BootID: boot, Sandbox: grant.Sandbox{Write: []string{"/srv/out"}, Network: true},
 		ExpiresAt: g.ExpiresAt, MAC: g.MAC,
 	}
 	if diff := cmp.Diff(want, *g); diff != "" {
@@ -503,7 +514,7 @@ func TestGrantOnTheWire(t *testing.T) {
 	if err != nil || exp.Before(lo) || exp.After(hi) {
 		t.Errorf("expires_at = %s, want between %s and %s", g.ExpiresAt, lo, hi)
 	}
-	if err := g.Verify(grant.Key(token), time.Now(), grant.CommandDigest("touch /srv/out/x", nil)); err != nil {
+	if err := g.Verify(grant.Key(token), time.Now(), grant.CommandDigest("touch /srv/out/x", nil), boot); err != nil {
 		t.Errorf("the grant does not verify under the target's token: %v", err)
 	}
 	if got.Approval != "" {
@@ -563,7 +574,7 @@ func TestApprovedSandbox(t *testing.T) {
 	if _, err := os.Stat(granted + "/b"); err != nil {
 		t.Errorf("approved touch did not create the file: %v", err)
 	}
-	if out, err := run("touch "+other+"/c", approvalID); err != nil || out.ExitCode == 0 {
+	if out, err := run("touch "+other+"/c", approvalID2); err != nil || out.ExitCode == 0 {
 		t.Errorf("approved touch outside the grant = %+v, %v; want a failed touch", out, err)
 	}
 	if _, err := os.Stat(other + "/c"); !errors.Is(err, os.ErrNotExist) {
