@@ -23,8 +23,10 @@
 // HMAC-SHA256 signed, with a key derived (HKDF) from the bearer token of
 // the request, over the approval id, tool, revision, params hash, the
 // digest of this exact command, this server's boot id, the sandbox it may
-// use and an expiry; a restarted server (a new boot id) refuses the
-// grants signed before. A bare approval id is not trusted. A command with a
+// use and an expiry. A grant runs once: the server remembers the
+// approvals whose commands started until their grants expire and refuses
+// a replay, and a restarted server (a new boot id) refuses the grants
+// signed before. A bare approval id is not trusted. A command with a
 // verified grant runs with the grant's sandbox (write paths, network);
 // every other command runs read-only without network, whatever the
 // request says. Every exec writes one audit line naming the resolved
@@ -45,10 +47,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -152,6 +156,11 @@ type Options struct {
 	// MaxConcurrent bounds the commands running at once; beyond it a
 	// request gets 503 "busy". 0 means DefaultMaxConcurrent.
 	MaxConcurrent int
+	// MaxUsedGrants bounds the used grants remembered at once (each until
+	// it expires); when that many have not expired, a request with a
+	// grant gets 503 "busy" rather than the server forgetting one. 0
+	// means DefaultMaxUsedGrants.
+	MaxUsedGrants int
 }
 
 // Validate reports configuration mistakes NewHandler would panic on:
@@ -169,7 +178,7 @@ func (o Options) Validate() error {
 			errs = append(errs, fmt.Errorf("gatekeeper: token hash %d is not a hex SHA-256 digest (64 hex digits)", i))
 		}
 	}
-	if o.DefaultTimeout < 0 || o.MaxTimeout < 0 || o.DefaultMaxOutput < 0 || o.MaxOutput < 0 || o.MaxBodyBytes < 0 || o.MaxConcurrent < 0 || o.Grace < 0 {
+	if o.DefaultTimeout < 0 || o.MaxTimeout < 0 || o.DefaultMaxOutput < 0 || o.MaxOutput < 0 || o.MaxBodyBytes < 0 || o.MaxConcurrent < 0 || o.MaxUsedGrants < 0 || o.Grace < 0 {
 		errs = append(errs, errors.New("gatekeeper: limits must not be negative"))
 	}
 	return errors.Join(errs...)
@@ -259,7 +268,8 @@ type handler struct {
 	allow   *allowlist          // nil: no allowlist
 	sb      *proc.Sandbox       // nil: unsandboxed
 	sem     chan struct{}
-	boot    string // this process's boot id: grants name it
+	used    *usedGrants // the approvals whose grants ran, until they expire
+	boot    string      // this process's boot id: grants name it
 	log     *slog.Logger
 	shell   string
 	noToken bool
@@ -287,6 +297,7 @@ func NewHandler(opts Options, logger *slog.Logger) http.Handler {
 	o.MaxOutput = orDefault(o.MaxOutput, DefaultMaxOutputCap)
 	o.MaxBodyBytes = orDefault(o.MaxBodyBytes, DefaultMaxBodyBytes)
 	o.MaxConcurrent = orDefault(o.MaxConcurrent, DefaultMaxConcurrent)
+	o.MaxUsedGrants = orDefault(o.MaxUsedGrants, DefaultMaxUsedGrants)
 	o.DefaultTimeout = min(o.DefaultTimeout, o.MaxTimeout)
 	o.DefaultMaxOutput = min(o.DefaultMaxOutput, o.MaxOutput)
 	o.Env = append([]string(nil), opts.Env...)
@@ -307,6 +318,7 @@ func NewHandler(opts Options, logger *slog.Logger) http.Handler {
 	}
 	h.allow = newAllowlist(opts.Allow)
 	h.sem = make(chan struct{}, o.MaxConcurrent)
+	h.used = newUsedGrants(o.MaxUsedGrants, time.Now)
 	h.boot = newBootID()
 
 	mux := http.NewServeMux()
@@ -451,6 +463,25 @@ func (h *handler) exec(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	spec.Argv, spec.Grant = v.argv, v.grant
+	if v.approval != "" {
+		// A grant runs once: claim its approval right before the start;
+		// it counts as used once the command started.
+		c, err := h.used.claim(usedKey(grant.KeyFromDigest(who.digest), v.approval), v.approval, v.expires)
+		if full, ok := errors.AsType[*usedFull](err); ok {
+			h.log.WarnContext(r.Context(), "gatekeeper exec refused", append(audit, "reason", err.Error())...)
+			w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(time.Until(full.next).Seconds())))))
+			writeError(w, http.StatusServiceUnavailable, CodeBusy, err.Error())
+			return
+		}
+		if err != nil {
+			err = fmt.Errorf("grant refused: %w", err)
+			h.log.WarnContext(r.Context(), "gatekeeper exec refused", append(audit, "reason", err.Error())...)
+			writeError(w, http.StatusForbidden, CodeRefused, err.Error())
+			return
+		}
+		defer c.done()
+		spec.Started = c.started
+	}
 	select {
 	case h.sem <- struct{}{}:
 		defer func() { <-h.sem }()
@@ -624,6 +655,7 @@ type verdict struct {
 	argv     []string   // what runs (the allowlist pins the program's path)
 	grant    proc.Grant // the sandbox grant it runs with
 	approval string     // the approval id of a verified grant, or ""
+	expires  time.Time  // when that grant expires
 }
 
 // guard applies the allowlist, the Check hook, the grant and the shell
@@ -656,11 +688,11 @@ func (h *handler) guard(req ExecRequest, prog program, who caller) (verdict, err
 	}
 	approved := false
 	if req.Grant != nil {
-		g, err := h.verifyGrant(req, who)
+		g, exp, err := h.verifyGrant(req, who)
 		if err != nil {
 			return v, fmt.Errorf("grant refused: %w", err)
 		}
-		approved, v.approval, v.grant = true, req.Grant.Approval, g
+		approved, v.approval, v.grant, v.expires = true, req.Grant.Approval, g, exp
 	}
 	if h.policy != nil {
 		line := req.Cmd
@@ -684,29 +716,31 @@ func (h *handler) guard(req ExecRequest, prog program, who caller) (verdict, err
 }
 
 // verifyGrant checks req.Grant for who and returns the sandbox grant the
-// command runs with.
-func (h *handler) verifyGrant(req ExecRequest, who caller) (proc.Grant, error) {
+// command runs with and the grant's expiry. Whether it already ran is
+// checked right before the start (usedGrants).
+func (h *handler) verifyGrant(req ExecRequest, who caller) (proc.Grant, time.Time, error) {
 	g := req.Grant
 	if !who.hasKey {
-		return proc.Grant{}, errors.New("this gatekeeper has no token, so it cannot verify a grant (configure a token)")
+		return proc.Grant{}, time.Time{}, errors.New("this gatekeeper has no token, so it cannot verify a grant (configure a token)")
 	}
 	if err := g.Verify(grant.KeyFromDigest(who.digest), time.Now(), grant.CommandDigest(req.Cmd, req.Argv), h.boot); err != nil {
-		return proc.Grant{}, err
+		return proc.Grant{}, time.Time{}, err
 	}
+	exp, _ := time.Parse(time.RFC3339, g.ExpiresAt) // Verify parsed it
 	for _, f := range []struct{ name, req, grant string }{
 		{"tool", req.Tool, g.Tool}, {"revision", req.Revision, g.Revision}, {"approval", req.Approval, g.Approval},
 	} {
 		if f.req != "" && f.req != f.grant {
-			return proc.Grant{}, fmt.Errorf("the grant is for %s %q, the request names %s %q", f.name, f.grant, f.name, f.req)
+			return proc.Grant{}, time.Time{}, fmt.Errorf("the grant is for %s %q, the request names %s %q", f.name, f.grant, f.name, f.req)
 		}
 	}
 	pg := proc.Grant{Write: slices.Clone(g.Sandbox.Write), Network: g.Sandbox.Network}
 	if h.sb != nil {
 		if err := h.sb.CheckGrant(pg); err != nil {
-			return proc.Grant{}, err
+			return proc.Grant{}, time.Time{}, err
 		}
 	}
-	return pg, nil
+	return pg, exp, nil
 }
 
 // sandboxText says what a command runs with, for the audit line.
