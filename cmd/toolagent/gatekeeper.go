@@ -52,6 +52,7 @@ func runGatekeeper(ctx context.Context, e env, args []string) error {
 	maxOutput := fs.Int64("max-output", gatekeeper.DefaultMaxOutputCap, "largest output cap per stream, in bytes, a request may ask for")
 	maxConcurrent := fs.Int("max-concurrent", gatekeeper.DefaultMaxConcurrent, "most commands running at once; more get 503 busy")
 	bodyLimit := fs.Int64("body-limit", gatekeeper.DefaultMaxBodyBytes, "largest request body in bytes")
+	maxUsed := fs.Int("max-used-grants", gatekeeper.DefaultMaxUsedGrants, "most used grants remembered at once, each until it expires (a grant runs once); when full, grants get 503 busy until some expire")
 	grace := fs.Duration("shutdown-grace", 10*time.Second, "on SIGTERM/SIGINT, how long running commands may finish before they are killed")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	logLevel := fs.String("log-level", "info", "least log level: debug, info, warn or error")
@@ -75,6 +76,7 @@ func runGatekeeper(ctx context.Context, e env, args []string) error {
 		MaxOutput:     *maxOutput,
 		MaxConcurrent: *maxConcurrent,
 		MaxBodyBytes:  *bodyLimit,
+		MaxUsedGrants: *maxUsed,
 	}
 	if tok := e.getenv(gatekeeperTokenEnv); tok != "" {
 		opts.Tokens = append(opts.Tokens, tok)

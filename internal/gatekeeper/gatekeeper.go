@@ -20,13 +20,17 @@
 // cmd requests and argv requests alike (an argv as its quoted command
 // line). A command the policy denies never runs. One it wants confirmed
 // runs only with a grant (internal/grant) the server verifies: an
-// HMAC-SHA256 signed, with a key derived from the bearer token of the
-// request, over the approval id, tool, revision, params hash, the digest
-// of this exact command, the sandbox it may use and an expiry. A bare
-// approval id is not trusted. A command with a verified grant runs with
-// the grant's sandbox (write paths, network); every other command runs
-// read-only without network, whatever the request says. Every exec writes
-// one audit line naming the resolved program.
+// HMAC-SHA256 signed, with a key derived (HKDF) from the bearer token of
+// the request, over the approval id, tool, revision, params hash, the
+// digest of this exact command, this server's boot id, the sandbox it may
+// use and an expiry. A grant runs once: the server remembers the
+// approvals whose commands started until their grants expire and refuses
+// a replay, and a restarted server (a new boot id) refuses the grants
+// signed before. A bare approval id is not trusted. A command with a
+// verified grant runs with the grant's sandbox (write paths, network);
+// every other command runs read-only without network, whatever the
+// request says. Every exec writes one audit line naming the resolved
+// program.
 //
 // A handler is safe for concurrent use; it bounds the number of commands
 // running at once and answers "busy" beyond that. The package imports
@@ -34,6 +38,7 @@
 package gatekeeper
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
@@ -42,10 +47,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -149,6 +156,11 @@ type Options struct {
 	// MaxConcurrent bounds the commands running at once; beyond it a
 	// request gets 503 "busy". 0 means DefaultMaxConcurrent.
 	MaxConcurrent int
+	// MaxUsedGrants bounds the used grants remembered at once (each until
+	// it expires); when that many have not expired, a request with a
+	// grant gets 503 "busy" rather than the server forgetting one. 0
+	// means DefaultMaxUsedGrants.
+	MaxUsedGrants int
 }
 
 // Validate reports configuration mistakes NewHandler would panic on:
@@ -166,7 +178,7 @@ func (o Options) Validate() error {
 			errs = append(errs, fmt.Errorf("gatekeeper: token hash %d is not a hex SHA-256 digest (64 hex digits)", i))
 		}
 	}
-	if o.DefaultTimeout < 0 || o.MaxTimeout < 0 || o.DefaultMaxOutput < 0 || o.MaxOutput < 0 || o.MaxBodyBytes < 0 || o.MaxConcurrent < 0 || o.Grace < 0 {
+	if o.DefaultTimeout < 0 || o.MaxTimeout < 0 || o.DefaultMaxOutput < 0 || o.MaxOutput < 0 || o.MaxBodyBytes < 0 || o.MaxConcurrent < 0 || o.MaxUsedGrants < 0 || o.Grace < 0 {
 		errs = append(errs, errors.New("gatekeeper: limits must not be negative"))
 	}
 	return errors.Join(errs...)
@@ -252,10 +264,12 @@ type ErrorResponse struct {
 type handler struct {
 	opts    Options
 	policy  *policy.ShellPolicy // nil when Options.NoPolicy
-	hashes  [][sha256.Size]byte // the tokens' digests, which are also their grant keys
+	hashes  [][sha256.Size]byte // the tokens' digests, from which their grant keys derive
 	allow   *allowlist          // nil: no allowlist
 	sb      *proc.Sandbox       // nil: unsandboxed
 	sem     chan struct{}
+	used    *usedGrants // the approvals whose grants ran, until they expire
+	boot    string      // this process's boot id: grants name it
 	log     *slog.Logger
 	shell   string
 	noToken bool
@@ -283,6 +297,7 @@ func NewHandler(opts Options, logger *slog.Logger) http.Handler {
 	o.MaxOutput = orDefault(o.MaxOutput, DefaultMaxOutputCap)
 	o.MaxBodyBytes = orDefault(o.MaxBodyBytes, DefaultMaxBodyBytes)
 	o.MaxConcurrent = orDefault(o.MaxConcurrent, DefaultMaxConcurrent)
+	o.MaxUsedGrants = orDefault(o.MaxUsedGrants, DefaultMaxUsedGrants)
 	o.DefaultTimeout = min(o.DefaultTimeout, o.MaxTimeout)
 	o.DefaultMaxOutput = min(o.DefaultMaxOutput, o.MaxOutput)
 	o.Env = append([]string(nil), opts.Env...)
@@ -303,6 +318,8 @@ func NewHandler(opts Options, logger *slog.Logger) http.Handler {
 	}
 	h.allow = newAllowlist(opts.Allow)
 	h.sem = make(chan struct{}, o.MaxConcurrent)
+	h.used = newUsedGrants(o.MaxUsedGrants, time.Now)
+	h.boot = newBootID()
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /exec", h.exec)
@@ -322,6 +339,15 @@ func NewHandler(opts Options, logger *slog.Logger) http.Handler {
 	return mux
 }
 
+// newBootID returns a fresh random boot id: 32 hex digits, so a grant
+// signed for one gatekeeper process is refused by any other, including
+// the same server after a restart.
+func newBootID() string {
+	var b [16]byte
+	rand.Read(b[:]) // never fails (crypto/rand)
+	return hex.EncodeToString(b[:])
+}
+
 func orDefault[T int | int64 | time.Duration](v, def T) T {
 	if v <= 0 {
 		return def
@@ -330,11 +356,12 @@ func orDefault[T int | int64 | time.Duration](v, def T) T {
 }
 
 // caller is who sent a request: the id of its token (a short digest
-// prefix, safe to log) and the key of the grants it may send, the
-// token's SHA-256 (grant.Key). A server without tokens has no key.
+// prefix, safe to log) and the token's SHA-256, from which the key of the
+// grants it may send derives (grant.KeyFromDigest). A server without
+// tokens has no key.
 type caller struct {
 	tokenID string
-	key     [sha256.Size]byte
+	digest  [sha256.Size]byte
 	hasKey  bool
 }
 
@@ -367,20 +394,35 @@ func (h *handler) authorize(w http.ResponseWriter, r *http.Request) (c caller, o
 		writeError(w, http.StatusUnauthorized, CodeUnauthorized, "invalid bearer token")
 		return caller{}, false
 	}
-	// The key is the digest of the token that authenticated this request,
-	// so a grant binds to that token and no other.
-	return caller{tokenID: hex.EncodeToString(d[:4]), key: d, hasKey: true}, true
+	// The grant key derives from the digest of the token that
+	// authenticated this request, so a grant binds to that token and no
+	// other.
+	return caller{tokenID: hex.EncodeToString(d[:4]), digest: d, hasKey: true}, true
+}
+
+// Health is the answer of GET /healthz.
+type Health struct {
+	Status string `json:"status"`
+	// BootID is the id of this gatekeeper process, which a grant must
+	// name; given only to a request whose token the server checked.
+	BootID string `json:"boot_id,omitempty"`
 }
 
 // healthz answers liveness without a token. A request that carries an
-// Authorization header has it checked, so a client can verify its token.
+// Authorization header has it checked, so a client can verify its token,
+// and gets the boot id its grants must name.
 func (h *handler) healthz(w http.ResponseWriter, r *http.Request) {
+	ans := Health{Status: "ok"}
 	if r.Header.Get("Authorization") != "" || h.noToken {
-		if _, ok := h.authorize(w, r); !ok {
+		who, ok := h.authorize(w, r)
+		if !ok {
 			return
 		}
+		if who.hasKey {
+			ans.BootID = h.boot
+		}
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	writeJSON(w, http.StatusOK, ans)
 }
 
 func (h *handler) exec(w http.ResponseWriter, r *http.Request) {
@@ -421,6 +463,25 @@ func (h *handler) exec(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	spec.Argv, spec.Grant = v.argv, v.grant
+	if v.approval != "" {
+		// A grant runs once: claim its approval right before the start;
+		// it counts as used once the command started.
+		c, err := h.used.claim(usedKey(grant.KeyFromDigest(who.digest), v.approval), v.approval, v.expires)
+		if full, ok := errors.AsType[*usedFull](err); ok {
+			h.log.WarnContext(r.Context(), "gatekeeper exec refused", append(audit, "reason", err.Error())...)
+			w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(time.Until(full.next).Seconds())))))
+			writeError(w, http.StatusServiceUnavailable, CodeBusy, err.Error())
+			return
+		}
+		if err != nil {
+			err = fmt.Errorf("grant refused: %w", err)
+			h.log.WarnContext(r.Context(), "gatekeeper exec refused", append(audit, "reason", err.Error())...)
+			writeError(w, http.StatusForbidden, CodeRefused, err.Error())
+			return
+		}
+		defer c.done()
+		spec.Started = c.started
+	}
 	select {
 	case h.sem <- struct{}{}:
 		defer func() { <-h.sem }()
@@ -594,6 +655,7 @@ type verdict struct {
 	argv     []string   // what runs (the allowlist pins the program's path)
 	grant    proc.Grant // the sandbox grant it runs with
 	approval string     // the approval id of a verified grant, or ""
+	expires  time.Time  // when that grant expires
 }
 
 // guard applies the allowlist, the Check hook, the grant and the shell
@@ -626,11 +688,11 @@ func (h *handler) guard(req ExecRequest, prog program, who caller) (verdict, err
 	}
 	approved := false
 	if req.Grant != nil {
-		g, err := h.verifyGrant(req, who)
+		g, exp, err := h.verifyGrant(req, who)
 		if err != nil {
 			return v, fmt.Errorf("grant refused: %w", err)
 		}
-		approved, v.approval, v.grant = true, req.Grant.Approval, g
+		approved, v.approval, v.grant, v.expires = true, req.Grant.Approval, g, exp
 	}
 	if h.policy != nil {
 		line := req.Cmd
@@ -654,29 +716,31 @@ func (h *handler) guard(req ExecRequest, prog program, who caller) (verdict, err
 }
 
 // verifyGrant checks req.Grant for who and returns the sandbox grant the
-// command runs with.
-func (h *handler) verifyGrant(req ExecRequest, who caller) (proc.Grant, error) {
+// command runs with and the grant's expiry. Whether it already ran is
+// checked right before the start (usedGrants).
+func (h *handler) verifyGrant(req ExecRequest, who caller) (proc.Grant, time.Time, error) {
 	g := req.Grant
 	if !who.hasKey {
-		return proc.Grant{}, errors.New("this gatekeeper has no token, so it cannot verify a grant (configure a token)")
+		return proc.Grant{}, time.Time{}, errors.New("this gatekeeper has no token, so it cannot verify a grant (configure a token)")
 	}
-	if err := g.Verify(who.key, time.Now(), grant.CommandDigest(req.Cmd, req.Argv)); err != nil {
-		return proc.Grant{}, err
+	if err := g.Verify(grant.KeyFromDigest(who.digest), time.Now(), grant.CommandDigest(req.Cmd, req.Argv), h.boot); err != nil {
+		return proc.Grant{}, time.Time{}, err
 	}
+	exp, _ := time.Parse(time.RFC3339, g.ExpiresAt) // Verify parsed it
 	for _, f := range []struct{ name, req, grant string }{
 		{"tool", req.Tool, g.Tool}, {"revision", req.Revision, g.Revision}, {"approval", req.Approval, g.Approval},
 	} {
 		if f.req != "" && f.req != f.grant {
-			return proc.Grant{}, fmt.Errorf("the grant is for %s %q, the request names %s %q", f.name, f.grant, f.name, f.req)
+			return proc.Grant{}, time.Time{}, fmt.Errorf("the grant is for %s %q, the request names %s %q", f.name, f.grant, f.name, f.req)
 		}
 	}
 	pg := proc.Grant{Write: slices.Clone(g.Sandbox.Write), Network: g.Sandbox.Network}
 	if h.sb != nil {
 		if err := h.sb.CheckGrant(pg); err != nil {
-			return proc.Grant{}, err
+			return proc.Grant{}, time.Time{}, err
 		}
 	}
-	return pg, nil
+	return pg, exp, nil
 }
 
 // sandboxText says what a command runs with, for the audit line.

@@ -2,6 +2,8 @@ package gatekeeper
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -299,15 +301,37 @@ func TestShellPolicy(t *testing.T) {
 
 const approvalID = "0123456789abcdef0123456789abcdef"
 
-// newGrant returns a grant for cmd (or argv) signed under token, valid for
-// a minute, with sandbox sb.
-func newGrant(token, cmd string, argv []string, sb grant.Sandbox) *grant.Grant {
+// bootOf returns the boot id h gives a request with token, which the
+// grants for h must name.
+func bootOf(t *testing.T, h http.Handler, token string) string {
+	t.Helper()
+	status, m := do(t, h, "GET", "/healthz", "127.0.0.1:1", "Bearer "+token, "")
+	boot, _ := m["boot_id"].(string)
+	if status != 200 || len(boot) != 32 {
+		t.Fatalf("GET /healthz with the token = %d %v; want 200 with a boot_id of 32 hex digits", status, m)
+	}
+	return boot
+}
+
+// newApprovalID returns a fresh approval id: a grant runs once, so every
+// grant meant to run names an approval of its own.
+func newApprovalID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// newGrant returns a grant of a fresh approval for cmd (or argv) on the
+// server whose boot id is boot, signed under token, valid for a minute,
+// with sandbox sb.
+func newGrant(token, boot, cmd string, argv []string, sb grant.Sandbox) *grant.Grant {
 	g := &grant.Grant{
-		Approval:   approvalID,
+		Approval:   newApprovalID(),
 		Tool:       "shell-exec",
 		Revision:   "rev1",
 		ParamsHash: grant.ParamsHash(map[string]any{"cmd": cmd}),
 		Command:    grant.CommandDigest(cmd, argv),
+		BootID:     boot,
 		Sandbox:    sb,
 		ExpiresAt:  time.Now().Add(time.Minute).UTC().Format(time.RFC3339),
 	}
@@ -316,6 +340,12 @@ func newGrant(token, cmd string, argv []string, sb grant.Sandbox) *grant.Grant {
 	}
 	g.Sign(grant.Key(token))
 	return g
+}
+
+func hmacSHA256(key, msg []byte) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write(msg)
+	return m.Sum(nil)
 }
 
 func grantBody(cmd string, argv []string, g *grant.Grant) string {
@@ -337,15 +367,22 @@ func TestGrant(t *testing.T) {
 	withToken := NewHandler(Options{Tokens: []string{"t"}}, nil)
 	hashedOnly := NewHandler(Options{TokenSHA256: []string{hex.EncodeToString(digest[:])}}, nil)
 	noToken := NewHandler(Options{}, nil)
+	boot, hashedBoot := bootOf(t, withToken, "t"), bootOf(t, hashedOnly, "hashed-token")
 
 	tamper := func(f func(*grant.Grant)) *grant.Grant {
-		g := newGrant("t", cmd, nil, grant.Sandbox{})
+		g := newGrant("t", boot, cmd, nil, grant.Sandbox{})
 		f(g)
 		return g
 	}
-	expired := &grant.Grant{Approval: approvalID, Tool: "shell-exec", Revision: "rev1", Command: grant.CommandDigest(cmd, nil),
+	expired := &grant.Grant{Approval: approvalID, Tool: "shell-exec", Revision: "rev1", Command: grant.CommandDigest(cmd, nil), BootID: boot,
 		Sandbox: grant.Sandbox{Write: []string{}}, ExpiresAt: time.Now().Add(-time.Second).UTC().Format(time.RFC3339)}
 	expired.Sign(grant.Key("t"))
+	// A grant as the daemon signed it before format 2: no version, the MAC
+	// keyed with the token's bare SHA-256.
+	v1 := newGrant("t", boot, cmd, nil, grant.Sandbox{})
+	v1.Version = 0
+	oldKey := sha256.Sum256([]byte("t"))
+	v1.MAC = hex.EncodeToString(hmacSHA256(oldKey[:], v1.Message()))
 
 	tests := []struct {
 		name    string
@@ -356,9 +393,9 @@ func TestGrant(t *testing.T) {
 		want    string
 		removed bool
 	}{
-		{name: "valid grant runs", h: withToken, body: grantBody(cmd, nil, newGrant("t", cmd, nil, grant.Sandbox{})), status: 200, removed: true},
-		{name: "valid argv grant runs", h: withToken, body: grantBody("", rmArgv, newGrant("t", "", rmArgv, grant.Sandbox{})), status: 200, removed: true},
-		{name: "token given as digest", h: hashedOnly, auth: "Bearer hashed-token", body: grantBody(cmd, nil, newGrant("hashed-token", cmd, nil, grant.Sandbox{})), status: 200, removed: true},
+		{name: "valid grant runs", h: withToken, body: grantBody(cmd, nil, newGrant("t", boot, cmd, nil, grant.Sandbox{})), status: 200, removed: true},
+		{name: "valid argv grant runs", h: withToken, body: grantBody("", rmArgv, newGrant("t", boot, "", rmArgv, grant.Sandbox{})), status: 200, removed: true},
+		{name: "token given as digest", h: hashedOnly, auth: "Bearer hashed-token", body: grantBody(cmd, nil, newGrant("hashed-token", hashedBoot, cmd, nil, grant.Sandbox{})), status: 200, removed: true},
 		{name: "tampered approval", h: withToken, body: grantBody(cmd, nil, tamper(func(g *grant.Grant) { g.Approval = "ffffffffffffffffffffffffffffffff" })), status: 403, want: "grant refused: grant signature does not match"},
 		{name: "tampered tool", h: withToken, body: grantBody(cmd, nil, tamper(func(g *grant.Grant) { g.Tool = "other" })), status: 403, want: "signature does not match"},
 		{name: "tampered revision", h: withToken, body: grantBody(cmd, nil, tamper(func(g *grant.Grant) { g.Revision = "rev2" })), status: 403, want: "signature does not match"},
@@ -369,12 +406,15 @@ func TestGrant(t *testing.T) {
 		{name: "tampered expiry", h: withToken, body: grantBody(cmd, nil, tamper(func(g *grant.Grant) { g.ExpiresAt = time.Now().Add(time.Hour).UTC().Format(time.RFC3339) })), status: 403, want: "signature does not match"},
 		{name: "forged mac", h: withToken, body: grantBody(cmd, nil, tamper(func(g *grant.Grant) { g.MAC = strings.Repeat("0", 64) })), status: 403, want: "signature does not match"},
 		{name: "mac is not hex", h: withToken, body: grantBody(cmd, nil, tamper(func(g *grant.Grant) { g.MAC = "approved" })), status: 403, want: "malformed grant"},
-		{name: "signed with another token", h: withToken, body: grantBody(cmd, nil, newGrant("other-token", cmd, nil, grant.Sandbox{})), status: 403, want: "signature does not match"},
+		{name: "signed with another token", h: withToken, body: grantBody(cmd, nil, newGrant("other-token", boot, cmd, nil, grant.Sandbox{})), status: 403, want: "signature does not match"},
 		{name: "expired", h: withToken, body: grantBody(cmd, nil, expired), status: 403, want: "grant refused: grant expired"},
-		{name: "grant for another command", h: withToken, body: grantBody(cmd, nil, newGrant("t", "rm -rf /srv/other", nil, grant.Sandbox{})), status: 403, want: "grant refused: grant is for a different command"},
-		{name: "cmd grant used for argv", h: withToken, body: grantBody("", rmArgv, newGrant("t", strings.Join(rmArgv, " "), nil, grant.Sandbox{})), status: 403, want: "different command"},
-		{name: "grant for another tool than the request names", h: withToken, body: strings.Replace(grantBody(cmd, nil, newGrant("t", cmd, nil, grant.Sandbox{})), `"tool":"shell-exec"`, `"tool":"other"`, 1), status: 403, want: `the grant is for tool "shell-exec", the request names tool "other"`},
-		{name: "server without token cannot verify", h: noToken, auth: "-", body: grantBody(cmd, nil, newGrant("", cmd, nil, grant.Sandbox{})), status: 403, want: "cannot verify a grant"},
+		{name: "grant for another command", h: withToken, body: grantBody(cmd, nil, newGrant("t", boot, "rm -rf /srv/other", nil, grant.Sandbox{})), status: 403, want: "grant refused: grant is for a different command"},
+		{name: "cmd grant used for argv", h: withToken, body: grantBody("", rmArgv, newGrant("t", boot, strings.Join(rmArgv, " "), nil, grant.Sandbox{})), status: 403, want: "different command"},
+		{name: "grant for another tool than the request names", h: withToken, body: strings.Replace(grantBody(cmd, nil, newGrant("t", boot, cmd, nil, grant.Sandbox{})), `"tool":"shell-exec"`, `"tool":"other"`, 1), status: 403, want: `the grant is for tool "shell-exec", the request names tool "other"`},
+		{name: "another boot of the server", h: withToken, body: grantBody(cmd, nil, newGrant("t", hashedBoot, cmd, nil, grant.Sandbox{})), status: 403, want: "grant refused: grant is for another boot of this gatekeeper"},
+		{name: "format 1 grant", h: withToken, body: grantBody(cmd, nil, v1), status: 403, want: "grant refused: grant format version mismatch: the grant is format version 1"},
+		{name: "format 2 signed with the old key", h: withToken, body: grantBody(cmd, nil, tamper(func(g *grant.Grant) { g.MAC = hex.EncodeToString(hmacSHA256(oldKey[:], g.Message())) })), status: 403, want: "signature does not match"},
+		{name: "server without token cannot verify", h: noToken, auth: "-", body: grantBody(cmd, nil, newGrant("", "", cmd, nil, grant.Sandbox{})), status: 403, want: "cannot verify a grant"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -513,6 +553,7 @@ func TestSandboxWrites(t *testing.T) {
 	granted, other := proctest.GrantDir(t, sb), proctest.GrantDir(t, sb)
 	h := NewHandler(Options{Tokens: []string{"t"}, NoPolicy: true, Sandbox: sb}, nil)
 	strict := NewHandler(Options{Tokens: []string{"t"}, Sandbox: sb}, nil)
+	boot, strictBoot := bootOf(t, h, "t"), bootOf(t, strict, "t")
 	write := grant.Sandbox{Write: []string{granted}}
 	tests := []struct {
 		name    string
@@ -523,9 +564,9 @@ func TestSandboxWrites(t *testing.T) {
 		created bool
 	}{
 		{name: "no grant: read-only", h: h, cmd: "touch " + granted + "/a", file: granted + "/a"},
-		{name: "granted path", h: h, cmd: "touch " + granted + "/b", grant: newGrant("t", "touch "+granted+"/b", nil, write), file: granted + "/b", created: true},
-		{name: "outside the grant", h: h, cmd: "touch " + other + "/c", grant: newGrant("t", "touch "+other+"/c", nil, write), file: other + "/c"},
-		{name: "policy confirm with grant", h: strict, cmd: "touch " + granted + "/d", grant: newGrant("t", "touch "+granted+"/d", nil, write), file: granted + "/d", created: true},
+		{name: "granted path", h: h, cmd: "touch " + granted + "/b", grant: newGrant("t", boot, "touch "+granted+"/b", nil, write), file: granted + "/b", created: true},
+		{name: "outside the grant", h: h, cmd: "touch " + other + "/c", grant: newGrant("t", boot, "touch "+other+"/c", nil, write), file: other + "/c"},
+		{name: "policy confirm with grant", h: strict, cmd: "touch " + granted + "/d", grant: newGrant("t", strictBoot, "touch "+granted+"/d", nil, write), file: granted + "/d", created: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -5,20 +5,31 @@
 // they: the client signs (internal/executors/gatekeeper), the server
 // verifies, and the canonical encoding they MAC exists once, here.
 //
-// A Grant names the approval, the tool, its revision and params hash, the
-// digest of the exact command (CommandDigest), the sandbox the command may
-// use, and an expiry; MAC is HMAC-SHA256 over Message with the key
-// SHA-256(bearer token). The key is the token's digest so that a server
-// configured with token digests only (TokenSHA256) can verify as well;
-// it binds the grant to the token that authenticates the request.
+// A Grant names the format version, the approval, the tool, its revision
+// and params hash, the digest of the exact command (CommandDigest), the
+// boot id of the gatekeeper process it is for, the sandbox the command
+// may use, and an expiry; MAC is HMAC-SHA256 over Message with the key
+// KeyFromDigest(SHA-256(bearer token)): HKDF-SHA256 (RFC 5869) of the
+// token's digest, labelled with KDFInfo. The key starts from the token's
+// digest so that a server configured with token digests only
+// (TokenSHA256) can derive it as well; the labelled derivation keeps the
+// MAC key apart from every other use of that digest (the server compares
+// it to authenticate requests). It binds the grant to the token that
+// authenticates the request. The token is the trust root: whoever holds
+// it can sign any grant, so a grant proves that a token holder approved
+// the command, and the server's allowlist bounds what any grant can run.
 // internal/gatekeeper/PROTOCOL.md is the wire contract.
 //
 // Everything here is a pure function of its arguments: no I/O, no
-// package state, safe for concurrent use. Standard library only.
+// package state, safe for concurrent use. That a grant runs once is the
+// server's to enforce (it remembers the approvals that ran); a grant only
+// carries what it needs for that: the approval id, the boot id and the
+// expiry. Standard library only.
 package grant
 
 import (
 	"bytes"
+	"crypto/hkdf"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -32,17 +43,40 @@ import (
 	"time"
 )
 
+// FormatVersion is the grant format this package signs and verifies
+// (Grant.Version). Version 1 had no version field and used SHA-256(token)
+// itself as the MAC key; version 2 derives the key with HKDF (KDFInfo)
+// and binds the grant to a gatekeeper boot id. Verify refuses every other
+// version, naming it: the daemon and the gatekeeper ship together.
+const FormatVersion = 2
+
 // Version is the first element of Message: it names the encoding, so a
 // later one cannot be confused with it.
-const Version = "toolagent-gatekeeper-grant-v1"
+const Version = "toolagent-gatekeeper-grant-v2"
 
-// KeySize is the size of a MAC key: a SHA-256 digest.
+// KDFInfo is the HKDF info (the label) of the MAC key derivation.
+const KDFInfo = "toolagent gatekeeper grant v2"
+
+// KeySize is the size of a MAC key: 32 bytes, as SHA-256's output.
 const KeySize = sha256.Size
 
-// Key is the MAC key of the grants sent with token: SHA-256(token), the
-// raw 32 bytes. A server that holds only the token's hex digest decodes
-// that digest and has the key.
-func Key(token string) [KeySize]byte { return sha256.Sum256([]byte(token)) }
+// Key is the MAC key of the grants sent with token:
+// KeyFromDigest(SHA-256(token)).
+func Key(token string) [KeySize]byte { return KeyFromDigest(sha256.Sum256([]byte(token))) }
+
+// KeyFromDigest is the MAC key of the grants sent with the token whose
+// SHA-256 is digest: HKDF-SHA256 with the digest as the input keying
+// material, no salt (RFC 5869: a string of zeros) and the info KDFInfo,
+// 32 bytes. A server that holds only the token's hex digest decodes that
+// digest and derives the key.
+func KeyFromDigest(digest [sha256.Size]byte) [KeySize]byte {
+	k, err := hkdf.Key(sha256.New, digest[:], nil, KDFInfo, KeySize)
+	if err != nil {
+		// Only a key length above 255 hash sizes fails; 32 bytes cannot.
+		panic("grant: hkdf: " + err.Error())
+	}
+	return [KeySize]byte(k)
+}
 
 // Sandbox is what the granted command may change and reach on the server,
 // the wire form of proc.Grant. The zero value is read-only with no
@@ -57,6 +91,9 @@ type Sandbox struct {
 // Grant is the signed approval of one call. Every field but MAC is
 // covered by MAC; see Message for the encoding.
 type Grant struct {
+	// Version is the grant format, FormatVersion; Sign sets it. A grant
+	// of version 1 has none (0).
+	Version int `json:"version"`
 	// Approval is the id of the approval the daemon claimed for the call.
 	Approval string `json:"approval"`
 	// Tool and Revision name the tool definition that was approved.
@@ -67,6 +104,10 @@ type Grant struct {
 	ParamsHash string `json:"params_hash"`
 	// Command is CommandDigest of the exact cmd or argv the call sends.
 	Command string `json:"command_sha256"`
+	// BootID is the boot id of the gatekeeper process the grant is for
+	// (its GET /healthz says it): a gatekeeper that restarted, and so
+	// forgot which grants ran, refuses the grants signed before.
+	BootID string `json:"boot_id"`
 	// Sandbox is what the command may use while it runs.
 	Sandbox Sandbox `json:"sandbox"`
 	// ExpiresAt is the time (RFC 3339) after which the grant is void.
@@ -93,7 +134,7 @@ func CommandDigest(cmd string, argv []string) string {
 
 // Message is the canonical encoding the MAC covers: netstrings
 // (`<decimal length>:<bytes>,`) of, in this order, Version, Approval,
-// Tool, Revision, ParamsHash, Command, the number of write paths (decimal),
+// Tool, Revision, ParamsHash, Command, BootID, the number of write paths (decimal),
 // each write path, "true" or "false" for network, and ExpiresAt exactly as
 // sent. Netstrings make it unambiguous: no field can borrow bytes from the
 // next.
@@ -111,6 +152,7 @@ func (g Grant) Message() []byte {
 	ns(g.Revision)
 	ns(g.ParamsHash)
 	ns(g.Command)
+	ns(g.BootID)
 	ns(strconv.Itoa(len(g.Sandbox.Write)))
 	for _, w := range g.Sandbox.Write {
 		ns(w)
@@ -126,13 +168,17 @@ func (g Grant) mac(key [KeySize]byte) []byte {
 	return m.Sum(nil)
 }
 
-// Sign sets g.MAC for key.
+// Sign sets g.Version to FormatVersion and g.MAC for key.
 func (g *Grant) Sign(key [KeySize]byte) {
+	g.Version = FormatVersion
 	g.MAC = hex.EncodeToString(g.mac(key))
 }
 
 // The reasons Verify refuses a grant; the error wraps one of them.
 var (
+	// ErrVersion: the grant is of another format version than
+	// FormatVersion.
+	ErrVersion = errors.New("grant format version mismatch")
 	// ErrMalformed: a field is missing or not in its format.
 	ErrMalformed = errors.New("malformed grant")
 	// ErrBadMAC: the MAC does not match: the grant was not signed with
@@ -142,15 +188,24 @@ var (
 	ErrExpired = errors.New("grant expired")
 	// ErrOtherCommand: the grant is for a different command.
 	ErrOtherCommand = errors.New("grant is for a different command")
+	// ErrOtherBoot: the grant was signed for another boot of the
+	// gatekeeper (it restarted since).
+	ErrOtherBoot = errors.New("grant is for another boot of this gatekeeper")
 )
 
 // Verify checks g for a request whose command has digest command
-// (CommandDigest), at time now, under key: the fields are well formed,
-// the MAC matches (in constant time), the grant has not expired, and it
-// names this command. The error wraps ErrMalformed, ErrBadMAC, ErrExpired
-// or ErrOtherCommand and says why; the MAC is checked before anything the
-// signer could choose, so an unsigned grant learns nothing else.
-func (g Grant) Verify(key [KeySize]byte, now time.Time, command string) error {
+// (CommandDigest), at time now, under key, on the gatekeeper whose boot
+// id is boot: the format is FormatVersion, the fields are well formed,
+// the MAC matches (in constant time), the grant has not expired, it is
+// for this boot and names this command. The error wraps ErrVersion,
+// ErrMalformed, ErrBadMAC, ErrExpired, ErrOtherBoot or ErrOtherCommand
+// and says why; the MAC is checked before anything the signer could
+// choose, so an unsigned grant learns nothing else. Whether the grant
+// already ran is the caller's to check.
+func (g Grant) Verify(key [KeySize]byte, now time.Time, command, boot string) error {
+	if g.Version != FormatVersion {
+		return versionError(g.Version)
+	}
 	got, err := hex.DecodeString(g.MAC)
 	if err != nil || len(got) != sha256.Size {
 		return fmt.Errorf("%w: mac is not a hex HMAC-SHA256 (64 hex digits)", ErrMalformed)
@@ -168,10 +223,26 @@ func (g Grant) Verify(key [KeySize]byte, now time.Time, command string) error {
 	if !now.Before(exp) {
 		return fmt.Errorf("%w at %s (now %s)", ErrExpired, g.ExpiresAt, now.UTC().Format(time.RFC3339))
 	}
+	if g.BootID != boot {
+		return fmt.Errorf("%w: it was signed for boot %.12s…, this is boot %.12s…: the gatekeeper restarted since, and a restarted gatekeeper does not know which grants already ran", ErrOtherBoot, g.BootID, boot)
+	}
 	if !hmac.Equal([]byte(g.Command), []byte(command)) {
 		return fmt.Errorf("%w: the grant's command_sha256 is %.12s…, this request's command is %.12s…", ErrOtherCommand, g.Command, command)
 	}
 	return nil
+}
+
+// versionError says which format a grant of version v is and what to
+// upgrade: the daemon signs, the gatekeeper verifies.
+func versionError(v int) error {
+	switch {
+	case v == 0 || v == 1:
+		return fmt.Errorf("%w: the grant is format version 1 (no \"version\" field, MAC keyed with the token's bare SHA-256), this gatekeeper takes version %d only: upgrade the daemon to the gatekeeper's release (they ship together)", ErrVersion, FormatVersion)
+	case v > FormatVersion:
+		return fmt.Errorf("%w: the grant is format version %d, this gatekeeper takes version %d only: upgrade the gatekeeper to the daemon's release (they ship together)", ErrVersion, v, FormatVersion)
+	default:
+		return fmt.Errorf("%w: the grant is format version %d, this gatekeeper takes version %d only", ErrVersion, v, FormatVersion)
+	}
 }
 
 // HashParams is the SHA-256 (hex) of the canonical JSON of params: object

@@ -20,11 +20,16 @@
 // with a grant it can verify. When dispatch claimed an approval for the
 // call (executors.Request.Approval), the client sends that grant
 // (internal/grant): the approval id, tool, revision, params hash, the
-// digest of the exact command, the tool's declared sandbox (write paths,
-// network) and an expiry (now + the tool's timeout + GrantSlack), signed
-// with HMAC-SHA256 under the SHA-256 of the target's token. Without an
-// approval no grant is sent, and the server runs the command read-only
-// without network.
+// digest of the exact command, the server's boot id, the tool's declared
+// sandbox (write paths, network) and an expiry (now + the tool's timeout
+// + GrantSlack), signed with HMAC-SHA256 under the key derived from the
+// target's token (grant.Key). The boot id comes from the server's GET
+// /healthz, asked right before an approved call: the server runs a grant
+// once and refuses one signed for an earlier run of it (it restarted, and
+// forgot which grants ran); when a grant is refused because the server
+// restarted in between, the client signs for the new boot and sends the
+// call once more (nothing ran). Without an approval no grant is sent, and
+// the server runs the command read-only without network.
 //
 // Errors are classified so a caller never has to guess: ErrUnreachable
 // (network), ErrUnauthorized (token refused, 401/403), executors.ErrRefused
@@ -297,6 +302,7 @@ type wireError struct {
 type call struct {
 	target  target
 	body    wireRequest
+	grant   *grant.Grant // the unsigned grant of an approved call, or nil
 	timeout time.Duration
 	maxOut  int64
 	plan    executors.Plan
@@ -346,11 +352,11 @@ func (e *Executor) prepare(req executors.Request) (call, error) {
 	}
 	sandbox := "read-only, no network (without an approval)"
 	if req.Approval != "" {
-		g, err := signGrant(req, tg, c.body.Cmd, c.body.Argv, timeout)
+		g, err := newGrant(req, tg, c.body.Cmd, c.body.Argv)
 		if err != nil {
 			return call{}, fmt.Errorf("tool %s: %w", t.Name, err)
 		}
-		c.body.Grant = g
+		c.grant = g
 		sandbox = t.Sandbox().String()
 	}
 	c.plan.Dir = cwd
@@ -361,12 +367,12 @@ func (e *Executor) prepare(req executors.Request) (call, error) {
 	return c, nil
 }
 
-// signGrant returns the grant of an approved call: bound to the approval,
-// the tool, its revision and params, this exact command, the tool's
-// declared sandbox, and an expiry of now + timeout + GrantSlack; signed
-// under the target's token. A target without a token gets no grant (its
+// newGrant returns the grant of an approved call, unsigned: bound to the
+// approval, the tool, its revision and params, this exact command and the
+// tool's declared sandbox; Execute adds the server's boot id and the
+// expiry and signs it (sign). A target without a token gets no grant (its
 // server has no key to verify one and judges the call as unapproved).
-func signGrant(req executors.Request, tg target, cmd string, argv []string, timeout time.Duration) (*grant.Grant, error) {
+func newGrant(req executors.Request, tg target, cmd string, argv []string) (*grant.Grant, error) {
 	if tg.token == "" {
 		return nil, nil
 	}
@@ -384,13 +390,39 @@ func signGrant(req executors.Request, tg target, cmd string, argv []string, time
 		ParamsHash: grant.ParamsHash(req.Params),
 		Command:    grant.CommandDigest(cmd, argv),
 		Sandbox:    grant.Sandbox{Write: slices.Clone(sb.Write), Network: sb.Network},
-		ExpiresAt:  time.Now().Add(timeout + GrantSlack).UTC().Format(time.RFC3339),
 	}
 	if g.Sandbox.Write == nil {
 		g.Sandbox.Write = []string{} // "write": [] on the wire, not null
 	}
-	g.Sign(grant.Key(tg.token))
 	return g, nil
+}
+
+// sign returns a copy of the unsigned grant g for the server whose boot
+// id is boot, expiring at now + timeout + GrantSlack, signed under the
+// target's token.
+func sign(g *grant.Grant, tg target, boot string, timeout time.Duration) *grant.Grant {
+	s := *g
+	s.BootID = boot
+	s.ExpiresAt = time.Now().Add(timeout + GrantSlack).UTC().Format(time.RFC3339)
+	s.Sign(grant.Key(tg.token))
+	return &s
+}
+
+// bootID asks t's GET /healthz, with the token, for the server's boot id,
+// which a grant must name.
+func (e *Executor) bootID(ctx context.Context, t target) (string, error) {
+	var h struct {
+		Status string `json:"status"`
+		BootID string `json:"boot_id"`
+	}
+	if err := e.do(ctx, t, http.MethodGet, "/healthz", nil, responseSlack, &h); err != nil {
+		return "", fmt.Errorf("asking for the boot id a grant must name: %w", err)
+	}
+	if h.BootID == "" {
+		return "", &RemoteError{Target: t.name, Status: http.StatusOK,
+			Message: "GET /healthz gave no boot_id, so no grant can be signed for it: the gatekeeper is older than this daemon (grant format 2); upgrade it to the daemon's release"}
+	}
+	return h.BootID, nil
 }
 
 // Plan returns what Execute would send: the argv the server would run
@@ -420,11 +452,9 @@ func (e *Executor) Execute(ctx context.Context, req executors.Request) (executor
 	// bound only matters for a caller without a deadline.
 	ctx, cancel := context.WithTimeout(ctx, c.timeout+30*time.Second)
 	defer cancel()
-	body, _ := json.Marshal(c.body) // plain strings and numbers: cannot fail
 	start := time.Now()
 	var wr wireResponse
-	err = e.doStream(ctx, c.target, "/exec", body, 2*6*c.maxOut+responseSlack, &wr, req.Output)
-	if err != nil {
+	if err := e.sendCall(ctx, c, &wr, req.Output); err != nil {
 		return executors.Outcome{}, fmt.Errorf("tool %s: %w", req.Tool.Name, err)
 	}
 	stdout, err := decode(wr.Stdout, wr.StdoutEncoding)
@@ -460,6 +490,37 @@ func (e *Executor) Execute(ctx context.Context, req executors.Request) (executor
 		"exit_code", out.ExitCode, "signal", wr.Signal, "timed_out", out.TimedOut, "truncated", out.Truncated,
 		"duration", time.Since(start))
 	return out, nil
+}
+
+// sendCall sends the prepared call c and reads its answer into wr. An
+// approved call is signed for the server's current boot id; when the
+// server refuses its grant and has restarted since (its boot id
+// changed), nothing ran, and the call is signed for the new boot and sent
+// once more.
+func (e *Executor) sendCall(ctx context.Context, c call, wr *wireResponse, output func(string, []byte)) error {
+	limit := 2*6*c.maxOut + responseSlack
+	if c.grant == nil {
+		body, _ := json.Marshal(c.body) // plain strings and numbers: cannot fail
+		return e.doStream(ctx, c.target, "/exec", body, limit, wr, output)
+	}
+	boot, err := e.bootID(ctx, c.target)
+	if err != nil {
+		return err
+	}
+	for try := 0; ; try++ {
+		c.body.Grant = sign(c.grant, c.target, boot, c.timeout)
+		body, _ := json.Marshal(c.body)
+		err := e.doStream(ctx, c.target, "/exec", body, limit, wr, output)
+		if try > 0 || !errors.Is(err, executors.ErrRefused) {
+			return err
+		}
+		now, berr := e.bootID(ctx, c.target)
+		if berr != nil || now == boot {
+			return err // refused for another reason than a restart
+		}
+		e.log.DebugContext(ctx, "gatekeeper restarted: signing the grant again", "target", c.target.name, "approval", c.grant.Approval)
+		boot = now
+	}
 }
 
 // do sends one request to t and decodes a 200 JSON answer into v, reading

@@ -455,16 +455,27 @@ func TestApprovalReachesTheServer(t *testing.T) {
 	}
 }
 
-const approvalID = "0123456789abcdef0123456789abcdef"
+// Approval ids: a grant runs once, so each approved call has its own.
+const (
+	approvalID  = "0123456789abcdef0123456789abcdef"
+	approvalID2 = "fedcba9876543210fedcba9876543210"
+)
 
-// TestGrantOnTheWire: the grant the client sends names the approval, the
-// tool, its revision, the approval's params hash, the exact command and
-// the tool's declared sandbox, expires after the tool's timeout plus
+// TestGrantOnTheWire: the grant the client sends is of format 2 and names
+// the approval, the tool, its revision, the approval's params hash, the
+// exact command, the server's boot id (from its /healthz) and the tool's
+// declared sandbox, expires after the tool's timeout plus
 // GrantSlack, and verifies under the target token's key. A call without
 // an approval, or to a target without a token, carries none.
 func TestGrantOnTheWire(t *testing.T) {
+	const boot = "00112233445566778899aabbccddeeff"
 	var got server.ExecRequest
 	fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" {
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"status":"ok","boot_id":"`+boot+`"}`)
+			return
+		}
 		got = server.ExecRequest{}
 		if err := json.NewDecoder(r.Body).Decode(&got); err != nil {
 			t.Errorf("request body: %v", err)
@@ -491,8 +502,8 @@ func TestGrantOnTheWire(t *testing.T) {
 		t.Fatalf("approved call sent no grant: %+v", got)
 	}
 	want := grant.Grant{
-		Approval: approvalID, Tool: tool.Name, Revision: "rev7", ParamsHash: approval.HashParams(params),
-		Command: grant.CommandDigest("touch /srv/out/x", nil), Sandbox: grant.Sandbox{Write: []string{"/srv/out"}, Network: true},
+		Version: grant.FormatVersion, Approval: approvalID, Tool: tool.Name, Revision: "rev7", ParamsHash: approval.HashParams(params),
+		Command: grant.CommandDigest("touch /srv/out/x", nil), BootID: boot, Sandbox: grant.Sandbox{Write: []string{"/srv/out"}, Network: true},
 		ExpiresAt: g.ExpiresAt, MAC: g.MAC,
 	}
 	if diff := cmp.Diff(want, *g); diff != "" {
@@ -503,7 +514,7 @@ func TestGrantOnTheWire(t *testing.T) {
 	if err != nil || exp.Before(lo) || exp.After(hi) {
 		t.Errorf("expires_at = %s, want between %s and %s", g.ExpiresAt, lo, hi)
 	}
-	if err := g.Verify(grant.Key(token), time.Now(), grant.CommandDigest("touch /srv/out/x", nil)); err != nil {
+	if err := g.Verify(grant.Key(token), time.Now(), grant.CommandDigest("touch /srv/out/x", nil), boot); err != nil {
 		t.Errorf("the grant does not verify under the target's token: %v", err)
 	}
 	if got.Approval != "" {
@@ -562,7 +573,7 @@ func TestApprovedSandbox(t *testing.T) {
 	if _, err := os.Stat(granted + "/b"); err != nil {
 		t.Errorf("approved touch did not create the file: %v", err)
 	}
-	if out, err := run("touch "+other+"/c", approvalID); err != nil || out.ExitCode == 0 {
+	if out, err := run("touch "+other+"/c", approvalID2); err != nil || out.ExitCode == 0 {
 		t.Errorf("approved touch outside the grant = %+v, %v; want a failed touch", out, err)
 	}
 	if _, err := os.Stat(other + "/c"); !errors.Is(err, os.ErrNotExist) {
@@ -643,5 +654,80 @@ func TestStreamingClientOldServer(t *testing.T) {
 	}
 	if !strings.Contains(accept, "application/x-ndjson") || !strings.Contains(accept, "application/json") {
 		t.Errorf("Accept = %q; want both the stream and plain JSON", accept)
+	}
+}
+
+// restartable serves through the current one of its handlers; it moves to
+// the next after the first GET /healthz, as a server restarted between
+// the client's asking for its boot id and sending the call.
+type restartable struct {
+	mu       sync.Mutex
+	handlers []http.Handler
+	healthz  int // GET /healthz served
+}
+
+func (rs *restartable) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rs.mu.Lock()
+	h := rs.handlers[0]
+	if r.URL.Path == "/healthz" {
+		rs.healthz++
+		if rs.healthz == 1 && len(rs.handlers) > 1 {
+			rs.handlers = rs.handlers[1:]
+		}
+	}
+	rs.mu.Unlock()
+	h.ServeHTTP(w, r)
+}
+
+// TestGrantRunsOnce: through the client, an approved call runs once: the
+// same approval sent again is refused by the server as already used, and
+// the command's side effect (a line appended to a file) happened once. A
+// server that restarts between the client's asking for its boot id and
+// the call refuses the grant; the client signs for the new boot and sends
+// the call once more, and it runs once. A server that gives no boot id
+// (older than grant format 2) gets no grant, and the error says so.
+func TestGrantRunsOnce(t *testing.T) {
+	tool := withLimits(seedTool(t), 5*time.Second, 0)
+	opts := server.Options{Tokens: []string{token}, Grace: 200 * time.Millisecond}
+	old := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"status":"ok"}`)
+	})
+	tests := []struct {
+		name     string
+		handlers []http.Handler
+		ran      int    // lines appended after both calls
+		second   string // the second call's error
+		first    string // the first call's error, "" for none
+	}{
+		{name: "replay refused", handlers: []http.Handler{server.NewHandler(opts, nil)}, ran: 1, second: "grant refused: grant already used: approval \"" + approvalID + "\""},
+		{name: "server restarted before the call", handlers: []http.Handler{server.NewHandler(opts, nil), server.NewHandler(opts, nil)}, ran: 1, second: "grant already used"},
+		{name: "server without boot ids", handlers: []http.Handler{old}, ran: 0, first: "gave no boot_id", second: "gave no boot_id"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "ran")
+			srv := httptest.NewServer(&restartable{handlers: tt.handlers})
+			t.Cleanup(srv.Close)
+			ex := gatekeeper.New(gatekeeper.Options{Targets: map[string]gatekeeper.Target{"main": {URL: srv.URL, Token: token}}})
+			params, err := tool.CheckParams(map[string]any{"cmd": "echo ran >> " + out})
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := executors.Request{Tool: tool, Params: params, Rev: "r", Approval: approvalID}
+			if _, err := ex.Execute(t.Context(), req); tt.first == "" && err != nil || tt.first != "" && (err == nil || !strings.Contains(err.Error(), tt.first)) {
+				t.Errorf("first Execute = %v; want error %q", err, tt.first)
+			}
+			if _, err := ex.Execute(t.Context(), req); err == nil || !strings.Contains(err.Error(), tt.second) {
+				t.Errorf("second Execute of the approval = %v; want an error saying %q", err, tt.second)
+			}
+			b, err := os.ReadFile(out)
+			if err != nil && !errors.Is(err, os.ErrNotExist) {
+				t.Fatal(err)
+			}
+			if n := strings.Count(string(b), "\n"); n != tt.ran {
+				t.Errorf("the command ran %d times; want %d", n, tt.ran)
+			}
+		})
 	}
 }
