@@ -616,6 +616,9 @@ func TestReplicasEndToEnd(t *testing.T) {
 	as := func(token string, d *daemonProcess, method, path, body string) (int, string) {
 		t.Helper()
 		req, _ := http.NewRequest(method, d.url+path, strings.NewReader(body))
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
 		req.Header.Set("Authorization", "Bearer "+token)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {

@@ -20,6 +20,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/toolagent/toolagent/internal/api"
 	"github.com/toolagent/toolagent/internal/pgstore"
 )
 
@@ -60,7 +61,9 @@ type Config struct {
 	SandboxMaxProcs   int                `yaml:"sandbox_max_procs" env:"TOOLAGENT_SANDBOX_MAX_PROCS" flag:"sandbox-max-procs" default:"256" usage:"most processes (and threads) of one call (its control group's pids limit, else RLIMIT_NPROC)"`
 	SandboxMaxMemory  int64              `yaml:"sandbox_max_memory" env:"TOOLAGENT_SANDBOX_MAX_MEMORY" flag:"sandbox-max-memory" default:"4294967296" usage:"most address space of one process of a call, in bytes (RLIMIT_AS)"`
 	MCPStateless      bool               `yaml:"mcp_stateless" env:"TOOLAGENT_MCP_STATELESS" flag:"mcp-stateless" default:"false" usage:"serve /mcp without sessions (the SDK's stateless mode): any replica answers any request, so a load balancer needs no sticky sessions; GET /mcp then carries list_changed alone"`
-	MCPAllowedOrigins string             `yaml:"mcp_allowed_origins" env:"TOOLAGENT_MCP_ALLOWED_ORIGINS" flag:"mcp-allowed-origins" default:"" usage:"browser origins (scheme://host[:port], comma-separated) that may use /mcp besides the daemon's own; any other Origin gets 403"`
+	PublicHosts       []string           `yaml:"public_hosts" env:"TOOLAGENT_PUBLIC_HOSTS" flag:"public-hosts" default:"" usage:"names clients reach the daemon by besides loopback ones and the listen address: host (any port) or host:port, comma-separated; a request with any other Host gets 421 (against DNS rebinding)"`
+	AllowedOrigins    []string           `yaml:"allowed_origins" env:"TOOLAGENT_ALLOWED_ORIGINS" flag:"allowed-origins" default:"" usage:"browser origins (scheme://host[:port], comma-separated) that may use the daemon (/v1, /mcp, /ui) besides its own pages; a request with any other Origin gets 403"`
+	MCPAllowedOrigins []string           `yaml:"mcp_allowed_origins" env:"TOOLAGENT_MCP_ALLOWED_ORIGINS" flag:"mcp-allowed-origins" default:"" usage:"the former name of allowed_origins, still read: its origins are allowed like those of allowed_origins, on every route"`
 	Profiles          map[string]Profile `yaml:"profiles" env:"TOOLAGENT_PROFILES" flag:"-" default:"" usage:"named MCP surfaces: NAME: {tools: [GLOB...], tags: [TAG...]}, served at /mcp/NAME and by mcp --profile NAME"`
 	VocabFile         string             `yaml:"vocab_file" env:"TOOLAGENT_VOCAB" flag:"vocab" default:"" usage:"extra intent-matching vocabulary FILE, merged with the built-in one (format: internal/match/vocab.txt)"`
 
@@ -160,6 +163,8 @@ func placeholderOf(flagName string, kind reflect.Type) string {
 		return "DIR"
 	case flagName == "listen":
 		return "HOST:PORT"
+	case kind.Kind() == reflect.Slice:
+		return "LIST"
 	}
 	return "VALUE"
 }
@@ -168,7 +173,7 @@ func placeholderOf(flagName string, kind reflect.Type) string {
 // same config file, so every key is accepted there): the HTTP server's
 // settings only serve; what only matters when tools run not sync.
 var (
-	serveOnlyFlags = []string{"mcp-stateless", "listen", "tokens-file", "max-body-bytes", "mcp-allowed-origins", "webhook-secret-file", "run-keep", "stream-reattach-grace"}
+	serveOnlyFlags = []string{"mcp-stateless", "listen", "tokens-file", "max-body-bytes", "public-hosts", "allowed-origins", "mcp-allowed-origins", "webhook-secret-file", "run-keep", "stream-reattach-grace"}
 	runFlags       = []string{"files-root", "max-concurrent", "shutdown-grace", "sandbox", "sandbox-bwrap", "sandbox-user", "sandbox-max-procs", "sandbox-max-memory", "sandbox-reuse",
 		"approval-ttl", "allow-self-approval", "health-schedule", "health-timeout", "vocab",
 		"gatekeeper-url", "gatekeeper-token-file", "gatekeeper-default", "hlpd-url", "hlpd-token-file", "hlpd-auth-header", "hlpd-health-path",
@@ -302,6 +307,9 @@ func (c Config) validate() error {
 	} else if n, err := strconv.ParseUint(port, 10, 16); err != nil || (n == 0 && port != "0") {
 		errs = append(errs, fmt.Errorf("listen %q: the port %q is not a number from 0 to 65535", c.Listen, port))
 	}
+	if err := c.guardOptions().Check(); err != nil {
+		errs = append(errs, err)
+	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		errs = append(errs, fmt.Errorf("log_format %q: want text or json", c.LogFormat))
 	}
@@ -358,6 +366,12 @@ func (c Config) validate() error {
 // removedKeys are settings of earlier versions, and why they are gone.
 var removedKeys = map[string]string{
 	"sandbox_reuse": "a sandbox serves exactly one call and is never handed to another (docs/security.md); delete the key",
+}
+
+// guardOptions are the HTTP surface's settings as api.Guard takes them;
+// serve adds the listener's addresses.
+func (c Config) guardOptions() api.GuardOptions {
+	return api.GuardOptions{PublicHosts: c.PublicHosts, AllowedOrigins: append(slices.Clone(c.AllowedOrigins), c.MCPAllowedOrigins...)}
 }
 
 // applyYAML sets the fields named in a YAML mapping. Every problem names
@@ -421,6 +435,9 @@ func applyYAML(v reflect.Value, sets []setting, path string, data []byte) error 
 			err = fmt.Errorf("want a single value, not a %s", nodeKind(val))
 		default:
 			err = val.Decode(f.Addr().Interface())
+			if err == nil && f.Kind() == reflect.Slice && f.Len() == 0 {
+				f.Set(reflect.Zero(f.Type())) // [] is no list, as an unset one
+			}
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s:%d: %s: %w", path, val.Line, k.Value, err))
@@ -464,7 +481,10 @@ func nodeKind(n *yaml.Node) string {
 	}
 }
 
-var durationType = reflect.TypeFor[time.Duration]()
+var (
+	durationType = reflect.TypeFor[time.Duration]()
+	stringsType  = reflect.TypeFor[[]string]()
+)
 
 func isScalarKind(f reflect.Value) bool {
 	switch f.Kind() {
@@ -510,6 +530,15 @@ func setField(f reflect.Value, text string) error {
 			return fmt.Errorf("%q is not a whole number", text)
 		}
 		f.SetInt(n)
+	case f.Type() == stringsType:
+		// A list from the environment or a flag: comma-separated.
+		var list []string
+		for _, item := range strings.Split(text, ",") {
+			if item = strings.TrimSpace(item); item != "" {
+				list = append(list, item)
+			}
+		}
+		f.Set(reflect.ValueOf(list))
 	case f.Kind() == reflect.Float64:
 		x, err := strconv.ParseFloat(text, 64)
 		if err != nil {

@@ -55,6 +55,47 @@ func TestConfigPrecedence(t *testing.T) {
 	}
 }
 
+// TestConfigLists: public_hosts and allowed_origins are lists in a config
+// file, comma-separated in the environment and flags; the former key
+// mcp_allowed_origins adds to allowed_origins.
+func TestConfigLists(t *testing.T) {
+	tests := []struct {
+		name        string
+		file        string
+		env         map[string]string
+		args        []string
+		wantHosts   []string
+		wantOrigins []string
+	}{
+		{"none", "", nil, nil, nil, nil},
+		{"a YAML list", "public_hosts: [toolagent.example.com, \"10.0.0.5:8765\"]\nallowed_origins:\n  - https://console.example\n", nil, nil,
+			[]string{"toolagent.example.com", "10.0.0.5:8765"}, []string{"https://console.example"}},
+		{"a comma list in a file", "public_hosts: a.example, b.example\n", nil, nil, []string{"a.example", "b.example"}, nil},
+		{"an empty YAML list", "public_hosts: []\n", nil, nil, nil, nil},
+		{"env", "", map[string]string{"TOOLAGENT_PUBLIC_HOSTS": " a.example ,, b.example:80", "TOOLAGENT_ALLOWED_ORIGINS": "http://localhost:6274"}, nil,
+			[]string{"a.example", "b.example:80"}, []string{"http://localhost:6274"}},
+		{"flag over env", "", map[string]string{"TOOLAGENT_PUBLIC_HOSTS": "a.example"}, []string{"--public-hosts", "c.example"}, []string{"c.example"}, nil},
+		{"the former key adds to allowed_origins", "allowed_origins: [https://a.example]\nmcp_allowed_origins: [https://b.example]\n", nil, []string{"--mcp-allowed-origins", "https://c.example"},
+			nil, []string{"https://a.example", "https://c.example"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			args := tc.args
+			if tc.file != "" {
+				args = append([]string{"--config", writeConfig(t, tc.file)}, args...)
+			}
+			cfg, err := loadConfig(testEnv(tc.env), "serve", args, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g := cfg.guardOptions()
+			if !reflect.DeepEqual(g.PublicHosts, tc.wantHosts) || !reflect.DeepEqual(g.AllowedOrigins, tc.wantOrigins) {
+				t.Errorf("public hosts %q, allowed origins %q; want %q, %q", g.PublicHosts, g.AllowedOrigins, tc.wantHosts, tc.wantOrigins)
+			}
+		})
+	}
+}
+
 func TestConfigErrors(t *testing.T) {
 	tests := []struct {
 		name string
@@ -73,6 +114,11 @@ func TestConfigErrors(t *testing.T) {
 		{"bad flag", "", nil, []string{"--shutdown-grace", "1 minute"}, `flag --shutdown-grace: "1 minute" is not a duration`},
 		{"bad log format", "log_format: xml\n", nil, nil, `log_format "xml": want text or json`},
 		{"arguments", "", nil, []string{"extra"}, "serve takes no arguments"},
+		{"a URL as a public host", "public_hosts: [https://toolagent.example.com]\n", nil, nil, `public_hosts: "https://toolagent.example.com" is not a host`},
+		{"a bad public host from env", "", map[string]string{"TOOLAGENT_PUBLIC_HOSTS": "ok.example,*.example"}, nil, `public_hosts: "*.example" is not a host`},
+		{"a host as an allowed origin", "", nil, []string{"--allowed-origins", "console.example"}, `allowed_origins: "console.example" is not an origin`},
+		{"null under the former name", "mcp_allowed_origins: \"null\"\n", nil, nil, `allowed_origins: "null" is not an origin`},
+		{"a mapping for a list", "public_hosts: {a: b}\n", nil, nil, "toolagent.yaml:1: public_hosts"},
 	}
 	for _, tc := range tests {
 		args := tc.args

@@ -10,7 +10,6 @@ import (
 	"maps"
 	"net/http"
 	"slices"
-	"strings"
 	"syscall"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -100,7 +99,8 @@ func (nopWriteCloser) Close() error { return nil }
 // mcpHandler is the streamable HTTP MCP endpoint of the daemon (/mcp),
 // behind the same tokens as the API: tools/call needs the call role, so
 // the endpoint as a whole does. With no tokens (loopback only) it is open.
-func mcpHandler(surfaces *mcpserver.Surfaces, tokens *api.Tokens, profiles map[string]Profile, maxBody int64, origins []string, stateless bool) http.Handler {
+// Host and Origin are checked by api.Guard in front of every route.
+func mcpHandler(surfaces *mcpserver.Surfaces, tokens *api.Tokens, profiles map[string]Profile, maxBody int64, stateless bool) http.Handler {
 	// Each session is served on the caller's surface: its token's scope,
 	// narrowed by the profile of /mcp/{profile}.
 	surfaceOf := func(r *http.Request) (catalog.Surface, bool) {
@@ -117,7 +117,10 @@ func mcpHandler(surfaces *mcpserver.Surfaces, tokens *api.Tokens, profiles map[s
 		}
 		return sf, true
 	}
-	h := mcpserver.CheckOrigin(origins, surfaces.HTTPHandler(&mcp.StreamableHTTPOptions{MaxRequestBodyBytes: maxBody, Stateless: stateless}, surfaceOf))
+	// The SDK's own Host check is off: api.Guard decides Host for every
+	// route, with the names of public_hosts, which the SDK would refuse on
+	// a loopback listener (behind a reverse proxy).
+	h := surfaces.HTTPHandler(&mcp.StreamableHTTPOptions{MaxRequestBodyBytes: maxBody, Stateless: stateless, DisableLocalhostProtection: true}, surfaceOf)
 	if tokens.Len() == 0 {
 		return h
 	}
@@ -141,15 +144,4 @@ func mcpHandler(surfaces *mcpserver.Surfaces, tokens *api.Tokens, profiles map[s
 		}
 		checked.ServeHTTP(w, r)
 	})
-}
-
-// splitList splits a comma-separated setting, dropping empty items.
-func splitList(s string) []string {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
 }

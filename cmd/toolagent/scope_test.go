@@ -202,6 +202,7 @@ func TestScopedMCP(t *testing.T) {
 		t.Errorf("call_tool git-log over /mcp/deployer = %v %q; want not_found", isErr, text)
 	}
 	req, _ := http.NewRequest("POST", d.url+"/mcp/nope", strings.NewReader(`{}`))
+	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+fullAliceToken)
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 404 {
 		t.Errorf("POST /mcp/nope = %v %v; want 404", resp, err)

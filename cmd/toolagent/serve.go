@@ -88,7 +88,7 @@ func runServe(ctx context.Context, e env, args []string) error {
 	streams, endStreams := context.WithCancel(context.Background())
 	defer endStreams()
 	mux := http.NewServeMux()
-	mcpH := endGetsOn(streams, mcpHandler(mcpSrv, tokens, cfg.Profiles, cfg.MaxBodyBytes, splitList(cfg.MCPAllowedOrigins), cfg.MCPStateless))
+	mcpH := endGetsOn(streams, mcpHandler(mcpSrv, tokens, cfg.Profiles, cfg.MaxBodyBytes, cfg.MCPStateless))
 	mux.Handle("/mcp", mcpH)
 	mux.Handle("/mcp/{profile}", mcpH)
 	ui := console.New(store, disp, console.Options{
@@ -117,12 +117,28 @@ func runServe(ctx context.Context, e env, args []string) error {
 	})
 	mux.Handle("/ui/", ui.Handler())
 	mux.Handle("/", toConsole(apiHandler))
-	handler := mux
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		cr.close()
 		return fmt.Errorf("listen: %w", err)
+	}
+	// One guard in front of every route: Host must name this listener,
+	// a foreign Origin is refused, a JSON body must say so. The console's
+	// forms are its own pages' (same origin, CSRF token).
+	gopts := cfg.guardOptions()
+	gopts.Listen = listenNames(cfg.Listen, ln.Addr())
+	gopts.FormPaths = []string{"/ui/"}
+	gopts.Logger = log.With(slog.String("log", "http"))
+	handler, err := api.Guard(gopts, mux)
+	if err != nil { // validate checked the settings; the addresses are the listener's
+		ln.Close()
+		cr.close()
+		return err
+	}
+	if everyAddress(cfg.Listen) && len(cfg.PublicHosts) == 0 {
+		log.Warn("listening on every address, but only loopback names and the listen address are accepted as Host: "+
+			"clients reaching the daemon by another name or address get 421; name those in public_hosts", "listen", cfg.Listen)
 	}
 	auth := "tokens"
 	if open {
@@ -408,6 +424,32 @@ func addOperatorToken(tokens *api.Tokens, state string, log *slog.Logger) (strin
 		log.Info("made the operator token", "file", operatorTokenPath(state))
 	}
 	return operatorTokenPath(state), nil
+}
+
+// listenNames are the addresses the daemon listens on as api.Guard takes
+// them: the configured one (a host name counts as one of the daemon's)
+// and the listener's, both with the port the listener got.
+func listenNames(configured string, got net.Addr) []string {
+	_, port, err := net.SplitHostPort(got.String())
+	if err != nil {
+		return nil
+	}
+	names := []string{got.String()}
+	if host, _, err := net.SplitHostPort(configured); err == nil && host != "" {
+		names = append(names, net.JoinHostPort(host, port))
+	}
+	return names
+}
+
+// everyAddress reports whether addr (host:port) listens on every address
+// of the host.
+func everyAddress(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return host == "" || (ip != nil && ip.IsUnspecified())
 }
 
 // isLoopback reports whether addr (host:port) only listens on loopback.

@@ -149,6 +149,9 @@ func (d *daemon) request(t testing.TB, method, path, body string) (int, []byte) 
 	if err != nil {
 		t.Fatal(err)
 	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if d.token != "" {
 		req.Header.Set("Authorization", "Bearer "+d.token)
 	}

@@ -33,6 +33,9 @@ func streamReq(t *testing.T, d *daemon, method, path, body, accept, token string
 		t.Fatal(err)
 	}
 	req.Header.Set("Accept", accept)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
@@ -64,6 +67,7 @@ func streamCallCancelable(t *testing.T, d *daemon, tool string) (*http.Response,
 	ctx, cancel := context.WithCancel(t.Context())
 	t.Cleanup(cancel)
 	req, _ := http.NewRequestWithContext(ctx, "POST", d.url+"/v1/call", strings.NewReader(`{"tool":"`+tool+`"}`))
+	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/x-ndjson")
 	resp, err := d.client.Do(req)
 	if err != nil {
@@ -464,6 +468,7 @@ func BenchmarkServeEchoStream(b *testing.B) {
 	body := `{"tool":"shell-exec","params":{"cmd":"echo hello"}}`
 	call := func(stream bool) bool {
 		req, _ := http.NewRequest("POST", d.url+"/v1/call", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
 		if stream {
 			req.Header.Set("Accept", "application/x-ndjson")
 		}

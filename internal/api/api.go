@@ -3,7 +3,10 @@
 // fetch, approve or deny held calls, reached through Approver), reload
 // status, health, readiness and Prometheus metrics, behind bearer-token
 // authentication with roles (read < call < approve < admin), and the push
-// webhook of the git source (webhook.go: HMAC-signed, no token).
+// webhook of the git source (webhook.go: HMAC-signed, no token). Guard
+// (guard.go) is the one middleware the daemon puts in front of every
+// route, this package's and /mcp and /ui alike: Host must name the
+// daemon, a foreign Origin is refused, a JSON body must say so.
 //
 // The package owns the HTTP edge only: decoding requests (size-limited,
 // strict JSON), authentication and roles, the one mapping from a call's

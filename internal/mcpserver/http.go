@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/url"
-	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -22,7 +20,9 @@ const DefaultSessionTimeout = 30 * time.Minute
 // DefaultSessionTimeout filled in when unset. Keep Stateless false: stateful
 // sessions are what carry notifications/tools/list_changed to clients of
 // the 2025 protocol versions. Authentication is the caller's: wrap the
-// handler with RequireToken.
+// handler with RequireToken. So are the Host and Origin checks against DNS
+// rebinding and cross-site pages (the daemon's one guard in front of every
+// route does them).
 func (s *Server) HTTPHandler(opts *mcp.StreamableHTTPOptions) http.Handler {
 	var o mcp.StreamableHTTPOptions
 	if opts != nil {
@@ -59,32 +59,4 @@ func RequireToken(check TokenCheck, need string, h http.Handler) http.Handler {
 		return &auth.TokenInfo{UserID: caller, Scopes: roles}, nil
 	}
 	return auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{Scopes: []string{need}, AllowMissingExpiration: true})(h)
-}
-
-// CheckOrigin returns h behind the Origin check of the MCP streamable HTTP
-// transport (2025-11-25: servers must validate Origin, against DNS
-// rebinding from a browser): a request with an Origin header is served
-// only when that origin is the request's own (scheme-less host:port equal
-// to Host) or one of allowed (exact "scheme://host[:port]", compared
-// without regard to case); any other, "null" included, gets 403. Requests
-// without Origin (non-browser clients) pass.
-func CheckOrigin(allowed []string, h http.Handler) http.Handler {
-	ok := make(map[string]bool, len(allowed))
-	for _, a := range allowed {
-		if a = strings.TrimSpace(a); a != "" {
-			ok[strings.ToLower(strings.TrimSuffix(a, "/"))] = true
-		}
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		origin := r.Header.Get("Origin")
-		if origin == "" {
-			h.ServeHTTP(w, r)
-			return
-		}
-		if u, err := url.Parse(origin); err == nil && u.Host != "" && (strings.EqualFold(u.Host, r.Host) || ok[strings.ToLower(origin)]) {
-			h.ServeHTTP(w, r)
-			return
-		}
-		http.Error(w, fmt.Sprintf("Forbidden: Origin %q is not this server's and not an allowed origin (configure mcp_allowed_origins)", origin), http.StatusForbidden)
-	})
 }
