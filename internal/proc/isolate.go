@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -81,6 +82,14 @@ type isolation struct {
 	netNS bool
 	// reaper ends the calls' processes when this process ends (reaper.go).
 	reaper *reaper
+	// proc and empty are detached mounts made once, which every call
+	// gets a clone of: a proc with hidepid=invisible (a call sees its own
+	// user's processes only) and an empty read-only tmpfs (the cover of
+	// a hidden directory, of /run without network, of /dev/mqueue). A new
+	// superblock per call for each would cost more; neither can hold
+	// anything of a call (proc shows each caller its own, the cover is
+	// read-only and empty).
+	proc, empty int
 }
 
 // uidPool hands out the uids of calls: base+1 to base+n, one per running
@@ -148,6 +157,14 @@ func newIsolation(opts SandboxOptions, groups string) (*isolation, error) {
 		iso.filters[i] = f
 	}
 	iso.netNS = iso.abi < 4
+	var err error
+	if iso.proc, err = detachedMount("proc", map[string]string{"hidepid": "invisible"}, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC); err != nil {
+		return nil, err
+	}
+	if iso.empty, err = detachedMount("tmpfs", map[string]string{"size": "4k", "mode": "755"}, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC); err != nil {
+		iso.close()
+		return nil, err
+	}
 	if opts.User != nil {
 		if opts.User.Uid == 0 {
 			return nil, fmt.Errorf("%w: the sandbox user is root; tools never run as root", ErrSandbox)
@@ -157,6 +174,7 @@ func newIsolation(opts SandboxOptions, groups string) (*isolation, error) {
 		// calls. The calls' control groups, where there are some.
 		r, err := startReaper(nil, 0, 0, groups)
 		if err != nil {
+			iso.close()
 			return nil, err
 		}
 		iso.reaper = r
@@ -171,12 +189,14 @@ func newIsolation(opts SandboxOptions, groups string) (*isolation, error) {
 	}
 	first, lock, err := claimUIDs(base, n)
 	if err != nil {
+		iso.close()
 		return nil, err
 	}
 	// The block: its first id is the calls' group, the others their users.
 	r, err := startReaper(lock, first+1, first+uint32(n)-1, groups)
 	lock.Close() // the reaper holds the claim now, as long as it lives
 	if err != nil {
+		iso.close()
 		return nil, err
 	}
 	iso.reaper = r
@@ -213,11 +233,58 @@ func claimUIDs(base uint32, n int) (first uint32, lock *os.File, err error) {
 	}
 }
 
-// close ends the reaper, which then ends what is left of the calls.
+// close ends the reaper, which then ends what is left of the calls, and
+// lets the shared mounts go.
 func (iso *isolation) close() {
 	if iso.reaper != nil {
 		iso.reaper.close()
 	}
+	for _, fd := range []int{iso.proc, iso.empty} {
+		if fd > 0 {
+			unix.Close(fd)
+		}
+	}
+}
+
+// detachedMount makes a mount of fstype with opts that is attached
+// nowhere; clone returns a copy to attach.
+func detachedMount(fstype string, opts map[string]string, attrs int) (int, error) {
+	fs, err := unix.Fsopen(fstype, unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return -1, fmt.Errorf("%w: %s: %v", ErrSandbox, fstype, err)
+	}
+	defer unix.Close(fs)
+	for k, v := range opts {
+		if err := unix.FsconfigSetString(fs, k, v); err != nil {
+			return -1, fmt.Errorf("%w: %s %s=%s: %v", ErrSandbox, fstype, k, v, err)
+		}
+	}
+	if err := unix.FsconfigCreate(fs); err != nil {
+		return -1, fmt.Errorf("%w: %s: %v", ErrSandbox, fstype, err)
+	}
+	m, err := unix.Fsmount(fs, unix.FSMOUNT_CLOEXEC, attrs)
+	if err != nil {
+		return -1, fmt.Errorf("%w: %s: %v", ErrSandbox, fstype, err)
+	}
+	return m, nil
+}
+
+// attach attaches a copy of the mount fd (at sub inside it, "" for its
+// root) at the path at.
+func attach(fd int, sub, at string) error {
+	flags := uint(unix.OPEN_TREE_CLONE | unix.OPEN_TREE_CLOEXEC)
+	if sub == "" {
+		flags |= unix.AT_EMPTY_PATH
+	}
+	c, err := unix.OpenTree(fd, sub, flags)
+	if err != nil {
+		return fmt.Errorf("%w: mount on %s: %v", ErrSandbox, at, err)
+	}
+	defer unix.Close(c)
+	if err := unix.MoveMount(c, "", unix.AT_FDCWD, at, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return fmt.Errorf("%w: mount on %s: %v", ErrSandbox, at, err)
+	}
+	return nil
 }
 
 // Group returns the group every call runs in under MechanismLandlock (ok
@@ -553,35 +620,29 @@ func (c *isolatedCall) mounts() error {
 			}
 		}
 	}
-	size := "size=" + strconv.FormatInt(s.limits.MaxTmp, 10)
 	tmpfs := func(at, opts string, flags uintptr) error {
 		if err := unix.Mount("tmpfs", at, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|flags, opts); err != nil {
 			return fmt.Errorf("%w: tmpfs on %s: %v", ErrSandbox, at, err)
 		}
 		return nil
 	}
-	for _, d := range scratchDirs {
-		if _, err := os.Stat(d); err != nil {
-			continue
-		}
-		if err := tmpfs(d, size+",mode=1777", 0); err != nil {
-			return err
-		}
+	if err := c.scratch(); err != nil {
+		return err
 	}
 	if !c.grant.Network {
-		if err := tmpfs("/run", "size=4k,mode=755", unix.MS_RDONLY|unix.MS_NOEXEC); err != nil {
+		if err := attach(s.iso.empty, "", "/run"); err != nil {
 			return err
 		}
 	}
 	if fi, err := os.Stat("/dev/mqueue"); err == nil && fi.IsDir() {
 		// The host's message queues: a call has its own IPC namespace,
 		// whose queues this mount would not show anyway.
-		if err := tmpfs("/dev/mqueue", "size=4k,mode=755", unix.MS_RDONLY|unix.MS_NOEXEC); err != nil {
+		if err := attach(s.iso.empty, "", "/dev/mqueue"); err != nil {
 			return err
 		}
 	}
-	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "hidepid=invisible"); err != nil {
-		return fmt.Errorf("%w: proc: %v", ErrSandbox, err)
+	if err := attach(s.iso.proc, "", "/proc"); err != nil {
+		return err
 	}
 	place := func(g graft) error {
 		if g.dir {
@@ -620,6 +681,14 @@ func (c *isolatedCall) mounts() error {
 			continue // not in the call's view (under a covered /run, say)
 		}
 		if h.dir {
+			if !slices.ContainsFunc(grafts[shownGrafts:], func(g graft) bool { return within(g.at, h.path) }) {
+				if err := attach(s.iso.empty, "", h.path); err != nil {
+					return err
+				}
+				continue
+			}
+			// What is shown inside needs a place to be grafted: a
+			// cover of the call's own, read-only once grafted.
 			if err := tmpfs(h.path, "size=4k,mode=755", 0); err != nil {
 				return err
 			}
@@ -647,20 +716,43 @@ func (c *isolatedCall) mounts() error {
 // scratchDirs are the directories every call gets empty and private.
 var scratchDirs = []string{SandboxTmp, "/var/tmp", "/dev/shm"}
 
-// scratchFull returns the scratch directories with no room left, in the
-// calling thread's mount namespace.
-func scratchFull() []string {
-	var out []string
-	for _, d := range scratchDirs {
-		var st unix.Statfs_t
-		if err := unix.Statfs(d, &st); err != nil || st.Blocks == 0 {
+// scratch gives the call its scratch directories: one tmpfs of
+// Limits.MaxTmp, made detached, whose three directories are attached at
+// /tmp, /var/tmp and /dev/shm (one superblock a call, not three); the
+// three share its size.
+func (c *isolatedCall) scratch() error {
+	m, err := detachedMount("tmpfs", map[string]string{"size": strconv.FormatInt(c.s.limits.MaxTmp, 10), "mode": "755"}, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(m)
+	for i, d := range scratchDirs {
+		if _, err := os.Stat(d); err != nil {
 			continue
 		}
-		if st.Bavail == 0 {
-			out = append(out, d)
+		name := strconv.Itoa(i)
+		if err := unix.Mkdirat(m, name, 0o1777); err != nil {
+			return fmt.Errorf("%w: scratch %s: %v", ErrSandbox, d, err)
+		}
+		if err := unix.Fchmodat(m, name, 0o1777, 0); err != nil { // past the umask
+			return fmt.Errorf("%w: scratch %s: %v", ErrSandbox, d, err)
+		}
+		if err := attach(m, name, d); err != nil {
+			return err
 		}
 	}
-	return out
+	return nil
+}
+
+// scratchFull says whether the call's scratch space has no room left,
+// in the calling thread's mount namespace (the three directories share
+// one filesystem).
+func scratchFull() []string {
+	var st unix.Statfs_t
+	if err := unix.Statfs(SandboxTmp, &st); err != nil || st.Blocks == 0 || st.Bavail > 0 {
+		return nil
+	}
+	return []string{SandboxTmp}
 }
 
 // Landlock rights.
@@ -743,11 +835,7 @@ func (c *isolatedCall) end() string {
 		hit = c.cg.hits(c.s.limits)
 	}
 	if len(note.full) > 0 {
-		verb := "is"
-		if len(note.full) > 1 {
-			verb = "are"
-		}
-		full := fmt.Sprintf("scratch space: the call's %s %s full at its %s", strings.Join(note.full, " and "), verb, byteSize(c.s.limits.MaxTmp))
+		full := fmt.Sprintf("scratch space: the call's %s (with %s) is full at its %s", SandboxTmp, strings.Join(scratchDirs[1:], " and "), byteSize(c.s.limits.MaxTmp))
 		if hit != "" {
 			hit += "; "
 		}

@@ -156,6 +156,12 @@ var errTimeout = errors.New("proc: timeout")
 //	PATH=/usr/local/bin:/usr/bin:/bin
 //	LANG=C.UTF-8
 //	HOME=<home, or / when home is "">
+//	SHELL=/bin/sh
+//
+// SHELL is there because bash looks up the user's passwd entry for it
+// when it is unset, and a sandboxed call's user has none: the lookup
+// then tries every NSS module (systemd's among them), which cost 2 ms
+// of CPU per call on the measured VM.
 //
 // Callers that need more append KEY=VALUE entries to it; for duplicate keys
 // the last entry wins.
@@ -163,7 +169,7 @@ func MinimalEnv(home string) []string {
 	if home == "" {
 		home = "/"
 	}
-	return []string{"PATH=" + MinimalPath, "LANG=C.UTF-8", "HOME=" + home}
+	return []string{"PATH=" + MinimalPath, "LANG=C.UTF-8", "HOME=" + home, "SHELL=/bin/sh"}
 }
 
 // Run starts the child described by s, waits for it and returns its

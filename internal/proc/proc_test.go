@@ -325,8 +325,8 @@ func TestMinimalEnv(t *testing.T) {
 		home string
 		want []string
 	}{
-		{"", []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "HOME=/"}},
-		{"/srv/x", []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "HOME=/srv/x"}},
+		{"", []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "HOME=/", "SHELL=/bin/sh"}},
+		{"/srv/x", []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "HOME=/srv/x", "SHELL=/bin/sh"}},
 	}
 	for _, tt := range tests {
 		if diff := cmp.Diff(tt.want, proc.MinimalEnv(tt.home)); diff != "" {

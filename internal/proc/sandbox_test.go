@@ -443,3 +443,58 @@ func TestSandboxShowsAWorkingDirectoryInTmp(t *testing.T) {
 		}
 	})
 }
+
+// BenchmarkSandboxFloor is the mechanism's own price, without a daemon:
+// `bash -c 'echo hello'` through Run, 8 at a time, with no sandbox, with
+// a sandbox of its own per call, and with one but no control group (the
+// group's share of the price), in one run. It reports the host's
+// CPU per call (busy time in /proc/stat, so the kernel's deferred work
+// for namespaces and control groups counts too) as cpu-ms/op; compare
+// the two lines (docs/security.md has the figures):
+//
+//	go test -run '^$' -bench SandboxFloor -benchtime 400x ./internal/proc/
+func BenchmarkSandboxFloor(b *testing.B) {
+	sb := proctest.NewSandbox(b, proc.SandboxOptions{})
+	for _, tc := range []struct {
+		name string
+		sb   *proc.Sandbox
+	}{{"off", nil}, {"on", sb}, {"on-without-cgroup", proctest.NewSandbox(b, proc.SandboxOptions{NoCgroups: true})}} {
+		b.Run("sandbox="+tc.name, func(b *testing.B) {
+			s := proc.Spec{Argv: []string{"/bin/bash", "-c", "echo hello"}, Dir: "/", Env: proc.SandboxEnv(), Timeout: 30 * time.Second, Sandbox: tc.sb}
+			b.SetParallelism(4) // 4 x GOMAXPROCS (2 here): 8 at a time
+			busy0 := hostBusy(b)
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if o, err := proc.Run(b.Context(), s); err != nil || o.ExitCode != 0 {
+						b.Errorf("Run = exit %d, %v", o.ExitCode, err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(hostBusy(b)-busy0)/float64(b.N), "cpu-ms/op")
+
+		})
+	}
+}
+
+// hostBusy returns the host's busy CPU time so far, in milliseconds: the
+// first line of /proc/stat without idle, iowait and steal.
+func hostBusy(tb testing.TB) float64 {
+	tb.Helper()
+	d, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	line, _, _ := strings.Cut(string(d), "\n")
+	var busy float64
+	for i, f := range strings.Fields(line)[1:] {
+		v, err := strconv.ParseFloat(f, 64)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if i != 3 && i != 4 && i != 7 { // idle, iowait, steal
+			busy += v
+		}
+	}
+	return busy * 1000 / 100 // USER_HZ is 100 on Linux
+}

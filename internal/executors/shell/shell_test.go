@@ -259,19 +259,19 @@ func TestPlan(t *testing.T) {
 	}{
 		{"exec", execTool(3*time.Second, 100), map[string]any{"cmd": "ls -l | wc -l", "cwd": "/tmp"}, executors.Plan{
 			Argv: []string{"/bin/bash", "-p", "-c", "ls -l | wc -l"}, Dir: "/tmp",
-			Env:     []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "HOME=/tmp", "FOO=bar"},
+			Env:     []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "HOME=/tmp", "SHELL=/bin/sh", "FOO=bar"},
 			Timeout: 3 * time.Second, TimeoutMS: 3000, MaxOutputBytes: 100,
 			Extra: unsandboxed,
 		}},
 		{"run", printfTool(), map[string]any{"msg": "a; b"}, executors.Plan{
 			Argv:    []string{"printf", "%s\\n", "a; b"},
-			Env:     []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "HOME=/", "FOO=bar"},
+			Env:     []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "HOME=/", "SHELL=/bin/sh", "FOO=bar"},
 			Timeout: 10 * time.Second, TimeoutMS: 10000, MaxOutputBytes: 1024,
 			Extra: unsandboxed,
 		}},
 		{"defaults", &hldp.Tool{Name: "d", Method: "exec", Executor: hldp.Shell, Params: []hldp.Param{{Name: "cmd", Type: hldp.TypeString}}}, map[string]any{"cmd": "true"}, executors.Plan{
 			Argv:    []string{"/bin/bash", "-p", "-c", "true"},
-			Env:     []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "HOME=/", "FOO=bar"},
+			Env:     []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "HOME=/", "SHELL=/bin/sh", "FOO=bar"},
 			Timeout: hldp.DefaultTimeout, TimeoutMS: hldp.DefaultTimeout.Milliseconds(), MaxOutputBytes: hldp.DefaultMaxOutputBytes,
 			Extra: unsandboxed,
 		}},
