@@ -239,12 +239,22 @@ func processDaemon(t *testing.T, args ...string) *daemon {
 // it is ready. It is killed at cleanup if still running.
 func startDaemonProcess(t *testing.T, args ...string) *daemonProcess {
 	t.Helper()
+	return startDaemonProcessCmd(t, nil, args...)
+}
+
+// startDaemonProcessCmd is startDaemonProcess with a hook that changes
+// the command before it starts.
+func startDaemonProcessCmd(t *testing.T, hook func(*exec.Cmd), args ...string) *daemonProcess {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(exe, append([]string{"serve", "--listen", "127.0.0.1:0", "--log-format", "json"}, args...)...)
 	cmd.Env = append(os.Environ(), runMainEnv+"=1")
+	if hook != nil {
+		hook(cmd)
+	}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
