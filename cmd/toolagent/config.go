@@ -174,7 +174,7 @@ func placeholderOf(flagName string, kind reflect.Type) string {
 // settings only serve; what only matters when tools run not sync.
 var (
 	serveOnlyFlags = []string{"mcp-stateless", "listen", "tokens-file", "max-body-bytes", "public-hosts", "allowed-origins", "mcp-allowed-origins", "webhook-secret-file", "run-keep", "stream-reattach-grace"}
-	runFlags       = []string{"files-root", "max-concurrent", "shutdown-grace", "sandbox", "sandbox-bwrap", "sandbox-user", "sandbox-max-procs", "sandbox-max-memory", "sandbox-reuse",
+	runFlags       = []string{"files-root", "max-concurrent", "shutdown-grace", "sandbox", "sandbox-bwrap", "sandbox-user", "sandbox-max-procs", "sandbox-max-memory", "sandbox-mechanism", "sandbox-uid-base", "sandbox-uids",
 		"approval-ttl", "allow-self-approval", "health-schedule", "health-timeout", "vocab",
 		"gatekeeper-url", "gatekeeper-token-file", "gatekeeper-default", "hlpd-url", "hlpd-token-file", "hlpd-auth-header", "hlpd-health-path",
 		"forgejo-url", "forgejo-token-file", "forgejo-owner", "forgejo-repo"}

@@ -328,13 +328,13 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (_ *core, e
 	}, nil
 }
 
-// close releases what newCore opened: the source, the idle sandboxes and
+// close releases what newCore opened: the source, the sandbox and
 // the approval queue's lock. Call it after every goroutine start began has ended.
 func (cr *core) close() {
 	cr.saver.close() // the last build's parse cache is on disk
 	cr.src.close()
 	if cr.common.sandbox != nil {
-		cr.common.sandbox.Close() // the idle reusable sandboxes
+		cr.common.sandbox.Close() // its reaper ends what a call left
 	}
 	if cr.auditFile != nil {
 		cr.auditFile.Close()

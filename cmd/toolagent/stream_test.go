@@ -485,7 +485,7 @@ func BenchmarkServeEchoStream(b *testing.B) {
 		}
 		return true
 	}
-	for range 200 { // warm the reusable sandboxes
+	for range 200 { // warm up: the binary, the tools and the page cache
 		call(false)
 	}
 	for _, mode := range []string{"plain", "stream"} {

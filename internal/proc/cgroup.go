@@ -61,13 +61,12 @@ type cgroup struct {
 	c            *cgroups
 	pids, memory string
 	version      string
-	// seen is the event counters when the sandbox's current call began.
+	// seen is the event counters when the call began (zero: a group
+	// serves one call).
 	seen cgroupEvents
 	// pidsEvents and oomEvents are the counter files, open while the
-	// group lives: a reused sandbox's counters are read after every call,
-	// and reading an open file again (pread at 0) costs a fraction of
-	// opening it by its path. mu guards them: the group may be removed
-	// (its sandbox died) while a call reads them.
+	// group lives. mu guards them: the group may be removed (its sandbox
+	// died) while a call reads them.
 	mu                    sync.Mutex
 	pidsEvents, oomEvents *os.File
 }
