@@ -4,10 +4,13 @@
 // the daemon's own (STYLE.md rule 8).
 //
 // proc owns the mechanics of a single child and nothing else: it knows no
-// tools, params or policy. Run is safe for concurrent use; a Spec must not
-// be mutated while Run uses it. It is a leaf package (standard library and
-// golang.org/x/sys only), imported by executors/shell and gatekeeper so both
-// enforce the same limits.
+// tools, params or policy. With a Sandbox, the child runs in a sandbox of
+// its own, which serves that call alone (sandbox.go, isolate.go: the
+// mechanisms; seccomp.go: the filter; reaper.go: what ends a dead daemon's
+// calls). Run is safe for concurrent use; a Spec must not be mutated while
+// Run uses it. It is a leaf package (the standard library, golang.org/x/sys,
+// go-landlock and go-seccomp-bpf), imported by executors/shell and
+// gatekeeper so both enforce the same limits.
 //
 // Process groups and signals make this package Unix-only.
 package proc
