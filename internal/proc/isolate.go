@@ -317,7 +317,7 @@ type isolatedCall struct {
 
 // isolateNote is what the forking thread reports when the call ended.
 type isolateNote struct {
-	full []string // the scratch directories the call filled
+	full bool // the call's scratch space has no room left
 }
 
 // begin prepares the call: its user, its control group, the command's
@@ -489,7 +489,7 @@ func (c *isolatedCall) release(pid int) error {
 			continue
 		}
 		if err != nil {
-			return kill(pid, fmt.Errorf("%w: wait for the start: %v", ErrSandbox, err))
+			return killStarted(pid, fmt.Errorf("%w: wait for the start: %v", ErrSandbox, err))
 		}
 		break
 	}
@@ -500,7 +500,7 @@ func (c *isolatedCall) release(pid int) error {
 	}
 	for _, f := range c.procs {
 		if _, err := f.WriteString(strconv.Itoa(pid)); err != nil {
-			return kill(pid, fmt.Errorf("%w: cgroup: %v", ErrSandbox, err))
+			return killStarted(pid, fmt.Errorf("%w: cgroup: %v", ErrSandbox, err))
 		}
 	}
 	for _, r := range []struct {
@@ -524,11 +524,11 @@ func (c *isolatedCall) release(pid int) error {
 			err = c.asCallUser(func() error { return unix.Prlimit(pid, r.res, &lim, nil) })
 		}
 		if err != nil {
-			return kill(pid, fmt.Errorf("%w: set resource limits: %v", ErrSandbox, err))
+			return killStarted(pid, fmt.Errorf("%w: set resource limits: %v", ErrSandbox, err))
 		}
 	}
 	if err := unix.PtraceDetach(pid); err != nil {
-		return kill(pid, fmt.Errorf("%w: release the process: %v", ErrSandbox, err))
+		return killStarted(pid, fmt.Errorf("%w: release the process: %v", ErrSandbox, err))
 	}
 	return nil
 }
@@ -557,8 +557,8 @@ func (c *isolatedCall) asCallUser(f func() error) error {
 	return err
 }
 
-// kill ends a child that must not run and returns err.
-func kill(pid int, err error) error {
+// killStarted ends a child that must not run and returns err.
+func killStarted(pid int, err error) error {
 	_ = unix.Kill(pid, unix.SIGKILL)
 	return err
 }
@@ -747,12 +747,9 @@ func (c *isolatedCall) scratch() error {
 // scratchFull says whether the call's scratch space has no room left,
 // in the calling thread's mount namespace (the three directories share
 // one filesystem).
-func scratchFull() []string {
+func scratchFull() bool {
 	var st unix.Statfs_t
-	if err := unix.Statfs(SandboxTmp, &st); err != nil || st.Blocks == 0 || st.Bavail > 0 {
-		return nil
-	}
-	return []string{SandboxTmp}
+	return unix.Statfs(SandboxTmp, &st) == nil && st.Blocks > 0 && st.Bavail == 0
 }
 
 // Landlock rights.
@@ -834,7 +831,7 @@ func (c *isolatedCall) end() string {
 	if c.cg != nil {
 		hit = c.cg.hits(c.s.limits)
 	}
-	if len(note.full) > 0 {
+	if note.full {
 		full := fmt.Sprintf("scratch space: the call's %s (with %s) is full at its %s", SandboxTmp, strings.Join(scratchDirs[1:], " and "), byteSize(c.s.limits.MaxTmp))
 		if hit != "" {
 			hit += "; "
