@@ -295,7 +295,7 @@ func NewSandbox(opts SandboxOptions) (*Sandbox, error) {
 			return nil, err
 		}
 		s.iso = iso
-		what := "user per call"
+		what := fmt.Sprintf("a user per call in group %d", iso.gid)
 		if opts.User != nil {
 			what = fmt.Sprintf("uid %d", opts.User.Uid)
 		}
