@@ -210,7 +210,11 @@ func securityHeaders(h http.Handler) http.Handler {
 		hd := w.Header()
 		hd.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 		hd.Set("X-Content-Type-Options", "nosniff")
-		hd.Set("Referrer-Policy", "no-referrer")
+		// same-origin, not no-referrer: under no-referrer a browser sends
+		// "Origin: null" with the console's own form posts, and the
+		// HTTP surface refuses a null origin (api.Guard). Other sites
+		// still get no referrer.
+		hd.Set("Referrer-Policy", "same-origin")
 		hd.Set("X-Frame-Options", "DENY")
 		hd.Set("Cache-Control", "no-store")
 		h.ServeHTTP(w, r)
