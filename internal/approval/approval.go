@@ -26,6 +26,7 @@ package approval
 import (
 	"bytes"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -338,6 +339,43 @@ func (s *Store) CreateWith(in Request) (Request, error) {
 	return r.copy(), nil
 }
 
+// holdKey is what makes two holds the same call: one caller, one tool at
+// one revision, the same params (their hash). Doors do not count: a
+// caller is one name whatever the door.
+func (r Request) holdKey() string {
+	h := sha256.Sum256([]byte(r.Caller + "\x00" + r.Tool + "\x00" + r.Revision + "\x00" + r.ParamsHash))
+	return hex.EncodeToString(h[:])
+}
+
+// Hold returns the pending request of the same caller for the same call
+// (tool, revision, params) when there is one (again is true), else
+// records a new one as CreateWith does: asking twice while a decision is
+// pending gives one request, not two, on every door.
+func (s *Store) Hold(in Request) (r Request, again bool, err error) {
+	n, err := newRequest(in, s.opts.Now(), s.opts.TTL)
+	if err != nil {
+		return Request{}, false, err
+	}
+	key := n.holdKey()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.opts.Now()
+	for _, p := range s.reqs {
+		if p.Status != Pending || p.holdKey() != key {
+			continue
+		}
+		if _, gone := expired(*p, now); gone {
+			continue // expired: Get marks it, and a new request is due
+		}
+		return p.copy(), true, nil
+	}
+	if err := s.save(n); err != nil {
+		return Request{}, false, err
+	}
+	s.reqs[n.ID] = n
+	return n.copy(), false, nil
+}
+
 // newRequest is a new pending request from the Tool, Revision, Params,
 // Caller, Door, Why and Sandbox of in, made at now, expiring after ttl.
 func newRequest(in Request, now time.Time, ttl time.Duration) (*Request, error) {
@@ -613,7 +651,7 @@ func expired(r Request, now time.Time) (Request, bool) {
 // requests in files of one daemon's state directory; PGStore keeps them
 // in PostgreSQL, shared by replicas.
 type Queue interface {
-	CreateWith(in Request) (Request, error)
+	Hold(in Request) (r Request, again bool, err error)
 	Get(id string) (Request, error)
 	ListRequests(pendingOnly bool) ([]Request, error)
 	Decide(id, decider string, approve bool, editedParams map[string]any, validate func(map[string]any) (map[string]any, error)) (Request, error)

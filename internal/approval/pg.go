@@ -251,6 +251,51 @@ func (s *PGStore) CreateWith(in Request) (Request, error) {
 	return r.copy(), nil
 }
 
+// Hold returns the pending request of the same caller for the same call
+// when there is one (again), else records a new one (see Store.Hold). A
+// unique index on the pending rows' hold key (migration 5) makes two
+// replicas holding the same call at once agree on one request.
+func (s *PGStore) Hold(in Request) (r Request, again bool, err error) {
+	n, err := newRequest(in, s.opts.Now(), s.opts.TTL)
+	if err != nil {
+		return Request{}, false, err
+	}
+	doc, err := json.Marshal(n)
+	if err != nil {
+		return Request{}, false, fmt.Errorf("approval: encode %s: %w", n.ID, err)
+	}
+	ctx, cancel := s.ctx()
+	defer cancel()
+	key := n.holdKey()
+	for range 8 { // a held request that expires meanwhile frees the key
+		tag, err := s.db.Pool.Exec(ctx, `INSERT INTO toolagent_approvals (id, status, version, created_at, expires_at, doc, hold_key) VALUES ($1, $2, 1, $3, $4, $5, $6)
+			ON CONFLICT (hold_key) WHERE status = 'pending' DO NOTHING`,
+			n.ID, string(n.Status), n.CreatedAt, n.ExpiresAt, string(doc), key)
+		if err != nil {
+			return Request{}, false, fmt.Errorf("approval: save %s: %w", n.ID, err)
+		}
+		if tag.RowsAffected() == 1 {
+			return n.copy(), false, nil
+		}
+		var id string
+		err = s.db.Pool.QueryRow(ctx, `SELECT id FROM toolagent_approvals WHERE hold_key = $1 AND status = 'pending'`, key).Scan(&id)
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue // decided meanwhile: insert again
+		}
+		if err != nil {
+			return Request{}, false, fmt.Errorf("approval: hold: %w", err)
+		}
+		rw, err := s.current(ctx, id) // marks it expired when its time is up
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return Request{}, false, err
+		}
+		if err == nil && rw.r.Status == Pending {
+			return rw.r.copy(), true, nil
+		}
+	}
+	return Request{}, false, fmt.Errorf("approval: hold %s: the pending request of this call kept changing", in.Tool)
+}
+
 // Get returns the request with id, brought up to date.
 func (s *PGStore) Get(id string) (Request, error) {
 	if !validID(id) {

@@ -314,7 +314,7 @@ func (d *Dispatcher) hold(c Call, t *hldp.Tool, rev string, params map[string]an
 			in.Sandbox = g.DescribeGrant(t) // ${files_root} resolved, or "off"
 		}
 	}
-	a, err := d.opts.Approvals.CreateWith(in)
+	a, again, err := d.opts.Approvals.Hold(in)
 	if err != nil {
 		r.Status, r.Error = Error, fmt.Sprintf("the call needs an approval, and the approval could not be recorded: %v", err)
 		return
@@ -325,6 +325,9 @@ func (d *Dispatcher) hold(c Call, t *hldp.Tool, rev string, params map[string]an
 		how = d.opts.ApproveHint(a.ID)
 	}
 	r.Suggestion = fmt.Sprintf("%s; it expires at %s. Fetch the result with GET /v1/approvals/%s once it ran", how, a.ExpiresAt.UTC().Format(time.RFC3339), a.ID)
+	if again {
+		r.Suggestion = fmt.Sprintf("you asked for this call before and it still waits for a decision: this is that request (%s, asked at %s), not a new one; %s", a.ID, a.CreatedAt.UTC().Format(time.RFC3339), r.Suggestion)
+	}
 }
 
 // setVerdict records the policy's verdict in the result.

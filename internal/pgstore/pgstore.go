@@ -80,6 +80,11 @@ var migrations = []string{
 		revision text NOT NULL,
 		seen_at  timestamptz NOT NULL
 	)`,
+	// 5: idempotent holds (approval's Hold): while a request is pending,
+	// the same caller asking the same call (tool, revision, params) gets
+	// it back. Rows made before have no key and never conflict.
+	`ALTER TABLE toolagent_approvals ADD COLUMN hold_key text;
+	CREATE UNIQUE INDEX toolagent_approvals_pending_hold ON toolagent_approvals (hold_key) WHERE status = 'pending'`,
 }
 
 // DB is an open, migrated database.
