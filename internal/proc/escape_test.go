@@ -210,10 +210,16 @@ func TestEscapePlantedHelper(t *testing.T) {
 // secrets), not its files in /tmp, and cannot signal or trace it; and
 // what the first left running in the background is gone when it ends,
 // so a later call meets no agent of it.
+//
+// The mechanisms run in parallel: most of the test is the first call's
+// sleep. Each has a sandbox of its own and a marker of its own (no
+// marker is a prefix of the other), and the few processes both run are
+// far under any per-user process limit.
 func TestEscapeSecondCaller(t *testing.T) {
 	eachMechanism(t, func(t *testing.T, mech string) {
+		t.Parallel()
 		sb := proctest.NewSandbox(t, proc.SandboxOptions{Mechanism: mech})
-		marker := "toolagent-first-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+		marker := "toolagent-first-" + mech + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 		secret := "carol-key-PRIVATE-" + marker
 		first := make(chan proc.Outcome, 1)
 		go func() {

@@ -28,6 +28,10 @@ import (
 // re-clone.
 var errNoPath = errors.New("sub-path is not a directory in the commit")
 
+// errSymlink is returned when a path crosses a symbolic link in a git tree;
+// links in git trees are never followed.
+var errSymlink = errors.New("symbolic link not followed")
+
 // objects reads git objects of one clone directory. Each Tree gets its own
 // go-git storage instance, so its reads share no memory with a Sync that
 // fetches into the same directory (fetches only add pack files; the ones a

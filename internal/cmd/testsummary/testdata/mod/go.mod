@@ -1,0 +1,3 @@
+module example.com/tsmod
+
+go 1.22
