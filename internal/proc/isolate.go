@@ -64,8 +64,9 @@ const (
 	// is the group of its calls, the others their users. It lies in the
 	// range systemd's UIDS-GIDS.md leaves unused (1879048192-2147352575).
 	DefaultUIDBase = 2000000000
-	// DefaultUIDCount is the size of a block: one less calls of one
-	// daemon may run at once, each as a user of its own.
+	// DefaultUIDCount is the size of a block: its first id is the
+	// group, so one daemon runs at most DefaultUIDCount-1 calls at once,
+	// each as a user of its own.
 	DefaultUIDCount = 4096
 )
 
