@@ -34,6 +34,7 @@ var allowed = map[string][]string{
 	"internal/pgstore/pgtest":       {},
 	"internal/dispatch":             {"internal/catalog", "internal/executors", "internal/hldp", "internal/policy", "internal/approval", "internal/runs"},
 	"internal/reload":               {"internal/catalog", "internal/scan"},
+	"internal/health":               {"internal/catalog", "internal/executors", "internal/hldp", "internal/scan"},
 	"internal/api":                  {"internal/catalog", "internal/dispatch", "internal/reload", "internal/hldp", "internal/runs", "internal/feedback"},
 	"internal/mcpserver":            {"internal/catalog", "internal/dispatch", "internal/hldp", "internal/runs"},
 	"internal/console":              {"internal/catalog", "internal/dispatch", "internal/hldp", "internal/reload", "internal/audit"},

@@ -26,6 +26,7 @@ import (
 	"github.com/toolagent/toolagent/internal/dispatch"
 	"github.com/toolagent/toolagent/internal/executors"
 	"github.com/toolagent/toolagent/internal/feedback"
+	"github.com/toolagent/toolagent/internal/health"
 	"github.com/toolagent/toolagent/internal/hldp"
 	"github.com/toolagent/toolagent/internal/pgstore"
 	"github.com/toolagent/toolagent/internal/proc"
@@ -49,7 +50,7 @@ type core struct {
 	loop     *reload.Loop
 	trigger  *reload.Trigger
 	watchDir string // local tools dir to watch; "" for none
-	health   *health
+	health   *health.Monitor
 	src      *source // where trees come from (source_git.go)
 	// approvals is the approval queue: under STATE/approvals, or in the
 	// shared database (store postgres); nil without one. close releases
@@ -283,7 +284,7 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (_ *core, e
 	}
 	// LazyIndex: the reload loop publishes each snapshot, then builds its
 	// match index, so readiness and calls do not wait for the index.
-	scanOpts := scan.Options{Check: hc.narrow(checker(execs)), Prefix: src.prefix, Catalog: catalog.Options{Vocab: vocab, LazyIndex: true, Learned: learned}}
+	scanOpts := scan.Options{Check: hc.Narrow(health.Configured(execs)), Prefix: src.prefix, Catalog: catalog.Options{Vocab: vocab, LazyIndex: true, Learned: learned}}
 	loop := &reload.Loop{
 		Source: src.src,
 		Build: func(prev *catalog.Snapshot, t scan.Tree) (*catalog.Snapshot, scan.Report, error) {
@@ -549,7 +550,7 @@ func (cr *core) start(ctx context.Context, g *errgroup.Group) {
 	if cr.src.sched != nil {
 		g.Go(func() error { return cr.src.sched.Run(ctx, cr.trigger) })
 	}
-	g.Go(func() error { return cr.health.run(ctx, cr.loop) })
+	g.Go(func() error { return cr.health.Run(ctx, cr.store, cr.loop.Rebuild) })
 	if cr.watchDir != "" {
 		g.Go(func() error {
 			var tr reload.Tracker

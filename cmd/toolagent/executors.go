@@ -17,6 +17,7 @@ import (
 	"github.com/toolagent/toolagent/internal/executors/forgejo"
 	"github.com/toolagent/toolagent/internal/executors/gatekeeper"
 	"github.com/toolagent/toolagent/internal/executors/hlpdapi"
+	"github.com/toolagent/toolagent/internal/health"
 	"github.com/toolagent/toolagent/internal/hldp"
 )
 
@@ -198,9 +199,9 @@ func readSecret(what, file string, log *slog.Logger) (string, error) {
 // every executor in execs. An executor is added only when configured;
 // without it its tools are disabled ("executor X is not configured").
 // Errors are configuration errors, reported at start.
-func remoteExecutors(execs map[hldp.ExecutorKind]executors.Executor, e env, cfg Config, log *slog.Logger) (*health, error) {
+func remoteExecutors(execs map[hldp.ExecutorKind]executors.Executor, e env, cfg Config, log *slog.Logger) (*health.Monitor, error) {
 	client := &http.Client{} // each call is bounded by its context
-	var probes []probe
+	var probes []health.Probe
 	gkDefault := cfg.gatekeeperDefault()
 
 	if targets := cfg.gatekeeperTargets(); len(targets) > 0 {
@@ -226,7 +227,7 @@ func remoteExecutors(execs map[hldp.ExecutorKind]executors.Executor, e env, cfg 
 			opts.Targets[name] = gatekeeper.Target{URL: t.URL, Token: tok}
 			// One single-target executor per target, for health only: a
 			// target that fails fails only the tools that run on it.
-			probes = append(probes, probe{kind: hldp.Gatekeeper, target: name, ex: gatekeeper.New(gatekeeper.Options{
+			probes = append(probes, health.Probe{Kind: hldp.Gatekeeper, Target: name, Ex: gatekeeper.New(gatekeeper.Options{
 				Targets: map[string]gatekeeper.Target{name: opts.Targets[name]}, Client: client})})
 		}
 		execs[hldp.Gatekeeper] = gatekeeper.New(opts)
@@ -278,12 +279,13 @@ func remoteExecutors(execs map[hldp.ExecutorKind]executors.Executor, e env, cfg 
 
 	for _, kind := range slices.Sorted(maps.Keys(execs)) {
 		if kind != hldp.Gatekeeper {
-			probes = append(probes, probe{kind: kind, ex: execs[kind]})
+			probes = append(probes, health.Probe{Kind: kind, Ex: execs[kind]})
 		}
 	}
 	sched, err := cron.ParseStandard(cfg.HealthSchedule)
 	if err != nil { // validated by loadConfig; a Config built by hand may not be
 		return nil, fmt.Errorf("health_schedule %q: %w", cfg.HealthSchedule, err)
 	}
-	return newHealth(probes, gkDefault, sched, cfg.HealthTimeout, log.With(slog.String("log", "health"))), nil
+	return health.New(health.Options{Probes: probes, GatekeeperDefault: gkDefault, Schedule: sched, Timeout: cfg.HealthTimeout,
+		Logger: log.With(slog.String("log", "health"))}), nil
 }

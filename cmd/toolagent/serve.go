@@ -100,7 +100,7 @@ func runServe(ctx context.Context, e env, args []string) error {
 		Operator:    console.User{Name: operatorName, CanCall: true, CanApprove: true},
 		Status:      cr.loop.Status,
 		History:     cr.history(),
-		Executors:   cr.health.report,
+		Executors:   cr.executorHealth,
 		LastWebhook: hooks.last,
 		Run:         cr.runs.get,
 		Source: func(file string) ([]byte, error) {
@@ -476,4 +476,13 @@ func newLogger(cfg Config, w io.Writer) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// executorHealth is the health monitor's report as the console shows it.
+func (cr *core) executorHealth() []console.ExecutorHealth {
+	var out []console.ExecutorHealth
+	for _, p := range cr.health.Report() {
+		out = append(out, console.ExecutorHealth{Name: p.Name, OK: p.OK, Reason: p.Reason})
+	}
+	return out
 }

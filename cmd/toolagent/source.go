@@ -17,6 +17,7 @@ import (
 	"github.com/toolagent/toolagent/internal/catalog"
 	"github.com/toolagent/toolagent/internal/executors"
 	"github.com/toolagent/toolagent/internal/executors/shell"
+	"github.com/toolagent/toolagent/internal/health"
 	"github.com/toolagent/toolagent/internal/hldp"
 	"github.com/toolagent/toolagent/internal/match"
 	"github.com/toolagent/toolagent/internal/policy"
@@ -289,22 +290,6 @@ func shareFilesRoot(root string, gid int) error {
 	})
 }
 
-// checker narrows tools to those an executor here can run.
-func checker(execs map[hldp.ExecutorKind]executors.Executor) scan.Checker {
-	return func(t *hldp.Tool) (catalog.Status, string) {
-		ex, ok := execs[t.Executor]
-		if !ok {
-			return catalog.Disabled, fmt.Sprintf("executor %s is not configured", t.Executor)
-		}
-		if ch, ok := ex.(interface{ Check(*hldp.Tool) error }); ok {
-			if err := ch.Check(t); err != nil {
-				return catalog.Disabled, fmt.Sprintf("executor %s cannot run it: %v", t.Executor, err)
-			}
-		}
-		return catalog.Enabled, ""
-	}
-}
-
 // loaded is a catalog loaded once for a CLI command.
 type loaded struct {
 	snap  *catalog.Snapshot
@@ -325,7 +310,7 @@ func (c *common) load(e env, lazyIndex bool) (*loaded, error) {
 		return nil, err
 	}
 	defer closeTree()
-	snap, rep, err := scan.Build(nil, tree, nil, scan.Options{Check: checker(execs), Catalog: catalog.Options{LazyIndex: lazyIndex, Vocab: c.vocab}})
+	snap, rep, err := scan.Build(nil, tree, nil, scan.Options{Check: health.Configured(execs), Catalog: catalog.Options{LazyIndex: lazyIndex, Vocab: c.vocab}})
 	if err != nil {
 		return nil, err
 	}
