@@ -43,6 +43,10 @@ var allowed = map[string][]string{
 	"internal/feedback":             {},
 	"internal/gatekeeper":           {"internal/proc", "internal/policy", "internal/grant"},
 
+	// Mechanisms of the command packages: stdlib (and yaml) only.
+	"internal/settings":  {},
+	"internal/httpserve": {},
+
 	// Test helpers of sandboxed children: proc only.
 	"internal/proc/proctest": {"internal/proc"},
 

@@ -1,8 +1,7 @@
 package main
 
 import (
-	"github.com/toolagent/toolagent/internal/proc"
-
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -10,18 +9,15 @@ import (
 	"maps"
 	"net"
 	"net/url"
-	"os"
-	"reflect"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/toolagent/toolagent/internal/api"
 	"github.com/toolagent/toolagent/internal/pgstore"
+	"github.com/toolagent/toolagent/internal/proc"
+	"github.com/toolagent/toolagent/internal/settings"
 )
 
 // Config is the configuration of `toolagent serve`. Each field is one
@@ -115,60 +111,6 @@ type Config struct {
 	ForgejoRepo         string                      `yaml:"forgejo.repo" env:"TOOLAGENT_FORGEJO_REPO" flag:"forgejo-repo" default:"" usage:"default repository name of git-forgejo tools"`
 }
 
-// setting is one field of Config with its tags.
-type setting struct {
-	index               int
-	key, env, flag, def string
-	usage               string
-}
-
-func settings() []setting {
-	t := reflect.TypeFor[Config]()
-	out := make([]setting, 0, t.NumField())
-	for i := range t.NumField() {
-		f := t.Field(i)
-		out = append(out, setting{
-			index: i,
-			key:   f.Tag.Get("yaml"), env: f.Tag.Get("env"), flag: f.Tag.Get("flag"),
-			def: f.Tag.Get("default"), usage: f.Tag.Get("usage"),
-		})
-	}
-	return out
-}
-
-// rawFlag records a flag's text; it is applied after the file and the
-// environment, so that flags win.
-type rawFlag struct {
-	val    *string
-	isBool bool
-	// value is the placeholder help shows for the flag's value.
-	value string
-}
-
-// Placeholder is the word help writes for the flag's value.
-func (f rawFlag) Placeholder() string { return f.value }
-
-// placeholderOf picks the help placeholder of a setting's flag.
-func placeholderOf(flagName string, kind reflect.Type) string {
-	switch {
-	case kind == reflect.TypeFor[time.Duration]():
-		return "DURATION"
-	case kind.Kind() == reflect.Int || kind.Kind() == reflect.Int64:
-		return "N"
-	case strings.HasSuffix(flagName, "-file") || flagName == "vocab" || flagName == "repo-known-hosts":
-		return "FILE"
-	case strings.HasSuffix(flagName, "-url") || flagName == "repo":
-		return "URL"
-	case flagName == "tools" || flagName == "state" || flagName == "files-root":
-		return "DIR"
-	case flagName == "listen":
-		return "HOST:PORT"
-	case kind.Kind() == reflect.Slice:
-		return "LIST"
-	}
-	return "VALUE"
-}
-
 // Which long-running commands take a setting as a flag (all three read the
 // same config file, so every key is accepted there): the HTTP server's
 // settings only serve; what only matters when tools run not sync.
@@ -179,9 +121,6 @@ var (
 		"gatekeeper-url", "gatekeeper-token-file", "gatekeeper-default", "hlpd-url", "hlpd-token-file", "hlpd-auth-header", "hlpd-health-path",
 		"forgejo-url", "forgejo-token-file", "forgejo-owner", "forgejo-repo"}
 )
-
-// defaultInUsage matches a usage text ending in "(default[:] WORDS)".
-var defaultInUsage = regexp.MustCompile(`^(.*) \(default:? (.*)\)$`)
 
 // flagFor reports whether command takes the setting's flag.
 func flagFor(flagName, command string) bool {
@@ -196,15 +135,6 @@ func flagFor(flagName, command string) bool {
 	return true
 }
 
-func (f rawFlag) String() string {
-	if f.val == nil {
-		return ""
-	}
-	return *f.val
-}
-func (f rawFlag) Set(s string) error { *f.val = s; return nil }
-func (f rawFlag) IsBoolFlag() bool   { return f.isBool }
-
 // loadConfig builds the configuration of the long-running command name
 // (serve, mcp) from defaults, the config file (--config, or env
 // TOOLAGENT_CONFIG), the environment and the flags in args, in rising
@@ -212,37 +142,23 @@ func (f rawFlag) IsBoolFlag() bool   { return f.isBool }
 // rejects positional arguments.
 func loadConfig(e env, name string, args []string, extra func(*flag.FlagSet)) (Config, error) {
 	var cfg Config
-	v := reflect.ValueOf(&cfg).Elem()
-	sets := settings()
-	for _, s := range sets {
-		if err := setField(v.Field(s.index), s.def); err != nil {
-			panic(fmt.Sprintf("Config.%s: bad default %q: %v", v.Type().Field(s.index).Name, s.def, err))
-		}
-	}
-
+	ld := settings.New(&cfg, settings.Options{
+		Include:      func(flag string) bool { return flagFor(flag, name) },
+		Placeholders: placeholders,
+		Removed:      removedKeys,
+		Hint: func(key string) string {
+			if strings.Contains(key, "token") && !strings.Contains(key, "file") {
+				return "tokens are read from tokens_file or the environment (TOOLAGENT_TOKENS), never from a config file"
+			}
+			return ""
+		},
+	})
 	fs := newFlagSet(name, e)
 	if extra != nil {
 		extra(fs)
 	}
 	configFile := fs.String("config", "", "YAML config `FILE` (env TOOLAGENT_CONFIG); flags and environment override it")
-	flagText := map[string]*string{}
-	for _, s := range sets {
-		if s.flag == "" || s.flag == "-" || !flagFor(s.flag, name) {
-			continue
-		}
-		p := new(string)
-		flagText[s.flag] = p
-		usage, def := s.usage, s.def
-		if m := defaultInUsage.FindStringSubmatch(usage); m != nil && def == "" {
-			usage, def = m[1], m[2] // a default the machine decides, said in words
-		}
-		help := usage + fmt.Sprintf(" (env %s", s.env)
-		isBool := v.Field(s.index).Kind() == reflect.Bool
-		if def != "" && !(isBool && def == "false") {
-			help += "; default " + def
-		}
-		fs.Var(rawFlag{val: p, isBool: isBool, value: placeholderOf(s.flag, v.Field(s.index).Type())}, s.flag, help+")")
-	}
+	ld.Register(fs)
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return cfg, err
@@ -250,45 +166,20 @@ func loadConfig(e env, name string, args []string, extra func(*flag.FlagSet)) (C
 	if len(pos) > 0 {
 		return cfg, usageError{fmt.Errorf("%s takes no arguments; got %q", name, pos)}
 	}
-
-	path := *configFile
-	if path == "" {
-		path = e.getenv("TOOLAGENT_CONFIG")
-	}
-	if path != "" {
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return cfg, fmt.Errorf("config: %w", err)
-		}
-		if err := applyYAML(v, sets, path, data); err != nil {
-			return cfg, err
-		}
-	}
-	for _, s := range sets {
-		if val := e.getenv(s.env); val != "" {
-			if err := setField(v.Field(s.index), val); err != nil {
-				return cfg, fmt.Errorf("config: env %s: %w", s.env, err)
-			}
-		}
-	}
-	var flagErr error
-	fs.Visit(func(f *flag.Flag) {
-		p, ok := flagText[f.Name]
-		if !ok || flagErr != nil {
-			return
-		}
-		for _, s := range sets {
-			if s.flag == f.Name {
-				if err := setField(v.Field(s.index), *p); err != nil {
-					flagErr = usageError{fmt.Errorf("flag --%s: %w", f.Name, err)}
-				}
-			}
-		}
-	})
-	if flagErr != nil {
-		return cfg, flagErr
+	var fe *settings.FlagError
+	if err := ld.Apply(cmp.Or(*configFile, e.getenv("TOOLAGENT_CONFIG")), e.getenv); errors.As(err, &fe) {
+		return cfg, usageError{err}
+	} else if err != nil {
+		return cfg, err
 	}
 	return cfg, cfg.validate()
+}
+
+// placeholders are the words help writes for the values of the flags
+// whose type does not say.
+var placeholders = map[string]string{
+	"vocab": "FILE", "repo-known-hosts": "FILE", "repo": "URL",
+	"tools": "DIR", "state": "DIR", "files-root": "DIR", "listen": "HOST:PORT",
 }
 
 // validate checks values that parse but make no sense.
@@ -372,217 +263,6 @@ var removedKeys = map[string]string{
 // serve adds the listener's addresses.
 func (c Config) guardOptions() api.GuardOptions {
 	return api.GuardOptions{PublicHosts: c.PublicHosts, AllowedOrigins: append(slices.Clone(c.AllowedOrigins), c.MCPAllowedOrigins...)}
-}
-
-// applyYAML sets the fields named in a YAML mapping. Every problem names
-// the file and line: an unknown key (with the nearest known one), a key
-// given twice, a value of the wrong type.
-func applyYAML(v reflect.Value, sets []setting, path string, data []byte) error {
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return fmt.Errorf("config %s: %w", path, err)
-	}
-	if len(doc.Content) == 0 {
-		return nil // empty file
-	}
-	root := doc.Content[0]
-	if root.Kind != yaml.MappingNode {
-		return fmt.Errorf("config %s:%d: want a mapping of settings (key: value)", path, root.Line)
-	}
-	var known []string
-	byKey := map[string]setting{}
-	for _, s := range sets {
-		if s.key != "-" {
-			known = append(known, s.key)
-			byKey[s.key] = s
-		}
-	}
-	seen := map[string]int{}
-	var errs []error
-	pairs := sectionPairs(root, "", known)
-	for i := 0; i+1 < len(pairs); i += 2 {
-		k, val := pairs[i], pairs[i+1]
-		at := fmt.Sprintf("%s:%d:%d", path, k.Line, k.Column)
-		s, ok := byKey[k.Value]
-		if why, gone := removedKeys[k.Value]; !ok && gone {
-			errs = append(errs, fmt.Errorf("%s: key %q was removed: %s", at, k.Value, why))
-			continue
-		}
-		if !ok {
-			msg := fmt.Sprintf("%s: unknown key %q", at, k.Value)
-			if near := nearestKey(k.Value, known); near != "" {
-				msg += fmt.Sprintf(" (did you mean %q?)", near)
-			}
-			if strings.Contains(k.Value, "token") && !strings.Contains(k.Value, "file") {
-				msg += "; tokens are read from tokens_file or the environment (TOOLAGENT_TOKENS), never from a config file"
-			}
-			errs = append(errs, errors.New(msg+"; known keys: "+strings.Join(known, ", ")))
-			continue
-		}
-		if prev, dup := seen[k.Value]; dup {
-			errs = append(errs, fmt.Errorf("%s: key %q is set twice (first on line %d)", at, k.Value, prev))
-			continue
-		}
-		seen[k.Value] = k.Line
-		f := v.Field(s.index)
-		var err error
-		switch {
-		case val.Kind == yaml.ScalarNode && val.Tag == "!!null":
-			continue // key: with no value keeps the default
-		case val.Kind == yaml.ScalarNode:
-			err = setField(f, val.Value)
-		case isScalarKind(f):
-			err = fmt.Errorf("want a single value, not a %s", nodeKind(val))
-		default:
-			err = val.Decode(f.Addr().Interface())
-			if err == nil && f.Kind() == reflect.Slice && f.Len() == 0 {
-				f.Set(reflect.Zero(f.Type())) // [] is no list, as an unset one
-			}
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s:%d: %s: %w", path, val.Line, k.Value, err))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// sectionPairs flattens the key/value pairs of a config mapping: a key
-// whose value is a mapping and that is the section of known dotted keys
-// ("gatekeeper" of "gatekeeper.url") is replaced by its pairs, with the
-// keys' Value made dotted. Other pairs are kept as they are.
-func sectionPairs(m *yaml.Node, prefix string, known []string) []*yaml.Node {
-	var out []*yaml.Node
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		k, val := m.Content[i], m.Content[i+1]
-		name := prefix + k.Value
-		isSection := !slices.Contains(known, name) && slices.ContainsFunc(known, func(s string) bool { return strings.HasPrefix(s, name+".") })
-		switch {
-		case isSection && val.Kind == yaml.MappingNode:
-			out = append(out, sectionPairs(val, name+".", known)...)
-		case isSection && val.Kind == yaml.ScalarNode && val.Tag == "!!null":
-			// an empty section
-		default:
-			kc := *k
-			kc.Value = name
-			out = append(out, &kc, val)
-		}
-	}
-	return out
-}
-
-func nodeKind(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.SequenceNode:
-		return "list"
-	case yaml.MappingNode:
-		return "mapping"
-	default:
-		return "structure"
-	}
-}
-
-var (
-	durationType = reflect.TypeFor[time.Duration]()
-	stringsType  = reflect.TypeFor[[]string]()
-)
-
-func isScalarKind(f reflect.Value) bool {
-	switch f.Kind() {
-	case reflect.String, reflect.Bool, reflect.Int, reflect.Int64, reflect.Float64:
-		return true
-	}
-	return false
-}
-
-// setField parses text into f by f's type. Settings that are lists or
-// maps take YAML (or JSON) text, so they work from the environment too.
-func setField(f reflect.Value, text string) error {
-	switch {
-	case f.Type() == durationType:
-		if text == "" {
-			f.SetInt(0)
-			return nil
-		}
-		d, err := time.ParseDuration(text)
-		if err != nil {
-			return fmt.Errorf("%q is not a duration; want e.g. 250ms, 10s, 1m", text)
-		}
-		f.SetInt(int64(d))
-	case f.Kind() == reflect.String:
-		f.SetString(text)
-	case f.Kind() == reflect.Bool:
-		if text == "" {
-			f.SetBool(false)
-			return nil
-		}
-		b, err := strconv.ParseBool(text)
-		if err != nil {
-			return fmt.Errorf("%q is not a boolean; want true or false", text)
-		}
-		f.SetBool(b)
-	case f.Kind() == reflect.Int || f.Kind() == reflect.Int64:
-		if text == "" {
-			f.SetInt(0)
-			return nil
-		}
-		n, err := strconv.ParseInt(text, 10, 64)
-		if err != nil {
-			return fmt.Errorf("%q is not a whole number", text)
-		}
-		f.SetInt(n)
-	case f.Type() == stringsType:
-		// A list from the environment or a flag: comma-separated.
-		var list []string
-		for _, item := range strings.Split(text, ",") {
-			if item = strings.TrimSpace(item); item != "" {
-				list = append(list, item)
-			}
-		}
-		f.Set(reflect.ValueOf(list))
-	case f.Kind() == reflect.Float64:
-		x, err := strconv.ParseFloat(text, 64)
-		if err != nil {
-			return fmt.Errorf("%q is not a number", text)
-		}
-		f.SetFloat(x)
-	default:
-		if text == "" {
-			return nil
-		}
-		return yaml.Unmarshal([]byte(text), f.Addr().Interface())
-	}
-	return nil
-}
-
-// nearestKey returns the known key closest to k when it is a likely typo.
-func nearestKey(k string, known []string) string {
-	best, bestD := "", 3
-	for _, c := range known {
-		if d := levenshtein(k, c); d < bestD {
-			best, bestD = c, d
-		}
-	}
-	return best
-}
-
-func levenshtein(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // redactStore is the store setting as it may be shown: a URL's password

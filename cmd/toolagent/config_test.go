@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/toolagent/toolagent/internal/settings"
 )
 
 func testEnv(vars map[string]string) env {
@@ -146,22 +148,22 @@ func TestConfigDocumented(t *testing.T) {
 			rows[env] = line
 		}
 	}
-	for _, s := range settings() {
-		row, ok := rows[s.env]
+	for _, s := range settings.Of(reflect.TypeFor[Config]()) {
+		row, ok := rows[s.Env]
 		if !ok {
-			t.Errorf("docs/daemon.md has no configuration row for %s", s.env)
+			t.Errorf("docs/daemon.md has no configuration row for %s", s.Env)
 			continue
 		}
 		cells := strings.Split(row, "|")
 		if len(cells) < 6 {
-			t.Errorf("docs/daemon.md row for %s has %d cells; want | env | key | flag | default | meaning |", s.env, len(cells))
+			t.Errorf("docs/daemon.md row for %s has %d cells; want | env | key | flag | default | meaning |", s.Env, len(cells))
 			continue
 		}
-		want := []string{s.key, "--" + s.flag, s.def}
-		if s.key == "-" {
+		want := []string{s.Key, "--" + s.Flag, s.Default}
+		if s.Key == "-" {
 			want[0] = "—"
 		}
-		if s.flag == "" || s.flag == "-" {
+		if s.Flag == "" || s.Flag == "-" {
 			want[1] = "—"
 		}
 		for i, w := range want {
@@ -170,7 +172,7 @@ func TestConfigDocumented(t *testing.T) {
 				continue // a default that depends on the machine: the row says which
 			}
 			if got != w {
-				t.Errorf("docs/daemon.md row for %s: column %d = %q; want %q", s.env, i+2, got, w)
+				t.Errorf("docs/daemon.md row for %s: column %d = %q; want %q", s.Env, i+2, got, w)
 			}
 		}
 	}
@@ -197,11 +199,11 @@ func TestExampleConfig(t *testing.T) {
 			}
 		}
 	}
-	for _, s := range settings() {
-		if s.key != "-" && !keys[s.key] {
-			t.Errorf("%s has no %s (every setting belongs in the example)", path, s.key)
+	for _, s := range settings.Of(reflect.TypeFor[Config]()) {
+		if s.Key != "-" && !keys[s.Key] {
+			t.Errorf("%s has no %s (every setting belongs in the example)", path, s.Key)
 		}
-		delete(keys, s.key)
+		delete(keys, s.Key)
 	}
 	for k := range keys {
 		if !strings.Contains(k, ".") && keys[k] {

@@ -19,6 +19,7 @@ import (
 	"github.com/toolagent/toolagent/internal/executors/hlpdapi"
 	"github.com/toolagent/toolagent/internal/health"
 	"github.com/toolagent/toolagent/internal/hldp"
+	"github.com/toolagent/toolagent/internal/settings"
 )
 
 // mainTarget is the name of the gatekeeper target that
@@ -61,7 +62,7 @@ func (t *GatekeeperTarget) UnmarshalYAML(n *yaml.Node) error {
 			return fmt.Errorf("line %d: unknown key %q; want url, token_file or token_env", k.Line, k.Value)
 		}
 		if v.Kind != yaml.ScalarNode {
-			return fmt.Errorf("line %d: %s: want a single value, not a %s", v.Line, k.Value, nodeKind(v))
+			return fmt.Errorf("line %d: %s: want a single value, not a %s", v.Line, k.Value, settings.NodeKind(v))
 		}
 		*dst = v.Value
 	}

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/toolagent/toolagent/internal/gatekeeper"
+	"github.com/toolagent/toolagent/internal/httpserve"
 	"github.com/toolagent/toolagent/internal/proc"
 )
 
@@ -134,15 +135,7 @@ func runGatekeeper(ctx context.Context, e env, args []string) error {
 	// commands get the grace period before it is cancelled.
 	cmdCtx, cancelCmds := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelCmds()
-	srv := &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: readHeaderTimeout,
-		ReadTimeout:       readTimeout,
-		IdleTimeout:       idleTimeout,
-		MaxHeaderBytes:    maxHeaderBytes,
-		BaseContext:       func(net.Listener) context.Context { return cmdCtx },
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
+	srv := httpserve.New(handler, cmdCtx, log)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
@@ -152,7 +145,7 @@ func runGatekeeper(ctx context.Context, e env, args []string) error {
 	})
 	g.Go(func() error {
 		<-gctx.Done()
-		shutdownGracefully(ctx, srv, *grace, cancelCmds, log, "commands")
+		httpserve.Shutdown(ctx, srv, *grace, cancelCmds, log, "commands")
 		return nil
 	})
 	err = g.Wait()

@@ -8,6 +8,8 @@ import (
 	"io"
 	"slices"
 	"strings"
+
+	"github.com/toolagent/toolagent/internal/settings"
 )
 
 // writeHelp prints the help of subcommand name: its synopsis, its summary
@@ -94,7 +96,7 @@ func didYouMean(typed string) string {
 	best, bestD := "", 3
 	var near []string
 	for _, c := range commands() {
-		if d := levenshtein(typed, c.name); d < bestD {
+		if d := settings.Levenshtein(typed, c.name); d < bestD {
 			best, bestD = c.name, d
 		}
 		if n := commonPrefix(typed, c.name); n >= 4 || (n == len(typed) && n > 0) {

@@ -22,22 +22,10 @@ import (
 	"github.com/toolagent/toolagent/internal/api"
 	"github.com/toolagent/toolagent/internal/console"
 	"github.com/toolagent/toolagent/internal/dispatch"
+	"github.com/toolagent/toolagent/internal/httpserve"
 	"github.com/toolagent/toolagent/internal/mcpserver"
 	"github.com/toolagent/toolagent/internal/pgstore"
 	"github.com/toolagent/toolagent/internal/reload"
-)
-
-// HTTP server limits. There is no WriteTimeout: a call's answer is written
-// when the tool ends, up to its own timeout (at most an hour).
-const (
-	readHeaderTimeout = 10 * time.Second
-	readTimeout       = time.Minute
-	idleTimeout       = 2 * time.Minute
-	maxHeaderBytes    = 64 << 10
-	// callsEndWait bounds the wait for cancelled calls to end after the
-	// grace period: their process groups get SIGTERM, then SIGKILL after
-	// the shell executor's 2s grace.
-	callsEndWait = 5 * time.Second
 )
 
 // runServe runs the daemon until ctx ends, then shuts down gracefully:
@@ -173,15 +161,7 @@ func runServe(ctx context.Context, e env, args []string) error {
 	callsCtx, cancelCallsCause := context.WithCancelCause(context.WithoutCancel(ctx))
 	cancelCalls := func() { cancelCallsCause(dispatch.ErrShutdown) } // results say cancelled: shutdown
 	defer cancelCalls()
-	srv := &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: readHeaderTimeout,
-		ReadTimeout:       readTimeout,
-		IdleTimeout:       idleTimeout,
-		MaxHeaderBytes:    maxHeaderBytes,
-		BaseContext:       func(net.Listener) context.Context { return callsCtx },
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
+	srv := httpserve.New(handler, callsCtx, log)
 	srv.RegisterOnShutdown(endStreams)
 
 	g, gctx := errgroup.WithContext(ctx)
@@ -196,7 +176,7 @@ func runServe(ctx context.Context, e env, args []string) error {
 	})
 	g.Go(func() error {
 		<-gctx.Done()
-		shutdownGracefully(ctx, srv, cfg.ShutdownGrace, cancelCalls, log, "calls")
+		httpserve.Shutdown(ctx, srv, cfg.ShutdownGrace, cancelCalls, log, "calls")
 		return nil
 	})
 	err = g.Wait()
