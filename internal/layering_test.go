@@ -45,6 +45,7 @@ var allowed = map[string][]string{
 
 	// Mechanisms of the command packages: stdlib (and yaml) only.
 	"internal/settings":  {},
+	"internal/operator":  {"internal/dispatch"},
 	"internal/httpserve": {},
 
 	// Test helpers of sandboxed children: proc only.

@@ -18,6 +18,7 @@ import (
 	"github.com/toolagent/toolagent/internal/dispatch"
 	"github.com/toolagent/toolagent/internal/executors"
 	"github.com/toolagent/toolagent/internal/hldp"
+	"github.com/toolagent/toolagent/internal/operator"
 	"github.com/toolagent/toolagent/internal/policy"
 )
 
@@ -159,15 +160,15 @@ func runApprovals(ctx context.Context, e env, args []string) error {
 	}
 	if rd != nil {
 		do := func(ctx context.Context, method, path string, body any) (int, []byte, error) {
-			return rd.do(ctx, method, path, body, false)
+			return rd.Do(ctx, method, path, body, false)
 		}
 		return approvalsVia(ctx, e, do, "/v1", verb, strings.Join(rest, ""), *all, *edits)
 	}
 	st, err := openApprovals(c.state, af.ttl, af.allowSelf, slog.New(slog.NewTextHandler(e.stderr, nil)))
 	if errors.Is(err, approval.ErrLocked) {
 		// A running `toolagent mcp` owns the queue: decide through it.
-		if cc, ok := dialControl(c.state); ok {
-			return approvalsVia(ctx, e, cc.do, "", verb, strings.Join(rest, ""), *all, *edits)
+		if cc, ok := operator.DialControl(approvalsDir(c.state)); ok {
+			return approvalsVia(ctx, e, cc.Do, "", verb, strings.Join(rest, ""), *all, *edits)
 		}
 	}
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/toolagent/toolagent/internal/dispatch"
+	"github.com/toolagent/toolagent/internal/operator"
 	"github.com/toolagent/toolagent/internal/pgstore"
 	"github.com/toolagent/toolagent/internal/pgstore/pgtest"
 	"github.com/toolagent/toolagent/internal/proc/proctest"
@@ -405,7 +406,7 @@ func TestApproveHintWorksWhereShown(t *testing.T) {
 	tools := t.TempDir()
 	putTool(t, tools, "guarded", guardedTool("run a command after an approval"))
 	open := startDaemon(t, nil, "--tools", tools)
-	if held := open.hold(t, "echo x"); !strings.Contains(held.Suggestion, "toolagent approvals approve "+held.ApprovalID) || !strings.Contains(held.Suggestion, operatorTokenFile) {
+	if held := open.hold(t, "echo x"); !strings.Contains(held.Suggestion, "toolagent approvals approve "+held.ApprovalID) || !strings.Contains(held.Suggestion, operator.TokenFile) {
 		t.Errorf("hint on a daemon without tokens: %q; want the operator's way: the CLI, or the operator token", held.Suggestion)
 	}
 	withTokens := startApprovalDaemon(t, tools).as(aliceToken)

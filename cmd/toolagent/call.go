@@ -18,6 +18,7 @@ import (
 	"github.com/toolagent/toolagent/internal/catalog"
 	"github.com/toolagent/toolagent/internal/dispatch"
 	"github.com/toolagent/toolagent/internal/hldp"
+	"github.com/toolagent/toolagent/internal/operator"
 	"github.com/toolagent/toolagent/internal/runs"
 )
 
@@ -111,12 +112,12 @@ func runCall(ctx context.Context, e env, args []string) error {
 // anonymous, as every other caller there, so the operator (who approves
 // with the operator token) is not approving their own call; a token in
 // TOOLAGENT_TOKEN is sent as given.
-func callRemote(ctx context.Context, e env, rd *remote, name string, kvs []string, paramsJSON string, dryRun, follow bool) error {
-	anonymous := rd.operator && rd.info.Open
+func callRemote(ctx context.Context, e env, rd *operator.Client, name string, kvs []string, paramsJSON string, dryRun, follow bool) error {
+	anonymous := rd.Operator && rd.Info.Open
 	raw := json.RawMessage(paramsJSON)
 	if len(kvs) > 0 {
 		var types map[string]string
-		if code, body, err := rd.do(ctx, "GET", "/v1/tools/"+url.PathEscape(name), nil, anonymous); err == nil && code == http.StatusOK {
+		if code, body, err := rd.Do(ctx, "GET", "/v1/tools/"+url.PathEscape(name), nil, anonymous); err == nil && code == http.StatusOK {
 			types = schemaTypes(body)
 		}
 		m, err := kvParamsTyped(types, kvs)
@@ -131,7 +132,7 @@ func callRemote(ctx context.Context, e env, rd *remote, name string, kvs []strin
 	if follow && !dryRun {
 		return followRemote(ctx, e, rd, map[string]any{"tool": name, "params": raw}, anonymous)
 	}
-	code, body, err := rd.do(ctx, "POST", "/v1/call", map[string]any{"tool": name, "params": raw, "dry_run": dryRun}, anonymous)
+	code, body, err := rd.Do(ctx, "POST", "/v1/call", map[string]any{"tool": name, "params": raw, "dry_run": dryRun}, anonymous)
 	if err != nil {
 		return err
 	}
@@ -139,7 +140,7 @@ func callRemote(ctx context.Context, e env, rd *remote, name string, kvs []strin
 		Status dispatch.ResultStatus `json:"status"`
 	}
 	if json.Unmarshal(body, &res) != nil || res.Status == "" {
-		return rd.apiErr(code, body) // not a result: 401, 403, 400, 413…
+		return apiErr(rd, code, body) // not a result: 401, 403, 400, 413…
 	}
 	if err := printRaw(e.stdout, body); err != nil {
 		return err
@@ -165,29 +166,29 @@ func followWriter(e env) func(stream string, p []byte) {
 // followRemote makes a streaming call (POST /v1/call with Accept NDJSON),
 // writes the tool's output as its events come, then prints the result and
 // exits by its status.
-func followRemote(ctx context.Context, e env, rd *remote, body map[string]any, anonymous bool) error {
-	resp, err := rd.stream(ctx, "/v1/call", body, anonymous)
+func followRemote(ctx context.Context, e env, rd *operator.Client, body map[string]any, anonymous bool) error {
+	resp, err := rd.Stream(ctx, "/v1/call", body, anonymous)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/x-ndjson") {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		return rd.apiErr(resp.StatusCode, b)
+		return apiErr(rd, resp.StatusCode, b)
 	}
 	out := followWriter(e)
 	dec := json.NewDecoder(resp.Body)
 	for {
 		var ev runs.Event
 		if err := dec.Decode(&ev); err != nil {
-			return fmt.Errorf("daemon %s: the call's stream ended before its result (%v); its run: GET /v1/runs/%s", rd.url, err, resp.Header.Get("X-Run-Id"))
+			return fmt.Errorf("daemon %s: the call's stream ended before its result (%v); its run: GET /v1/runs/%s", rd.URL, err, resp.Header.Get("X-Run-Id"))
 		}
 		switch ev.Event {
 		case runs.EventStdout, runs.EventStderr:
 			p := []byte(ev.Data)
 			if ev.Encoding == "base64" {
 				if p, err = base64.StdEncoding.DecodeString(ev.Data); err != nil {
-					return fmt.Errorf("daemon %s: a %s event of bad base64: %v", rd.url, ev.Event, err)
+					return fmt.Errorf("daemon %s: a %s event of bad base64: %v", rd.URL, ev.Event, err)
 				}
 			}
 			out(ev.Event, p)
@@ -196,7 +197,7 @@ func followRemote(ctx context.Context, e env, rd *remote, body map[string]any, a
 				Status dispatch.ResultStatus `json:"status"`
 			}
 			if err := json.Unmarshal(ev.Result, &res); err != nil {
-				return fmt.Errorf("daemon %s: a result event that is not a result: %v", rd.url, err)
+				return fmt.Errorf("daemon %s: a result event that is not a result: %v", rd.URL, err)
 			}
 			if err := printRaw(e.stdout, ev.Result); err != nil {
 				return err

@@ -17,8 +17,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
 
-	nativerepo "github.com/toolagent/toolagent/native-repo"
-
 	"github.com/toolagent/toolagent/internal/approval"
 	"github.com/toolagent/toolagent/internal/audit"
 	"github.com/toolagent/toolagent/internal/cache"
@@ -28,12 +26,14 @@ import (
 	"github.com/toolagent/toolagent/internal/feedback"
 	"github.com/toolagent/toolagent/internal/health"
 	"github.com/toolagent/toolagent/internal/hldp"
+	"github.com/toolagent/toolagent/internal/operator"
 	"github.com/toolagent/toolagent/internal/pgstore"
 	"github.com/toolagent/toolagent/internal/proc"
 	"github.com/toolagent/toolagent/internal/reload"
 	"github.com/toolagent/toolagent/internal/repo"
 	runsreg "github.com/toolagent/toolagent/internal/runs"
 	"github.com/toolagent/toolagent/internal/scan"
+	nativerepo "github.com/toolagent/toolagent/native-repo"
 )
 
 // core is what every long-running command (serve, mcp) is built on: the
@@ -115,18 +115,18 @@ func approveHint(mode approvalMode, state string, open bool) func(id string) str
 			return fmt.Sprintf("an operator on this host, while this MCP server runs: `toolagent approvals approve %[1]s --state %[2]s` (or deny; --params to approve with edits; `toolagent approvals list --state %[2]s` shows what waits)", id, state)
 		}
 	}
-	operator := func(id string) string {
-		return fmt.Sprintf("the operator on the daemon's host: `toolagent approvals approve %[1]s --state %[2]s` (or deny; --params JSON to approve with edits), or POST /v1/approvals/%[1]s {\"decision\":\"approve\"} with the operator token (%[3]s) as Authorization: Bearer", id, state, operatorTokenPath(state))
+	byOperator := func(id string) string {
+		return fmt.Sprintf("the operator on the daemon's host: `toolagent approvals approve %[1]s --state %[2]s` (or deny; --params JSON to approve with edits), or POST /v1/approvals/%[1]s {\"decision\":\"approve\"} with the operator token (%[3]s) as Authorization: Bearer", id, state, operator.TokenPath(state))
 	}
 	if open {
 		// Every other caller is anonymous and cannot approve its own
 		// call: the operator can.
 		return func(id string) string {
-			return operator(id) + "; a caller cannot approve its own call"
+			return byOperator(id) + "; a caller cannot approve its own call"
 		}
 	}
 	return func(id string) string {
-		return fmt.Sprintf("an approver with the approve role: POST /v1/approvals/%s {\"decision\":\"approve\"} (or \"deny\"; \"params\" to approve with edits); or %s", id, operator(id))
+		return fmt.Sprintf("an approver with the approve role: POST /v1/approvals/%s {\"decision\":\"approve\"} (or \"deny\"; \"params\" to approve with edits); or %s", id, byOperator(id))
 	}
 }
 

@@ -45,12 +45,12 @@ func runList(ctx context.Context, e env, args []string) error {
 		if len(q) > 0 {
 			path += "?" + q.Encode()
 		}
-		code, body, err := rd.do(ctx, "GET", path, nil, false)
+		code, body, err := rd.Do(ctx, "GET", path, nil, false)
 		if err != nil {
 			return err
 		}
 		if code != http.StatusOK {
-			return rd.apiErr(code, body)
+			return apiErr(rd, code, body)
 		}
 		return printRaw(e.stdout, body)
 	}

@@ -39,12 +39,12 @@ func runMatch(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	if rd != nil {
-		code, body, err := rd.do(ctx, "POST", "/v1/match", map[string]any{"intent": strings.Join(pos, " "), "limit": *limit}, false)
+		code, body, err := rd.Do(ctx, "POST", "/v1/match", map[string]any{"intent": strings.Join(pos, " "), "limit": *limit}, false)
 		if err != nil {
 			return err
 		}
 		if code != http.StatusOK {
-			return rd.apiErr(code, body)
+			return apiErr(rd, code, body)
 		}
 		if err := printRaw(e.stdout, body); err != nil {
 			return err
@@ -89,12 +89,12 @@ func matchFeedback(ctx context.Context, e env, c *common, sf serverFlag, verb st
 	}
 	if rd != nil {
 		method := map[string]string{"list": "GET", "clear": "DELETE"}[verb]
-		code, body, err := rd.do(ctx, method, "/v1/feedback?tool="+url.QueryEscape(tool), nil, false)
+		code, body, err := rd.Do(ctx, method, "/v1/feedback?tool="+url.QueryEscape(tool), nil, false)
 		if err != nil {
 			return err
 		}
 		if code != http.StatusOK {
-			return rd.apiErr(code, body)
+			return apiErr(rd, code, body)
 		}
 		return printRaw(e.stdout, body)
 	}

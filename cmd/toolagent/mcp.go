@@ -20,6 +20,7 @@ import (
 	"github.com/toolagent/toolagent/internal/catalog"
 	"github.com/toolagent/toolagent/internal/dispatch"
 	"github.com/toolagent/toolagent/internal/mcpserver"
+	"github.com/toolagent/toolagent/internal/operator"
 )
 
 // runMCP serves the catalog over MCP on stdin/stdout, for clients that
@@ -69,7 +70,7 @@ func runMCP(ctx context.Context, e env, args []string) error {
 	if cr.approvals != nil {
 		// Its held calls are decided on this host while it runs.
 		g.Go(func() error {
-			return serveControl(runCtx, cr.common.state, cr.disp, log.With(slog.String("log", "approvals")))
+			return operator.ServeControl(runCtx, approvalsDir(cr.common.state), cr.disp, log.With(slog.String("log", "approvals")))
 		})
 	}
 	g.Go(func() error {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/toolagent/toolagent/internal/dispatch"
+	"github.com/toolagent/toolagent/internal/operator"
 	"github.com/toolagent/toolagent/internal/proc/proctest"
 )
 
@@ -73,7 +74,7 @@ func runBin(t *testing.T, dir string, env []string, args ...string) (string, str
 // 127.0.0.1:0 with state, and waits for it to record itself in
 // STATE/daemon.json and be ready (/readyz: its catalog is loaded). It is
 // stopped with SIGTERM at cleanup.
-func startBinDaemon(t *testing.T, dir, state string, env []string, args ...string) daemonInfo {
+func startBinDaemon(t *testing.T, dir, state string, env []string, args ...string) operator.Info {
 	t.Helper()
 	cmd := exec.Command(builtBinary(t), append([]string{"serve", "--listen", "127.0.0.1:0", "--state", state}, args...)...)
 	cmd.Dir, cmd.Env = dir, env
@@ -93,7 +94,7 @@ func startBinDaemon(t *testing.T, dir, state string, env []string, args ...strin
 			t.Errorf("the daemon did not stop 30s after SIGTERM\n%s", logs)
 		}
 	})
-	var info daemonInfo
+	var info operator.Info
 	pollUntil(t, "STATE/daemon.json of a ready daemon", func() bool {
 		select {
 		case <-exited:
@@ -101,7 +102,7 @@ func startBinDaemon(t *testing.T, dir, state string, env []string, args ...strin
 		default:
 		}
 		var err error
-		info, err = readDaemonInfo(state)
+		info, err = operator.ReadInfo(state)
 		if err != nil {
 			return false
 		}
@@ -131,12 +132,12 @@ func TestOperatorApprovesOnTheEmbeddedDefault(t *testing.T) {
 		t.Errorf("daemon.json = %+v; want an open daemon serving the embedded tools, with its pid", info)
 	}
 
-	tokFile := operatorTokenPath(state)
+	tokFile := operator.TokenPath(state)
 	fi, err := os.Stat(tokFile)
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("operator token %s: %v %v; want a 0600 file", tokFile, fi, err)
 	}
-	secret, err := readOperatorToken(state)
+	secret, err := operator.ReadToken(state)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,8 +170,8 @@ func TestOperatorApprovesOnTheEmbeddedDefault(t *testing.T) {
 		Decider string          `json:"decider"`
 		Result  dispatch.Result `json:"result"`
 	}
-	if err := json.Unmarshal([]byte(out), &a); err != nil || code != 0 || a.Decider != operatorName || a.Result.ExitCode != 0 {
-		t.Fatalf("approvals approve = exit %d %q %s; want 0, decided by %s, the call run with exit code 0", code, out, errOut, operatorName)
+	if err := json.Unmarshal([]byte(out), &a); err != nil || code != 0 || a.Decider != operator.Name || a.Result.ExitCode != 0 {
+		t.Fatalf("approvals approve = exit %d %q %s; want 0, decided by %s, the call run with exit code 0", code, out, errOut, operator.Name)
 	}
 	if _, err := os.Stat(target); err != nil {
 		t.Errorf("the approved call did not run: %v", err)
@@ -244,13 +245,13 @@ func TestCLIAsksTheDaemonAtServer(t *testing.T) {
 func TestDaemonInfoRemovedAtStop(t *testing.T) {
 	state := t.TempDir()
 	p := startInProcess(t, nil, []string{"serve", "--listen", "127.0.0.1:0", "--log-format", "json", "--state", state, "--tools", t.TempDir()})
-	if _, err := readDaemonInfo(state); err != nil {
+	if _, err := operator.ReadInfo(state); err != nil {
 		t.Fatalf("daemon.json while serving: %v", err)
 	}
 	if err := p.stop(t); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(daemonInfoPath(state)); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Stat(operator.InfoPath(state)); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("daemon.json after stop: %v; want it removed", err)
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/toolagent/toolagent/internal/dispatch"
 	"github.com/toolagent/toolagent/internal/httpserve"
 	"github.com/toolagent/toolagent/internal/mcpserver"
+	"github.com/toolagent/toolagent/internal/operator"
 	"github.com/toolagent/toolagent/internal/pgstore"
 	"github.com/toolagent/toolagent/internal/reload"
 )
@@ -85,7 +86,7 @@ func runServe(ctx context.Context, e env, args []string) error {
 			return console.User{Name: p.Name, CanCall: p.Role >= api.RoleCall, CanApprove: p.Role >= api.RoleApprove, Scope: p.Scope}, ok
 		},
 		Open:        open,
-		Operator:    console.User{Name: operatorName, CanCall: true, CanApprove: true},
+		Operator:    console.User{Name: operator.Name, CanCall: true, CanApprove: true},
 		Status:      cr.loop.Status,
 		History:     cr.history(),
 		Executors:   cr.executorHealth,
@@ -133,11 +134,11 @@ func runServe(ctx context.Context, e env, args []string) error {
 		auth = "open (loopback, no tokens but the operator's)"
 	}
 	url := "http://" + ln.Addr().String()
-	info := daemonInfo{URL: url, PID: os.Getpid(), Source: cr.loop.Status().Source, Open: open, Version: buildVersion()}
+	info := operator.Info{URL: url, PID: os.Getpid(), Source: cr.loop.Status().Source, Open: open, Version: buildVersion()}
 	if cfg.Repo == "" {
 		info.Tools = cr.common.tools
 	}
-	removeInfo, err := writeDaemonInfo(cr.common.state, info)
+	removeInfo, err := operator.WriteInfo(cr.common.state, info)
 	if err != nil {
 		ln.Close()
 		cr.close()
@@ -153,7 +154,7 @@ func runServe(ctx context.Context, e env, args []string) error {
 	}
 	if opToken != "" {
 		log.Info("the operator token is yours: the CLI on this host uses it (toolagent approvals list, toolagent status); other clients send it as Authorization: Bearer $(cat FILE)",
-			"file", opToken, "caller", operatorName)
+			"file", opToken, "caller", operator.Name)
 	}
 
 	// Calls run on callsCtx, not on ctx: a signal stops new work at once,
@@ -389,21 +390,21 @@ func loadTokens(cfg Config, log *slog.Logger) (*api.Tokens, error) {
 // configured token already has the operator's name (that token is then the
 // operator's way in).
 func addOperatorToken(tokens *api.Tokens, state string, log *slog.Logger) (string, error) {
-	secret, created, err := ensureOperatorToken(state)
+	secret, created, err := operator.EnsureToken(state)
 	if err != nil {
 		return "", err
 	}
-	if err := tokens.AddOperator(operatorName, secret); err != nil {
+	if err := tokens.AddOperator(operator.Name, secret); err != nil {
 		if _, _, taken := tokens.Lookup(secret); taken {
-			return "", fmt.Errorf("%w: a configured token has the operator token's secret; delete %s and restart", err, operatorTokenPath(state))
+			return "", fmt.Errorf("%w: a configured token has the operator token's secret; delete %s and restart", err, operator.TokenPath(state))
 		}
-		log.Warn("no operator token: a configured token is named "+operatorName+"; use it to approve", "err", err)
+		log.Warn("no operator token: a configured token is named "+operator.Name+"; use it to approve", "err", err)
 		return "", nil
 	}
 	if created {
-		log.Info("made the operator token", "file", operatorTokenPath(state))
+		log.Info("made the operator token", "file", operator.TokenPath(state))
 	}
-	return operatorTokenPath(state), nil
+	return operator.TokenPath(state), nil
 }
 
 // listenNames are the addresses the daemon listens on as api.Guard takes

@@ -31,12 +31,12 @@ func runShow(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	if rd != nil {
-		code, body, err := rd.do(ctx, "GET", "/v1/tools/"+url.PathEscape(pos[0]), nil, false)
+		code, body, err := rd.Do(ctx, "GET", "/v1/tools/"+url.PathEscape(pos[0]), nil, false)
 		if err != nil {
 			return err
 		}
 		if code != http.StatusOK {
-			return rd.apiErr(code, body)
+			return apiErr(rd, code, body)
 		}
 		return printRaw(e.stdout, body)
 	}

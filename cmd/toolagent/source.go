@@ -11,8 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	nativerepo "github.com/toolagent/toolagent/native-repo"
-
 	"github.com/toolagent/toolagent/internal/api"
 	"github.com/toolagent/toolagent/internal/catalog"
 	"github.com/toolagent/toolagent/internal/executors"
@@ -24,6 +22,7 @@ import (
 	"github.com/toolagent/toolagent/internal/proc"
 	"github.com/toolagent/toolagent/internal/repo"
 	"github.com/toolagent/toolagent/internal/scan"
+	nativerepo "github.com/toolagent/toolagent/native-repo"
 )
 
 var errFlagHelp = flag.ErrHelp

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"net/http"
+
+	"github.com/toolagent/toolagent/internal/operator"
 )
 
 // runStatus prints the status of a running daemon (GET /v1/status): the
@@ -26,14 +28,14 @@ func runStatus(ctx context.Context, e env, args []string) error {
 	}
 	if rd == nil {
 		return exitError{code: exitFailed, msg: "no daemon runs on the state directory " + c.state +
-			" (no live " + daemonInfoPath(c.state) + "): start one with `toolagent serve`, give its --state, or ask another with --server URL"}
+			" (no live " + operator.InfoPath(c.state) + "): start one with `toolagent serve`, give its --state, or ask another with --server URL"}
 	}
-	code, body, err := rd.do(ctx, "GET", "/v1/status", nil, false)
+	code, body, err := rd.Do(ctx, "GET", "/v1/status", nil, false)
 	if err != nil {
 		return err
 	}
 	if code != http.StatusOK {
-		return rd.apiErr(code, body)
+		return apiErr(rd, code, body)
 	}
 	return printRaw(e.stdout, body)
 }
