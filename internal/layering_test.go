@@ -44,8 +44,13 @@ var allowed = map[string][]string{
 	"internal/gatekeeper":           {"internal/proc", "internal/policy", "internal/grant"},
 
 	// Mechanisms of the command packages: stdlib (and yaml) only.
-	"internal/settings":  {},
-	"internal/operator":  {"internal/dispatch"},
+	"internal/settings": {},
+	"internal/operator": {"internal/dispatch"},
+
+	// What a process finds on its host: paths, sandbox, shell executor,
+	// the local queue, a catalog loaded once.
+	"internal/host": {"internal/approval", "internal/catalog", "internal/executors", "internal/executors/shell", "internal/health",
+		"internal/hldp", "internal/match", "internal/policy", "internal/proc", "internal/repo", "internal/scan"},
 	"internal/httpserve": {},
 
 	// Test helpers of sandboxed children: proc only.

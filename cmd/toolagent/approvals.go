@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,32 +17,10 @@ import (
 	"github.com/toolagent/toolagent/internal/dispatch"
 	"github.com/toolagent/toolagent/internal/executors"
 	"github.com/toolagent/toolagent/internal/hldp"
+	"github.com/toolagent/toolagent/internal/host"
 	"github.com/toolagent/toolagent/internal/operator"
 	"github.com/toolagent/toolagent/internal/policy"
 )
-
-// approvalsDir is where the approval queue of a state directory lives.
-func approvalsDir(state string) string { return filepath.Join(state, "approvals") }
-
-// queueOf is ap as dispatch's approval queue: nil (no queue) when ap is
-// nil, never an interface holding a nil *Store.
-func queueOf(ap *approval.Store) approval.Queue {
-	if ap == nil {
-		return nil
-	}
-	return ap
-}
-
-// openApprovals opens the approval queue under state. It fails with
-// approval.ErrLocked while another process (a daemon) holds it.
-func openApprovals(state string, ttl time.Duration, allowSelf bool, log *slog.Logger) (*approval.Store, error) {
-	st, err := approval.Open(approval.Options{Dir: approvalsDir(state), TTL: ttl, AllowSelfApproval: allowSelf,
-		Logger: log.With(slog.String("log", "approval"))})
-	if errors.Is(err, approval.ErrLocked) {
-		return nil, fmt.Errorf("%w: %s (one process owns an approval queue: decide through the daemon's API, POST /v1/approvals/ID, or give this command its own --state)", err, approvalsDir(state))
-	}
-	return st, err
-}
 
 // shellPolicy builds the operator's override of the default shell policy
 // from shell_policy.commands and shell_policy.classes; nil when neither is
@@ -164,10 +141,10 @@ func runApprovals(ctx context.Context, e env, args []string) error {
 		}
 		return approvalsVia(ctx, e, do, "/v1", verb, strings.Join(rest, ""), *all, *edits)
 	}
-	st, err := openApprovals(c.state, af.ttl, af.allowSelf, slog.New(slog.NewTextHandler(e.stderr, nil)))
+	st, err := host.OpenApprovals(c.State, af.ttl, af.allowSelf, slog.New(slog.NewTextHandler(e.stderr, nil)))
 	if errors.Is(err, approval.ErrLocked) {
 		// A running `toolagent mcp` owns the queue: decide through it.
-		if cc, ok := operator.DialControl(approvalsDir(c.state)); ok {
+		if cc, ok := operator.DialControl(host.ApprovalsDir(c.State)); ok {
 			return approvalsVia(ctx, e, cc.Do, "", verb, strings.Join(rest, ""), *all, *edits)
 		}
 	}
@@ -180,13 +157,13 @@ func runApprovals(ctx context.Context, e env, args []string) error {
 	store := new(catalog.Store)
 	var execs map[hldp.ExecutorKind]executors.Executor
 	if verb == "approve" {
-		c.runsTools = true
+		c.RunsTools = true
 		l, err := c.load(e, true)
 		if err != nil {
 			return err
 		}
-		store.Swap(l.snap)
-		execs = l.execs
+		store.Swap(l.Snap)
+		execs = l.Execs
 	}
 	d := dispatch.New(store, execs, dispatch.Options{Approvals: st, Audit: slog.New(slog.NewJSONHandler(e.stderr, nil)).With(slog.String("log", "audit"))})
 	switch verb {

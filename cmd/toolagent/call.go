@@ -18,6 +18,7 @@ import (
 	"github.com/toolagent/toolagent/internal/catalog"
 	"github.com/toolagent/toolagent/internal/dispatch"
 	"github.com/toolagent/toolagent/internal/hldp"
+	"github.com/toolagent/toolagent/internal/host"
 	"github.com/toolagent/toolagent/internal/operator"
 	"github.com/toolagent/toolagent/internal/runs"
 )
@@ -52,7 +53,7 @@ func runCall(ctx context.Context, e env, args []string) error {
 	if rd != nil {
 		return callRemote(ctx, e, rd, name, kvs, *paramsJSON, *dryRun, *follow)
 	}
-	c.runsTools = true
+	c.RunsTools = true
 	l, err := c.load(e, true)
 	if err != nil {
 		return err
@@ -60,7 +61,7 @@ func runCall(ctx context.Context, e env, args []string) error {
 	raw := json.RawMessage(*paramsJSON)
 	if len(kvs) > 0 {
 		var t *hldp.Tool
-		if en, ok := l.snap.Lookup(name); ok {
+		if en, ok := l.Snap.Lookup(name); ok {
 			t = en.Tool
 		}
 		m, err := kvParams(t, kvs)
@@ -70,23 +71,23 @@ func runCall(ctx context.Context, e env, args []string) error {
 		raw, _ = json.Marshal(m)
 	}
 	store := new(catalog.Store)
-	store.Swap(l.snap)
+	store.Swap(l.Snap)
 	// A call the policy holds goes into the local approval queue,
 	// STATE/approvals, for `toolagent approvals approve ID`. When a daemon
 	// owns that queue the call is held without an id: ask the daemon.
 	var ap *approval.Store
 	var apErr error
 	if !*dryRun {
-		ap, apErr = openApprovals(c.state, af.ttl, af.allowSelf, slog.New(slog.DiscardHandler))
+		ap, apErr = host.OpenApprovals(c.State, af.ttl, af.allowSelf, slog.New(slog.DiscardHandler))
 		if apErr == nil {
 			defer ap.Close()
 		} else if !errors.Is(apErr, approval.ErrLocked) {
 			return apErr
 		}
 	}
-	d := dispatch.New(store, l.execs, dispatch.Options{
+	d := dispatch.New(store, l.Execs, dispatch.Options{
 		Audit:     slog.New(slog.DiscardHandler),
-		Approvals: queueOf(ap),
+		Approvals: host.QueueOf(ap),
 		// The CLI holds the call in the local queue: approvers use the CLI.
 		ApproveHint: func(id string) string {
 			return fmt.Sprintf("an approver on this host: `toolagent approvals approve %s` (or `deny`; --params JSON to approve with edits)", id)

@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path"
-	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -26,6 +24,7 @@ import (
 	"github.com/toolagent/toolagent/internal/feedback"
 	"github.com/toolagent/toolagent/internal/health"
 	"github.com/toolagent/toolagent/internal/hldp"
+	"github.com/toolagent/toolagent/internal/host"
 	"github.com/toolagent/toolagent/internal/operator"
 	"github.com/toolagent/toolagent/internal/pgstore"
 	"github.com/toolagent/toolagent/internal/proc"
@@ -33,7 +32,6 @@ import (
 	"github.com/toolagent/toolagent/internal/repo"
 	runsreg "github.com/toolagent/toolagent/internal/runs"
 	"github.com/toolagent/toolagent/internal/scan"
-	nativerepo "github.com/toolagent/toolagent/native-repo"
 )
 
 // core is what every long-running command (serve, mcp) is built on: the
@@ -42,7 +40,8 @@ import (
 type core struct {
 	cfg      Config
 	log      *slog.Logger
-	common   common // resolved paths
+	common   common        // resolved paths
+	sandbox  *proc.Sandbox // nil: off, or a command that runs no tool
 	reg      *prometheus.Registry
 	store    *catalog.Store
 	execs    map[hldp.ExecutorKind]executors.Executor
@@ -137,21 +136,21 @@ const retryJitter = 0.2
 // newCore wires the catalog, executors, dispatcher and reload loop from
 // cfg. Nothing runs until start; close releases what it opened.
 func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (_ *core, err error) {
-	c := common{tools: cfg.Tools, state: cfg.State, filesRoot: cfg.FilesRoot, sandboxMode: cfg.Sandbox, hidden: cfg.secretFiles()}
+	c := common{host.Setup{Paths: host.Paths{Tools: cfg.Tools, State: cfg.State, FilesRoot: cfg.FilesRoot}, Sandbox: cfg.Sandbox, Hidden: cfg.secretFiles()}}
 	if err := c.resolve(e); err != nil {
 		return nil, err
 	}
-	user, err := sandboxUser(cfg.SandboxUser)
+	user, err := host.SandboxUser(cfg.SandboxUser)
 	if err != nil {
 		return nil, err
 	}
-	c.sandboxOpts = proc.SandboxOptions{Bwrap: cfg.SandboxBwrap, User: user, Mechanism: sandboxMechanism(cfg.SandboxMechanism),
+	c.SandboxOptions = proc.SandboxOptions{Bwrap: cfg.SandboxBwrap, User: user, Mechanism: host.SandboxMechanism(cfg.SandboxMechanism),
 		UIDBase: uint32(cfg.SandboxUIDBase), UIDCount: cfg.SandboxUIDs, Limits: proc.Limits{MaxProcs: cfg.SandboxMaxProcs, MaxMemory: cfg.SandboxMaxMemory}}
 	sp, err := cfg.shellPolicy()
 	if err != nil {
 		return nil, err
 	}
-	c.shellPolicy = sp
+	c.ShellPolicy = sp
 	src, err := newSource(cfg, c, log)
 	if err != nil {
 		return nil, err
@@ -168,16 +167,16 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (_ *core, e
 		}
 	}()
 	undo = append(undo, src.close)
-	c.runsTools = mode != noApprovals // sync runs no tool
-	execs, err := c.executors()
+	c.RunsTools = mode != noApprovals // sync runs no tool
+	execs, sb, err := c.Executors()
 	if err != nil {
 		return nil, err
 	}
-	if c.sandbox != nil {
-		undo = append(undo, c.sandbox.Close)
+	if sb != nil {
+		undo = append(undo, sb.Close)
 	}
-	if c.runsTools {
-		logSandbox(log, c.sandbox, "tool processes")
+	if c.RunsTools {
+		host.LogSandbox(log, sb, "tool processes")
 	}
 	hc, err := remoteExecutors(execs, e, cfg, log)
 	if err != nil {
@@ -198,7 +197,7 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (_ *core, e
 		slots = pgstore.NewSlots(db, replica, cfg.StoreLease)
 	} else if mode != noApprovals {
 		var fs *approval.Store
-		fs, err = openApprovals(c.state, cfg.ApprovalTTL, cfg.AllowSelfApproval, log)
+		fs, err = host.OpenApprovals(c.State, cfg.ApprovalTTL, cfg.AllowSelfApproval, log)
 		if err == nil {
 			ap = fs
 			undo = append(undo, func() { fs.Close() })
@@ -206,7 +205,7 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (_ *core, e
 		switch {
 		case errors.Is(err, approval.ErrLocked) && mode == approvalsIfFree:
 			log.Warn("no approval queue: another toolagent process (a daemon?) holds it; calls that need an approval cannot be held here, call them through that daemon",
-				"dir", approvalsDir(c.state))
+				"dir", host.ApprovalsDir(c.State))
 			ap = nil
 			noQueue = "the approval queue of this state directory belongs to another toolagent process (a daemon?); call the tool through that daemon"
 		case err != nil:
@@ -223,7 +222,7 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (_ *core, e
 		undo = append(undo, func() { apg.Close() })
 		auditLog = slog.New(slog.NewMultiHandler(log.Handler(), apg.Handler())).With(slog.String("log", "audit"))
 	} else if mode != noApprovals {
-		if af, err = audit.Open(filepath.Join(c.state, "audit"), 0, 0); err != nil {
+		if af, err = audit.Open(host.AuditDir(c.State), 0, 0); err != nil {
 			log.Warn("no audit file: the console's history stays empty; the audit log lines are kept", "err", err)
 			af = nil
 		} else {
@@ -243,7 +242,7 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (_ *core, e
 	if mode != noApprovals {
 		ri := &reindexer{store: store}
 		var err error
-		fb, err = feedback.Open(filepath.Join(c.state, stateFeedbackFile), feedback.Options{OnLearn: func(string) { ri.kick() }})
+		fb, err = feedback.Open(host.FeedbackFile(c.State), feedback.Options{OnLearn: func(string) { ri.kick() }})
 		if err != nil {
 			log.Warn("learned requests not read; learning starts again", "err", err)
 		}
@@ -274,11 +273,11 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (_ *core, e
 		SharedSlots:   sharedSlots(slots),
 		ShellPolicy:   sp,
 		NoQueueReason: noQueue,
-		ApproveHint:   approveHint(mode, c.state, cfg.Tokens == "" && cfg.TokensFile == ""),
+		ApproveHint:   approveHint(mode, c.State, cfg.Tokens == "" && cfg.TokensFile == ""),
 	})
-	parseCache := openParseCache(c.state, log)
+	parseCache := openParseCache(c.State, log)
 	saver := newCacheSaver(parseCache, log)
-	vocab, err := loadVocab(cfg.VocabFile)
+	vocab, err := host.LoadVocab(cfg.VocabFile)
 	if err != nil {
 		return nil, err
 	}
@@ -323,7 +322,7 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (_ *core, e
 		}
 	}
 	return &core{
-		cfg: cfg, log: log, common: c, reg: reg, store: store, execs: execs, disp: disp,
+		cfg: cfg, log: log, common: c, sandbox: sb, reg: reg, store: store, execs: execs, disp: disp,
 		loop: loop, trigger: trigger, watchDir: src.watchDir, health: hc, src: src,
 		approvals: ap, db: db, slots: slots, broadcast: bc, auditFile: af, auditPG: apg, runs: runs, runReg: runReg, saver: saver, feedback: fb,
 	}, nil
@@ -334,8 +333,8 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (_ *core, e
 func (cr *core) close() {
 	cr.saver.close() // the last build's parse cache is on disk
 	cr.src.close()
-	if cr.common.sandbox != nil {
-		cr.common.sandbox.Close() // its reaper ends what a call left
+	if cr.sandbox != nil {
+		cr.sandbox.Close() // its reaper ends what a call left
 	}
 	if cr.auditFile != nil {
 		cr.auditFile.Close()
@@ -414,9 +413,6 @@ func openSharedApprovals(e env, cfg Config, log *slog.Logger) (*pgstore.DB, *app
 	log.Info("approvals in the shared database", "store", "postgres", "schema_version", db.Version, "replica", ap.Replica())
 	return db, ap, nil
 }
-
-// stateFeedbackFile is where the requests learned from use are kept.
-const stateFeedbackFile = "feedback/learned.json"
 
 // onMatch records an intent query for learning from use (nil without a
 // feedback store).
@@ -566,13 +562,13 @@ func (cr *core) start(ctx context.Context, g *errgroup.Group) {
 // directory to watch ("" for the embedded tree, which never changes). A
 // directory keeps its listing under the state directory, so a restart
 // reads only the files that changed while the daemon was down.
-func toolsSource(dir, state string, log *slog.Logger) (reload.Source, string, error) {
-	if dir == embeddedTools {
-		sub, err := fs.Sub(nativerepo.Tools, "tools")
+func toolsSource(embedded *host.Paths, dir, state string, log *slog.Logger) (reload.Source, string, error) {
+	if dir == host.Embedded {
+		t, err := embedded.EmbeddedTree()
 		if err != nil {
 			return nil, "", err
 		}
-		return staticSource{scan.FromFS(sub, "embedded")}, "", nil
+		return staticSource{t}, "", nil
 	}
 	fi, err := os.Stat(dir)
 	if err != nil {
@@ -583,7 +579,7 @@ func toolsSource(dir, state string, log *slog.Logger) (reload.Source, string, er
 	}
 	return &localSource{dir: &repo.LocalDir{
 		Path:        dir,
-		ListingFile: filepath.Join(state, filepath.FromSlash(stateListingFile)),
+		ListingFile: host.ListingFile(state),
 		Logger:      log.With(slog.String("log", "reload")),
 		// The definitions a Sync read to hash them are parsed from that
 		// read, not opened again.

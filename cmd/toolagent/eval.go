@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/toolagent/toolagent/internal/catalog"
+	"github.com/toolagent/toolagent/internal/host"
 	"github.com/toolagent/toolagent/internal/match"
 	"github.com/toolagent/toolagent/internal/match/matcheval"
 	"github.com/toolagent/toolagent/internal/scan"
@@ -40,7 +41,7 @@ func runEval(ctx context.Context, e env, args []string) error {
 	if err := c.resolve(e); err != nil {
 		return err
 	}
-	vocab, err := loadVocab(*vocabFile)
+	vocab, err := host.LoadVocab(*vocabFile)
 	if err != nil {
 		return err
 	}
@@ -53,7 +54,7 @@ func runEval(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	tree, closeTree, err := c.openTree()
+	tree, closeTree, err := c.OpenTree()
 	if err != nil {
 		return err
 	}
@@ -87,8 +88,8 @@ func runEval(ctx context.Context, e env, args []string) error {
 	if !*byLang {
 		out.ByLang, out.WithoutExamples.ByLang = nil, nil
 	}
-	fmt.Fprintf(e.stderr, "indexed %d tools from %s (%d examples in %d tools); %d queries\n", len(docs), c.tools, out.Examples, out.ToolsWithExamples, len(qs))
-	for _, p := range problemLines(rep.Problems) {
+	fmt.Fprintf(e.stderr, "indexed %d tools from %s (%d examples in %d tools); %d queries\n", len(docs), c.Tools, out.Examples, out.ToolsWithExamples, len(qs))
+	for _, p := range host.ProblemLines(rep.Problems) {
 		fmt.Fprintf(e.stderr, "could not read: %s\n", p)
 	}
 	if *asJSON {
@@ -120,21 +121,4 @@ type evalReport struct {
 	WithoutExamples   matcheval.Report `json:"without_examples"`
 	Examples          int              `json:"examples"`
 	ToolsWithExamples int              `json:"tools_with_examples"`
-}
-
-// loadVocab returns the built-in vocabulary, merged with file when given.
-func loadVocab(file string) (*match.Vocab, error) {
-	if file == "" {
-		return match.DefaultVocab(), nil
-	}
-	f, err := os.Open(file)
-	if err != nil {
-		return nil, fmt.Errorf("vocabulary: %w", err)
-	}
-	defer f.Close()
-	v, err := match.LoadVocab(f)
-	if err != nil {
-		return nil, fmt.Errorf("vocabulary %s: %w", file, err)
-	}
-	return v, nil
 }

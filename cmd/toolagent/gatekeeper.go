@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/toolagent/toolagent/internal/gatekeeper"
+	"github.com/toolagent/toolagent/internal/host"
 	"github.com/toolagent/toolagent/internal/httpserve"
 	"github.com/toolagent/toolagent/internal/proc"
 )
@@ -101,7 +102,7 @@ func runGatekeeper(ctx context.Context, e env, args []string) error {
 	if err := opts.Validate(); err != nil {
 		return usageError{err}
 	}
-	sb, err := openSandbox(sandboxMode, proc.SandboxOptions{Bwrap: *bwrap, Hide: []string{*tokenFile}, Mechanism: sandboxMechanism(*mech)})
+	sb, err := host.OpenSandbox(sandboxMode, proc.SandboxOptions{Bwrap: *bwrap, Hide: []string{*tokenFile}, Mechanism: host.SandboxMechanism(*mech)})
 	if err != nil {
 		return fmt.Errorf("gatekeeper: %w", err)
 	}
@@ -109,7 +110,7 @@ func runGatekeeper(ctx context.Context, e env, args []string) error {
 		defer sb.Close()
 	}
 	opts.Sandbox = sb
-	logSandbox(log, sb, "commands")
+	host.LogSandbox(log, sb, "commands")
 	hasToken := len(opts.Tokens)+len(opts.TokenSHA256) > 0
 	if err := gatekeeper.ListenCheck(*listen, hasToken); err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"net/url"
 
 	"github.com/toolagent/toolagent/internal/catalog"
+	"github.com/toolagent/toolagent/internal/host"
 )
 
 func runList(ctx context.Context, e env, args []string) error {
@@ -58,9 +59,9 @@ func runList(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	entries := l.snap.Enabled()
+	entries := l.Snap.Enabled()
 	if *all {
-		entries = l.snap.All()
+		entries = l.Snap.All()
 	}
 	out := struct {
 		// Tree is the tools tree used (found as findTools says).
@@ -68,12 +69,12 @@ func runList(ctx context.Context, e env, args []string) error {
 		Revision string             `json:"revision"`
 		Tools    []catalog.ToolView `json:"tools"`
 		Problems []string           `json:"problems,omitempty"`
-	}{Tree: c.tools, Revision: l.snap.Rev(), Tools: []catalog.ToolView{}}
+	}{Tree: c.Tools, Revision: l.Snap.Rev(), Tools: []catalog.ToolView{}}
 	for _, en := range catalog.FilterTags(entries, tags) {
 		out.Tools = append(out.Tools, en.View(false))
 	}
 	if *all {
-		out.Problems = problemLines(l.rep.Problems)
+		out.Problems = host.ProblemLines(l.Report.Problems)
 	}
 	return printJSON(e.stdout, out)
 }

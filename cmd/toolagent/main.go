@@ -15,6 +15,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/toolagent/toolagent/internal/host"
 )
 
 func main() {
@@ -152,7 +154,7 @@ func exitCode(err error, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stderr, "toolagent:", err)
 	var ue usageError
-	if errors.As(err, &ue) {
+	if errors.As(err, &ue) || errors.Is(err, host.ErrSandboxMode) {
 		return exitUsage
 	}
 	return exitFailed

@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"path/filepath"
 	"strings"
 
 	"github.com/toolagent/toolagent/internal/feedback"
+	"github.com/toolagent/toolagent/internal/host"
 )
 
 func runMatch(ctx context.Context, e env, args []string) error {
@@ -55,14 +55,14 @@ func runMatch(ctx context.Context, e env, args []string) error {
 		}
 		return nil
 	}
-	if c.vocab, err = loadVocab(*vocabFile); err != nil {
+	if c.Vocab, err = host.LoadVocab(*vocabFile); err != nil {
 		return err
 	}
 	l, err := c.load(e, false)
 	if err != nil {
 		return err
 	}
-	resp := l.snap.MatchIntent(strings.Join(pos, " "), *limit)
+	resp := l.Snap.MatchIntent(strings.Join(pos, " "), *limit)
 	if err := printJSON(e.stdout, resp); err != nil {
 		return err
 	}
@@ -101,7 +101,7 @@ func matchFeedback(ctx context.Context, e env, c *common, sf serverFlag, verb st
 	if err := c.resolve(e); err != nil {
 		return err
 	}
-	fb, err := feedback.Open(filepath.Join(c.state, stateFeedbackFile), feedback.Options{})
+	fb, err := feedback.Open(host.FeedbackFile(c.State), feedback.Options{})
 	if err != nil {
 		return err
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/toolagent/toolagent/internal/api"
 	"github.com/toolagent/toolagent/internal/catalog"
 	"github.com/toolagent/toolagent/internal/dispatch"
+	"github.com/toolagent/toolagent/internal/host"
 	"github.com/toolagent/toolagent/internal/mcpserver"
 	"github.com/toolagent/toolagent/internal/operator"
 )
@@ -70,7 +71,7 @@ func runMCP(ctx context.Context, e env, args []string) error {
 	if cr.approvals != nil {
 		// Its held calls are decided on this host while it runs.
 		g.Go(func() error {
-			return operator.ServeControl(runCtx, approvalsDir(cr.common.state), cr.disp, log.With(slog.String("log", "approvals")))
+			return operator.ServeControl(runCtx, host.ApprovalsDir(cr.common.State), cr.disp, log.With(slog.String("log", "approvals")))
 		})
 	}
 	g.Go(func() error {

@@ -20,6 +20,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolagent/toolagent/internal/dispatch"
+	"github.com/toolagent/toolagent/internal/host"
 	"github.com/toolagent/toolagent/internal/operator"
 )
 
@@ -403,7 +404,7 @@ func TestMCPStdioApprovalsWhileRunning(t *testing.T) {
 	if json.Unmarshal(b, &held) != nil || held.ApprovalID == "" || !strings.Contains(held.Suggestion, "toolagent approvals approve "+held.ApprovalID) {
 		t.Fatalf("held call = %s; want an approval id and a hint naming toolagent approvals", b)
 	}
-	pollUntil(t, "the control socket", func() bool { _, ok := operator.DialControl(approvalsDir(state)); return ok })
+	pollUntil(t, "the control socket", func() bool { _, ok := operator.DialControl(host.ApprovalsDir(state)); return ok })
 
 	out, errOut, code := cli(t, nil, "approvals", "list", "--state", state)
 	if code != 0 || !strings.Contains(out, held.ApprovalID) {
@@ -423,7 +424,7 @@ func TestMCPStdioApprovalsWhileRunning(t *testing.T) {
 	if err := m.close(t); err != nil {
 		t.Errorf("mcp returned %v", err)
 	}
-	if _, ok := operator.DialControl(approvalsDir(state)); ok {
+	if _, ok := operator.DialControl(host.ApprovalsDir(state)); ok {
 		t.Errorf("the control socket outlives the server")
 	}
 }

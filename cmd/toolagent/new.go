@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/toolagent/toolagent/internal/hldp"
+	"github.com/toolagent/toolagent/internal/host"
 )
 
 var toolNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
@@ -69,14 +70,14 @@ func runNew(ctx context.Context, e env, args []string) error {
 	if err := c.resolve(e); err != nil {
 		return err
 	}
-	if c.tools == embeddedTools {
+	if c.Tools == host.Embedded {
 		return usageError{errors.New("new: no tools directory found; give --tools DIR")}
 	}
 	if *author == "" {
 		*author = "unknown"
 	}
 	data := fmt.Sprintf(scaffold, name, *author, time.Now().Format(time.DateOnly))
-	file := filepath.Join(c.tools, name, hldp.FileName)
+	file := filepath.Join(c.Tools, name, hldp.FileName)
 	if _, err := hldp.Parse(filepath.Join("tools", name, hldp.FileName), []byte(data)); err != nil {
 		return fmt.Errorf("new: the scaffold does not validate (a bug): %w", err)
 	}

@@ -29,7 +29,7 @@ func findDaemon(ctx context.Context, e env, c *common, server string) (*operator
 	if err := c.resolve(e); err != nil {
 		return nil, err
 	}
-	return operator.Find(ctx, c.state, server, e.getenv("TOOLAGENT_TOKEN"))
+	return operator.Find(ctx, c.State, server, e.getenv("TOOLAGENT_TOKEN"))
 }
 
 // apiErr turns a daemon's error answer into the CLI's: 401/403 refused (5),
@@ -79,12 +79,12 @@ func (c *common) daemonFor(ctx context.Context, e env, sf serverFlag) (*operator
 	if rd == nil || err != nil || sf.url != "" {
 		return rd, err
 	}
-	if c.toolsChosen {
+	if c.ToolsChosen {
 		return nil, nil
 	}
-	if c.toolsFromWorkDir && c.tools != rd.Info.Tools {
+	if c.ToolsFromWorkDir && c.Tools != rd.Info.Tools {
 		fmt.Fprintf(e.stderr, "toolagent: using the tools tree %s (found from the working directory); the daemon of this state directory, %s, serves %s: give --server %s to ask it\n",
-			c.tools, rd.URL, rd.Info.Source, rd.URL)
+			c.Tools, rd.URL, rd.Info.Source, rd.URL)
 		return nil, nil
 	}
 	return rd, nil

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/toolagent/toolagent/internal/dispatch"
+	"github.com/toolagent/toolagent/internal/host"
 	"github.com/toolagent/toolagent/internal/operator"
 	"github.com/toolagent/toolagent/internal/proc/proctest"
 )
@@ -128,7 +129,7 @@ func TestOperatorApprovesOnTheEmbeddedDefault(t *testing.T) {
 	state := filepath.Join(t.TempDir(), "state")
 	env := binEnv(t)
 	info := startBinDaemon(t, outside, state, env)
-	if !info.Open || info.Tools != embeddedTools || info.PID <= 0 {
+	if !info.Open || info.Tools != host.Embedded || info.PID <= 0 {
 		t.Errorf("daemon.json = %+v; want an open daemon serving the embedded tools, with its pid", info)
 	}
 

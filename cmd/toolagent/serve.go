@@ -55,14 +55,14 @@ func runServe(ctx context.Context, e env, args []string) error {
 	}
 	store, disp := cr.store, cr.disp
 	open := tokens.Open()
-	opToken, err := addOperatorToken(tokens, cr.common.state, log)
+	opToken, err := addOperatorToken(tokens, cr.common.State, log)
 	if err != nil {
 		cr.close()
 		return err
 	}
 	dropSecretEnv(e, cfg)
 	var hooks lastDelivery
-	apiHandler := api.New(api.Options{OnWebhook: hooks.saw, Tokens: tokens, MaxBodyBytes: cfg.MaxBodyBytes, Registry: cr.reg, Webhook: cr.src.webhook, Approvals: disp, Sandbox: cr.common.sandboxStatus(), Version: buildVersion(),
+	apiHandler := api.New(api.Options{OnWebhook: hooks.saw, Tokens: tokens, MaxBodyBytes: cfg.MaxBodyBytes, Registry: cr.reg, Webhook: cr.src.webhook, Approvals: disp, Sandbox: sandboxStatus(cr.sandbox), Version: buildVersion(),
 		Runs: cr.runReg, ReattachGrace: cfg.ReattachGrace, OnMatch: cr.onMatch(), Feedback: cr.feedback, Shared: cr.sharedStatus()},
 		store, disp, cr.syncer(), log.With(slog.String("log", "api")))
 	// MCP over streamable HTTP beside the API (api may not import
@@ -101,7 +101,7 @@ func runServe(ctx context.Context, e env, args []string) error {
 		},
 		Links:   forgeLinks(cfg.Repo, cfg.ToolsPath),
 		Version: buildVersion(),
-		Sandbox: sandboxLine(cr.common.sandboxStatus()),
+		Sandbox: sandboxLine(sandboxStatus(cr.sandbox)),
 		Logger:  log.With(slog.String("log", "console")),
 	})
 	mux.Handle("/ui/", ui.Handler())
@@ -136,9 +136,9 @@ func runServe(ctx context.Context, e env, args []string) error {
 	url := "http://" + ln.Addr().String()
 	info := operator.Info{URL: url, PID: os.Getpid(), Source: cr.loop.Status().Source, Open: open, Version: buildVersion()}
 	if cfg.Repo == "" {
-		info.Tools = cr.common.tools
+		info.Tools = cr.common.Tools
 	}
-	removeInfo, err := operator.WriteInfo(cr.common.state, info)
+	removeInfo, err := operator.WriteInfo(cr.common.State, info)
 	if err != nil {
 		ln.Close()
 		cr.close()
@@ -146,7 +146,7 @@ func runServe(ctx context.Context, e env, args []string) error {
 	}
 	defer removeInfo()
 	log.Info("listening", "version", buildVersion(), "addr", ln.Addr().String(), "url", url, "source", cr.loop.Status().Source,
-		"state", cr.common.state, "files_root", cr.common.filesRoot, "auth", auth, "max_concurrent", cfg.MaxConcurrent)
+		"state", cr.common.State, "files_root", cr.common.FilesRoot, "auth", auth, "max_concurrent", cfg.MaxConcurrent)
 	if open {
 		log.Info("web console: sign in as the operator with this one-time link (valid 10 minutes)", "url", url+ui.OneTimeLink())
 	} else {

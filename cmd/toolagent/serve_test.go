@@ -19,6 +19,7 @@ import (
 
 	"github.com/toolagent/toolagent/internal/catalog"
 	"github.com/toolagent/toolagent/internal/dispatch"
+	"github.com/toolagent/toolagent/internal/host"
 	"github.com/toolagent/toolagent/internal/proc"
 )
 
@@ -493,7 +494,7 @@ func TestServeRefusesOpenNonLoopback(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		var logs syncBuffer
 		done := make(chan error, 1)
-		args := []string{"serve", "--listen", tc.listen, "--tools", embeddedTools, "--state", t.TempDir()}
+		args := []string{"serve", "--listen", tc.listen, "--tools", host.Embedded, "--state", t.TempDir()}
 		go func() { done <- run(ctx, args, func(k string) string { return tc.env[k] }, nil, io.Discard, &logs) }()
 		if tc.want != "" {
 			err := <-done

@@ -44,9 +44,9 @@ func runShow(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	en, ok := l.snap.Lookup(pos[0])
+	en, ok := l.Snap.Lookup(pos[0])
 	if !ok {
-		return exitError{code: exitNotFound, msg: fmt.Sprintf("no tool named %q in %s", pos[0], c.tools)}
+		return exitError{code: exitNotFound, msg: fmt.Sprintf("no tool named %q in %s", pos[0], c.Tools)}
 	}
 	return printJSON(e.stdout, en.View(true))
 }

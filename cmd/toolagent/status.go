@@ -27,8 +27,8 @@ func runStatus(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	if rd == nil {
-		return exitError{code: exitFailed, msg: "no daemon runs on the state directory " + c.state +
-			" (no live " + operator.InfoPath(c.state) + "): start one with `toolagent serve`, give its --state, or ask another with --server URL"}
+		return exitError{code: exitFailed, msg: "no daemon runs on the state directory " + c.State +
+			" (no live " + operator.InfoPath(c.State) + "): start one with `toolagent serve`, give its --state, or ask another with --server URL"}
 	}
 	code, body, err := rd.Do(ctx, "GET", "/v1/status", nil, false)
 	if err != nil {

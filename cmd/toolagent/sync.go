@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/toolagent/toolagent/internal/catalog"
+	"github.com/toolagent/toolagent/internal/host"
 	"github.com/toolagent/toolagent/internal/scan"
 )
 
@@ -58,7 +59,7 @@ func runSync(ctx context.Context, e env, args []string) error {
 		OK:       err == nil,
 		Source:   st.Source,
 		Tools:    map[string]int{},
-		Problems: problemLines(last.Problems),
+		Problems: host.ProblemLines(last.Problems),
 		Parsed:   last.Parsed,
 		Reused:   last.Reused,
 		TookMS:   time.Since(start).Milliseconds(),

@@ -10,6 +10,7 @@ import (
 
 	"github.com/toolagent/toolagent/internal/catalog"
 	"github.com/toolagent/toolagent/internal/hldp"
+	"github.com/toolagent/toolagent/internal/host"
 	"github.com/toolagent/toolagent/internal/match"
 	"github.com/toolagent/toolagent/internal/match/matcheval"
 )
@@ -46,7 +47,7 @@ func runValidate(ctx context.Context, e env, args []string) error {
 	switch len(pos) {
 	case 0:
 	case 1:
-		c.tools = pos[0]
+		c.Tools = pos[0]
 		if fi, err := os.Stat(pos[0]); err == nil && fi.Mode().IsRegular() {
 			if *matchLint {
 				return usageError{errors.New("validate: --match runs each tool's examples against the other tools of a tree; give the tools DIR, not one FILE")}
@@ -56,29 +57,29 @@ func runValidate(ctx context.Context, e env, args []string) error {
 	default:
 		return usageError{errors.New("validate: want at most one DIR or FILE")}
 	}
-	asked := c.tools != ""
+	asked := c.Tools != ""
 	if err := c.resolve(e); err != nil {
 		return err
 	}
-	if c.tools == embeddedTools && !asked {
+	if c.Tools == host.Embedded && !asked {
 		// A false green is worse than none: in CI, validate checks the
 		// repository's tree or says it found none.
 		return exitError{code: exitFailed, msg: "validate: no tools tree here (no ./tools/*/" + hldp.FileName + " in this directory or a parent): give the DIR, or `validate embedded` for the copy compiled into the binary"}
 	}
 	if *matchLint {
-		if c.vocab, err = loadVocab(*vocabFile); err != nil {
+		if c.Vocab, err = host.LoadVocab(*vocabFile); err != nil {
 			return err
 		}
 	}
-	fmt.Fprintf(e.stdout, "tools tree: %s\n", c.tools)
+	fmt.Fprintf(e.stdout, "tools tree: %s\n", c.Tools)
 	l, err := c.load(e, true)
 	if err != nil {
 		return err
 	}
-	lines := problemLines(l.rep.Problems)
-	for _, en := range l.snap.All() {
+	lines := host.ProblemLines(l.Report.Problems)
+	for _, en := range l.Snap.All() {
 		if en.Tool != nil && en.Status == catalog.Disabled {
-			if _, configured := l.execs[en.Tool.Executor]; configured {
+			if _, configured := l.Execs[en.Tool.Executor]; configured {
 				lines = append(lines, fmt.Sprintf("tools/%s: %s", en.File, en.Reason))
 			}
 		}
@@ -86,10 +87,10 @@ func runValidate(ctx context.Context, e env, args []string) error {
 	for _, ln := range lines {
 		fmt.Fprintln(e.stdout, ln)
 	}
-	fmt.Fprintf(e.stdout, "%d tool folders, %d callable, %d problems\n", l.snap.Len(), len(l.snap.Enabled()), len(lines))
+	fmt.Fprintf(e.stdout, "%d tool folders, %d callable, %d problems\n", l.Snap.Len(), len(l.Snap.Enabled()), len(lines))
 	warnings := 0
 	if *matchLint {
-		warnings = lintMatch(e, l.snap, c.vocab)
+		warnings = lintMatch(e, l.Snap, c.Vocab)
 	}
 	if len(lines) > 0 || *matchStrict && warnings > 0 {
 		return exitError{code: exitFailed}
@@ -160,7 +161,7 @@ func validateFile(e env, path string) error {
 		return err
 	}
 	if _, err := hldp.Parse(path, data); err != nil {
-		lines := problemLines([]error{err})
+		lines := host.ProblemLines([]error{err})
 		for _, ln := range lines {
 			fmt.Fprintln(e.stdout, ln)
 		}
