@@ -53,6 +53,16 @@ var allowed = map[string][]string{
 		"internal/hldp", "internal/match", "internal/policy", "internal/proc", "internal/repo", "internal/scan"},
 	"internal/httpserve": {},
 
+	// The daemon wires everything below it; only commands import it
+	// (no other entry of this table lists it).
+	"internal/daemon": {"internal/api", "internal/approval", "internal/audit", "internal/cache", "internal/catalog", "internal/console",
+		"internal/dispatch", "internal/executors", "internal/executors/forgejo", "internal/executors/gatekeeper", "internal/executors/hlpdapi",
+		"internal/feedback", "internal/health", "internal/hldp", "internal/host", "internal/httpserve", "internal/mcpserver", "internal/operator",
+		"internal/pgstore", "internal/policy", "internal/proc", "internal/reload", "internal/repo", "internal/runs", "internal/scan", "internal/settings"},
+
+	// Development commands beside the product binary (go run ./internal/cmd/...).
+	"internal/cmd/benchcatalog": {"internal/catalog", "internal/daemon", "internal/mcpserver", "internal/repo", "internal/scan", "internal/settings"},
+
 	// Test helpers of sandboxed children: proc only.
 	"internal/proc/proctest": {"internal/proc"},
 

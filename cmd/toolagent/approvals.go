@@ -19,53 +19,7 @@ import (
 	"github.com/toolagent/toolagent/internal/hldp"
 	"github.com/toolagent/toolagent/internal/host"
 	"github.com/toolagent/toolagent/internal/operator"
-	"github.com/toolagent/toolagent/internal/policy"
 )
-
-// shellPolicy builds the operator's override of the default shell policy
-// from shell_policy.commands and shell_policy.classes; nil when neither is
-// set. The catastrophic class is not overridable.
-func (c Config) shellPolicy() (*policy.ShellPolicy, error) {
-	if len(c.ShellPolicyCommands) == 0 && len(c.ShellPolicyClasses) == 0 {
-		return nil, nil
-	}
-	p := policy.DefaultShellPolicy()
-	var errs []error
-	for name, word := range c.ShellPolicyCommands {
-		d, err := policy.ParseDecision(word)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("shell_policy.commands %s: %w", name, err))
-			continue
-		}
-		p.Commands[name] = d
-	}
-	for class, word := range c.ShellPolicyClasses {
-		cl := policy.Class(class)
-		if _, known := p.Classes[cl]; !known {
-			known := make([]string, 0, len(p.Classes))
-			for k := range p.Classes {
-				known = append(known, string(k))
-			}
-			slices.Sort(known)
-			errs = append(errs, fmt.Errorf("shell_policy.classes: unknown class %q; want one of %v", class, known))
-			continue
-		}
-		if cl == policy.ClassCatastrophic {
-			errs = append(errs, errors.New("shell_policy.classes: catastrophic commands are always denied; the class cannot be overridden"))
-			continue
-		}
-		d, err := policy.ParseDecision(word)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("shell_policy.classes %s: %w", class, err))
-			continue
-		}
-		p.Classes[cl] = d
-	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	return p, nil
-}
 
 // approvalFlags are the approval settings of the CLI commands that open
 // the queue themselves (call, approvals); the same variables as serve's.

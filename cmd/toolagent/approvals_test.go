@@ -45,7 +45,7 @@ constraints:
 }
 
 // as returns a view of d that sends token.
-func (d *daemon) as(token string) *daemon {
+func (d *liveDaemon) as(token string) *liveDaemon {
 	c := *d
 	c.token = token
 	return &c
@@ -57,7 +57,7 @@ type approvalAnswer struct {
 	res dispatch.Result
 }
 
-func (d *daemon) approval(t *testing.T, method, id, body string) (int, approvalAnswer, string) {
+func (d *liveDaemon) approval(t *testing.T, method, id, body string) (int, approvalAnswer, string) {
 	t.Helper()
 	code, b := d.request(t, method, "/v1/approvals/"+id, body)
 	var a approvalAnswer
@@ -75,7 +75,7 @@ func (d *daemon) approval(t *testing.T, method, id, body string) (int, approvalA
 }
 
 // hold makes a call that the policy holds and returns its result.
-func (d *daemon) hold(t *testing.T, cmd string) dispatch.Result {
+func (d *liveDaemon) hold(t *testing.T, cmd string) dispatch.Result {
 	t.Helper()
 	code, res := d.call(t, "guarded", map[string]any{"cmd": cmd})
 	if code != 202 || res.Status != dispatch.ApprovalRequired || res.ApprovalID == "" || res.ParamsHash == "" || res.ExpiresAt.IsZero() {
@@ -84,7 +84,7 @@ func (d *daemon) hold(t *testing.T, cmd string) dispatch.Result {
 	return res
 }
 
-func startApprovalDaemon(t *testing.T, tools string, args ...string) *daemon {
+func startApprovalDaemon(t *testing.T, tools string, args ...string) *liveDaemon {
 	env := map[string]string{"TOOLAGENT_TOKENS": "alice:call:" + aliceToken + ",bob:approve:" + bobToken}
 	return startDaemon(t, env, append([]string{"--tools", tools}, args...)...)
 }
@@ -578,7 +578,7 @@ func TestServeSharedConcurrency(t *testing.T) {
 		var n int
 		return db.Pool.QueryRow(t.Context(), `SELECT count(*) FROM toolagent_slots WHERE tool = 'deploy' AND holder IS NOT NULL`).Scan(&n) == nil && n == 1
 	})
-	for i, d := range []*daemon{two, three} {
+	for i, d := range []*liveDaemon{two, three} {
 		code, res := d.call(t, "deploy", nil)
 		if code != 429 || res.Status != dispatch.Busy || !strings.Contains(res.Error, "across the replicas") {
 			t.Errorf("a call on replica %d while the first runs: %d %+v; want busy across the replicas", i+2, code, res)
@@ -590,7 +590,7 @@ func TestServeSharedConcurrency(t *testing.T) {
 	if res := <-first; res.Output != "deployed\n" {
 		t.Fatalf("the first call: %+v", res)
 	}
-	for i, d := range []*daemon{two, three} {
+	for i, d := range []*liveDaemon{two, three} {
 		if code, res := d.call(t, "deploy", nil); code != 200 || res.Output != "deployed\n" {
 			t.Errorf("a call on replica %d once the first ended: %d %+v; want it run", i+2, code, res)
 		}
@@ -701,7 +701,7 @@ func BenchmarkSharedStoreEcho(b *testing.B) {
 			}
 			tools := b.TempDir()
 			putTool(b, tools, "shell-exec", shellExec(b))
-			var ds []*daemon
+			var ds []*liveDaemon
 			for range c.replicas {
 				ds = append(ds, startDaemon(b, env, "--tools", tools, "--sandbox", "off", "--store", c.store))
 			}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/toolagent/toolagent/internal/audit"
+	"github.com/toolagent/toolagent/internal/daemon"
 )
 
 // runAudit reads the shared store's audit trail: `audit verify` checks
@@ -26,7 +27,8 @@ func runAudit(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	db, err := openStore(e, cfg)
+	cfg.Getenv, cfg.Unsetenv = e.getenv, e.unsetenv
+	db, err := daemon.OpenStore(cfg)
 	if err != nil {
 		return fmt.Errorf("audit %s: %w", verb, err)
 	}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolagent/toolagent/internal/daemon"
 	"github.com/toolagent/toolagent/internal/proc/proctest"
 )
 
@@ -409,8 +410,8 @@ func TestBrokenCorpusBesideValidTools(t *testing.T) {
 func TestVersion(t *testing.T) {
 	for _, args := range [][]string{{"version"}, {"--version"}} {
 		out, _, code := cli(t, nil, args...)
-		if code != 0 || out != "toolagent "+buildVersion()+"\n" || buildVersion() == "" {
-			t.Errorf("%v = exit %d %q; want toolagent %s", args, code, out, buildVersion())
+		if code != 0 || out != "toolagent "+daemon.Version()+"\n" || daemon.Version() == "" {
+			t.Errorf("%v = exit %d %q; want toolagent %s", args, code, out, daemon.Version())
 		}
 	}
 }

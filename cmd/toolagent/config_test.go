@@ -11,6 +11,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/toolagent/toolagent/internal/daemon"
 	"github.com/toolagent/toolagent/internal/settings"
 )
 
@@ -90,7 +91,7 @@ func TestConfigLists(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			g := cfg.guardOptions()
+			g := cfg.GuardOptions()
 			if !reflect.DeepEqual(g.PublicHosts, tc.wantHosts) || !reflect.DeepEqual(g.AllowedOrigins, tc.wantOrigins) {
 				t.Errorf("public hosts %q, allowed origins %q; want %q, %q", g.PublicHosts, g.AllowedOrigins, tc.wantHosts, tc.wantOrigins)
 			}
@@ -148,7 +149,7 @@ func TestConfigDocumented(t *testing.T) {
 			rows[env] = line
 		}
 	}
-	for _, s := range settings.Of(reflect.TypeFor[Config]()) {
+	for _, s := range settings.Of(reflect.TypeFor[daemon.Config]()) {
 		row, ok := rows[s.Env]
 		if !ok {
 			t.Errorf("docs/daemon.md has no configuration row for %s", s.Env)
@@ -199,7 +200,7 @@ func TestExampleConfig(t *testing.T) {
 			}
 		}
 	}
-	for _, s := range settings.Of(reflect.TypeFor[Config]()) {
+	for _, s := range settings.Of(reflect.TypeFor[daemon.Config]()) {
 		if s.Key != "-" && !keys[s.Key] {
 			t.Errorf("%s has no %s (every setting belongs in the example)", path, s.Key)
 		}
@@ -222,7 +223,7 @@ func TestExampleConfig(t *testing.T) {
 		t.Fatalf("load %s: %v", path, err)
 	}
 	// {} in the file and no key at all are the same empty map.
-	for _, c := range []*Config{&def, &got} {
+	for _, c := range []*daemon.Config{&def, &got} {
 		v := reflect.ValueOf(c).Elem()
 		for i := range v.NumField() {
 			if f := v.Field(i); f.Kind() == reflect.Map && f.Len() == 0 {

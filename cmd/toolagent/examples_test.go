@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolagent/toolagent/internal/daemon"
 	"github.com/toolagent/toolagent/internal/settings"
 )
 
@@ -41,7 +42,7 @@ func TestSystemdUnit(t *testing.T) {
 		t.Errorf("%s: PrivateUsers=%v breaks bubblewrap's user namespace", path, got)
 	}
 	known := map[string]bool{}
-	for _, s := range settings.Of(reflect.TypeFor[Config]()) {
+	for _, s := range settings.Of(reflect.TypeFor[daemon.Config]()) {
 		known[s.Env] = true
 	}
 	for _, env := range unit["Environment"] {

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -21,10 +20,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/toolagent/toolagent/internal/catalog"
+	"github.com/toolagent/toolagent/internal/daemon"
 	"github.com/toolagent/toolagent/internal/dispatch"
-	"github.com/toolagent/toolagent/internal/executors"
 	"github.com/toolagent/toolagent/internal/executors/forgejo/forgejotest"
-	"github.com/toolagent/toolagent/internal/hldp"
 )
 
 // TestServeShellExample runs the shell example (method run, fixed argv)
@@ -350,15 +348,15 @@ forgejo:
 	if err != nil {
 		t.Fatalf("loadConfig() = %v", err)
 	}
-	wantTargets := map[string]GatekeeperTarget{
+	wantTargets := map[string]daemon.GatekeeperTarget{
 		"main":   {URL: "http://127.0.0.1:8766"},
 		"backup": {URL: "http://10.0.0.2:8766", TokenEnv: "BACKUP_TOKEN"},
 		"build":  {URL: "http://10.0.0.3:8766", TokenFile: "/etc/toolagent/build.token"},
 	}
-	if diff := cmp.Diff(wantTargets, cfg.gatekeeperTargets()); diff != "" {
+	if diff := cmp.Diff(wantTargets, cfg.Targets()); diff != "" {
 		t.Errorf("gatekeeperTargets() mismatch (-want +got):\n%s", diff)
 	}
-	if cfg.gatekeeperDefault() != "backup" || cfg.HealthSchedule != "@every 5s" || cfg.HlpdHealthPath != "/ping" ||
+	if cfg.DefaultTarget() != "backup" || cfg.HealthSchedule != "@every 5s" || cfg.HlpdHealthPath != "/ping" ||
 		cfg.HlpdRoutes["items.get"] != "GET /v1/items/{id}" || cfg.ForgejoOwner != "ops" || cfg.HlpdAuthHeader != "Authorization" {
 		t.Errorf("loadConfig() = %+v; want the file's settings", cfg)
 	}
@@ -389,32 +387,6 @@ forgejo:
 		_, err := loadConfig(testEnv(tc.env), "serve", args, nil)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: loadConfig() error = %v; want one containing %q", tc.name, err, tc.want)
-		}
-	}
-}
-
-// TestRemoteExecutorsStartErrors: problems found only when the executors
-// are built (files, the hlpd-api options) stop the start with a message.
-func TestRemoteExecutorsStartErrors(t *testing.T) {
-	empty := filepath.Join(t.TempDir(), "empty.token")
-	if err := os.WriteFile(empty, []byte("\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	tests := []struct {
-		name string
-		cfg  Config
-		want string
-	}{
-		{"empty token file", Config{GatekeeperURL: "http://g", GatekeeperTokenFile: empty}, "is empty"},
-		{"unset token_env", Config{GatekeeperTargets: map[string]GatekeeperTarget{"b": {URL: "http://b", TokenEnv: "NOPE"}}}, "token_env NOPE is not set"},
-		{"hlpd URL", Config{HlpdURL: "ftp://h", HlpdHealthPath: "/healthz", HlpdAuthHeader: "Authorization"}, "want http:// or https://"},
-		{"hlpd route verb", Config{HlpdURL: "http://h", HlpdHealthPath: "/healthz", HlpdRoutes: map[string]string{"m": "FETCH /x"}}, `verb "FETCH"`},
-	}
-	for _, tc := range tests {
-		tc.cfg.HealthSchedule, tc.cfg.HealthTimeout = "@every 30s", time.Second
-		_, err := remoteExecutors(map[hldp.ExecutorKind]executors.Executor{}, testEnv(nil), tc.cfg, slog.New(slog.DiscardHandler))
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: remoteExecutors() = %v; want an error containing %q", tc.name, err, tc.want)
 		}
 	}
 }

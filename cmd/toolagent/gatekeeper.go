@@ -65,12 +65,11 @@ func runGatekeeper(ctx context.Context, e env, args []string) error {
 	if len(pos) > 0 {
 		return usageError{fmt.Errorf("gatekeeper takes no arguments; got %q", pos)}
 	}
-	lcfg := Config{LogFormat: *logFormat, LogLevel: *logLevel}
 	var lv slog.Level
-	if err := lv.UnmarshalText([]byte(lcfg.LogLevel)); err != nil || (lcfg.LogFormat != "text" && lcfg.LogFormat != "json") {
+	if err := lv.UnmarshalText([]byte(*logLevel)); err != nil || (*logFormat != "text" && *logFormat != "json") {
 		return usageError{fmt.Errorf("--log-format %q / --log-level %q: want text or json, and debug, info, warn or error", *logFormat, *logLevel)}
 	}
-	log := newLogger(lcfg, e.stderr)
+	log := newLogger(*logFormat, *logLevel, e.stderr)
 
 	opts := gatekeeper.Options{
 		TokenSHA256:   hashes,
@@ -88,7 +87,7 @@ func runGatekeeper(ctx context.Context, e env, args []string) error {
 		_ = e.unsetenv(gatekeeperTokenEnv)
 	}
 	if *tokenFile != "" {
-		tok, err := readSecret("gatekeeper", *tokenFile, log)
+		tok, err := host.ReadSecret("gatekeeper", *tokenFile, log)
 		if err != nil {
 			return err
 		}

@@ -16,6 +16,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/toolagent/toolagent/internal/daemon"
 	"github.com/toolagent/toolagent/internal/host"
 )
 
@@ -66,7 +67,6 @@ func commands() []command {
 		{"new", "NAME", "scaffold tools/NAME/TOOL.hdlp with every field", runNew},
 		{"match", "INTENT... | feedback list|clear [TOOL]", "find the 1-3 tools that fit an intent in words; or list or clear what matching learned from use", runMatch},
 		{"eval", "--queries FILE", "measure intent matching on a queries.jsonl", runEval},
-		{"bench", "catalog", "measure start-up, reload, memory and matching on a synthetic catalog (--tools N)", runBench},
 		{"completion", "bash | zsh | fish", "print a shell completion script", runCompletion},
 		{"version", "", "print the build's version (also --version)", runVersion},
 	}
@@ -170,6 +170,6 @@ func runVersion(_ context.Context, e env, args []string) error {
 	if len(args) > 0 {
 		return usageError{fmt.Errorf("version takes no arguments; got %q", args)}
 	}
-	fmt.Fprintln(e.stdout, "toolagent", buildVersion())
+	fmt.Fprintln(e.stdout, "toolagent", daemon.Version())
 	return nil
 }

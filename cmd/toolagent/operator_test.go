@@ -158,7 +158,7 @@ func TestOperatorApprovesOnTheEmbeddedDefault(t *testing.T) {
 
 	// Anonymous (the caller) may not approve; a wrong token is refused,
 	// not served anonymously.
-	d := &daemon{url: info.URL, client: http.DefaultClient}
+	d := &liveDaemon{url: info.URL, client: http.DefaultClient}
 	if code, _, body := d.approval(t, "POST", held.ApprovalID, `{"decision":"approve"}`); code != http.StatusForbidden {
 		t.Errorf("anonymous approve = %d %s; want 403", code, body)
 	}

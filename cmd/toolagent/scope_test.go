@@ -21,7 +21,7 @@ const (
 
 // scopedDaemon serves a catalog of git, deploy and shell tools with
 // scoped tokens, and a profile.
-func scopedDaemon(t *testing.T) *daemon {
+func scopedDaemon(t *testing.T) *liveDaemon {
 	t.Helper()
 	tools := t.TempDir()
 	putTool(t, tools, "git-log", testTool("git-log", "method: run\nexecutor: shell\nintent: show the last commits of a git repository\nargv: [echo, log]\nparams_schema: {}\ntags: [git, read-only]\n"))
@@ -40,7 +40,7 @@ func scopedDaemon(t *testing.T) *daemon {
 	return startDaemon(t, env, "--tools", tools, "--config", config)
 }
 
-func toolNames(t *testing.T, d *daemon, path string) []string {
+func toolNames(t *testing.T, d *liveDaemon, path string) []string {
 	t.Helper()
 	code, body := d.request(t, "GET", path, "")
 	if code != 200 {

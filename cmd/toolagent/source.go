@@ -8,9 +8,7 @@ import (
 	"io/fs"
 	"strings"
 
-	"github.com/toolagent/toolagent/internal/api"
 	"github.com/toolagent/toolagent/internal/host"
-	"github.com/toolagent/toolagent/internal/proc"
 	nativerepo "github.com/toolagent/toolagent/native-repo"
 )
 
@@ -41,20 +39,6 @@ func (c *common) load(e env, lazyIndex bool) (*host.Loaded, error) {
 		return nil, err
 	}
 	return c.Setup.Load(lazyIndex)
-}
-
-// sandboxStatus is what /v1/status says of the sandbox sb (nil: off).
-func sandboxStatus(sb *proc.Sandbox) api.SandboxStatus {
-	if sb == nil {
-		return api.SandboxStatus{Warning: "the sandbox is off (--sandbox=off): tool processes run with the daemon's own view of the host: its files, its network and its other processes"}
-	}
-	enforced, err := sb.Cgroups()
-	if err != nil {
-		enforced = "rlimits only: " + err.Error()
-	} else {
-		enforced += ", with rlimits"
-	}
-	return api.SandboxStatus{Active: true, Mechanism: sb.Mechanism(), Version: sb.Version(), Limits: sb.Limits(), Enforced: enforced, Isolation: "per call: a sandbox serves one call and is gone with it"}
 }
 
 // newFlagSet returns the flag set of subcommand name. Its -h prints the

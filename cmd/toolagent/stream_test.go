@@ -26,7 +26,7 @@ import (
 
 // streamReq opens POST /v1/call (body non-empty) or GET path as a stream
 // with the given Accept, as token.
-func streamReq(t *testing.T, d *daemon, method, path, body, accept, token string) *http.Response {
+func streamReq(t *testing.T, d *liveDaemon, method, path, body, accept, token string) *http.Response {
 	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), method, d.url+path, strings.NewReader(body))
 	if err != nil {
@@ -62,7 +62,7 @@ func goOnFlag(t *testing.T) string {
 
 // streamCallCancelable makes a streaming call of tool whose connection
 // the returned func drops (the client hangs up).
-func streamCallCancelable(t *testing.T, d *daemon, tool string) (*http.Response, context.CancelFunc) {
+func streamCallCancelable(t *testing.T, d *liveDaemon, tool string) (*http.Response, context.CancelFunc) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	t.Cleanup(cancel)

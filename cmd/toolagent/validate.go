@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/toolagent/toolagent/internal/catalog"
+	"github.com/toolagent/toolagent/internal/daemon"
 	"github.com/toolagent/toolagent/internal/hldp"
 	"github.com/toolagent/toolagent/internal/host"
 	"github.com/toolagent/toolagent/internal/match"
@@ -179,7 +180,7 @@ func validateConfig(e env, path string) error {
 	if err == nil {
 		// The tokens it names (tokens_file, TOOLAGENT_TOKENS) too; a
 		// secret never appears in an error.
-		_, err = loadTokens(cfg, slog.New(slog.DiscardHandler))
+		_, err = daemon.LoadTokens(cfg, slog.New(slog.DiscardHandler))
 	}
 	if err != nil {
 		fmt.Fprintln(e.stdout, err)

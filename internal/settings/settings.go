@@ -14,7 +14,8 @@
 // Every problem names where it is: file:line:col and the key for the file
 // (an unknown key with the nearest known one, a key given twice, a value
 // of the wrong type), the variable, the flag. A Loader is used by one
-// goroutine. Only command packages import this package.
+// goroutine. Command packages import this package, and internal/daemon,
+// whose Config it fills.
 package settings
 
 import (

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -40,7 +40,7 @@ import (
 type core struct {
 	cfg      Config
 	log      *slog.Logger
-	common   common        // resolved paths
+	setup    host.Setup    // resolved paths; how tools run
 	sandbox  *proc.Sandbox // nil: off, or a command that runs no tool
 	reg      *prometheus.Registry
 	store    *catalog.Store
@@ -135,9 +135,9 @@ const retryJitter = 0.2
 
 // newCore wires the catalog, executors, dispatcher and reload loop from
 // cfg. Nothing runs until start; close releases what it opened.
-func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (_ *core, err error) {
-	c := common{host.Setup{Paths: host.Paths{Tools: cfg.Tools, State: cfg.State, FilesRoot: cfg.FilesRoot}, Sandbox: cfg.Sandbox, Hidden: cfg.secretFiles()}}
-	if err := c.resolve(e); err != nil {
+func newCore(cfg Config, log *slog.Logger, mode approvalMode) (_ *core, err error) {
+	c := host.Setup{Paths: host.Paths{Tools: cfg.Tools, State: cfg.State, FilesRoot: cfg.FilesRoot, Embedded: cfg.Embedded}, Sandbox: cfg.Sandbox, Hidden: cfg.secretFiles()}
+	if err := c.Resolve(cfg.getenv); err != nil {
 		return nil, err
 	}
 	user, err := host.SandboxUser(cfg.SandboxUser)
@@ -178,7 +178,7 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (_ *core, e
 	if c.RunsTools {
 		host.LogSandbox(log, sb, "tool processes")
 	}
-	hc, err := remoteExecutors(execs, e, cfg, log)
+	hc, err := remoteExecutors(execs, cfg, log)
 	if err != nil {
 		return nil, err
 	}
@@ -189,7 +189,7 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (_ *core, e
 	noQueue := ""
 	if mode != noApprovals && cfg.Store != "files" {
 		var pg *approval.PGStore
-		if db, pg, err = openSharedApprovals(e, cfg, log); err != nil {
+		if db, pg, err = openSharedApprovals(cfg, log); err != nil {
 			return nil, err
 		}
 		undo = append(undo, db.Close)
@@ -288,6 +288,9 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (_ *core, e
 		Source: src.src,
 		Build: func(prev *catalog.Snapshot, t scan.Tree) (*catalog.Snapshot, scan.Report, error) {
 			snap, rep, err := scan.Build(prev, t, parseCache, scanOpts)
+			if cfg.OnBuild != nil {
+				cfg.OnBuild(rep)
+			}
 			if err == nil {
 				// Saved after every build, so a restart parses nothing;
 				// in the background, so the snapshot is published first.
@@ -322,7 +325,7 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (_ *core, e
 		}
 	}
 	return &core{
-		cfg: cfg, log: log, common: c, sandbox: sb, reg: reg, store: store, execs: execs, disp: disp,
+		cfg: cfg, log: log, setup: c, sandbox: sb, reg: reg, store: store, execs: execs, disp: disp,
 		loop: loop, trigger: trigger, watchDir: src.watchDir, health: hc, src: src,
 		approvals: ap, db: db, slots: slots, broadcast: bc, auditFile: af, auditPG: apg, runs: runs, runReg: runReg, saver: saver, feedback: fb,
 	}, nil
@@ -358,20 +361,20 @@ func (cr *core) close() {
 	}
 }
 
-// openStore opens the shared database of cfg.Store (postgres: the URL in
+// OpenStore opens the shared database of cfg.Store (postgres: the URL in
 // the variable cfg.StoreURLEnv names, which is then removed from the
 // environment; or a URL without a password).
-func openStore(e env, cfg Config) (*pgstore.DB, error) {
+func OpenStore(cfg Config) (*pgstore.DB, error) {
 	url := cfg.Store
 	if url == "files" {
 		return nil, errors.New("store files has no shared database: set store to postgres (with the URL in the variable store_url_env names) or a postgres:// URL")
 	}
 	if url == "postgres" {
-		url = e.getenv(cfg.StoreURLEnv)
-		if e.unsetenv != nil {
+		url = cfg.getenv(cfg.StoreURLEnv)
+		if cfg.Unsetenv != nil {
 			// Read once, then out of the daemon's environment, like the
 			// tokens: it may carry the password.
-			_ = e.unsetenv(cfg.StoreURLEnv)
+			_ = cfg.Unsetenv(cfg.StoreURLEnv)
 		}
 		if url == "" {
 			return nil, fmt.Errorf("store postgres: the environment variable %s (store_url_env) is empty: set it to the database URL, e.g. postgres://toolagent@db.example/toolagent", cfg.StoreURLEnv)
@@ -400,8 +403,8 @@ type closingQueue interface {
 // URL) and its approval queue. The URL with a password comes only from
 // the environment variable cfg.StoreURLEnv names, which is then removed
 // from the daemon's environment.
-func openSharedApprovals(e env, cfg Config, log *slog.Logger) (*pgstore.DB, *approval.PGStore, error) {
-	db, err := openStore(e, cfg)
+func openSharedApprovals(cfg Config, log *slog.Logger) (*pgstore.DB, *approval.PGStore, error) {
+	db, err := OpenStore(cfg)
 	if err != nil {
 		return nil, nil, err
 	}

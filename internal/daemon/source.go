@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"cmp"
@@ -34,7 +34,7 @@ type source struct {
 // newSource builds the source cfg describes: cfg.Repo selects git,
 // otherwise c.Tools (already resolved) names a directory or the embedded
 // tree.
-func newSource(cfg Config, c common, log *slog.Logger) (*source, error) {
+func newSource(cfg Config, c host.Setup, log *slog.Logger) (*source, error) {
 	if cfg.Repo == "" {
 		src, watchDir, err := toolsSource(&c.Paths, c.Tools, c.State, log)
 		if err != nil {
