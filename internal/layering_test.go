@@ -52,6 +52,7 @@ var allowed = map[string][]string{
 	"internal/host": {"internal/approval", "internal/catalog", "internal/executors", "internal/executors/shell", "internal/health",
 		"internal/hldp", "internal/match", "internal/policy", "internal/proc", "internal/repo", "internal/scan"},
 	"internal/httpserve": {},
+	"internal/cli":       {"internal/hldp", "internal/settings"},
 
 	// The daemon wires everything below it; only commands import it
 	// (no other entry of this table lists it).

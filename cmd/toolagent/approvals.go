@@ -14,6 +14,7 @@ import (
 
 	"github.com/toolagent/toolagent/internal/approval"
 	"github.com/toolagent/toolagent/internal/catalog"
+	"github.com/toolagent/toolagent/internal/cli"
 	"github.com/toolagent/toolagent/internal/dispatch"
 	"github.com/toolagent/toolagent/internal/executors"
 	"github.com/toolagent/toolagent/internal/hldp"
@@ -62,13 +63,13 @@ func runApprovals(ctx context.Context, e env, args []string) error {
 	sf.register(fs, e)
 	all := fs.Bool("all", false, "list: every approval, not only the pending ones")
 	edits := fs.String("params", "", "approve: edited params as one JSON `object`, validated and judged again, in place of the asked ones")
-	pos, err := parseArgs(fs, args)
+	pos, err := cli.ParseArgs(fs, args)
 	if err != nil {
 		return err
 	}
 	const want = "approvals: want list [--all] | show ID | approve ID [--params JSON] | deny ID"
 	if len(pos) == 0 {
-		return usageError{errors.New(want)}
+		return usageError{Err: errors.New(want)}
 	}
 	verb, rest := pos[0], pos[1:]
 	wantArgs := 1
@@ -77,11 +78,11 @@ func runApprovals(ctx context.Context, e env, args []string) error {
 	}
 	switch {
 	case !slices.Contains([]string{"list", "show", "approve", "deny"}, verb):
-		return usageError{fmt.Errorf("approvals: unknown action %q; %s", verb, want)}
+		return usageError{Err: fmt.Errorf("approvals: unknown action %q; %s", verb, want)}
 	case len(rest) != wantArgs:
-		return usageError{fmt.Errorf("approvals %s: want %d argument(s), got %q", verb, wantArgs, rest)}
+		return usageError{Err: fmt.Errorf("approvals %s: want %d argument(s), got %q", verb, wantArgs, rest)}
 	case *edits != "" && verb != "approve":
-		return usageError{errors.New("approvals: --params goes with approve only")}
+		return usageError{Err: errors.New("approvals: --params goes with approve only")}
 	}
 	// A running daemon owns its state directory's queue: decide through
 	// its API, as the operator (or the token in TOOLAGENT_TOKEN).
@@ -129,7 +130,7 @@ func runApprovals(ctx context.Context, e env, args []string) error {
 		if list == nil {
 			list = []dispatch.Approval{}
 		}
-		return printJSON(e.stdout, struct {
+		return cli.PrintJSON(e.stdout, struct {
 			Approvals []dispatch.Approval `json:"approvals"`
 		}{list})
 	case "show":
@@ -137,7 +138,7 @@ func runApprovals(ctx context.Context, e env, args []string) error {
 		if err != nil {
 			return approvalExit(err)
 		}
-		return printJSON(e.stdout, a)
+		return cli.PrintJSON(e.stdout, a)
 	}
 	a, res, err := d.Decide(ctx, rest[0], cliCaller(e), verb == "approve", json.RawMessage(*edits))
 	if errors.Is(err, dispatch.ErrSelfApproval) {
@@ -151,7 +152,7 @@ func runApprovals(ctx context.Context, e env, args []string) error {
 			a.Result = b // busy or disabled: not stored, shown anyway
 		}
 	}
-	if err := printJSON(e.stdout, a); err != nil {
+	if err := cli.PrintJSON(e.stdout, a); err != nil {
 		return err
 	}
 	if res != nil {

@@ -285,7 +285,7 @@ func TestApprovalsSurviveRestart(t *testing.T) {
 	// One process owns a state directory's approval queue. The refused
 	// one leaves nothing running: its sandbox's warm worker ends with it.
 	before := len(descendants(t))
-	if _, stderr, code := cli(t, nil, "serve", "--listen", "127.0.0.1:0", "--tools", tools, "--state", state); code == 0 || !strings.Contains(stderr, "in use") {
+	if _, stderr, code := runCLI(t, nil, "serve", "--listen", "127.0.0.1:0", "--tools", tools, "--state", state); code == 0 || !strings.Contains(stderr, "in use") {
 		t.Errorf("a second serve on the state dir = exit %d %q; want a refusal saying the queue is in use", code, stderr)
 	}
 	pollUntil(t, fmt.Sprintf("the refused serve's processes gone (back to %d)", before), func() bool { return len(descendants(t)) <= before })
@@ -313,7 +313,7 @@ func TestApprovalsCLI(t *testing.T) {
 	flags := []string{"--tools", tools, "--state", state}
 	hold := func(cmd string) string {
 		t.Helper()
-		out, stderr, code := cli(t, alice, append([]string{"call", "guarded", "cmd=" + cmd}, flags...)...)
+		out, stderr, code := runCLI(t, alice, append([]string{"call", "guarded", "cmd=" + cmd}, flags...)...)
 		var r dispatch.Result
 		if err := json.Unmarshal([]byte(out), &r); err != nil || code != exitRefused || r.Status != dispatch.ApprovalRequired || r.ApprovalID == "" {
 			t.Fatalf("call guarded = exit %d %s %s; want 5 approval_required with an id", code, out, stderr)
@@ -322,7 +322,7 @@ func TestApprovalsCLI(t *testing.T) {
 	}
 	approvals := func(env []string, args ...string) (approvalAnswer, string, int) {
 		t.Helper()
-		out, stderr, code := cli(t, env, append(append([]string{"approvals"}, args...), flags...)...)
+		out, stderr, code := runCLI(t, env, append(append([]string{"approvals"}, args...), flags...)...)
 		var a approvalAnswer
 		if json.Unmarshal([]byte(out), &a.Approval) == nil && len(a.Result) > 0 {
 			json.Unmarshal(a.Result, &a.res)
@@ -392,7 +392,7 @@ func TestShellPolicyOverride(t *testing.T) {
 		for k, v := range bad {
 			envKV = append(envKV, k+"="+v)
 		}
-		if _, stderr, code := cli(t, envKV, "serve", "--listen", "127.0.0.1:0", "--tools", tools, "--state", t.TempDir()); code == 0 || !strings.Contains(stderr, "shell_policy") {
+		if _, stderr, code := runCLI(t, envKV, "serve", "--listen", "127.0.0.1:0", "--tools", tools, "--state", t.TempDir()); code == 0 || !strings.Contains(stderr, "shell_policy") {
 			t.Errorf("serve with %v = exit %d %q; want a config error naming shell_policy", bad, code, stderr)
 		}
 	}
@@ -490,7 +490,7 @@ func TestAuditVerifyAndExport(t *testing.T) {
 		}
 	}
 	kv := []string{"TOOLAGENT_STORE_URL=" + url}
-	out, errOut, code := cli(t, kv, "audit", "verify", "--store", "postgres")
+	out, errOut, code := runCLI(t, kv, "audit", "verify", "--store", "postgres")
 	var res struct {
 		Rows   int
 		Head   string
@@ -499,7 +499,7 @@ func TestAuditVerifyAndExport(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &res); err != nil || code != 0 || res.Rows < 6 || res.Broken != "" {
 		t.Fatalf("audit verify = %d %s %s; want every call of both replicas in one unbroken chain", code, out, errOut)
 	}
-	out, _, code = cli(t, kv, "audit", "export", "--store", "postgres")
+	out, _, code = runCLI(t, kv, "audit", "export", "--store", "postgres")
 	if code != 0 || strings.Count(out, "\n") != res.Rows || !strings.Contains(out, `\"tool\":\"shell-exec\"`) && !strings.Contains(out, `"tool":"shell-exec"`) {
 		t.Errorf("audit export = %d, %d lines; want %d rows with the calls", code, strings.Count(out, "\n"), res.Rows)
 	}
@@ -512,11 +512,11 @@ func TestAuditVerifyAndExport(t *testing.T) {
 	if _, err := db.Pool.Exec(t.Context(), `ALTER TABLE toolagent_audit DISABLE TRIGGER USER; DELETE FROM toolagent_audit WHERE seq = 3`); err != nil {
 		t.Fatal(err)
 	}
-	out, errOut, code = cli(t, kv, "audit", "verify", "--store", "postgres")
+	out, errOut, code = runCLI(t, kv, "audit", "verify", "--store", "postgres")
 	if code == 0 || !strings.Contains(errOut, "row 4") || !strings.Contains(out, `"rows": 2`) {
 		t.Errorf("audit verify after a row was deleted = %d %s %s; want a failure naming row 4", code, out, errOut)
 	}
-	if _, errOut, code := cli(t, nil, "audit", "verify"); code == 0 || !strings.Contains(errOut, "store files") {
+	if _, errOut, code := runCLI(t, nil, "audit", "verify"); code == 0 || !strings.Contains(errOut, "store files") {
 		t.Errorf("audit verify with the file store = %d %s; want it to say what store is needed", code, errOut)
 	}
 }
@@ -672,7 +672,7 @@ func TestReplicasEndToEnd(t *testing.T) {
 		d.cmd.Process.Signal(syscall.SIGTERM) // a clean stop writes the queued audit records
 		d.cmd.Wait()
 	}
-	out, errOut, code := cli(t, []string{"TOOLAGENT_STORE_URL=" + url}, "audit", "verify", "--store", "postgres")
+	out, errOut, code := runCLI(t, []string{"TOOLAGENT_STORE_URL=" + url}, "audit", "verify", "--store", "postgres")
 	if code != 0 || !strings.Contains(out, `"rows"`) {
 		t.Errorf("audit verify after all of it: %d %s %s", code, out, errOut)
 	}

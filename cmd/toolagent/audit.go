@@ -20,7 +20,7 @@ func runAudit(ctx context.Context, e env, args []string) error {
 		if _, err := loadConfig(e, "audit", args, nil); err != nil {
 			return err // -h prints the usage; a bad flag says so
 		}
-		return usageError{fmt.Errorf("audit: want verify or export")}
+		return usageError{Err: fmt.Errorf("audit: want verify or export")}
 	}
 	verb := args[0]
 	cfg, err := loadConfig(e, "audit", args[1:], nil)

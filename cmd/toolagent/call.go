@@ -10,12 +10,12 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/toolagent/toolagent/internal/approval"
 	"github.com/toolagent/toolagent/internal/catalog"
+	"github.com/toolagent/toolagent/internal/cli"
 	"github.com/toolagent/toolagent/internal/dispatch"
 	"github.com/toolagent/toolagent/internal/hldp"
 	"github.com/toolagent/toolagent/internal/host"
@@ -35,16 +35,16 @@ func runCall(ctx context.Context, e env, args []string) error {
 	paramsJSON := fs.String("params", "", "params as one JSON `object` (instead of k=v arguments)")
 	dryRun := fs.Bool("dry-run", false, "validate and print exactly what would run (argv, cwd, limits) without running it")
 	follow := fs.Bool("follow", false, "print the tool's stdout and stderr as it writes them, then the result")
-	pos, err := parseArgs(fs, args)
+	pos, err := cli.ParseArgs(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) == 0 {
-		return usageError{errors.New("call: want a tool NAME, then k=v params or --params JSON")}
+		return usageError{Err: errors.New("call: want a tool NAME, then k=v params or --params JSON")}
 	}
 	name, kvs := pos[0], pos[1:]
 	if *paramsJSON != "" && len(kvs) > 0 {
-		return usageError{errors.New("call: give params either as k=v arguments or as --params JSON, not both")}
+		return usageError{Err: errors.New("call: give params either as k=v arguments or as --params JSON, not both")}
 	}
 	rd, err := c.daemonFor(ctx, e, sf)
 	if err != nil {
@@ -64,9 +64,9 @@ func runCall(ctx context.Context, e env, args []string) error {
 		if en, ok := l.Snap.Lookup(name); ok {
 			t = en.Tool
 		}
-		m, err := kvParams(t, kvs)
+		m, err := cli.KVParams(t, kvs)
 		if err != nil {
-			return usageError{err}
+			return usageError{Err: err}
 		}
 		raw, _ = json.Marshal(m)
 	}
@@ -101,7 +101,7 @@ func runCall(ctx context.Context, e env, args []string) error {
 	if res.Status == dispatch.ApprovalRequired && apErr != nil {
 		res.Suggestion = fmt.Sprintf("an approver must confirm this call, and this command cannot hold it: %v. Call the tool through that daemon (POST /v1/call) to get an approval id", apErr)
 	}
-	if err := printJSON(e.stdout, res); err != nil {
+	if err := cli.PrintJSON(e.stdout, res); err != nil {
 		return err
 	}
 	return statusExit(res.Status)
@@ -119,11 +119,11 @@ func callRemote(ctx context.Context, e env, rd *operator.Client, name string, kv
 	if len(kvs) > 0 {
 		var types map[string]string
 		if code, body, err := rd.Do(ctx, "GET", "/v1/tools/"+url.PathEscape(name), nil, anonymous); err == nil && code == http.StatusOK {
-			types = schemaTypes(body)
+			types = cli.SchemaTypes(body)
 		}
-		m, err := kvParamsTyped(types, kvs)
+		m, err := cli.KVParamsTyped(types, kvs)
 		if err != nil {
-			return usageError{err}
+			return usageError{Err: err}
 		}
 		raw, _ = json.Marshal(m)
 	}
@@ -143,7 +143,7 @@ func callRemote(ctx context.Context, e env, rd *operator.Client, name string, kv
 	if json.Unmarshal(body, &res) != nil || res.Status == "" {
 		return apiErr(rd, code, body) // not a result: 401, 403, 400, 413…
 	}
-	if err := printRaw(e.stdout, body); err != nil {
+	if err := cli.PrintRaw(e.stdout, body); err != nil {
 		return err
 	}
 	return statusExit(res.Status)
@@ -200,34 +200,12 @@ func followRemote(ctx context.Context, e env, rd *operator.Client, body map[stri
 			if err := json.Unmarshal(ev.Result, &res); err != nil {
 				return fmt.Errorf("daemon %s: a result event that is not a result: %v", rd.URL, err)
 			}
-			if err := printRaw(e.stdout, ev.Result); err != nil {
+			if err := cli.PrintRaw(e.stdout, ev.Result); err != nil {
 				return err
 			}
 			return statusExit(res.Status)
 		}
 	}
-}
-
-// schemaTypes reads the declared type of each param from a tool view's
-// params_schema.
-func schemaTypes(view []byte) map[string]string {
-	var v struct {
-		Schema struct {
-			Properties map[string]struct {
-				Type any `json:"type"`
-			} `json:"properties"`
-		} `json:"params_schema"`
-	}
-	if json.Unmarshal(view, &v) != nil {
-		return nil
-	}
-	types := make(map[string]string, len(v.Schema.Properties))
-	for k, p := range v.Schema.Properties {
-		if t, ok := p.Type.(string); ok {
-			types[k] = t
-		}
-	}
-	return types
 }
 
 // statusExit maps a result status to the command's exit code.
@@ -248,69 +226,4 @@ func statusExit(s dispatch.ResultStatus) error {
 	default:
 		return exitError{code: exitFailed}
 	}
-}
-
-// kvParams turns k=v arguments into a params object. Values are converted
-// to the type params_schema declares (integer, number, boolean; array and
-// object as JSON); k:=JSON always takes raw JSON.
-func kvParams(t *hldp.Tool, kvs []string) (map[string]any, error) {
-	var types map[string]string
-	if t != nil {
-		types = map[string]string{}
-		for _, kv := range kvs {
-			k, _, _ := strings.Cut(kv, "=")
-			if p, ok := t.Param(k); ok {
-				types[k] = string(p.Type)
-			}
-		}
-	}
-	return kvParamsTyped(types, kvs)
-}
-
-// kvParamsTyped is kvParams with the declared types given by name (JSON
-// Schema words: integer, number, boolean, array, object, string).
-func kvParamsTyped(types map[string]string, kvs []string) (map[string]any, error) {
-	m := make(map[string]any, len(kvs))
-	for _, kv := range kvs {
-		if i := strings.Index(kv, ":="); i > 0 && !strings.Contains(kv[:i], "=") {
-			var v any
-			if err := json.Unmarshal([]byte(kv[i+2:]), &v); err != nil {
-				return nil, fmt.Errorf("param %s: value after := must be JSON: %v", kv[:i], err)
-			}
-			m[kv[:i]] = v
-			continue
-		}
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			return nil, fmt.Errorf("argument %q: want k=v (or k:=JSON)", kv)
-		}
-		m[k] = convertValue(types[k], v)
-	}
-	return m, nil
-}
-
-// convertValue converts v to the declared type typ when it parses as that
-// type; otherwise the string goes through and params validation says what
-// was expected.
-func convertValue(typ, v string) any {
-	switch typ {
-	case "integer":
-		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-			return n
-		}
-	case "number":
-		if f, err := strconv.ParseFloat(v, 64); err == nil {
-			return f
-		}
-	case "boolean":
-		if b, err := strconv.ParseBool(v); err == nil {
-			return b
-		}
-	case "array", "object":
-		var x any
-		if json.Unmarshal([]byte(v), &x) == nil {
-			return x
-		}
-	}
-	return v
 }

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/toolagent/toolagent/internal/cli"
 	"github.com/toolagent/toolagent/internal/daemon"
 	"github.com/toolagent/toolagent/internal/settings"
 )
@@ -62,16 +63,16 @@ func loadConfig(e env, name string, args []string, extra func(*flag.FlagSet)) (d
 	}
 	configFile := fs.String("config", "", "YAML config `FILE` (env TOOLAGENT_CONFIG); flags and environment override it")
 	ld.Register(fs)
-	pos, err := parseArgs(fs, args)
+	pos, err := cli.ParseArgs(fs, args)
 	if err != nil {
 		return cfg, err
 	}
 	if len(pos) > 0 {
-		return cfg, usageError{fmt.Errorf("%s takes no arguments; got %q", name, pos)}
+		return cfg, usageError{Err: fmt.Errorf("%s takes no arguments; got %q", name, pos)}
 	}
 	var fe *settings.FlagError
 	if err := ld.Apply(cmp.Or(*configFile, e.getenv("TOOLAGENT_CONFIG")), e.getenv); errors.As(err, &fe) {
-		return cfg, usageError{err}
+		return cfg, usageError{Err: err}
 	} else if err != nil {
 		return cfg, err
 	}

@@ -243,17 +243,17 @@ func TestValidateFileAndConfig(t *testing.T) {
 	tools := t.TempDir()
 	writeTool(t, tools, "broken", "method: run\nexecutor: shell\nargv: [echo]\nparams_schema: {}\nbogus_key: 1\n")
 	file := filepath.Join(tools, "broken", "TOOL.hdlp")
-	if out, _, code := cli(t, nil, "validate", file); code != exitFailed || !strings.Contains(out, file+":") || !strings.Contains(out, "bogus_key") {
+	if out, _, code := runCLI(t, nil, "validate", file); code != exitFailed || !strings.Contains(out, file+":") || !strings.Contains(out, "bogus_key") {
 		t.Errorf("validate a broken FILE = exit %d\n%s\nwant 1 naming the file, line and field", code, out)
 	}
-	if out, _, code := cli(t, nil, "validate", "../../native-repo/tools/git-ops/TOOL.hdlp"); code != 0 || !strings.Contains(out, "0 problems") {
+	if out, _, code := runCLI(t, nil, "validate", "../../native-repo/tools/git-ops/TOOL.hdlp"); code != 0 || !strings.Contains(out, "0 problems") {
 		t.Errorf("validate a good FILE = exit %d %s", code, out)
 	}
-	if out, _, code := cli(t, nil, "validate", "--config", "../../examples/toolagent.yaml"); code != 0 || !strings.Contains(out, "0 problems") {
+	if out, _, code := runCLI(t, nil, "validate", "--config", "../../examples/toolagent.yaml"); code != 0 || !strings.Contains(out, "0 problems") {
 		t.Errorf("validate --config examples/toolagent.yaml = exit %d %s; want 0", code, out)
 	}
 	bad := writeConfig(t, "listen: 127.0.0.1:8765\nmax_concurent: 3\n")
-	if out, _, code := cli(t, nil, "validate", "--config", bad); code != exitFailed || !strings.Contains(out, bad+":2") || !strings.Contains(out, "max_concurrent") {
+	if out, _, code := runCLI(t, nil, "validate", "--config", bad); code != exitFailed || !strings.Contains(out, bad+":2") || !strings.Contains(out, "max_concurrent") {
 		t.Errorf("validate --config with a typo = exit %d %s; want 1 naming the line and the key it meant", code, out)
 	}
 }

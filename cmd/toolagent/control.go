@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/toolagent/toolagent/internal/cli"
 	"github.com/toolagent/toolagent/internal/dispatch"
 	"github.com/toolagent/toolagent/internal/operator"
 )
@@ -59,7 +60,7 @@ func approvalsVia(ctx context.Context, e env, do func(ctx context.Context, metho
 	if err := json.Unmarshal(body, &v); err != nil {
 		return fmt.Errorf("the approvals control socket answered %q: %w", body, err)
 	}
-	if err := printJSON(e.stdout, v); err != nil {
+	if err := cli.PrintJSON(e.stdout, v); err != nil {
 		return err
 	}
 	if verb == "approve" {

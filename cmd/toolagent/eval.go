@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/toolagent/toolagent/internal/catalog"
+	"github.com/toolagent/toolagent/internal/cli"
 	"github.com/toolagent/toolagent/internal/host"
 	"github.com/toolagent/toolagent/internal/match"
 	"github.com/toolagent/toolagent/internal/match/matcheval"
@@ -28,15 +29,15 @@ func runEval(ctx context.Context, e env, args []string) error {
 	byLang := fs.Bool("by-lang", false, "break the figures down by the lang field")
 	misses := fs.Bool("misses", false, "list the queries answered wrongly (text output)")
 	vocabFile := fs.String("vocab", e.getenv("TOOLAGENT_VOCAB"), "extra vocabulary `FILE` merged with the built-in one (env TOOLAGENT_VOCAB)")
-	pos, err := parseArgs(fs, args)
+	pos, err := cli.ParseArgs(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 0 {
-		return usageError{errTooManyArgs("eval", pos)}
+		return usageError{Err: errTooManyArgs("eval", pos)}
 	}
 	if *queries == "" {
-		return usageError{errors.New("eval: --queries FILE is required")}
+		return usageError{Err: errors.New("eval: --queries FILE is required")}
 	}
 	if err := c.resolve(e); err != nil {
 		return err
@@ -93,7 +94,7 @@ func runEval(ctx context.Context, e env, args []string) error {
 		fmt.Fprintf(e.stderr, "could not read: %s\n", p)
 	}
 	if *asJSON {
-		return printJSON(e.stdout, out)
+		return cli.PrintJSON(e.stdout, out)
 	}
 	if err := out.WriteText(e.stdout); err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/toolagent/toolagent/internal/cli"
 	"github.com/toolagent/toolagent/internal/gatekeeper"
 	"github.com/toolagent/toolagent/internal/host"
 	"github.com/toolagent/toolagent/internal/httpserve"
@@ -58,16 +59,16 @@ func runGatekeeper(ctx context.Context, e env, args []string) error {
 	grace := fs.Duration("shutdown-grace", 10*time.Second, "on SIGTERM/SIGINT, how long running commands may finish before they are killed")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	logLevel := fs.String("log-level", "info", "least log level: debug, info, warn or error")
-	pos, err := parseArgs(fs, args)
+	pos, err := cli.ParseArgs(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) > 0 {
-		return usageError{fmt.Errorf("gatekeeper takes no arguments; got %q", pos)}
+		return usageError{Err: fmt.Errorf("gatekeeper takes no arguments; got %q", pos)}
 	}
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(*logLevel)); err != nil || (*logFormat != "text" && *logFormat != "json") {
-		return usageError{fmt.Errorf("--log-format %q / --log-level %q: want text or json, and debug, info, warn or error", *logFormat, *logLevel)}
+		return usageError{Err: fmt.Errorf("--log-format %q / --log-level %q: want text or json, and debug, info, warn or error", *logFormat, *logLevel)}
 	}
 	log := newLogger(*logFormat, *logLevel, e.stderr)
 
@@ -99,7 +100,7 @@ func runGatekeeper(ctx context.Context, e env, args []string) error {
 		}
 	}
 	if err := opts.Validate(); err != nil {
-		return usageError{err}
+		return usageError{Err: err}
 	}
 	sb, err := host.OpenSandbox(sandboxMode, proc.SandboxOptions{Bwrap: *bwrap, Hide: []string{*tokenFile}, Mechanism: host.SandboxMechanism(*mech)})
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"net/url"
 
 	"github.com/toolagent/toolagent/internal/catalog"
+	"github.com/toolagent/toolagent/internal/cli"
 	"github.com/toolagent/toolagent/internal/host"
 )
 
@@ -19,16 +20,16 @@ func runList(ctx context.Context, e env, args []string) error {
 	sf.register(fs, e)
 	var tagArgs listFlag
 	fs.Var(&tagArgs, "tag", "list only the tools carrying this `TAG`; repeatable, or a comma list: --tag git --tag read-only and --tag git,read-only both keep the tools with both tags")
-	pos, err := parseArgs(fs, args)
+	pos, err := cli.ParseArgs(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 0 {
-		return usageError{errTooManyArgs("list", pos)}
+		return usageError{Err: errTooManyArgs("list", pos)}
 	}
 	tags, err := catalog.ParseTagFilter(tagArgs)
 	if err != nil {
-		return usageError{fmt.Errorf("--tag: %w", err)}
+		return usageError{Err: fmt.Errorf("--tag: %w", err)}
 	}
 	rd, err := c.daemonFor(ctx, e, sf)
 	if err != nil {
@@ -53,7 +54,7 @@ func runList(ctx context.Context, e env, args []string) error {
 		if code != http.StatusOK {
 			return apiErr(rd, code, body)
 		}
-		return printRaw(e.stdout, body)
+		return cli.PrintRaw(e.stdout, body)
 	}
 	l, err := c.load(e, true)
 	if err != nil {
@@ -76,5 +77,5 @@ func runList(ctx context.Context, e env, args []string) error {
 	if *all {
 		out.Problems = host.ProblemLines(l.Report.Problems)
 	}
-	return printJSON(e.stdout, out)
+	return cli.PrintJSON(e.stdout, out)
 }

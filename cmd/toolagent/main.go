@@ -16,6 +16,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/toolagent/toolagent/internal/cli"
 	"github.com/toolagent/toolagent/internal/daemon"
 	"github.com/toolagent/toolagent/internal/host"
 )
@@ -80,7 +81,7 @@ func runEnv(ctx context.Context, e env, args []string) error {
 	stdout, stderr := e.stdout, e.stderr
 	if len(args) == 0 {
 		usage(stderr)
-		return usageError{errors.New("no subcommand given")}
+		return usageError{Err: errors.New("no subcommand given")}
 	}
 	switch args[0] {
 	case "-h", "--help", "help":
@@ -98,7 +99,7 @@ func runEnv(ctx context.Context, e env, args []string) error {
 	if near := didYouMean(args[0]); near != "" {
 		msg += fmt.Sprintf("; did you mean %q?", near)
 	}
-	return usageError{fmt.Errorf("%s (`toolagent help` lists them)", msg)}
+	return usageError{Err: fmt.Errorf("%s (`toolagent help` lists them)", msg)}
 }
 
 func usage(w io.Writer) {
@@ -125,10 +126,7 @@ const (
 )
 
 // usageError marks bad command-line usage.
-type usageError struct{ err error }
-
-func (e usageError) Error() string { return e.err.Error() }
-func (e usageError) Unwrap() error { return e.err }
+type usageError = cli.UsageError
 
 // exitError carries an exit code for an outcome already printed.
 type exitError struct {
@@ -168,7 +166,7 @@ func runVersion(_ context.Context, e env, args []string) error {
 		return nil
 	}
 	if len(args) > 0 {
-		return usageError{fmt.Errorf("version takes no arguments; got %q", args)}
+		return usageError{Err: fmt.Errorf("version takes no arguments; got %q", args)}
 	}
 	fmt.Fprintln(e.stdout, "toolagent", daemon.Version())
 	return nil

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/toolagent/toolagent/internal/cli"
 	"github.com/toolagent/toolagent/internal/feedback"
 	"github.com/toolagent/toolagent/internal/host"
 )
@@ -21,18 +22,18 @@ func runMatch(ctx context.Context, e env, args []string) error {
 	var sf serverFlag
 	sf.register(fs, e)
 	vocabFile := fs.String("vocab", e.getenv("TOOLAGENT_VOCAB"), "extra vocabulary `FILE` merged with the built-in one (env TOOLAGENT_VOCAB)")
-	pos, err := parseArgs(fs, args)
+	pos, err := cli.ParseArgs(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) == 0 {
-		return usageError{errors.New(`match: want the intent in words, e.g. toolagent match "查看最近的提交记录"`)}
+		return usageError{Err: errors.New(`match: want the intent in words, e.g. toolagent match "查看最近的提交记录"`)}
 	}
 	if len(pos) >= 2 && pos[0] == "feedback" && (pos[1] == "list" || pos[1] == "clear") {
 		return matchFeedback(ctx, e, &c, sf, pos[1], pos[2:])
 	}
 	if *limit < 1 || *limit > 3 {
-		return usageError{errors.New("match: --limit must be 1, 2 or 3")}
+		return usageError{Err: errors.New("match: --limit must be 1, 2 or 3")}
 	}
 	rd, err := c.daemonFor(ctx, e, sf)
 	if err != nil {
@@ -46,7 +47,7 @@ func runMatch(ctx context.Context, e env, args []string) error {
 		if code != http.StatusOK {
 			return apiErr(rd, code, body)
 		}
-		if err := printRaw(e.stdout, body); err != nil {
+		if err := cli.PrintRaw(e.stdout, body); err != nil {
 			return err
 		}
 		var resp struct{ Found bool }
@@ -63,7 +64,7 @@ func runMatch(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	resp := l.Snap.MatchIntent(strings.Join(pos, " "), *limit)
-	if err := printJSON(e.stdout, resp); err != nil {
+	if err := cli.PrintJSON(e.stdout, resp); err != nil {
 		return err
 	}
 	if !resp.Found {
@@ -77,7 +78,7 @@ func runMatch(ctx context.Context, e env, args []string) error {
 // from the state directory's file when none runs.
 func matchFeedback(ctx context.Context, e env, c *common, sf serverFlag, verb string, rest []string) error {
 	if len(rest) > 1 {
-		return usageError{fmt.Errorf("match feedback %s: want at most one TOOL, got %q", verb, rest)}
+		return usageError{Err: fmt.Errorf("match feedback %s: want at most one TOOL, got %q", verb, rest)}
 	}
 	tool := ""
 	if len(rest) == 1 {
@@ -96,7 +97,7 @@ func matchFeedback(ctx context.Context, e env, c *common, sf serverFlag, verb st
 		if code != http.StatusOK {
 			return apiErr(rd, code, body)
 		}
-		return printRaw(e.stdout, body)
+		return cli.PrintRaw(e.stdout, body)
 	}
 	if err := c.resolve(e); err != nil {
 		return err
@@ -110,7 +111,7 @@ func matchFeedback(ctx context.Context, e env, c *common, sf serverFlag, verb st
 		if err != nil {
 			return err
 		}
-		return printJSON(e.stdout, map[string]int{"cleared": n})
+		return cli.PrintJSON(e.stdout, map[string]int{"cleared": n})
 	}
-	return printJSON(e.stdout, map[string]any{"tools": fb.List(tool)})
+	return cli.PrintJSON(e.stdout, map[string]any{"tools": fb.List(tool)})
 }

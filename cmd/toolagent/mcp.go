@@ -27,7 +27,7 @@ func runMCP(ctx context.Context, e env, args []string) error {
 	if profile != "" {
 		p, ok := cfg.Profiles[profile]
 		if !ok {
-			return usageError{fmt.Errorf("mcp --profile %s: no such profile in the config (profiles: %v)", profile, slices.Sorted(maps.Keys(cfg.Profiles)))}
+			return usageError{Err: fmt.Errorf("mcp --profile %s: no such profile in the config (profiles: %v)", profile, slices.Sorted(maps.Keys(cfg.Profiles)))}
 		}
 		opts.Surface = catalog.Surface(nil).With(p.Scope())
 	}

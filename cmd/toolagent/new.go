@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/toolagent/toolagent/internal/cli"
 	"github.com/toolagent/toolagent/internal/hldp"
 	"github.com/toolagent/toolagent/internal/host"
 )
@@ -56,22 +57,22 @@ func runNew(ctx context.Context, e env, args []string) error {
 	fs := newFlagSet("new", e)
 	c.register(fs, e)
 	author := fs.String("author", e.getenv("USER"), "author written into the definition")
-	pos, err := parseArgs(fs, args)
+	pos, err := cli.ParseArgs(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 {
-		return usageError{errors.New("new: want exactly one tool NAME")}
+		return usageError{Err: errors.New("new: want exactly one tool NAME")}
 	}
 	name := pos[0]
 	if !toolNameRE.MatchString(name) {
-		return usageError{fmt.Errorf("new: tool name %q: want lower-case letters, digits, - and _, starting with a letter or digit", name)}
+		return usageError{Err: fmt.Errorf("new: tool name %q: want lower-case letters, digits, - and _, starting with a letter or digit", name)}
 	}
 	if err := c.resolve(e); err != nil {
 		return err
 	}
 	if c.Tools == host.Embedded {
-		return usageError{errors.New("new: no tools directory found; give --tools DIR")}
+		return usageError{Err: errors.New("new: no tools directory found; give --tools DIR")}
 	}
 	if *author == "" {
 		*author = "unknown"

@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 
@@ -53,19 +51,6 @@ func apiErr(r *operator.Client, code int, body []byte) error {
 		return exitError{code: exitNotFound, msg: msg}
 	}
 	return exitError{code: exitFailed, msg: msg}
-}
-
-// printRaw writes a daemon's JSON answer onto stdout as it came, indented
-// (json.Indent keeps every byte and the daemon's field order).
-func printRaw(w io.Writer, body []byte) error {
-	var buf bytes.Buffer
-	if err := json.Indent(&buf, bytes.TrimSpace(body), "", "  "); err != nil {
-		_, err := w.Write(body)
-		return err
-	}
-	buf.WriteByte('\n')
-	_, err := w.Write(buf.Bytes())
-	return err
 }
 
 // daemonFor returns the daemon a catalog command (list, show, match,

@@ -213,30 +213,30 @@ func TestCLIAsksTheDaemonAtServer(t *testing.T) {
 	d := startApprovalDaemon(t, tools)
 	state := t.TempDir() // not the daemon's: only --server finds it
 	alice := []string{"TOOLAGENT_SERVER=" + d.url, "TOOLAGENT_TOKEN=" + aliceToken}
-	out, errOut, code := cli(t, alice, "call", "--state", state, "guarded", "cmd=echo from-cli")
+	out, errOut, code := runCLI(t, alice, "call", "--state", state, "guarded", "cmd=echo from-cli")
 	var held dispatch.Result
 	if err := json.Unmarshal([]byte(out), &held); err != nil || code != exitRefused || held.ApprovalID == "" {
 		t.Fatalf("call via --server = exit %d %q %s; want a held call with an id", code, out, errOut)
 	}
 	bob := []string{"TOOLAGENT_SERVER=" + d.url, "TOOLAGENT_TOKEN=" + bobToken}
-	if out, errOut, code := cli(t, bob, "approvals", "list", "--state", state); code != 0 || !strings.Contains(out, held.ApprovalID) {
+	if out, errOut, code := runCLI(t, bob, "approvals", "list", "--state", state); code != 0 || !strings.Contains(out, held.ApprovalID) {
 		t.Errorf("approvals list as bob = exit %d %s %s; want the held call", code, out, errOut)
 	}
-	if _, errOut, code := cli(t, alice, "approvals", "approve", "--state", state, held.ApprovalID); code != exitRefused {
+	if _, errOut, code := runCLI(t, alice, "approvals", "approve", "--state", state, held.ApprovalID); code != exitRefused {
 		t.Errorf("alice approving = exit %d %s; want 5 (her role is call)", code, errOut)
 	}
-	out, errOut, code = cli(t, bob, "approvals", "approve", "--state", state, held.ApprovalID)
+	out, errOut, code = runCLI(t, bob, "approvals", "approve", "--state", state, held.ApprovalID)
 	if code != 0 || !strings.Contains(out, "from-cli") {
 		t.Errorf("bob approving = exit %d %s %s; want 0 and the call's output", code, out, errOut)
 	}
-	if _, errOut, code := cli(t, []string{"TOOLAGENT_SERVER=" + d.url}, "list", "--state", state); code != exitRefused || !strings.Contains(errOut, "TOOLAGENT_TOKEN") {
+	if _, errOut, code := runCLI(t, []string{"TOOLAGENT_SERVER=" + d.url}, "list", "--state", state); code != exitRefused || !strings.Contains(errOut, "TOOLAGENT_TOKEN") {
 		t.Errorf("list without a token = exit %d %s; want 5, saying to set TOOLAGENT_TOKEN", code, errOut)
 	}
 
 	if err := d.stop(t); err != nil {
 		t.Fatal(err)
 	}
-	if _, errOut, code := cli(t, nil, "status", "--state", state); code != exitFailed || !strings.Contains(errOut, "no daemon runs") {
+	if _, errOut, code := runCLI(t, nil, "status", "--state", state); code != exitFailed || !strings.Contains(errOut, "no daemon runs") {
 		t.Errorf("status with no daemon = exit %d %s; want 1, saying no daemon runs", code, errOut)
 	}
 }

@@ -118,7 +118,7 @@ func TestValidateRejectsBadRequiresAndTags(t *testing.T) {
 	writeTool(t, tools, "bad-tags", "method: run\nexecutor: shell\nargv: [date]\nparams_schema: {}\ntags: [Read-Only, ok, ok]\n")
 	writeTool(t, tools, "remote-requires", "method: exec\nexecutor: gatekeeper\n"+
 		"params_schema:\n  cmd: { type: string, required: true }\nrequires: { programs: [kubectl] }\n")
-	out, _, code := cli(t, nil, "validate", "--state", t.TempDir(), tools)
+	out, _, code := runCLI(t, nil, "validate", "--state", t.TempDir(), tools)
 	if code != exitFailed {
 		t.Errorf("validate: exit %d; want %d\n%s", code, exitFailed, out)
 	}
@@ -144,7 +144,7 @@ func TestListTag(t *testing.T) {
 	tools, state := nativeTools(t), t.TempDir()
 	list := func(args ...string) []string {
 		t.Helper()
-		out, errOut, code := cli(t, nil, append([]string{"list", "--tools", tools, "--state", state}, args...)...)
+		out, errOut, code := runCLI(t, nil, append([]string{"list", "--tools", tools, "--state", state}, args...)...)
 		var l struct {
 			Tools []struct {
 				Name string   `json:"name"`
@@ -179,7 +179,7 @@ func TestListTag(t *testing.T) {
 			t.Errorf("list %v (-want +got):\n%s", tc.args, diff)
 		}
 	}
-	if _, errOut, code := cli(t, nil, "list", "--tools", tools, "--state", state, "--tag", "Git"); code != exitUsage || !strings.Contains(errOut, `"Git" is not a tag`) {
+	if _, errOut, code := runCLI(t, nil, "list", "--tools", tools, "--state", state, "--tag", "Git"); code != exitUsage || !strings.Contains(errOut, `"Git" is not a tag`) {
 		t.Errorf("list --tag Git: exit %d %q; want a usage error naming the tag", code, errOut)
 	}
 }

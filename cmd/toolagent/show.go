@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/toolagent/toolagent/internal/cli"
 )
 
 func errTooManyArgs(cmd string, extra []string) error {
@@ -19,12 +21,12 @@ func runShow(ctx context.Context, e env, args []string) error {
 	c.register(fs, e)
 	var sf serverFlag
 	sf.register(fs, e)
-	pos, err := parseArgs(fs, args)
+	pos, err := cli.ParseArgs(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 {
-		return usageError{errors.New("show: want exactly one tool NAME")}
+		return usageError{Err: errors.New("show: want exactly one tool NAME")}
 	}
 	rd, err := c.daemonFor(ctx, e, sf)
 	if err != nil {
@@ -38,7 +40,7 @@ func runShow(ctx context.Context, e env, args []string) error {
 		if code != http.StatusOK {
 			return apiErr(rd, code, body)
 		}
-		return printRaw(e.stdout, body)
+		return cli.PrintRaw(e.stdout, body)
 	}
 	l, err := c.load(e, true)
 	if err != nil {
@@ -48,5 +50,5 @@ func runShow(ctx context.Context, e env, args []string) error {
 	if !ok {
 		return exitError{code: exitNotFound, msg: fmt.Sprintf("no tool named %q in %s", pos[0], c.Tools)}
 	}
-	return printJSON(e.stdout, en.View(true))
+	return cli.PrintJSON(e.stdout, en.View(true))
 }

@@ -1,12 +1,9 @@
 package main
 
 import (
-	"errors"
 	"flag"
-	"fmt"
 	"io"
 	"io/fs"
-	"strings"
 
 	"github.com/toolagent/toolagent/internal/host"
 	nativerepo "github.com/toolagent/toolagent/native-repo"
@@ -67,30 +64,4 @@ func (c *common) registerState(fs *flag.FlagSet, e env) {
 func (c *common) registerRun(fs *flag.FlagSet, e env) {
 	fs.StringVar(&c.FilesRoot, "files-root", e.getenv("TOOLAGENT_FILES_ROOT"), "root `DIR` the file-read and file-write tools are confined to (env TOOLAGENT_FILES_ROOT; default STATE/files)")
 	sandboxFlag(fs, e, &c.Sandbox, "tool processes")
-}
-
-// parseArgs parses flags anywhere among the arguments (so `call NAME
-// --dry-run k=v` works); "--" ends flag parsing.
-func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	help := fs.Usage
-	fs.Usage = func() {} // the flag package calls it on errors too
-	defer func() { fs.Usage = help }()
-	for {
-		if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
-			help()
-			return nil, errFlagHelp
-		} else if err != nil {
-			return nil, usageError{fmt.Errorf("%s: %v (`%s -h` lists its flags)", strings.TrimPrefix(fs.Name(), "toolagent "), err, fs.Name())}
-		}
-		rest := fs.Args()
-		if len(rest) == 0 {
-			return pos, nil
-		}
-		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
-			return append(pos, rest...), nil
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
-	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 
+	"github.com/toolagent/toolagent/internal/cli"
 	"github.com/toolagent/toolagent/internal/operator"
 )
 
@@ -15,12 +16,12 @@ func runStatus(ctx context.Context, e env, args []string) error {
 	c.registerState(fs, e)
 	var sf serverFlag
 	sf.register(fs, e)
-	pos, err := parseArgs(fs, args)
+	pos, err := cli.ParseArgs(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 0 {
-		return usageError{errTooManyArgs("status", pos)}
+		return usageError{Err: errTooManyArgs("status", pos)}
 	}
 	rd, err := findDaemon(ctx, e, &c, sf.url)
 	if err != nil {
@@ -37,5 +38,5 @@ func runStatus(ctx context.Context, e env, args []string) error {
 	if code != http.StatusOK {
 		return apiErr(rd, code, body)
 	}
-	return printRaw(e.stdout, body)
+	return cli.PrintRaw(e.stdout, body)
 }

@@ -246,7 +246,7 @@ func TestCallFollow(t *testing.T) {
 		"in-process":         {"call", "--tools", tools, "--state", t.TempDir(), "--follow", "both"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			stdout, stderr, code := cli(t, nil, args...)
+			stdout, stderr, code := runCLI(t, nil, args...)
 			out, result, ok := strings.Cut(stdout, "{")
 			var res dispatch.Result
 			if !ok || json.Unmarshal([]byte("{"+result), &res) != nil {

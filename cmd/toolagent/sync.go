@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/toolagent/toolagent/internal/cli"
 	"github.com/toolagent/toolagent/internal/daemon"
 )
 
@@ -27,7 +28,7 @@ func runSync(ctx context.Context, e env, args []string) error {
 	}
 	defer d.Close()
 	sum, err := d.Sync(ctx, start)
-	if perr := printJSON(e.stdout, sum); perr != nil {
+	if perr := cli.PrintJSON(e.stdout, sum); perr != nil {
 		return perr
 	}
 	if err != nil {

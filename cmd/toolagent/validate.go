@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/toolagent/toolagent/internal/catalog"
+	"github.com/toolagent/toolagent/internal/cli"
 	"github.com/toolagent/toolagent/internal/daemon"
 	"github.com/toolagent/toolagent/internal/hldp"
 	"github.com/toolagent/toolagent/internal/host"
@@ -31,17 +32,17 @@ func runValidate(ctx context.Context, e env, args []string) error {
 	matchLint := fs.Bool("match", false, "also run each tool's examples against the other tools, each example left out of its own tool's text: warn when one does not find its tool first, and print Hit@1 and Hit@3 (warnings do not fail the run)")
 	matchStrict := fs.Bool("match-strict", false, "--match, and exit 1 when it warns")
 	vocabFile := fs.String("vocab", e.getenv("TOOLAGENT_VOCAB"), "extra vocabulary `FILE` merged with the built-in one, for --match (env TOOLAGENT_VOCAB)")
-	pos, err := parseArgs(fs, args)
+	pos, err := cli.ParseArgs(fs, args)
 	if err != nil {
 		return err
 	}
 	*matchLint = *matchLint || *matchStrict
 	if *configFile != "" {
 		if len(pos) > 0 {
-			return usageError{errors.New("validate: --config checks a config file; give no DIR or FILE with it")}
+			return usageError{Err: errors.New("validate: --config checks a config file; give no DIR or FILE with it")}
 		}
 		if *matchLint {
-			return usageError{errors.New("validate: --match checks a tools tree; it does not go with --config")}
+			return usageError{Err: errors.New("validate: --match checks a tools tree; it does not go with --config")}
 		}
 		return validateConfig(e, *configFile)
 	}
@@ -51,12 +52,12 @@ func runValidate(ctx context.Context, e env, args []string) error {
 		c.Tools = pos[0]
 		if fi, err := os.Stat(pos[0]); err == nil && fi.Mode().IsRegular() {
 			if *matchLint {
-				return usageError{errors.New("validate: --match runs each tool's examples against the other tools of a tree; give the tools DIR, not one FILE")}
+				return usageError{Err: errors.New("validate: --match runs each tool's examples against the other tools of a tree; give the tools DIR, not one FILE")}
 			}
 			return validateFile(e, pos[0])
 		}
 	default:
-		return usageError{errors.New("validate: want at most one DIR or FILE")}
+		return usageError{Err: errors.New("validate: want at most one DIR or FILE")}
 	}
 	asked := c.Tools != ""
 	if err := c.resolve(e); err != nil {
