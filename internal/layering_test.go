@@ -41,18 +41,18 @@ var allowed = map[string][]string{
 	"internal/audit":                {"internal/pgstore"},
 	"internal/runs":                 {},
 	"internal/feedback":             {},
-	"internal/gatekeeper":           {"internal/proc", "internal/policy", "internal/grant"},
+	"internal/gatekeeper":           {"internal/proc", "internal/policy", "internal/grant", "internal/httpserve"},
 
 	// Mechanisms of the command packages: stdlib (and yaml) only.
 	"internal/settings": {},
-	"internal/operator": {"internal/dispatch"},
+	"internal/operator": {"internal/dispatch", "internal/runs"},
 
 	// What a process finds on its host: paths, sandbox, shell executor,
 	// the local queue, a catalog loaded once.
-	"internal/host": {"internal/approval", "internal/catalog", "internal/executors", "internal/executors/shell", "internal/health",
+	"internal/host": {"internal/approval", "internal/catalog", "internal/dispatch", "internal/executors", "internal/executors/shell", "internal/health",
 		"internal/hldp", "internal/match", "internal/policy", "internal/proc", "internal/repo", "internal/scan"},
 	"internal/httpserve": {},
-	"internal/cli":       {"internal/hldp", "internal/settings"},
+	"internal/cli":       {"internal/dispatch", "internal/hldp", "internal/settings"},
 
 	// The daemon wires everything below it; only commands import it
 	// (no other entry of this table lists it).

@@ -7,17 +7,15 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/toolagent/toolagent/internal/approval"
-	"github.com/toolagent/toolagent/internal/catalog"
 	"github.com/toolagent/toolagent/internal/cli"
 	"github.com/toolagent/toolagent/internal/dispatch"
-	"github.com/toolagent/toolagent/internal/executors"
-	"github.com/toolagent/toolagent/internal/hldp"
 	"github.com/toolagent/toolagent/internal/host"
 	"github.com/toolagent/toolagent/internal/operator"
 )
@@ -90,37 +88,27 @@ func runApprovals(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
+	id := strings.Join(rest, "")
 	if rd != nil {
 		do := func(ctx context.Context, method, path string, body any) (int, []byte, error) {
 			return rd.Do(ctx, method, path, body, false)
 		}
-		return approvalsVia(ctx, e, do, "/v1", verb, strings.Join(rest, ""), *all, *edits)
+		return approvalsVia(ctx, e, do, "/v1", verb, id, *all, *edits)
 	}
-	st, err := host.OpenApprovals(c.State, af.ttl, af.allowSelf, slog.New(slog.NewTextHandler(e.stderr, nil)))
+	// Only approve runs a call, so only approve loads the catalog. The
+	// decision's audit line goes to stderr.
+	d, err := c.OpenQueue(host.Approvals{TTL: af.ttl, AllowSelf: af.allowSelf}, slog.New(slog.NewTextHandler(e.stderr, nil)),
+		slog.New(slog.NewJSONHandler(e.stderr, nil)).With(slog.String("log", "audit")), verb == "approve")
 	if errors.Is(err, approval.ErrLocked) {
 		// A running `toolagent mcp` owns the queue: decide through it.
 		if cc, ok := operator.DialControl(host.ApprovalsDir(c.State)); ok {
-			return approvalsVia(ctx, e, cc.Do, "", verb, strings.Join(rest, ""), *all, *edits)
+			return approvalsVia(ctx, e, cc.Do, "", verb, id, *all, *edits)
 		}
 	}
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	// Only approve runs a call, so only approve needs the catalog.
-	// The decision's audit line goes to stderr.
-	store := new(catalog.Store)
-	var execs map[hldp.ExecutorKind]executors.Executor
-	if verb == "approve" {
-		c.RunsTools = true
-		l, err := c.load(e, true)
-		if err != nil {
-			return err
-		}
-		store.Swap(l.Snap)
-		execs = l.Execs
-	}
-	d := dispatch.New(store, execs, dispatch.Options{Approvals: st, Audit: slog.New(slog.NewJSONHandler(e.stderr, nil)).With(slog.String("log", "audit"))})
+	defer d.Close()
 	switch verb {
 	case "list":
 		list, err := d.Approvals(!*all)
@@ -136,7 +124,7 @@ func runApprovals(ctx context.Context, e env, args []string) error {
 	case "show":
 		a, err := d.Approval(rest[0])
 		if err != nil {
-			return approvalExit(err)
+			return cli.ApprovalExit(err)
 		}
 		return cli.PrintJSON(e.stdout, a)
 	}
@@ -145,7 +133,7 @@ func runApprovals(ctx context.Context, e env, args []string) error {
 		err = fmt.Errorf("%w (--allow-self-approval lets the user who asked approve)", err)
 	}
 	if err != nil {
-		return approvalExit(err)
+		return cli.ApprovalExit(err)
 	}
 	if res != nil && len(a.Result) == 0 {
 		if b, err := json.Marshal(res); err == nil {
@@ -156,24 +144,37 @@ func runApprovals(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	if res != nil {
-		return statusExit(res.Status)
+		return cli.StatusExit(res.Status)
 	}
 	return nil
 }
 
-// approvalExit maps a decision that could not happen to an exit code:
-// not found 3, refused (self-approval, expired, decided or used, the
-// binding changed, a rejected edit) 5.
-func approvalExit(err error) error {
-	switch {
-	case errors.Is(err, dispatch.ErrApprovalNotFound):
-		return exitError{code: exitNotFound, msg: err.Error()}
-	case errors.Is(err, dispatch.ErrInvalidEdit):
-		return exitError{code: exitUsage, msg: err.Error()}
-	case errors.Is(err, dispatch.ErrSelfApproval), errors.Is(err, dispatch.ErrApprovalExpired),
-		errors.Is(err, dispatch.ErrAlreadyDecided), errors.Is(err, dispatch.ErrApprovalUsed),
-		errors.Is(err, dispatch.ErrNotApproved), errors.Is(err, dispatch.ErrBindingMismatch):
-		return exitError{code: exitRefused, msg: err.Error()}
+// approvalsVia runs an approvals action through the control socket of a
+// `toolagent mcp` (prefix "") or a daemon's API (prefix "/v1"), and prints
+// what the local queue would print; exit codes as there.
+func approvalsVia(ctx context.Context, e env, do func(ctx context.Context, method, path string, body any) (int, []byte, error), prefix, verb, id string, all bool, edits string) error {
+	method, path, req := operator.ApprovalRequest(prefix, verb, id, all, edits)
+	code, body, err := do(ctx, method, path, req)
+	if err != nil {
+		return err
 	}
-	return err
+	if code != http.StatusOK {
+		return cli.ApprovalAnswerExit(code, body)
+	}
+	var v any
+	if err := json.Unmarshal(body, &v); err != nil {
+		return fmt.Errorf("the approvals control socket answered %q: %w", body, err)
+	}
+	if err := cli.PrintJSON(e.stdout, v); err != nil {
+		return err
+	}
+	var a struct {
+		Result *struct {
+			Status dispatch.ResultStatus `json:"status"`
+		} `json:"result"`
+	}
+	if verb == "approve" && json.Unmarshal(body, &a) == nil && a.Result != nil {
+		return cli.StatusExit(a.Result.Status)
+	}
+	return nil
 }

@@ -2,20 +2,14 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"strings"
 	"time"
-
-	"golang.org/x/sync/errgroup"
 
 	"github.com/toolagent/toolagent/internal/cli"
 	"github.com/toolagent/toolagent/internal/gatekeeper"
 	"github.com/toolagent/toolagent/internal/host"
-	"github.com/toolagent/toolagent/internal/httpserve"
 	"github.com/toolagent/toolagent/internal/proc"
 )
 
@@ -111,45 +105,5 @@ func runGatekeeper(ctx context.Context, e env, args []string) error {
 	}
 	opts.Sandbox = sb
 	host.LogSandbox(log, sb, "commands")
-	hasToken := len(opts.Tokens)+len(opts.TokenSHA256) > 0
-	if err := gatekeeper.ListenCheck(*listen, hasToken); err != nil {
-		return err
-	}
-	handler := gatekeeper.NewHandler(opts, log.With(slog.String("log", "audit")))
-
-	ln, err := net.Listen("tcp", *listen)
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
-	auth := "token"
-	if !hasToken {
-		auth = "none (loopback clients only)"
-	}
-	sandbox := "off"
-	if opts.Sandbox != nil {
-		sandbox = opts.Sandbox.Version()
-	}
-	log.Info("listening", "addr", ln.Addr().String(), "auth", auth, "allow", opts.Allow, "sandbox", sandbox,
-		"max_timeout", *maxTimeout, "max_output", *maxOutput, "max_concurrent", *maxConcurrent)
-
-	// Commands run on cmdCtx: a signal stops new requests at once, running
-	// commands get the grace period before it is cancelled.
-	cmdCtx, cancelCmds := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelCmds()
-	srv := httpserve.New(handler, cmdCtx, log)
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error {
-		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-			return fmt.Errorf("serve: %w", err)
-		}
-		return nil
-	})
-	g.Go(func() error {
-		<-gctx.Done()
-		httpserve.Shutdown(ctx, srv, *grace, cancelCmds, log, "commands")
-		return nil
-	})
-	err = g.Wait()
-	log.Info("stopped")
-	return err
+	return gatekeeper.Serve(ctx, *listen, opts, *grace, log)
 }

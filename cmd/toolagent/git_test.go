@@ -642,7 +642,7 @@ func TestSyncCommand(t *testing.T) {
 	r.stop()
 	sum, err = runSyncCmd(t, args...)
 	var ee exitError
-	if !errors.As(err, &ee) || ee.code != exitFailed || sum.OK || sum.Error == "" || sum.Revision != c2 {
+	if !errors.As(err, &ee) || ee.Code != exitFailed || sum.OK || sum.Error == "" || sum.Revision != c2 {
 		t.Errorf("sync with the server down = %+v, %v; want exit 1, ok false, an error, and the last synced revision %s", sum, err, c2)
 	}
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"net/url"
 
 	"github.com/toolagent/toolagent/internal/catalog"
@@ -47,14 +46,8 @@ func runList(ctx context.Context, e env, args []string) error {
 		if len(q) > 0 {
 			path += "?" + q.Encode()
 		}
-		code, body, err := rd.Do(ctx, "GET", path, nil, false)
-		if err != nil {
-			return err
-		}
-		if code != http.StatusOK {
-			return apiErr(rd, code, body)
-		}
-		return cli.PrintRaw(e.stdout, body)
+		_, err := ask(ctx, e, rd, "GET", path, nil)
+		return err
 	}
 	l, err := c.load(e, true)
 	if err != nil {

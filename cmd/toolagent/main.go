@@ -115,26 +115,22 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "Run `toolagent <subcommand> -h` for its arguments and flags.")
 }
 
-// Exit codes (documented in README.md, "A five-minute tour").
+// Exit codes (cli.Exit*, documented in README.md, "A five-minute tour").
 const (
-	exitOK       = 0
-	exitFailed   = 1 // the tool ran and failed, or validation found problems
-	exitUsage    = 2 // bad flags or arguments, or invalid params
-	exitNotFound = 3 // no such tool
-	exitTimeout  = 4 // the tool timed out
-	exitRefused  = 5 // disabled, approval required, busy
+	exitOK       = cli.ExitOK
+	exitFailed   = cli.ExitFailed
+	exitUsage    = cli.ExitUsage
+	exitNotFound = cli.ExitNotFound
+	exitTimeout  = cli.ExitTimeout
+	exitRefused  = cli.ExitRefused
 )
 
-// usageError marks bad command-line usage.
-type usageError = cli.UsageError
-
-// exitError carries an exit code for an outcome already printed.
-type exitError struct {
-	code int
-	msg  string // printed to stderr when non-empty
-}
-
-func (e exitError) Error() string { return e.msg }
+// usageError marks bad command-line usage; exitError carries the exit
+// code of an outcome already printed.
+type (
+	usageError = cli.UsageError
+	exitError  = cli.ExitError
+)
 
 func exitCode(err error, stderr io.Writer) int {
 	if err == nil {
@@ -142,10 +138,10 @@ func exitCode(err error, stderr io.Writer) int {
 	}
 	var ee exitError
 	if errors.As(err, &ee) {
-		if ee.msg != "" {
-			fmt.Fprintln(stderr, "toolagent:", ee.msg)
+		if ee.Msg != "" {
+			fmt.Fprintln(stderr, "toolagent:", ee.Msg)
 		}
-		return ee.code
+		return ee.Code
 	}
 	if errors.Is(err, errFlagHelp) {
 		return exitOK // the help was asked for and printed

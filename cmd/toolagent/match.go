@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"net/url"
 	"strings"
 
@@ -40,19 +39,13 @@ func runMatch(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	if rd != nil {
-		code, body, err := rd.Do(ctx, "POST", "/v1/match", map[string]any{"intent": strings.Join(pos, " "), "limit": *limit}, false)
+		body, err := ask(ctx, e, rd, "POST", "/v1/match", map[string]any{"intent": strings.Join(pos, " "), "limit": *limit})
 		if err != nil {
-			return err
-		}
-		if code != http.StatusOK {
-			return apiErr(rd, code, body)
-		}
-		if err := cli.PrintRaw(e.stdout, body); err != nil {
 			return err
 		}
 		var resp struct{ Found bool }
 		if json.Unmarshal(body, &resp) == nil && !resp.Found {
-			return exitError{code: exitNotFound}
+			return exitError{Code: exitNotFound}
 		}
 		return nil
 	}
@@ -68,7 +61,7 @@ func runMatch(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	if !resp.Found {
-		return exitError{code: exitNotFound}
+		return exitError{Code: exitNotFound}
 	}
 	return nil
 }
@@ -90,14 +83,8 @@ func matchFeedback(ctx context.Context, e env, c *common, sf serverFlag, verb st
 	}
 	if rd != nil {
 		method := map[string]string{"list": "GET", "clear": "DELETE"}[verb]
-		code, body, err := rd.Do(ctx, method, "/v1/feedback?tool="+url.QueryEscape(tool), nil, false)
-		if err != nil {
-			return err
-		}
-		if code != http.StatusOK {
-			return apiErr(rd, code, body)
-		}
-		return cli.PrintRaw(e.stdout, body)
+		_, err := ask(ctx, e, rd, method, "/v1/feedback?tool="+url.QueryEscape(tool), nil)
+		return err
 	}
 	if err := c.resolve(e); err != nil {
 		return err

@@ -16,42 +16,6 @@ import (
 
 var toolNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
 
-// scaffold is the TOOL.hdlp `toolagent new` writes: every field, a working
-// shell run tool, comments saying what to change.
-const scaffold = `# %[1]s — scaffolded by toolagent new; edit every field, then run
-# toolagent validate and commit. The format is documented in docs/tool-format.md.
-name: %[1]s
-display: %[1]s
-intent: One sentence saying what the tool does (this is what intent search matches).
-method: run
-executor: shell
-# argv: the command and its arguments; {param} becomes exactly one argument,
-# never passed to a shell. A [group] is left out when its params are absent.
-argv: [echo, "{message}", ["--", "{extra}"]]
-params_schema:
-  message: { type: string, required: true, description: "what to echo" }
-  extra: { type: string, required: false, description: "an optional second argument" }
-constraints:
-  timeout_ms: 30000
-  max_output_bytes: 65536
-  require_confirm: false
-keywords: []
-# examples: requests, in any language, this tool answers: the strongest
-# words for intent search (toolagent validate --match checks they find it).
-examples:
-  - "echo a message back"
-  - "回显一条消息"
-# tags: lowercase words for filtering and scoped tokens (list --tag).
-tags: [example]
-# requires: what must exist on this host for the tool to be offered;
-# without it the tool is disabled, with the reason.
-requires:
-  programs: [echo]
-author: %[2]s
-created: %[3]s
-why: Why the tool exists and who needs it.
-`
-
 func runNew(ctx context.Context, e env, args []string) error {
 	var c common
 	fs := newFlagSet("new", e)
@@ -77,7 +41,7 @@ func runNew(ctx context.Context, e env, args []string) error {
 	if *author == "" {
 		*author = "unknown"
 	}
-	data := fmt.Sprintf(scaffold, name, *author, time.Now().Format(time.DateOnly))
+	data := hldp.Scaffold(name, *author, time.Now())
 	file := filepath.Join(c.Tools, name, hldp.FileName)
 	if _, err := hldp.Parse(filepath.Join("tools", name, hldp.FileName), []byte(data)); err != nil {
 		return fmt.Errorf("new: the scaffold does not validate (a bug): %w", err)
@@ -88,7 +52,7 @@ func runNew(ctx context.Context, e env, args []string) error {
 	f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		if errors.Is(err, os.ErrExist) {
-			return exitError{code: exitFailed, msg: fmt.Sprintf("new: %s already exists; not overwriting it", file)}
+			return exitError{Code: exitFailed, Msg: fmt.Sprintf("new: %s already exists; not overwriting it", file)}
 		}
 		return err
 	}

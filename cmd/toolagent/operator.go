@@ -2,11 +2,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 
+	"github.com/toolagent/toolagent/internal/cli"
 	"github.com/toolagent/toolagent/internal/operator"
 )
 
@@ -30,27 +30,28 @@ func findDaemon(ctx context.Context, e env, c *common, server string) (*operator
 	return operator.Find(ctx, c.State, server, e.getenv("TOOLAGENT_TOKEN"))
 }
 
-// apiErr turns a daemon's error answer into the CLI's: 401/403 refused (5),
-// 404 not found (3), others failed (1), with the daemon's own message.
-func apiErr(r *operator.Client, code int, body []byte) error {
-	var e struct {
-		Error string `json:"error"`
+// ask sends a request to the daemon rd and prints its answer as it came
+// (cli.PrintRaw); an answer other than 200 is the CLI's error
+// (cli.AnswerExit). It returns the answer's body.
+func ask(ctx context.Context, e env, rd *operator.Client, method, path string, body any) ([]byte, error) {
+	code, b, err := rd.Do(ctx, method, path, body, false)
+	if err != nil {
+		return nil, err
 	}
-	msg := strings.TrimSpace(string(body))
-	if json.Unmarshal(body, &e) == nil && e.Error != "" {
-		msg = e.Error
+	if code != http.StatusOK {
+		return nil, cli.AnswerExit(rd.URL, rd.Token != "", code, b)
 	}
-	msg = fmt.Sprintf("daemon %s answered %d: %s", r.URL, code, msg)
-	switch code {
-	case http.StatusUnauthorized, http.StatusForbidden:
-		if r.Token == "" {
-			msg += " (set TOOLAGENT_TOKEN to a token of that daemon)"
-		}
-		return exitError{code: exitRefused, msg: msg}
-	case http.StatusNotFound:
-		return exitError{code: exitNotFound, msg: msg}
+	return b, cli.PrintRaw(e.stdout, b)
+}
+
+// answerExit is err, or the CLI's error for an answer of rd that was not
+// what was asked for (*operator.AnswerError).
+func answerExit(rd *operator.Client, err error) error {
+	var ae *operator.AnswerError
+	if errors.As(err, &ae) {
+		return cli.AnswerExit(rd.URL, rd.Token != "", ae.Code, ae.Body)
 	}
-	return exitError{code: exitFailed, msg: msg}
+	return err
 }
 
 // daemonFor returns the daemon a catalog command (list, show, match,

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"net/url"
 	"strings"
 
@@ -33,14 +32,8 @@ func runShow(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	if rd != nil {
-		code, body, err := rd.Do(ctx, "GET", "/v1/tools/"+url.PathEscape(pos[0]), nil, false)
-		if err != nil {
-			return err
-		}
-		if code != http.StatusOK {
-			return apiErr(rd, code, body)
-		}
-		return cli.PrintRaw(e.stdout, body)
+		_, err := ask(ctx, e, rd, "GET", "/v1/tools/"+url.PathEscape(pos[0]), nil)
+		return err
 	}
 	l, err := c.load(e, true)
 	if err != nil {
@@ -48,7 +41,7 @@ func runShow(ctx context.Context, e env, args []string) error {
 	}
 	en, ok := l.Snap.Lookup(pos[0])
 	if !ok {
-		return exitError{code: exitNotFound, msg: fmt.Sprintf("no tool named %q in %s", pos[0], c.Tools)}
+		return exitError{Code: exitNotFound, Msg: fmt.Sprintf("no tool named %q in %s", pos[0], c.Tools)}
 	}
 	return cli.PrintJSON(e.stdout, en.View(true))
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"net/http"
 
 	"github.com/toolagent/toolagent/internal/cli"
 	"github.com/toolagent/toolagent/internal/operator"
@@ -28,15 +27,9 @@ func runStatus(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	if rd == nil {
-		return exitError{code: exitFailed, msg: "no daemon runs on the state directory " + c.State +
+		return exitError{Code: exitFailed, Msg: "no daemon runs on the state directory " + c.State +
 			" (no live " + operator.InfoPath(c.State) + "): start one with `toolagent serve`, give its --state, or ask another with --server URL"}
 	}
-	code, body, err := rd.Do(ctx, "GET", "/v1/status", nil, false)
-	if err != nil {
-		return err
-	}
-	if code != http.StatusOK {
-		return apiErr(rd, code, body)
-	}
-	return cli.PrintRaw(e.stdout, body)
+	_, err = ask(ctx, e, rd, "GET", "/v1/status", nil)
+	return err
 }

@@ -32,7 +32,7 @@ func runSync(ctx context.Context, e env, args []string) error {
 		return perr
 	}
 	if err != nil {
-		return exitError{code: exitFailed, msg: err.Error()}
+		return exitError{Code: exitFailed, Msg: err.Error()}
 	}
 	return nil
 }

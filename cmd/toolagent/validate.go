@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strings"
 
 	"github.com/toolagent/toolagent/internal/catalog"
 	"github.com/toolagent/toolagent/internal/cli"
@@ -66,7 +65,7 @@ func runValidate(ctx context.Context, e env, args []string) error {
 	if c.Tools == host.Embedded && !asked {
 		// A false green is worse than none: in CI, validate checks the
 		// repository's tree or says it found none.
-		return exitError{code: exitFailed, msg: "validate: no tools tree here (no ./tools/*/" + hldp.FileName + " in this directory or a parent): give the DIR, or `validate embedded` for the copy compiled into the binary"}
+		return exitError{Code: exitFailed, Msg: "validate: no tools tree here (no ./tools/*/" + hldp.FileName + " in this directory or a parent): give the DIR, or `validate embedded` for the copy compiled into the binary"}
 	}
 	if *matchLint {
 		if c.Vocab, err = host.LoadVocab(*vocabFile); err != nil {
@@ -95,7 +94,7 @@ func runValidate(ctx context.Context, e env, args []string) error {
 		warnings = lintMatch(e, l.Snap, c.Vocab)
 	}
 	if len(lines) > 0 || *matchStrict && warnings > 0 {
-		return exitError{code: exitFailed}
+		return exitError{Code: exitFailed}
 	}
 	return nil
 }
@@ -122,38 +121,12 @@ func lintMatch(e env, snap *catalog.Snapshot, vocab *match.Vocab) int {
 			continue
 		}
 		warnings++
-		fmt.Fprintf(e.stdout, "warning: %s: %s[%d] %q: %s\n", files[r.Doc], catalog.ExamplesField, r.Index, r.Example, exampleVerdict(r))
+		fmt.Fprintf(e.stdout, "warning: %s: %s[%d] %q: %s\n", files[r.Doc], catalog.ExamplesField, r.Index, r.Example, r.Verdict())
 	}
 	s := matcheval.SummarizeExamples(results)
 	fmt.Fprintf(e.stdout, "match: %d examples of %d tools, each left out of its own tool: Hit@1 %.3f, Hit@3 %.3f, refused %.3f; %d warnings\n",
 		s.Examples, s.Docs, s.HitAt1, s.HitAt3, s.Refused, warnings)
 	return warnings
-}
-
-// exampleVerdict says what went wrong with an example, naming its tool and
-// the tool found in its place.
-func exampleVerdict(r matcheval.ExampleResult) string {
-	if len(r.Candidates) == 0 {
-		return fmt.Sprintf("finds no tool; %s does not match it without this example", r.Doc)
-	}
-	first := r.Candidates[0]
-	var s string
-	switch rank := r.Rank(); rank {
-	case 0:
-		var ids []string
-		for _, c := range r.Candidates {
-			ids = append(ids, c.ID)
-		}
-		s = fmt.Sprintf("%s is not among the %d candidates (%s); %s ranks first", r.Doc, len(r.Candidates), strings.Join(ids, ", "), first.ID)
-	case 1:
-		s = fmt.Sprintf("%s ranks first", r.Doc)
-	default:
-		s = fmt.Sprintf("%s ranks first (%.2f), %s is #%d (%.2f)", first.ID, first.Score, r.Doc, rank, r.Candidates[rank-1].Score)
-	}
-	if !r.Found {
-		s += fmt.Sprintf(", but refused: the best score %.3f is below %.3f", first.Score, r.Threshold)
-	}
-	return s
 }
 
 // validateFile checks one TOOL.hdlp: every problem, file:line:col.
@@ -168,7 +141,7 @@ func validateFile(e env, path string) error {
 			fmt.Fprintln(e.stdout, ln)
 		}
 		fmt.Fprintf(e.stdout, "%s: %d problems\n", path, len(lines))
-		return exitError{code: exitFailed}
+		return exitError{Code: exitFailed}
 	}
 	fmt.Fprintf(e.stdout, "%s: 0 problems\n", path)
 	return nil
@@ -186,7 +159,7 @@ func validateConfig(e env, path string) error {
 	if err != nil {
 		fmt.Fprintln(e.stdout, err)
 		fmt.Fprintf(e.stdout, "config %s: not valid\n", path)
-		return exitError{code: exitFailed}
+		return exitError{Code: exitFailed}
 	}
 	fmt.Fprintf(e.stdout, "config %s: 0 problems\n", path)
 	return nil

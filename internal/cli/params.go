@@ -9,28 +9,6 @@ import (
 	"github.com/toolagent/toolagent/internal/hldp"
 )
 
-// SchemaTypes reads the declared type of each param from a tool view's
-// params_schema.
-func SchemaTypes(view []byte) map[string]string {
-	var v struct {
-		Schema struct {
-			Properties map[string]struct {
-				Type any `json:"type"`
-			} `json:"properties"`
-		} `json:"params_schema"`
-	}
-	if json.Unmarshal(view, &v) != nil {
-		return nil
-	}
-	types := make(map[string]string, len(v.Schema.Properties))
-	for k, p := range v.Schema.Properties {
-		if t, ok := p.Type.(string); ok {
-			types[k] = t
-		}
-	}
-	return types
-}
-
 // KVParams turns k=v arguments into a params object. Values are converted
 // to the type params_schema declares (integer, number, boolean; array and
 // object as JSON); k:=JSON always takes raw JSON.
