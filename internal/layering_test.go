@@ -45,14 +45,15 @@ var allowed = map[string][]string{
 
 	// Mechanisms of the command packages: stdlib (and yaml) only.
 	"internal/settings": {},
-	"internal/operator": {"internal/dispatch", "internal/runs"},
+	"internal/operator": {"internal/dispatch", "internal/host", "internal/runs"},
 
 	// What a process finds on its host: paths, sandbox, shell executor,
 	// the local queue, a catalog loaded once.
-	"internal/host": {"internal/approval", "internal/catalog", "internal/dispatch", "internal/executors", "internal/executors/shell", "internal/health",
+	"internal/host": {"internal/approval", "internal/catalog", "internal/dispatch", "internal/executors", "internal/executors/shell", "internal/feedback", "internal/health",
 		"internal/hldp", "internal/match", "internal/policy", "internal/proc", "internal/repo", "internal/scan"},
 	"internal/httpserve": {},
 	"internal/cli":       {"internal/dispatch", "internal/hldp", "internal/settings"},
+	"internal/lint":      {"internal/catalog", "internal/hldp", "internal/host", "internal/match", "internal/match/matcheval", "internal/scan"},
 
 	// The daemon wires everything below it; only commands import it
 	// (no other entry of this table lists it).

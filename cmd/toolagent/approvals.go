@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -109,42 +108,24 @@ func runApprovals(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	defer d.Close()
-	switch verb {
-	case "list":
-		list, err := d.Approvals(!*all)
-		if err != nil {
-			return err
-		}
-		if list == nil {
-			list = []dispatch.Approval{}
-		}
-		return cli.PrintJSON(e.stdout, struct {
-			Approvals []dispatch.Approval `json:"approvals"`
-		}{list})
-	case "show":
-		a, err := d.Approval(rest[0])
-		if err != nil {
-			return cli.ApprovalExit(err)
-		}
-		return cli.PrintJSON(e.stdout, a)
-	}
-	a, res, err := d.Decide(ctx, rest[0], cliCaller(e), verb == "approve", json.RawMessage(*edits))
+	v, status, err := d.Act(ctx, verb, id, *all, json.RawMessage(*edits), cliCaller(e))
 	if errors.Is(err, dispatch.ErrSelfApproval) {
 		err = fmt.Errorf("%w (--allow-self-approval lets the user who asked approve)", err)
 	}
+	return printApproval(e, v, status, cli.ApprovalExit(err))
+}
+
+// printApproval prints what an approvals action answered and exits by
+// the status of the call an approval ran.
+func printApproval(e env, v any, status dispatch.ResultStatus, err error) error {
 	if err != nil {
-		return cli.ApprovalExit(err)
-	}
-	if res != nil && len(a.Result) == 0 {
-		if b, err := json.Marshal(res); err == nil {
-			a.Result = b // busy or disabled: not stored, shown anyway
-		}
-	}
-	if err := cli.PrintJSON(e.stdout, a); err != nil {
 		return err
 	}
-	if res != nil {
-		return cli.StatusExit(res.Status)
+	if err := cli.PrintJSON(e.stdout, v); err != nil {
+		return err
+	}
+	if status != "" {
+		return cli.StatusExit(status)
 	}
 	return nil
 }
@@ -153,28 +134,10 @@ func runApprovals(ctx context.Context, e env, args []string) error {
 // `toolagent mcp` (prefix "") or a daemon's API (prefix "/v1"), and prints
 // what the local queue would print; exit codes as there.
 func approvalsVia(ctx context.Context, e env, do func(ctx context.Context, method, path string, body any) (int, []byte, error), prefix, verb, id string, all bool, edits string) error {
-	method, path, req := operator.ApprovalRequest(prefix, verb, id, all, edits)
-	code, body, err := do(ctx, method, path, req)
-	if err != nil {
-		return err
+	v, status, err := operator.Approvals(ctx, do, prefix, verb, id, all, edits)
+	var ae *operator.AnswerError
+	if errors.As(err, &ae) {
+		err = cli.ApprovalAnswerExit(ae.Code, ae.Body)
 	}
-	if code != http.StatusOK {
-		return cli.ApprovalAnswerExit(code, body)
-	}
-	var v any
-	if err := json.Unmarshal(body, &v); err != nil {
-		return fmt.Errorf("the approvals control socket answered %q: %w", body, err)
-	}
-	if err := cli.PrintJSON(e.stdout, v); err != nil {
-		return err
-	}
-	var a struct {
-		Result *struct {
-			Status dispatch.ResultStatus `json:"status"`
-		} `json:"result"`
-	}
-	if verb == "approve" && json.Unmarshal(body, &a) == nil && a.Result != nil {
-		return cli.StatusExit(a.Result.Status)
-	}
-	return nil
+	return printApproval(e, v, status, err)
 }

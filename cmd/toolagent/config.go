@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"slices"
-	"strings"
 
 	"github.com/toolagent/toolagent/internal/cli"
 	"github.com/toolagent/toolagent/internal/daemon"
@@ -50,12 +49,7 @@ func loadConfig(e env, name string, args []string, extra func(*flag.FlagSet)) (d
 		Include:      func(flag string) bool { return flagFor(flag, name) },
 		Placeholders: placeholders,
 		Removed:      daemon.RemovedKeys,
-		Hint: func(key string) string {
-			if strings.Contains(key, "token") && !strings.Contains(key, "file") {
-				return "tokens are read from tokens_file or the environment (TOOLAGENT_TOKENS), never from a config file"
-			}
-			return ""
-		},
+		Hint:         daemon.KeyHint,
 	})
 	fs := newFlagSet(name, e)
 	if extra != nil {

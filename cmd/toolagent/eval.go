@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/toolagent/toolagent/internal/catalog"
 	"github.com/toolagent/toolagent/internal/cli"
 	"github.com/toolagent/toolagent/internal/host"
-	"github.com/toolagent/toolagent/internal/match"
+	"github.com/toolagent/toolagent/internal/lint"
 	"github.com/toolagent/toolagent/internal/match/matcheval"
-	"github.com/toolagent/toolagent/internal/scan"
 )
 
 // runEval measures intent matching alone: it indexes every tool whose
@@ -60,37 +58,15 @@ func runEval(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	defer closeTree()
-	snap, rep, err := scan.Build(nil, tree, nil, scan.Options{Catalog: catalog.Options{LazyIndex: true}})
+	out, problems, err := lint.Eval(tree, vocab, qs)
 	if err != nil {
 		return err
-	}
-	var docs []match.Doc
-	for _, en := range snap.All() {
-		if en.Tool != nil {
-			docs = append(docs, catalog.ToolDoc(en.Tool))
-		}
-	}
-	out := evalReport{
-		Report:          matcheval.RunDocs(docs, vocab, qs, catalog.MaxCandidates),
-		WithoutExamples: matcheval.RunDocs(matcheval.WithoutExamples(docs), vocab, qs, catalog.MaxCandidates),
-	}
-	for _, d := range docs {
-		n := 0
-		for _, f := range d.Fields {
-			if f.Example {
-				n++
-			}
-		}
-		out.Examples += n
-		if n > 0 {
-			out.ToolsWithExamples++
-		}
 	}
 	if !*byLang {
 		out.ByLang, out.WithoutExamples.ByLang = nil, nil
 	}
-	fmt.Fprintf(e.stderr, "indexed %d tools from %s (%d examples in %d tools); %d queries\n", len(docs), c.Tools, out.Examples, out.ToolsWithExamples, len(qs))
-	for _, p := range host.ProblemLines(rep.Problems) {
+	fmt.Fprintf(e.stderr, "indexed %d tools from %s (%d examples in %d tools); %d queries\n", out.Tools, c.Tools, out.Examples, out.ToolsWithExamples, len(qs))
+	for _, p := range problems {
 		fmt.Fprintf(e.stderr, "could not read: %s\n", p)
 	}
 	if *asJSON {
@@ -99,27 +75,8 @@ func runEval(ctx context.Context, e env, args []string) error {
 	if err := out.WriteText(e.stdout); err != nil {
 		return err
 	}
-	if out.Examples == 0 {
-		fmt.Fprintln(e.stdout, "without examples: the same (no tool has examples)")
-	} else {
-		fmt.Fprintf(e.stdout, "without examples (the %d examples of %d tools removed):\n", out.Examples, out.ToolsWithExamples)
-		if err := out.WithoutExamples.WriteText(e.stdout); err != nil {
-			return err
-		}
-	}
 	if *misses {
 		return out.WriteMisses(e.stdout)
 	}
 	return nil
-}
-
-// evalReport is what eval prints: the figures of the tools as written,
-// the same figures with their examples removed, and how many examples
-// there were. In JSON the first set's keys stay at the top level, as
-// before examples existed.
-type evalReport struct {
-	matcheval.Report
-	WithoutExamples   matcheval.Report `json:"without_examples"`
-	Examples          int              `json:"examples"`
-	ToolsWithExamples int              `json:"tools_with_examples"`
 }

@@ -17,12 +17,6 @@ import (
 // told otherwise: loopback, one port above the daemon's.
 const defaultGatekeeperListen = "127.0.0.1:8766"
 
-// listFlag is a repeatable string flag.
-type listFlag []string
-
-func (l *listFlag) String() string     { return strings.Join(*l, ",") }
-func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
-
 // gatekeeperTokenEnv holds the gatekeeper's accepted token; it is removed
 // from the process environment once read.
 const gatekeeperTokenEnv = "TOOLAGENT_GATEKEEPER_TOKEN"
@@ -35,21 +29,21 @@ const gatekeeperTokenEnv = "TOOLAGENT_GATEKEEPER_TOKEN"
 // which hides the token file, unless --sandbox=off says otherwise; a
 // sandbox that cannot be set up stops the start with the reason.
 func runGatekeeper(ctx context.Context, e env, args []string) error {
+	var opts gatekeeper.Options
 	fs := newFlagSet("gatekeeper", e)
 	listen := fs.String("listen", defaultGatekeeperListen, "address to listen on, host:port (port 0: any free port); a non-loopback address needs a token")
 	tokenFile := fs.String("token-file", "", "`FILE` holding the accepted bearer token (or set TOOLAGENT_GATEKEEPER_TOKEN)")
-	var hashes listFlag
-	fs.Var(&hashes, "token-sha256", "accepted token given as its hex SHA-256 digest (`printf %s \"$TOKEN\" | sha256sum`); repeatable")
+	fs.Var((*cli.ListFlag)(&opts.TokenSHA256), "token-sha256", "accepted token given as its hex SHA-256 digest (`printf %s \"$TOKEN\" | sha256sum`); repeatable")
 	allow := fs.String("allow", "", "comma-separated `PROGRAMS` that may run (names found in /usr/local/bin:/usr/bin:/bin, or absolute paths); with a list, cmd must be one simple command; empty: any")
 	var sandboxMode string
 	sandboxFlag(fs, e, &sandboxMode, "every command")
 	mech := fs.String("sandbox-mechanism", "auto", "what makes each command's sandbox: landlock (root, a kernel with Landlock), bubblewrap, or auto")
 	bwrap := fs.String("sandbox-bwrap", e.getenv("TOOLAGENT_SANDBOX_BWRAP"), "the bubblewrap `PROGRAM` (env TOOLAGENT_SANDBOX_BWRAP; default: bwrap, looked up in /usr/local/bin:/usr/bin:/bin)")
-	maxTimeout := fs.Duration("max-timeout", gatekeeper.DefaultMaxTimeout, "longest timeout a request may ask for (longer ones are clamped)")
-	maxOutput := fs.Int64("max-output", gatekeeper.DefaultMaxOutputCap, "largest output cap per stream, in bytes, a request may ask for")
-	maxConcurrent := fs.Int("max-concurrent", gatekeeper.DefaultMaxConcurrent, "most commands running at once; more get 503 busy")
-	bodyLimit := fs.Int64("body-limit", gatekeeper.DefaultMaxBodyBytes, "largest request body in bytes")
-	maxUsed := fs.Int("max-used-grants", gatekeeper.DefaultMaxUsedGrants, "most used grants remembered at once, each until it expires (a grant runs once); when full, grants get 503 busy until some expire")
+	fs.DurationVar(&opts.MaxTimeout, "max-timeout", gatekeeper.DefaultMaxTimeout, "longest timeout a request may ask for (longer ones are clamped)")
+	fs.Int64Var(&opts.MaxOutput, "max-output", gatekeeper.DefaultMaxOutputCap, "largest output cap per stream, in bytes, a request may ask for")
+	fs.IntVar(&opts.MaxConcurrent, "max-concurrent", gatekeeper.DefaultMaxConcurrent, "most commands running at once; more get 503 busy")
+	fs.Int64Var(&opts.MaxBodyBytes, "body-limit", gatekeeper.DefaultMaxBodyBytes, "largest request body in bytes")
+	fs.IntVar(&opts.MaxUsedGrants, "max-used-grants", gatekeeper.DefaultMaxUsedGrants, "most used grants remembered at once, each until it expires (a grant runs once); when full, grants get 503 busy until some expire")
 	grace := fs.Duration("shutdown-grace", 10*time.Second, "on SIGTERM/SIGINT, how long running commands may finish before they are killed")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	logLevel := fs.String("log-level", "info", "least log level: debug, info, warn or error")
@@ -66,14 +60,6 @@ func runGatekeeper(ctx context.Context, e env, args []string) error {
 	}
 	log := newLogger(*logFormat, *logLevel, e.stderr)
 
-	opts := gatekeeper.Options{
-		TokenSHA256:   hashes,
-		MaxTimeout:    *maxTimeout,
-		MaxOutput:     *maxOutput,
-		MaxConcurrent: *maxConcurrent,
-		MaxBodyBytes:  *bodyLimit,
-		MaxUsedGrants: *maxUsed,
-	}
 	if tok := e.getenv(gatekeeperTokenEnv); tok != "" {
 		opts.Tokens = append(opts.Tokens, tok)
 	}

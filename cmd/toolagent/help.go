@@ -56,11 +56,7 @@ func runCompletion(ctx context.Context, e env, args []string) error {
 			var buf bytes.Buffer
 			he := env{getenv: func(string) string { return "" }, stdin: strings.NewReader(""), stdout: &buf, stderr: io.Discard}
 			c.run(ctx, he, []string{"-h"})
-			for _, l := range strings.Split(buf.String(), "\n") {
-				if f, ok := strings.CutPrefix(l, "  --"); ok {
-					cc.Flags = append(cc.Flags, "--"+strings.Fields(f)[0])
-				}
-			}
+			cc.Flags = cli.HelpFlags(buf.String())
 		}
 		cmds = append(cmds, cc)
 	}

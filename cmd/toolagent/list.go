@@ -17,7 +17,7 @@ func runList(ctx context.Context, e env, args []string) error {
 	all := fs.Bool("all", false, "include disabled, failed and stale tools with their reasons")
 	var sf serverFlag
 	sf.register(fs, e)
-	var tagArgs listFlag
+	var tagArgs cli.ListFlag
 	fs.Var(&tagArgs, "tag", "list only the tools carrying this `TAG`; repeatable, or a comma list: --tag git --tag read-only and --tag git,read-only both keep the tools with both tags")
 	pos, err := cli.ParseArgs(fs, args)
 	if err != nil {

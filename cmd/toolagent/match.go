@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/toolagent/toolagent/internal/cli"
-	"github.com/toolagent/toolagent/internal/feedback"
 	"github.com/toolagent/toolagent/internal/host"
 )
 
@@ -86,19 +85,9 @@ func matchFeedback(ctx context.Context, e env, c *common, sf serverFlag, verb st
 		_, err := ask(ctx, e, rd, method, "/v1/feedback?tool="+url.QueryEscape(tool), nil)
 		return err
 	}
-	if err := c.resolve(e); err != nil {
-		return err
-	}
-	fb, err := feedback.Open(host.FeedbackFile(c.State), feedback.Options{})
+	v, err := c.Feedback(verb == "clear", tool)
 	if err != nil {
 		return err
 	}
-	if verb == "clear" {
-		n, err := fb.Clear(tool)
-		if err != nil {
-			return err
-		}
-		return cli.PrintJSON(e.stdout, map[string]int{"cleared": n})
-	}
-	return cli.PrintJSON(e.stdout, map[string]any{"tools": fb.List(tool)})
+	return cli.PrintJSON(e.stdout, v)
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 
 	"github.com/toolagent/toolagent/internal/cli"
@@ -55,23 +54,11 @@ func answerExit(rd *operator.Client, err error) error {
 }
 
 // daemonFor returns the daemon a catalog command (list, show, match,
-// call) asks instead of reading the tools tree itself: the one at
-// --server, or the one owning the state directory, unless the tree was
-// named (--tools, TOOLAGENT_TOOLS) or found from the working directory and
-// differs from the daemon's; then it says on stderr that a daemon runs and
-// how to ask it. nil: use the tree.
+// call) asks instead of reading the tools tree itself (operator.FindFor);
+// nil: use the tree.
 func (c *common) daemonFor(ctx context.Context, e env, sf serverFlag) (*operator.Client, error) {
-	rd, err := findDaemon(ctx, e, c, sf.url)
-	if rd == nil || err != nil || sf.url != "" {
-		return rd, err
+	if err := c.resolve(e); err != nil {
+		return nil, err
 	}
-	if c.ToolsChosen {
-		return nil, nil
-	}
-	if c.ToolsFromWorkDir && c.Tools != rd.Info.Tools {
-		fmt.Fprintf(e.stderr, "toolagent: using the tools tree %s (found from the working directory); the daemon of this state directory, %s, serves %s: give --server %s to ask it\n",
-			c.Tools, rd.URL, rd.Info.Source, rd.URL)
-		return nil, nil
-	}
-	return rd, nil
+	return operator.FindFor(ctx, &c.Paths, sf.url, e.getenv("TOOLAGENT_TOKEN"), e.stderr)
 }

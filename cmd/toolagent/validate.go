@@ -7,12 +7,11 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/toolagent/toolagent/internal/catalog"
 	"github.com/toolagent/toolagent/internal/cli"
 	"github.com/toolagent/toolagent/internal/daemon"
 	"github.com/toolagent/toolagent/internal/hldp"
 	"github.com/toolagent/toolagent/internal/host"
-	"github.com/toolagent/toolagent/internal/match"
+	"github.com/toolagent/toolagent/internal/lint"
 	"github.com/toolagent/toolagent/internal/match/matcheval"
 )
 
@@ -21,7 +20,7 @@ import (
 // when there is any. A tool whose executor is merely not configured on this
 // host is not a problem; one its executor cannot run at all is. With
 // --match it also runs every tool's examples against the rest of the
-// catalog (lintMatch); what that finds are warnings, which fail the run
+// catalog (lint.Examples); what that finds are warnings, which fail the run
 // only with --match-strict.
 func runValidate(ctx context.Context, e env, args []string) error {
 	var c common
@@ -77,73 +76,43 @@ func runValidate(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	lines := host.ProblemLines(l.Report.Problems)
-	for _, en := range l.Snap.All() {
-		if en.Tool != nil && en.Status == catalog.Disabled {
-			if _, configured := l.Execs[en.Tool.Executor]; configured {
-				lines = append(lines, fmt.Sprintf("tools/%s: %s", en.File, en.Reason))
-			}
-		}
-	}
-	for _, ln := range lines {
-		fmt.Fprintln(e.stdout, ln)
-	}
+	defer l.Close()
+	lines := lint.Tree(l)
+	printLines(e, lines...)
 	fmt.Fprintf(e.stdout, "%d tool folders, %d callable, %d problems\n", l.Snap.Len(), len(l.Snap.Enabled()), len(lines))
-	warnings := 0
+	var warnings []string
 	if *matchLint {
-		warnings = lintMatch(e, l.Snap, c.Vocab)
+		var s matcheval.ExampleSummary
+		warnings, s = lint.Examples(l.Snap, c.Vocab)
+		printLines(e, warnings...)
+		fmt.Fprintf(e.stdout, "match: %d examples of %d tools, each left out of its own tool: Hit@1 %.3f, Hit@3 %.3f, refused %.3f; %d warnings\n",
+			s.Examples, s.Docs, s.HitAt1, s.HitAt3, s.Refused, len(warnings))
 	}
-	if len(lines) > 0 || *matchStrict && warnings > 0 {
+	if len(lines) > 0 || *matchStrict && len(warnings) > 0 {
 		return exitError{Code: exitFailed}
 	}
 	return nil
 }
 
-// lintMatch runs every example of the tools in snap (each tool whose
-// definition parses, whatever its executor or status) against the others
-// with that example left out of its own tool's text
-// (matcheval.LeaveOneOut), prints a warning for each example that is
-// refused, finds another tool first or does not find its tool among the
-// candidates, then the figures, and returns the number of warnings.
-func lintMatch(e env, snap *catalog.Snapshot, vocab *match.Vocab) int {
-	var docs []match.Doc
-	files := map[string]string{}
-	for _, en := range snap.All() {
-		if en.Tool != nil {
-			docs = append(docs, catalog.ToolDoc(en.Tool))
-			files[en.Name] = "tools/" + en.File
-		}
+// printLines prints each line on stdout.
+func printLines(e env, lines ...string) {
+	for _, ln := range lines {
+		fmt.Fprintln(e.stdout, ln)
 	}
-	results := matcheval.LeaveOneOut(docs, vocab, catalog.MaxCandidates)
-	warnings := 0
-	for _, r := range results {
-		if r.OK() {
-			continue
-		}
-		warnings++
-		fmt.Fprintf(e.stdout, "warning: %s: %s[%d] %q: %s\n", files[r.Doc], catalog.ExamplesField, r.Index, r.Example, r.Verdict())
-	}
-	s := matcheval.SummarizeExamples(results)
-	fmt.Fprintf(e.stdout, "match: %d examples of %d tools, each left out of its own tool: Hit@1 %.3f, Hit@3 %.3f, refused %.3f; %d warnings\n",
-		s.Examples, s.Docs, s.HitAt1, s.HitAt3, s.Refused, warnings)
-	return warnings
 }
 
-// validateFile checks one TOOL.hdlp: every problem, file:line:col.
+// validateFile checks one TOOL.hdlp (lint.File): every problem,
+// file:line:col.
 func validateFile(e env, path string) error {
-	data, err := os.ReadFile(path)
+	lines, err := lint.File(path)
 	if err != nil {
 		return err
 	}
-	if _, err := hldp.Parse(path, data); err != nil {
-		lines := host.ProblemLines([]error{err})
-		for _, ln := range lines {
-			fmt.Fprintln(e.stdout, ln)
-		}
-		fmt.Fprintf(e.stdout, "%s: %d problems\n", path, len(lines))
+	printLines(e, lines...)
+	fmt.Fprintf(e.stdout, "%s: %d problems\n", path, len(lines))
+	if len(lines) > 0 {
 		return exitError{Code: exitFailed}
 	}
-	fmt.Fprintf(e.stdout, "%s: 0 problems\n", path)
 	return nil
 }
 

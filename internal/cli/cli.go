@@ -170,3 +170,20 @@ func PrintRaw(w io.Writer, body []byte) error {
 	_, err := w.Write(buf.Bytes())
 	return err
 }
+
+// ListFlag is a repeatable string flag: each use adds a value.
+type ListFlag []string
+
+func (l *ListFlag) String() string     { return strings.Join(*l, ",") }
+func (l *ListFlag) Set(s string) error { *l = append(*l, s); return nil }
+
+// HelpFlags returns the flags a help text (WriteHelp's) lists, as --name.
+func HelpFlags(help string) []string {
+	var flags []string
+	for _, l := range strings.Split(help, "\n") {
+		if f, ok := strings.CutPrefix(l, "  --"); ok {
+			flags = append(flags, "--"+strings.Fields(f)[0])
+		}
+	}
+	return flags
+}

@@ -222,6 +222,15 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// KeyHint says, for an unknown key of a config file, where the secret it
+// may name comes from instead ("" for other keys).
+func KeyHint(key string) string {
+	if strings.Contains(key, "token") && !strings.Contains(key, "file") {
+		return "tokens are read from tokens_file or the environment (TOOLAGENT_TOKENS), never from a config file"
+	}
+	return ""
+}
+
 // RemovedKeys are settings of earlier versions, and why they are gone.
 var RemovedKeys = map[string]string{
 	"sandbox_reuse": "a sandbox serves exactly one call and is never handed to another (docs/security.md); delete the key",

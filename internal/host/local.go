@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -92,4 +93,38 @@ func (q *Queue) Close() {
 	if q.loaded != nil {
 		q.loaded.Close()
 	}
+}
+
+// Act runs an approvals action on the queue by decider — list (every
+// approval with all, else the pending ones), show ID, approve ID (with
+// edited params when edits is not empty), deny ID — and returns what the
+// command prints, and for an approval that ran its call, the call's
+// status ("" otherwise). The error is dispatch's.
+func (q *Queue) Act(ctx context.Context, verb, id string, all bool, edits json.RawMessage, decider string) (any, dispatch.ResultStatus, error) {
+	switch verb {
+	case "list":
+		list, err := q.Approvals(!all)
+		if list == nil {
+			list = []dispatch.Approval{}
+		}
+		return struct {
+			Approvals []dispatch.Approval `json:"approvals"`
+		}{list}, "", err
+	case "show":
+		a, err := q.Approval(id)
+		return a, "", err
+	}
+	a, res, err := q.Decide(ctx, id, decider, verb == "approve", edits)
+	if err != nil {
+		return nil, "", err
+	}
+	if res == nil {
+		return a, "", nil
+	}
+	if len(a.Result) == 0 {
+		if b, err := json.Marshal(res); err == nil {
+			a.Result = b // busy or disabled: not stored, shown anyway
+		}
+	}
+	return a, res.Status, nil
 }

@@ -150,3 +150,32 @@ func ApprovalRequest(prefix, verb, id string, all bool, edits string) (method, p
 	}
 	return "POST", prefix + "/approvals/" + url.PathEscape(id), d
 }
+
+// Approvals runs an approvals action (see ApprovalRequest) with do — a
+// Client's Do without its anonymity, or a ControlClient's Do — and
+// returns the answer decoded, and for an approval that ran its call, the
+// call's status ("" otherwise). An answer other than 200 is an
+// *AnswerError.
+func Approvals(ctx context.Context, do func(ctx context.Context, method, path string, body any) (int, []byte, error), prefix, verb, id string, all bool, edits string) (any, dispatch.ResultStatus, error) {
+	method, path, req := ApprovalRequest(prefix, verb, id, all, edits)
+	code, body, err := do(ctx, method, path, req)
+	if err != nil {
+		return nil, "", err
+	}
+	if code != http.StatusOK {
+		return nil, "", &AnswerError{code, body}
+	}
+	var v any
+	if err := json.Unmarshal(body, &v); err != nil {
+		return nil, "", fmt.Errorf("the approvals control socket answered %q: %w", body, err)
+	}
+	var a struct {
+		Result *struct {
+			Status dispatch.ResultStatus `json:"status"`
+		} `json:"result"`
+	}
+	if verb == "approve" && json.Unmarshal(body, &a) == nil && a.Result != nil {
+		return v, a.Result.Status, nil
+	}
+	return v, "", nil
+}

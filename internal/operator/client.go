@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/toolagent/toolagent/internal/host"
 )
 
 // Client is a client of a running daemon's HTTP API.
@@ -146,4 +148,25 @@ func (r *Client) Stream(ctx context.Context, path string, body any, anonymous bo
 		return nil, fmt.Errorf("daemon %s: %w", r.URL, err)
 	}
 	return resp, nil
+}
+
+// FindFor is Find for a command that reads the tools tree p (resolved)
+// when no daemon answers for it: with server "", the daemon owning the
+// state directory answers unless the tree was named (p.ToolsChosen), or
+// was found from the working directory and differs from the daemon's;
+// then it says so on warn, naming the daemon to ask. nil: use the tree.
+func FindFor(ctx context.Context, p *host.Paths, server, token string, warn io.Writer) (*Client, error) {
+	rd, err := Find(ctx, p.State, server, token)
+	if rd == nil || err != nil || server != "" {
+		return rd, err
+	}
+	if p.ToolsChosen {
+		return nil, nil
+	}
+	if p.ToolsFromWorkDir && p.Tools != rd.Info.Tools {
+		fmt.Fprintf(warn, "toolagent: using the tools tree %s (found from the working directory); the daemon of this state directory, %s, serves %s: give --server %s to ask it\n",
+			p.Tools, rd.URL, rd.Info.Source, rd.URL)
+		return nil, nil
+	}
+	return rd, nil
 }
