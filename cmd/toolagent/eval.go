@@ -32,7 +32,7 @@ func runEval(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	if len(pos) != 0 {
-		return usageError{Err: errTooManyArgs("eval", pos)}
+		return cli.TooManyArgs("eval", pos)
 	}
 	if *queries == "" {
 		return usageError{Err: errors.New("eval: --queries FILE is required")}

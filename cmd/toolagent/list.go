@@ -24,7 +24,7 @@ func runList(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	if len(pos) != 0 {
-		return usageError{Err: errTooManyArgs("list", pos)}
+		return cli.TooManyArgs("list", pos)
 	}
 	tags, err := catalog.ParseTagFilter(tagArgs)
 	if err != nil {

@@ -2,8 +2,9 @@
 // (tools/<name>/TOOL.hdlp) into a live, safe tool catalog: list, show,
 // validate and call tools from the command line, or serve them.
 //
-// This package holds flags and wiring only; main calls run, which returns
-// an error, and exit codes are decided in one place (exitCode).
+// This package holds flags, config loading, signals and one file per
+// subcommand calling into internal/ (docs/architecture.md); exit codes
+// are decided in one place (exitCode).
 package main
 
 import (

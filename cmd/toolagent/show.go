@@ -5,14 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"strings"
 
 	"github.com/toolagent/toolagent/internal/cli"
 )
-
-func errTooManyArgs(cmd string, extra []string) error {
-	return fmt.Errorf("%s: unexpected arguments %s", cmd, strings.Join(extra, " "))
-}
 
 func runShow(ctx context.Context, e env, args []string) error {
 	var c common

@@ -20,7 +20,7 @@ func runStatus(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	if len(pos) != 0 {
-		return usageError{Err: errTooManyArgs("status", pos)}
+		return cli.TooManyArgs("status", pos)
 	}
 	rd, err := findDaemon(ctx, e, &c, sf.url)
 	if err != nil {

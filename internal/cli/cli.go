@@ -187,3 +187,9 @@ func HelpFlags(help string) []string {
 	}
 	return flags
 }
+
+// TooManyArgs is the usage error of a command given arguments it does
+// not take.
+func TooManyArgs(cmd string, extra []string) error {
+	return UsageError{Err: fmt.Errorf("%s: unexpected arguments %s", cmd, strings.Join(extra, " "))}
+}
