@@ -34,9 +34,9 @@ import (
 	"github.com/toolagent/toolagent/internal/scan"
 )
 
-// core is what every long-running command (serve, mcp) is built on: the
-// catalog store kept current by the reload loop, the executors and the
-// dispatcher. newCore builds it; start runs its goroutines.
+// core is what a daemon of every role (Serve, Stdio, Sync) is built on:
+// the catalog store kept current by the reload loop, the executors and
+// the dispatcher. newCore builds it; start runs its goroutines.
 type core struct {
 	cfg      Config
 	log      *slog.Logger
@@ -50,7 +50,7 @@ type core struct {
 	trigger  *reload.Trigger
 	watchDir string // local tools dir to watch; "" for none
 	health   *health.Monitor
-	src      *source // where trees come from (source_git.go)
+	src      *source // where trees come from (source.go)
 	// approvals is the approval queue: under STATE/approvals, or in the
 	// shared database (store postgres); nil without one. close releases
 	// its directory lock, or stops its leases.
