@@ -9,10 +9,11 @@ import (
 
 const module = "github.com/toolagent/toolagent"
 
-// allowed is the one-way import table of STYLE.md section 4.3: for each
+// allowed is the one-way import table (docs/architecture.md): for each
 // internal package, the internal packages it may import. A package missing
-// here may not exist; add it to the table (and the table in STYLE.md) on
-// purpose.
+// here may not exist; add it to the table (and to docs/architecture.md) on
+// purpose. Only commands may import internal/daemon: no entry lists it but
+// the development commands under internal/cmd.
 var allowed = map[string][]string{
 	"internal/hldp":                 {},
 	"internal/match":                {},
@@ -34,13 +35,40 @@ var allowed = map[string][]string{
 	"internal/pgstore/pgtest":       {},
 	"internal/dispatch":             {"internal/catalog", "internal/executors", "internal/hldp", "internal/policy", "internal/approval", "internal/runs"},
 	"internal/reload":               {"internal/catalog", "internal/scan"},
+	"internal/health":               {"internal/catalog", "internal/executors", "internal/hldp", "internal/scan"},
 	"internal/api":                  {"internal/catalog", "internal/dispatch", "internal/reload", "internal/hldp", "internal/runs", "internal/feedback"},
 	"internal/mcpserver":            {"internal/catalog", "internal/dispatch", "internal/hldp", "internal/runs"},
 	"internal/console":              {"internal/catalog", "internal/dispatch", "internal/hldp", "internal/reload", "internal/audit"},
 	"internal/audit":                {"internal/pgstore"},
 	"internal/runs":                 {},
 	"internal/feedback":             {},
-	"internal/gatekeeper":           {"internal/proc", "internal/policy", "internal/grant"},
+	"internal/gatekeeper":           {"internal/proc", "internal/policy", "internal/grant", "internal/httpserve"},
+
+	// Beside the request path, below the daemon and the commands: host is
+	// what a process finds on its host (paths, sandbox, shell executor,
+	// the local queue, a catalog loaded once); operator is how the CLI
+	// reaches the process that owns a state directory.
+	"internal/host": {"internal/approval", "internal/catalog", "internal/dispatch", "internal/executors", "internal/executors/shell", "internal/feedback", "internal/health",
+		"internal/hldp", "internal/match", "internal/policy", "internal/proc", "internal/repo", "internal/scan"},
+	"internal/operator": {"internal/dispatch", "internal/host", "internal/runs"},
+
+	// Mechanisms: stdlib (and yaml) only.
+	"internal/settings":  {},
+	"internal/httpserve": {},
+
+	// The command line's conventions, and what validate and eval check.
+	"internal/cli":  {"internal/dispatch", "internal/hldp", "internal/settings"},
+	"internal/lint": {"internal/catalog", "internal/hldp", "internal/host", "internal/match", "internal/match/matcheval", "internal/scan"},
+
+	// The daemon wires everything below it; only commands import it
+	// (no other entry of this table lists it).
+	"internal/daemon": {"internal/api", "internal/approval", "internal/audit", "internal/cache", "internal/catalog", "internal/console",
+		"internal/dispatch", "internal/executors", "internal/executors/forgejo", "internal/executors/gatekeeper", "internal/executors/hlpdapi",
+		"internal/feedback", "internal/health", "internal/hldp", "internal/host", "internal/httpserve", "internal/mcpserver", "internal/operator",
+		"internal/pgstore", "internal/policy", "internal/proc", "internal/reload", "internal/repo", "internal/runs", "internal/scan", "internal/settings"},
+
+	// Development commands beside the product binary (go run ./internal/cmd/...).
+	"internal/cmd/benchcatalog": {"internal/catalog", "internal/daemon", "internal/mcpserver", "internal/repo", "internal/scan", "internal/settings"},
 
 	// Test helpers of sandboxed children: proc only.
 	"internal/proc/proctest": {"internal/proc"},

@@ -7,87 +7,17 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/toolagent/toolagent/internal/approval"
-	"github.com/toolagent/toolagent/internal/catalog"
+	"github.com/toolagent/toolagent/internal/cli"
 	"github.com/toolagent/toolagent/internal/dispatch"
-	"github.com/toolagent/toolagent/internal/executors"
-	"github.com/toolagent/toolagent/internal/hldp"
-	"github.com/toolagent/toolagent/internal/policy"
+	"github.com/toolagent/toolagent/internal/host"
+	"github.com/toolagent/toolagent/internal/operator"
 )
-
-// approvalsDir is where the approval queue of a state directory lives.
-func approvalsDir(state string) string { return filepath.Join(state, "approvals") }
-
-// queueOf is ap as dispatch's approval queue: nil (no queue) when ap is
-// nil, never an interface holding a nil *Store.
-func queueOf(ap *approval.Store) approval.Queue {
-	if ap == nil {
-		return nil
-	}
-	return ap
-}
-
-// openApprovals opens the approval queue under state. It fails with
-// approval.ErrLocked while another process (a daemon) holds it.
-func openApprovals(state string, ttl time.Duration, allowSelf bool, log *slog.Logger) (*approval.Store, error) {
-	st, err := approval.Open(approval.Options{Dir: approvalsDir(state), TTL: ttl, AllowSelfApproval: allowSelf,
-		Logger: log.With(slog.String("log", "approval"))})
-	if errors.Is(err, approval.ErrLocked) {
-		return nil, fmt.Errorf("%w: %s (one process owns an approval queue: decide through the daemon's API, POST /v1/approvals/ID, or give this command its own --state)", err, approvalsDir(state))
-	}
-	return st, err
-}
-
-// shellPolicy builds the operator's override of the default shell policy
-// from shell_policy.commands and shell_policy.classes; nil when neither is
-// set. The catastrophic class is not overridable.
-func (c Config) shellPolicy() (*policy.ShellPolicy, error) {
-	if len(c.ShellPolicyCommands) == 0 && len(c.ShellPolicyClasses) == 0 {
-		return nil, nil
-	}
-	p := policy.DefaultShellPolicy()
-	var errs []error
-	for name, word := range c.ShellPolicyCommands {
-		d, err := policy.ParseDecision(word)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("shell_policy.commands %s: %w", name, err))
-			continue
-		}
-		p.Commands[name] = d
-	}
-	for class, word := range c.ShellPolicyClasses {
-		cl := policy.Class(class)
-		if _, known := p.Classes[cl]; !known {
-			known := make([]string, 0, len(p.Classes))
-			for k := range p.Classes {
-				known = append(known, string(k))
-			}
-			slices.Sort(known)
-			errs = append(errs, fmt.Errorf("shell_policy.classes: unknown class %q; want one of %v", class, known))
-			continue
-		}
-		if cl == policy.ClassCatastrophic {
-			errs = append(errs, errors.New("shell_policy.classes: catastrophic commands are always denied; the class cannot be overridden"))
-			continue
-		}
-		d, err := policy.ParseDecision(word)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("shell_policy.classes %s: %w", class, err))
-			continue
-		}
-		p.Classes[cl] = d
-	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	return p, nil
-}
 
 // approvalFlags are the approval settings of the CLI commands that open
 // the queue themselves (call, approvals); the same variables as serve's.
@@ -130,13 +60,13 @@ func runApprovals(ctx context.Context, e env, args []string) error {
 	sf.register(fs, e)
 	all := fs.Bool("all", false, "list: every approval, not only the pending ones")
 	edits := fs.String("params", "", "approve: edited params as one JSON `object`, validated and judged again, in place of the asked ones")
-	pos, err := parseArgs(fs, args)
+	pos, err := cli.ParseArgs(fs, args)
 	if err != nil {
 		return err
 	}
 	const want = "approvals: want list [--all] | show ID | approve ID [--params JSON] | deny ID"
 	if len(pos) == 0 {
-		return usageError{errors.New(want)}
+		return usageError{Err: errors.New(want)}
 	}
 	verb, rest := pos[0], pos[1:]
 	wantArgs := 1
@@ -145,11 +75,11 @@ func runApprovals(ctx context.Context, e env, args []string) error {
 	}
 	switch {
 	case !slices.Contains([]string{"list", "show", "approve", "deny"}, verb):
-		return usageError{fmt.Errorf("approvals: unknown action %q; %s", verb, want)}
+		return usageError{Err: fmt.Errorf("approvals: unknown action %q; %s", verb, want)}
 	case len(rest) != wantArgs:
-		return usageError{fmt.Errorf("approvals %s: want %d argument(s), got %q", verb, wantArgs, rest)}
+		return usageError{Err: fmt.Errorf("approvals %s: want %d argument(s), got %q", verb, wantArgs, rest)}
 	case *edits != "" && verb != "approve":
-		return usageError{errors.New("approvals: --params goes with approve only")}
+		return usageError{Err: errors.New("approvals: --params goes with approve only")}
 	}
 	// A running daemon owns its state directory's queue: decide through
 	// its API, as the operator (or the token in TOOLAGENT_TOKEN).
@@ -157,90 +87,57 @@ func runApprovals(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
+	id := strings.Join(rest, "")
 	if rd != nil {
 		do := func(ctx context.Context, method, path string, body any) (int, []byte, error) {
-			return rd.do(ctx, method, path, body, false)
+			return rd.Do(ctx, method, path, body, false)
 		}
-		return approvalsVia(ctx, e, do, "/v1", verb, strings.Join(rest, ""), *all, *edits)
+		return approvalsVia(ctx, e, do, "/v1", verb, id, *all, *edits)
 	}
-	st, err := openApprovals(c.state, af.ttl, af.allowSelf, slog.New(slog.NewTextHandler(e.stderr, nil)))
+	// Only approve runs a call, so only approve loads the catalog. The
+	// decision's audit line goes to stderr.
+	d, err := c.OpenQueue(host.Approvals{TTL: af.ttl, AllowSelf: af.allowSelf}, slog.New(slog.NewTextHandler(e.stderr, nil)),
+		slog.New(slog.NewJSONHandler(e.stderr, nil)).With(slog.String("log", "audit")), verb == "approve")
 	if errors.Is(err, approval.ErrLocked) {
 		// A running `toolagent mcp` owns the queue: decide through it.
-		if cc, ok := dialControl(c.state); ok {
-			return approvalsVia(ctx, e, cc.do, "", verb, strings.Join(rest, ""), *all, *edits)
+		if cc, ok := operator.DialControl(host.ApprovalsDir(c.State)); ok {
+			return approvalsVia(ctx, e, cc.Do, "", verb, id, *all, *edits)
 		}
 	}
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	// Only approve runs a call, so only approve needs the catalog.
-	// The decision's audit line goes to stderr.
-	store := new(catalog.Store)
-	var execs map[hldp.ExecutorKind]executors.Executor
-	if verb == "approve" {
-		c.runsTools = true
-		l, err := c.load(e, true)
-		if err != nil {
-			return err
-		}
-		store.Swap(l.snap)
-		execs = l.execs
-	}
-	d := dispatch.New(store, execs, dispatch.Options{Approvals: st, Audit: slog.New(slog.NewJSONHandler(e.stderr, nil)).With(slog.String("log", "audit"))})
-	switch verb {
-	case "list":
-		list, err := d.Approvals(!*all)
-		if err != nil {
-			return err
-		}
-		if list == nil {
-			list = []dispatch.Approval{}
-		}
-		return printJSON(e.stdout, struct {
-			Approvals []dispatch.Approval `json:"approvals"`
-		}{list})
-	case "show":
-		a, err := d.Approval(rest[0])
-		if err != nil {
-			return approvalExit(err)
-		}
-		return printJSON(e.stdout, a)
-	}
-	a, res, err := d.Decide(ctx, rest[0], cliCaller(e), verb == "approve", json.RawMessage(*edits))
+	defer d.Close()
+	v, status, err := d.Act(ctx, verb, id, *all, json.RawMessage(*edits), cliCaller(e))
 	if errors.Is(err, dispatch.ErrSelfApproval) {
 		err = fmt.Errorf("%w (--allow-self-approval lets the user who asked approve)", err)
 	}
+	return printApproval(e, v, status, cli.ApprovalExit(err))
+}
+
+// printApproval prints what an approvals action answered and exits by
+// the status of the call an approval ran.
+func printApproval(e env, v any, status dispatch.ResultStatus, err error) error {
 	if err != nil {
-		return approvalExit(err)
-	}
-	if res != nil && len(a.Result) == 0 {
-		if b, err := json.Marshal(res); err == nil {
-			a.Result = b // busy or disabled: not stored, shown anyway
-		}
-	}
-	if err := printJSON(e.stdout, a); err != nil {
 		return err
 	}
-	if res != nil {
-		return statusExit(res.Status)
+	if err := cli.PrintJSON(e.stdout, v); err != nil {
+		return err
+	}
+	if status != "" {
+		return cli.StatusExit(status)
 	}
 	return nil
 }
 
-// approvalExit maps a decision that could not happen to an exit code:
-// not found 3, refused (self-approval, expired, decided or used, the
-// binding changed, a rejected edit) 5.
-func approvalExit(err error) error {
-	switch {
-	case errors.Is(err, dispatch.ErrApprovalNotFound):
-		return exitError{code: exitNotFound, msg: err.Error()}
-	case errors.Is(err, dispatch.ErrInvalidEdit):
-		return exitError{code: exitUsage, msg: err.Error()}
-	case errors.Is(err, dispatch.ErrSelfApproval), errors.Is(err, dispatch.ErrApprovalExpired),
-		errors.Is(err, dispatch.ErrAlreadyDecided), errors.Is(err, dispatch.ErrApprovalUsed),
-		errors.Is(err, dispatch.ErrNotApproved), errors.Is(err, dispatch.ErrBindingMismatch):
-		return exitError{code: exitRefused, msg: err.Error()}
+// approvalsVia runs an approvals action through the control socket of a
+// `toolagent mcp` (prefix "") or a daemon's API (prefix "/v1"), and prints
+// what the local queue would print; exit codes as there.
+func approvalsVia(ctx context.Context, e env, do func(ctx context.Context, method, path string, body any) (int, []byte, error), prefix, verb, id string, all bool, edits string) error {
+	v, status, err := operator.Approvals(ctx, do, prefix, verb, id, all, edits)
+	var ae *operator.AnswerError
+	if errors.As(err, &ae) {
+		err = cli.ApprovalAnswerExit(ae.Code, ae.Body)
 	}
-	return err
+	return printApproval(e, v, status, err)
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/toolagent/toolagent/internal/dispatch"
+	"github.com/toolagent/toolagent/internal/operator"
 	"github.com/toolagent/toolagent/internal/pgstore"
 	"github.com/toolagent/toolagent/internal/pgstore/pgtest"
 	"github.com/toolagent/toolagent/internal/proc/proctest"
@@ -44,7 +45,7 @@ constraints:
 }
 
 // as returns a view of d that sends token.
-func (d *daemon) as(token string) *daemon {
+func (d *liveDaemon) as(token string) *liveDaemon {
 	c := *d
 	c.token = token
 	return &c
@@ -56,7 +57,7 @@ type approvalAnswer struct {
 	res dispatch.Result
 }
 
-func (d *daemon) approval(t *testing.T, method, id, body string) (int, approvalAnswer, string) {
+func (d *liveDaemon) approval(t *testing.T, method, id, body string) (int, approvalAnswer, string) {
 	t.Helper()
 	code, b := d.request(t, method, "/v1/approvals/"+id, body)
 	var a approvalAnswer
@@ -74,7 +75,7 @@ func (d *daemon) approval(t *testing.T, method, id, body string) (int, approvalA
 }
 
 // hold makes a call that the policy holds and returns its result.
-func (d *daemon) hold(t *testing.T, cmd string) dispatch.Result {
+func (d *liveDaemon) hold(t *testing.T, cmd string) dispatch.Result {
 	t.Helper()
 	code, res := d.call(t, "guarded", map[string]any{"cmd": cmd})
 	if code != 202 || res.Status != dispatch.ApprovalRequired || res.ApprovalID == "" || res.ParamsHash == "" || res.ExpiresAt.IsZero() {
@@ -83,7 +84,7 @@ func (d *daemon) hold(t *testing.T, cmd string) dispatch.Result {
 	return res
 }
 
-func startApprovalDaemon(t *testing.T, tools string, args ...string) *daemon {
+func startApprovalDaemon(t *testing.T, tools string, args ...string) *liveDaemon {
 	env := map[string]string{"TOOLAGENT_TOKENS": "alice:call:" + aliceToken + ",bob:approve:" + bobToken}
 	return startDaemon(t, env, append([]string{"--tools", tools}, args...)...)
 }
@@ -284,7 +285,7 @@ func TestApprovalsSurviveRestart(t *testing.T) {
 	// One process owns a state directory's approval queue. The refused
 	// one leaves nothing running: its sandbox's warm worker ends with it.
 	before := len(descendants(t))
-	if _, stderr, code := cli(t, nil, "serve", "--listen", "127.0.0.1:0", "--tools", tools, "--state", state); code == 0 || !strings.Contains(stderr, "in use") {
+	if _, stderr, code := runCLI(t, nil, "serve", "--listen", "127.0.0.1:0", "--tools", tools, "--state", state); code == 0 || !strings.Contains(stderr, "in use") {
 		t.Errorf("a second serve on the state dir = exit %d %q; want a refusal saying the queue is in use", code, stderr)
 	}
 	pollUntil(t, fmt.Sprintf("the refused serve's processes gone (back to %d)", before), func() bool { return len(descendants(t)) <= before })
@@ -312,7 +313,7 @@ func TestApprovalsCLI(t *testing.T) {
 	flags := []string{"--tools", tools, "--state", state}
 	hold := func(cmd string) string {
 		t.Helper()
-		out, stderr, code := cli(t, alice, append([]string{"call", "guarded", "cmd=" + cmd}, flags...)...)
+		out, stderr, code := runCLI(t, alice, append([]string{"call", "guarded", "cmd=" + cmd}, flags...)...)
 		var r dispatch.Result
 		if err := json.Unmarshal([]byte(out), &r); err != nil || code != exitRefused || r.Status != dispatch.ApprovalRequired || r.ApprovalID == "" {
 			t.Fatalf("call guarded = exit %d %s %s; want 5 approval_required with an id", code, out, stderr)
@@ -321,7 +322,7 @@ func TestApprovalsCLI(t *testing.T) {
 	}
 	approvals := func(env []string, args ...string) (approvalAnswer, string, int) {
 		t.Helper()
-		out, stderr, code := cli(t, env, append(append([]string{"approvals"}, args...), flags...)...)
+		out, stderr, code := runCLI(t, env, append(append([]string{"approvals"}, args...), flags...)...)
 		var a approvalAnswer
 		if json.Unmarshal([]byte(out), &a.Approval) == nil && len(a.Result) > 0 {
 			json.Unmarshal(a.Result, &a.res)
@@ -391,7 +392,7 @@ func TestShellPolicyOverride(t *testing.T) {
 		for k, v := range bad {
 			envKV = append(envKV, k+"="+v)
 		}
-		if _, stderr, code := cli(t, envKV, "serve", "--listen", "127.0.0.1:0", "--tools", tools, "--state", t.TempDir()); code == 0 || !strings.Contains(stderr, "shell_policy") {
+		if _, stderr, code := runCLI(t, envKV, "serve", "--listen", "127.0.0.1:0", "--tools", tools, "--state", t.TempDir()); code == 0 || !strings.Contains(stderr, "shell_policy") {
 			t.Errorf("serve with %v = exit %d %q; want a config error naming shell_policy", bad, code, stderr)
 		}
 	}
@@ -405,7 +406,7 @@ func TestApproveHintWorksWhereShown(t *testing.T) {
 	tools := t.TempDir()
 	putTool(t, tools, "guarded", guardedTool("run a command after an approval"))
 	open := startDaemon(t, nil, "--tools", tools)
-	if held := open.hold(t, "echo x"); !strings.Contains(held.Suggestion, "toolagent approvals approve "+held.ApprovalID) || !strings.Contains(held.Suggestion, operatorTokenFile) {
+	if held := open.hold(t, "echo x"); !strings.Contains(held.Suggestion, "toolagent approvals approve "+held.ApprovalID) || !strings.Contains(held.Suggestion, operator.TokenFile) {
 		t.Errorf("hint on a daemon without tokens: %q; want the operator's way: the CLI, or the operator token", held.Suggestion)
 	}
 	withTokens := startApprovalDaemon(t, tools).as(aliceToken)
@@ -489,7 +490,7 @@ func TestAuditVerifyAndExport(t *testing.T) {
 		}
 	}
 	kv := []string{"TOOLAGENT_STORE_URL=" + url}
-	out, errOut, code := cli(t, kv, "audit", "verify", "--store", "postgres")
+	out, errOut, code := runCLI(t, kv, "audit", "verify", "--store", "postgres")
 	var res struct {
 		Rows   int
 		Head   string
@@ -498,7 +499,7 @@ func TestAuditVerifyAndExport(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &res); err != nil || code != 0 || res.Rows < 6 || res.Broken != "" {
 		t.Fatalf("audit verify = %d %s %s; want every call of both replicas in one unbroken chain", code, out, errOut)
 	}
-	out, _, code = cli(t, kv, "audit", "export", "--store", "postgres")
+	out, _, code = runCLI(t, kv, "audit", "export", "--store", "postgres")
 	if code != 0 || strings.Count(out, "\n") != res.Rows || !strings.Contains(out, `\"tool\":\"shell-exec\"`) && !strings.Contains(out, `"tool":"shell-exec"`) {
 		t.Errorf("audit export = %d, %d lines; want %d rows with the calls", code, strings.Count(out, "\n"), res.Rows)
 	}
@@ -511,11 +512,11 @@ func TestAuditVerifyAndExport(t *testing.T) {
 	if _, err := db.Pool.Exec(t.Context(), `ALTER TABLE toolagent_audit DISABLE TRIGGER USER; DELETE FROM toolagent_audit WHERE seq = 3`); err != nil {
 		t.Fatal(err)
 	}
-	out, errOut, code = cli(t, kv, "audit", "verify", "--store", "postgres")
+	out, errOut, code = runCLI(t, kv, "audit", "verify", "--store", "postgres")
 	if code == 0 || !strings.Contains(errOut, "row 4") || !strings.Contains(out, `"rows": 2`) {
 		t.Errorf("audit verify after a row was deleted = %d %s %s; want a failure naming row 4", code, out, errOut)
 	}
-	if _, errOut, code := cli(t, nil, "audit", "verify"); code == 0 || !strings.Contains(errOut, "store files") {
+	if _, errOut, code := runCLI(t, nil, "audit", "verify"); code == 0 || !strings.Contains(errOut, "store files") {
 		t.Errorf("audit verify with the file store = %d %s; want it to say what store is needed", code, errOut)
 	}
 }
@@ -577,7 +578,7 @@ func TestServeSharedConcurrency(t *testing.T) {
 		var n int
 		return db.Pool.QueryRow(t.Context(), `SELECT count(*) FROM toolagent_slots WHERE tool = 'deploy' AND holder IS NOT NULL`).Scan(&n) == nil && n == 1
 	})
-	for i, d := range []*daemon{two, three} {
+	for i, d := range []*liveDaemon{two, three} {
 		code, res := d.call(t, "deploy", nil)
 		if code != 429 || res.Status != dispatch.Busy || !strings.Contains(res.Error, "across the replicas") {
 			t.Errorf("a call on replica %d while the first runs: %d %+v; want busy across the replicas", i+2, code, res)
@@ -589,7 +590,7 @@ func TestServeSharedConcurrency(t *testing.T) {
 	if res := <-first; res.Output != "deployed\n" {
 		t.Fatalf("the first call: %+v", res)
 	}
-	for i, d := range []*daemon{two, three} {
+	for i, d := range []*liveDaemon{two, three} {
 		if code, res := d.call(t, "deploy", nil); code != 200 || res.Output != "deployed\n" {
 			t.Errorf("a call on replica %d once the first ended: %d %+v; want it run", i+2, code, res)
 		}
@@ -671,7 +672,7 @@ func TestReplicasEndToEnd(t *testing.T) {
 		d.cmd.Process.Signal(syscall.SIGTERM) // a clean stop writes the queued audit records
 		d.cmd.Wait()
 	}
-	out, errOut, code := cli(t, []string{"TOOLAGENT_STORE_URL=" + url}, "audit", "verify", "--store", "postgres")
+	out, errOut, code := runCLI(t, []string{"TOOLAGENT_STORE_URL=" + url}, "audit", "verify", "--store", "postgres")
 	if code != 0 || !strings.Contains(out, `"rows"`) {
 		t.Errorf("audit verify after all of it: %d %s %s", code, out, errOut)
 	}
@@ -700,7 +701,7 @@ func BenchmarkSharedStoreEcho(b *testing.B) {
 			}
 			tools := b.TempDir()
 			putTool(b, tools, "shell-exec", shellExec(b))
-			var ds []*daemon
+			var ds []*liveDaemon
 			for range c.replicas {
 				ds = append(ds, startDaemon(b, env, "--tools", tools, "--sandbox", "off", "--store", c.store))
 			}

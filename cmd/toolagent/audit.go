@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/toolagent/toolagent/internal/audit"
+	"github.com/toolagent/toolagent/internal/daemon"
 )
 
 // runAudit reads the shared store's audit trail: `audit verify` checks
@@ -19,14 +20,15 @@ func runAudit(ctx context.Context, e env, args []string) error {
 		if _, err := loadConfig(e, "audit", args, nil); err != nil {
 			return err // -h prints the usage; a bad flag says so
 		}
-		return usageError{fmt.Errorf("audit: want verify or export")}
+		return usageError{Err: fmt.Errorf("audit: want verify or export")}
 	}
 	verb := args[0]
 	cfg, err := loadConfig(e, "audit", args[1:], nil)
 	if err != nil {
 		return err
 	}
-	db, err := openStore(e, cfg)
+	cfg.Getenv, cfg.Unsetenv = e.getenv, e.unsetenv
+	db, err := daemon.OpenStore(cfg)
 	if err != nil {
 		return fmt.Errorf("audit %s: %w", verb, err)
 	}

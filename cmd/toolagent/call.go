@@ -2,25 +2,21 @@ package main
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
-	"log/slog"
-	"net/http"
-	"net/url"
-	"strconv"
-	"strings"
 	"sync"
 
-	"github.com/toolagent/toolagent/internal/approval"
-	"github.com/toolagent/toolagent/internal/catalog"
+	"github.com/toolagent/toolagent/internal/cli"
 	"github.com/toolagent/toolagent/internal/dispatch"
 	"github.com/toolagent/toolagent/internal/hldp"
+	"github.com/toolagent/toolagent/internal/host"
 	"github.com/toolagent/toolagent/internal/runs"
 )
 
+// runCall calls a tool: through the running daemon when there is one
+// (operator.Client.Call), else on the tools tree here (host.Setup.Call).
+// k=v params take the types the tool's params_schema declares. It
+// prints the result and exits by its status.
 func runCall(ctx context.Context, e env, args []string) error {
 	var c common
 	fs := newFlagSet("call", e)
@@ -33,118 +29,73 @@ func runCall(ctx context.Context, e env, args []string) error {
 	paramsJSON := fs.String("params", "", "params as one JSON `object` (instead of k=v arguments)")
 	dryRun := fs.Bool("dry-run", false, "validate and print exactly what would run (argv, cwd, limits) without running it")
 	follow := fs.Bool("follow", false, "print the tool's stdout and stderr as it writes them, then the result")
-	pos, err := parseArgs(fs, args)
+	pos, err := cli.ParseArgs(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) == 0 {
-		return usageError{errors.New("call: want a tool NAME, then k=v params or --params JSON")}
+		return usageError{Err: errors.New("call: want a tool NAME, then k=v params or --params JSON")}
 	}
 	name, kvs := pos[0], pos[1:]
 	if *paramsJSON != "" && len(kvs) > 0 {
-		return usageError{errors.New("call: give params either as k=v arguments or as --params JSON, not both")}
+		return usageError{Err: errors.New("call: give params either as k=v arguments or as --params JSON, not both")}
 	}
+	var out func(stream string, p []byte)
+	if *follow {
+		out = followWriter(e)
+	}
+	raw := json.RawMessage(*paramsJSON)
 	rd, err := c.daemonFor(ctx, e, sf)
 	if err != nil {
 		return err
 	}
 	if rd != nil {
-		return callRemote(ctx, e, rd, name, kvs, *paramsJSON, *dryRun, *follow)
+		if len(kvs) > 0 {
+			if raw, err = kvJSON(cli.KVParamsTyped(rd.ParamTypes(ctx, name), kvs)); err != nil {
+				return err
+			}
+		}
+		status, body, err := rd.Call(ctx, name, raw, *dryRun, out)
+		if err != nil {
+			return answerExit(rd, err)
+		}
+		if err := cli.PrintRaw(e.stdout, body); err != nil {
+			return err
+		}
+		return cli.StatusExit(status)
 	}
-	c.runsTools = true
+	c.RunsTools = true
 	l, err := c.load(e, true)
 	if err != nil {
 		return err
 	}
-	raw := json.RawMessage(*paramsJSON)
+	defer l.Close()
 	if len(kvs) > 0 {
 		var t *hldp.Tool
-		if en, ok := l.snap.Lookup(name); ok {
+		if en, ok := l.Snap.Lookup(name); ok {
 			t = en.Tool
 		}
-		m, err := kvParams(t, kvs)
-		if err != nil {
-			return usageError{err}
-		}
-		raw, _ = json.Marshal(m)
-	}
-	store := new(catalog.Store)
-	store.Swap(l.snap)
-	// A call the policy holds goes into the local approval queue,
-	// STATE/approvals, for `toolagent approvals approve ID`. When a daemon
-	// owns that queue the call is held without an id: ask the daemon.
-	var ap *approval.Store
-	var apErr error
-	if !*dryRun {
-		ap, apErr = openApprovals(c.state, af.ttl, af.allowSelf, slog.New(slog.DiscardHandler))
-		if apErr == nil {
-			defer ap.Close()
-		} else if !errors.Is(apErr, approval.ErrLocked) {
-			return apErr
+		if raw, err = kvJSON(cli.KVParams(t, kvs)); err != nil {
+			return err
 		}
 	}
-	d := dispatch.New(store, l.execs, dispatch.Options{
-		Audit:     slog.New(slog.DiscardHandler),
-		Approvals: queueOf(ap),
-		// The CLI holds the call in the local queue: approvers use the CLI.
-		ApproveHint: func(id string) string {
-			return fmt.Sprintf("an approver on this host: `toolagent approvals approve %s` (or `deny`; --params JSON to approve with edits)", id)
-		},
-	})
-	call := dispatch.Call{Tool: name, Params: raw, Caller: cliCaller(e), Door: dispatch.DoorCLI, DryRun: *dryRun}
-	if *follow {
-		call.Output = followWriter(e)
-	}
-	res := d.Invoke(ctx, call)
-	if res.Status == dispatch.ApprovalRequired && apErr != nil {
-		res.Suggestion = fmt.Sprintf("an approver must confirm this call, and this command cannot hold it: %v. Call the tool through that daemon (POST /v1/call) to get an approval id", apErr)
-	}
-	if err := printJSON(e.stdout, res); err != nil {
-		return err
-	}
-	return statusExit(res.Status)
-}
-
-// callRemote calls a tool through a running daemon, prints its result as
-// it came and exits by its status. k=v params are converted to the types
-// the daemon's params_schema declares. On an open daemon the call is
-// anonymous, as every other caller there, so the operator (who approves
-// with the operator token) is not approving their own call; a token in
-// TOOLAGENT_TOKEN is sent as given.
-func callRemote(ctx context.Context, e env, rd *remote, name string, kvs []string, paramsJSON string, dryRun, follow bool) error {
-	anonymous := rd.operator && rd.info.Open
-	raw := json.RawMessage(paramsJSON)
-	if len(kvs) > 0 {
-		var types map[string]string
-		if code, body, err := rd.do(ctx, "GET", "/v1/tools/"+url.PathEscape(name), nil, anonymous); err == nil && code == http.StatusOK {
-			types = schemaTypes(body)
-		}
-		m, err := kvParamsTyped(types, kvs)
-		if err != nil {
-			return usageError{err}
-		}
-		raw, _ = json.Marshal(m)
-	}
-	if len(raw) == 0 {
-		raw = json.RawMessage("{}")
-	}
-	if follow && !dryRun {
-		return followRemote(ctx, e, rd, map[string]any{"tool": name, "params": raw}, anonymous)
-	}
-	code, body, err := rd.do(ctx, "POST", "/v1/call", map[string]any{"tool": name, "params": raw, "dry_run": dryRun}, anonymous)
+	call := dispatch.Call{Tool: name, Params: raw, Caller: cliCaller(e), Door: dispatch.DoorCLI, DryRun: *dryRun, Output: out}
+	res, err := c.Call(ctx, l, call, host.Approvals{TTL: af.ttl, AllowSelf: af.allowSelf})
 	if err != nil {
 		return err
 	}
-	var res struct {
-		Status dispatch.ResultStatus `json:"status"`
-	}
-	if json.Unmarshal(body, &res) != nil || res.Status == "" {
-		return rd.apiErr(code, body) // not a result: 401, 403, 400, 413…
-	}
-	if err := printRaw(e.stdout, body); err != nil {
+	if err := cli.PrintJSON(e.stdout, res); err != nil {
 		return err
 	}
-	return statusExit(res.Status)
+	return cli.StatusExit(res.Status)
+}
+
+// kvJSON is the params object of k=v arguments, or their usage error.
+func kvJSON(m map[string]any, err error) (json.RawMessage, error) {
+	if err != nil {
+		return nil, usageError{Err: err}
+	}
+	return json.Marshal(m)
 }
 
 // followWriter writes a call's output as it comes: stdout to stdout,
@@ -160,155 +111,4 @@ func followWriter(e env) func(stream string, p []byte) {
 			e.stdout.Write(p)
 		}
 	}
-}
-
-// followRemote makes a streaming call (POST /v1/call with Accept NDJSON),
-// writes the tool's output as its events come, then prints the result and
-// exits by its status.
-func followRemote(ctx context.Context, e env, rd *remote, body map[string]any, anonymous bool) error {
-	resp, err := rd.stream(ctx, "/v1/call", body, anonymous)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/x-ndjson") {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		return rd.apiErr(resp.StatusCode, b)
-	}
-	out := followWriter(e)
-	dec := json.NewDecoder(resp.Body)
-	for {
-		var ev runs.Event
-		if err := dec.Decode(&ev); err != nil {
-			return fmt.Errorf("daemon %s: the call's stream ended before its result (%v); its run: GET /v1/runs/%s", rd.url, err, resp.Header.Get("X-Run-Id"))
-		}
-		switch ev.Event {
-		case runs.EventStdout, runs.EventStderr:
-			p := []byte(ev.Data)
-			if ev.Encoding == "base64" {
-				if p, err = base64.StdEncoding.DecodeString(ev.Data); err != nil {
-					return fmt.Errorf("daemon %s: a %s event of bad base64: %v", rd.url, ev.Event, err)
-				}
-			}
-			out(ev.Event, p)
-		case runs.EventResult:
-			var res struct {
-				Status dispatch.ResultStatus `json:"status"`
-			}
-			if err := json.Unmarshal(ev.Result, &res); err != nil {
-				return fmt.Errorf("daemon %s: a result event that is not a result: %v", rd.url, err)
-			}
-			if err := printRaw(e.stdout, ev.Result); err != nil {
-				return err
-			}
-			return statusExit(res.Status)
-		}
-	}
-}
-
-// schemaTypes reads the declared type of each param from a tool view's
-// params_schema.
-func schemaTypes(view []byte) map[string]string {
-	var v struct {
-		Schema struct {
-			Properties map[string]struct {
-				Type any `json:"type"`
-			} `json:"properties"`
-		} `json:"params_schema"`
-	}
-	if json.Unmarshal(view, &v) != nil {
-		return nil
-	}
-	types := make(map[string]string, len(v.Schema.Properties))
-	for k, p := range v.Schema.Properties {
-		if t, ok := p.Type.(string); ok {
-			types[k] = t
-		}
-	}
-	return types
-}
-
-// statusExit maps a result status to the command's exit code.
-func statusExit(s dispatch.ResultStatus) error {
-	switch s {
-	case dispatch.Success, dispatch.NoData, dispatch.DryRun:
-		return nil
-	case dispatch.InvalidParams:
-		return exitError{code: exitUsage}
-	case dispatch.NotFound:
-		return exitError{code: exitNotFound}
-	case dispatch.Timeout:
-		return exitError{code: exitTimeout}
-	case dispatch.Cancelled:
-		return exitError{code: exitFailed}
-	case dispatch.Disabled, dispatch.ApprovalRequired, dispatch.Denied, dispatch.Busy:
-		return exitError{code: exitRefused}
-	default:
-		return exitError{code: exitFailed}
-	}
-}
-
-// kvParams turns k=v arguments into a params object. Values are converted
-// to the type params_schema declares (integer, number, boolean; array and
-// object as JSON); k:=JSON always takes raw JSON.
-func kvParams(t *hldp.Tool, kvs []string) (map[string]any, error) {
-	var types map[string]string
-	if t != nil {
-		types = map[string]string{}
-		for _, kv := range kvs {
-			k, _, _ := strings.Cut(kv, "=")
-			if p, ok := t.Param(k); ok {
-				types[k] = string(p.Type)
-			}
-		}
-	}
-	return kvParamsTyped(types, kvs)
-}
-
-// kvParamsTyped is kvParams with the declared types given by name (JSON
-// Schema words: integer, number, boolean, array, object, string).
-func kvParamsTyped(types map[string]string, kvs []string) (map[string]any, error) {
-	m := make(map[string]any, len(kvs))
-	for _, kv := range kvs {
-		if i := strings.Index(kv, ":="); i > 0 && !strings.Contains(kv[:i], "=") {
-			var v any
-			if err := json.Unmarshal([]byte(kv[i+2:]), &v); err != nil {
-				return nil, fmt.Errorf("param %s: value after := must be JSON: %v", kv[:i], err)
-			}
-			m[kv[:i]] = v
-			continue
-		}
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			return nil, fmt.Errorf("argument %q: want k=v (or k:=JSON)", kv)
-		}
-		m[k] = convertValue(types[k], v)
-	}
-	return m, nil
-}
-
-// convertValue converts v to the declared type typ when it parses as that
-// type; otherwise the string goes through and params validation says what
-// was expected.
-func convertValue(typ, v string) any {
-	switch typ {
-	case "integer":
-		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-			return n
-		}
-	case "number":
-		if f, err := strconv.ParseFloat(v, 64); err == nil {
-			return f
-		}
-	case "boolean":
-		if b, err := strconv.ParseBool(v); err == nil {
-			return b
-		}
-	case "array", "object":
-		var x any
-		if json.Unmarshal([]byte(v), &x) == nil {
-			return x
-		}
-	}
-	return v
 }

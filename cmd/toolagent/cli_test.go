@@ -15,13 +15,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolagent/toolagent/internal/daemon"
 	"github.com/toolagent/toolagent/internal/proc/proctest"
 )
 
-// cli runs the toolagent command in-process, with the environment given as
+// runCLI runs the toolagent command in-process, with the environment given as
 // k=v pairs (nothing is inherited), and returns stdout, stderr and the exit
 // code main would use.
-func cli(t *testing.T, envKV []string, args ...string) (stdout, stderr string, code int) {
+func runCLI(t *testing.T, envKV []string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	envm := map[string]string{}
 	for _, kv := range envKV {
@@ -78,7 +79,7 @@ type result struct {
 func callTool(t *testing.T, tools string, args ...string) (result, int) {
 	t.Helper()
 	state := t.TempDir()
-	out, errOut, code := cli(t, nil, append([]string{"call", "--tools", tools, "--state", state}, args...)...)
+	out, errOut, code := runCLI(t, nil, append([]string{"call", "--tools", tools, "--state", state}, args...)...)
 	var r result
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatalf("call %v: stdout is not a result (%v):\n%s\nstderr: %s", args, err, out, errOut)
@@ -147,7 +148,7 @@ func TestNewToolRegistersOnNextScan(t *testing.T) {
 	if r, _ := callTool(t, tools, "hello-world", "message=hi"); r.Status != "not_found" {
 		t.Fatalf("before new: %s", r.Status)
 	}
-	out, errOut, code := cli(t, []string{"USER=tester"}, "new", "--tools", tools, "hello-world")
+	out, errOut, code := runCLI(t, []string{"USER=tester"}, "new", "--tools", tools, "hello-world")
 	if code != 0 || !strings.Contains(out, "created") {
 		t.Fatalf("new: exit %d\n%s%s", code, out, errOut)
 	}
@@ -161,10 +162,10 @@ func TestNewToolRegistersOnNextScan(t *testing.T) {
 			t.Errorf("scaffold lacks %q", field)
 		}
 	}
-	if _, _, code := cli(t, nil, "new", "--tools", tools, "hello-world"); code != exitFailed {
+	if _, _, code := runCLI(t, nil, "new", "--tools", tools, "hello-world"); code != exitFailed {
 		t.Errorf("new over an existing tool: exit %d, want %d", code, exitFailed)
 	}
-	if _, _, code := cli(t, nil, "new", "--tools", tools, "Bad Name"); code != exitUsage {
+	if _, _, code := runCLI(t, nil, "new", "--tools", tools, "Bad Name"); code != exitUsage {
 		t.Errorf("new with a bad name: exit %d, want %d", code, exitUsage)
 	}
 }
@@ -246,7 +247,7 @@ func TestFileToolsConfined(t *testing.T) {
 	tools := nativeTools(t)
 	state := t.TempDir()
 	call := func(args ...string) result {
-		out, _, _ := cli(t, nil, append([]string{"call", "--tools", tools, "--state", state}, args...)...)
+		out, _, _ := runCLI(t, nil, append([]string{"call", "--tools", tools, "--state", state}, args...)...)
 		var r result
 		if err := json.Unmarshal([]byte(out), &r); err != nil {
 			t.Fatalf("%v: %v\n%s", args, err, out)
@@ -301,7 +302,7 @@ func TestHTTPRequestTool(t *testing.T) {
 func TestListShowValidate(t *testing.T) {
 	tools := nativeTools(t)
 	state := t.TempDir()
-	out, _, code := cli(t, nil, "list", "--tools", tools, "--state", state)
+	out, _, code := runCLI(t, nil, "list", "--tools", tools, "--state", state)
 	var l struct {
 		Tools []struct{ Name, Status string } `json:"tools"`
 	}
@@ -315,29 +316,29 @@ func TestListShowValidate(t *testing.T) {
 	if got := strings.Join(names, " "); got != "file-read:enabled file-write:enabled git-ops:enabled http-request:enabled shell-exec:enabled" {
 		t.Errorf("list = %s", got)
 	}
-	out, _, code = cli(t, nil, "show", "--tools", tools, "--state", state, "shell-exec")
+	out, _, code = runCLI(t, nil, "show", "--tools", tools, "--state", state, "shell-exec")
 	if code != 0 || !strings.Contains(out, `"params_schema": {`) || !strings.Contains(out, `"additionalProperties": false`) || !strings.Contains(out, `"timeout_ms": 30000`) {
 		t.Errorf("show: exit %d\n%s", code, out)
 	}
-	if _, _, code := cli(t, nil, "show", "--tools", tools, "--state", state, "nope"); code != exitNotFound {
+	if _, _, code := runCLI(t, nil, "show", "--tools", tools, "--state", state, "nope"); code != exitNotFound {
 		t.Errorf("show nope: exit %d", code)
 	}
-	out, _, code = cli(t, nil, "validate", "--state", state, tools)
+	out, _, code = runCLI(t, nil, "validate", "--state", state, tools)
 	if code != 0 || !strings.Contains(out, "5 tool folders, 5 callable, 0 problems") {
 		t.Errorf("validate native: exit %d\n%s", code, out)
 	}
-	out, _, code = cli(t, nil, "validate", "--state", state, "../../internal/hldp/testdata/bad/tools")
+	out, _, code = runCLI(t, nil, "validate", "--state", state, "../../internal/hldp/testdata/bad/tools")
 	if code != exitFailed || !strings.Contains(out, "require_confrim") || !strings.Contains(out, "TOOL.hdlp:") {
 		t.Errorf("validate bad corpus: exit %d\n%s", code, out)
 	}
-	if _, _, code := cli(t, nil, "frobnicate"); code != exitUsage {
+	if _, _, code := runCLI(t, nil, "frobnicate"); code != exitUsage {
 		t.Errorf("unknown subcommand: exit %d", code)
 	}
 }
 
 func TestMatchCommand(t *testing.T) {
 	tools := nativeTools(t)
-	out, _, code := cli(t, nil, "match", "--tools", tools, "--state", t.TempDir(), "查看最近的提交记录")
+	out, _, code := runCLI(t, nil, "match", "--tools", tools, "--state", t.TempDir(), "查看最近的提交记录")
 	var resp struct {
 		Found      bool `json:"found"`
 		Candidates []struct {
@@ -373,7 +374,7 @@ func TestBrokenCorpusBesideValidTools(t *testing.T) {
 	if err := os.Symlink(filepath.Join(outside, "escape"), filepath.Join(tools, "escape")); err != nil {
 		t.Fatal(err)
 	}
-	out, _, code := cli(t, nil, "validate", "--state", t.TempDir(), tools)
+	out, _, code := runCLI(t, nil, "validate", "--state", t.TempDir(), tools)
 	if code != exitFailed {
 		t.Fatalf("validate: exit %d, want %d", code, exitFailed)
 	}
@@ -386,7 +387,7 @@ func TestBrokenCorpusBesideValidTools(t *testing.T) {
 	if r.Status != "success" || r.Output != "still here\n" {
 		t.Errorf("shell-exec beside the broken corpus: %+v", r)
 	}
-	out, _, _ = cli(t, nil, "list", "--tools", tools, "--state", t.TempDir(), "--all")
+	out, _, _ = runCLI(t, nil, "list", "--tools", tools, "--state", t.TempDir(), "--all")
 	var l struct {
 		Tools []struct{ Name, Status string } `json:"tools"`
 	}
@@ -408,9 +409,9 @@ func TestBrokenCorpusBesideValidTools(t *testing.T) {
 // version, the one MCP's serverInfo reports.
 func TestVersion(t *testing.T) {
 	for _, args := range [][]string{{"version"}, {"--version"}} {
-		out, _, code := cli(t, nil, args...)
-		if code != 0 || out != "toolagent "+buildVersion()+"\n" || buildVersion() == "" {
-			t.Errorf("%v = exit %d %q; want toolagent %s", args, code, out, buildVersion())
+		out, _, code := runCLI(t, nil, args...)
+		if code != 0 || out != "toolagent "+daemon.Version()+"\n" || daemon.Version() == "" {
+			t.Errorf("%v = exit %d %q; want toolagent %s", args, code, out, daemon.Version())
 		}
 	}
 }
@@ -432,7 +433,7 @@ func TestToolsTreeFoundLikeGit(t *testing.T) {
 	for _, dir := range []string{repo, deep, filepath.Join(repo, "tools")} {
 		t.Run(dir[len(repo):], func(t *testing.T) {
 			t.Chdir(dir)
-			out, _, code := cli(t, nil, "validate", "--state", state)
+			out, _, code := runCLI(t, nil, "validate", "--state", state)
 			if code != exitFailed || !strings.Contains(out, "tools tree: "+filepath.Join(repo, "tools")) || !strings.Contains(out, "tools/broken/TOOL.hdlp") {
 				t.Errorf("validate in %s = exit %d\n%s\nwant 1, the repository's tree named, the broken tool named", dir, code, out)
 			}
@@ -440,7 +441,7 @@ func TestToolsTreeFoundLikeGit(t *testing.T) {
 			if r.Status != "success" || r.Output != "hi\n" {
 				t.Errorf("call greet in %s = %+v; want the repository's greet", dir, r)
 			}
-			out, _, _ = cli(t, nil, "list", "--state", state)
+			out, _, _ = runCLI(t, nil, "list", "--state", state)
 			if !strings.Contains(out, `"tools_tree": "`+filepath.Join(repo, "tools")+`"`) {
 				t.Errorf("list in %s does not name the tree it used:\n%s", dir, out)
 			}
@@ -448,10 +449,10 @@ func TestToolsTreeFoundLikeGit(t *testing.T) {
 	}
 	t.Run("no tree", func(t *testing.T) {
 		t.Chdir(t.TempDir())
-		if out, errOut, code := cli(t, nil, "validate", "--state", state); code == 0 || !strings.Contains(errOut+out, "no tools tree here") {
+		if out, errOut, code := runCLI(t, nil, "validate", "--state", state); code == 0 || !strings.Contains(errOut+out, "no tools tree here") {
 			t.Errorf("validate with no tree anywhere = exit %d %s %s; want a refusal, not the embedded copy", code, out, errOut)
 		}
-		if _, _, code := cli(t, nil, "validate", "--state", state, "embedded"); code != 0 {
+		if _, _, code := runCLI(t, nil, "validate", "--state", state, "embedded"); code != 0 {
 			t.Errorf("validate embedded = exit %d; want 0 (asked by name)", code)
 		}
 	})

@@ -10,6 +10,9 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/toolagent/toolagent/internal/daemon"
+	"github.com/toolagent/toolagent/internal/settings"
 )
 
 func testEnv(vars map[string]string) env {
@@ -88,7 +91,7 @@ func TestConfigLists(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			g := cfg.guardOptions()
+			g := cfg.GuardOptions()
 			if !reflect.DeepEqual(g.PublicHosts, tc.wantHosts) || !reflect.DeepEqual(g.AllowedOrigins, tc.wantOrigins) {
 				t.Errorf("public hosts %q, allowed origins %q; want %q, %q", g.PublicHosts, g.AllowedOrigins, tc.wantHosts, tc.wantOrigins)
 			}
@@ -146,22 +149,22 @@ func TestConfigDocumented(t *testing.T) {
 			rows[env] = line
 		}
 	}
-	for _, s := range settings() {
-		row, ok := rows[s.env]
+	for _, s := range settings.Of(reflect.TypeFor[daemon.Config]()) {
+		row, ok := rows[s.Env]
 		if !ok {
-			t.Errorf("docs/daemon.md has no configuration row for %s", s.env)
+			t.Errorf("docs/daemon.md has no configuration row for %s", s.Env)
 			continue
 		}
 		cells := strings.Split(row, "|")
 		if len(cells) < 6 {
-			t.Errorf("docs/daemon.md row for %s has %d cells; want | env | key | flag | default | meaning |", s.env, len(cells))
+			t.Errorf("docs/daemon.md row for %s has %d cells; want | env | key | flag | default | meaning |", s.Env, len(cells))
 			continue
 		}
-		want := []string{s.key, "--" + s.flag, s.def}
-		if s.key == "-" {
+		want := []string{s.Key, "--" + s.Flag, s.Default}
+		if s.Key == "-" {
 			want[0] = "—"
 		}
-		if s.flag == "" || s.flag == "-" {
+		if s.Flag == "" || s.Flag == "-" {
 			want[1] = "—"
 		}
 		for i, w := range want {
@@ -170,7 +173,7 @@ func TestConfigDocumented(t *testing.T) {
 				continue // a default that depends on the machine: the row says which
 			}
 			if got != w {
-				t.Errorf("docs/daemon.md row for %s: column %d = %q; want %q", s.env, i+2, got, w)
+				t.Errorf("docs/daemon.md row for %s: column %d = %q; want %q", s.Env, i+2, got, w)
 			}
 		}
 	}
@@ -197,11 +200,11 @@ func TestExampleConfig(t *testing.T) {
 			}
 		}
 	}
-	for _, s := range settings() {
-		if s.key != "-" && !keys[s.key] {
-			t.Errorf("%s has no %s (every setting belongs in the example)", path, s.key)
+	for _, s := range settings.Of(reflect.TypeFor[daemon.Config]()) {
+		if s.Key != "-" && !keys[s.Key] {
+			t.Errorf("%s has no %s (every setting belongs in the example)", path, s.Key)
 		}
-		delete(keys, s.key)
+		delete(keys, s.Key)
 	}
 	for k := range keys {
 		if !strings.Contains(k, ".") && keys[k] {
@@ -220,7 +223,7 @@ func TestExampleConfig(t *testing.T) {
 		t.Fatalf("load %s: %v", path, err)
 	}
 	// {} in the file and no key at all are the same empty map.
-	for _, c := range []*Config{&def, &got} {
+	for _, c := range []*daemon.Config{&def, &got} {
 		v := reflect.ValueOf(c).Elem()
 		for i := range v.NumField() {
 			if f := v.Field(i); f.Kind() == reflect.Map && f.Len() == 0 {
@@ -240,17 +243,17 @@ func TestValidateFileAndConfig(t *testing.T) {
 	tools := t.TempDir()
 	writeTool(t, tools, "broken", "method: run\nexecutor: shell\nargv: [echo]\nparams_schema: {}\nbogus_key: 1\n")
 	file := filepath.Join(tools, "broken", "TOOL.hdlp")
-	if out, _, code := cli(t, nil, "validate", file); code != exitFailed || !strings.Contains(out, file+":") || !strings.Contains(out, "bogus_key") {
+	if out, _, code := runCLI(t, nil, "validate", file); code != exitFailed || !strings.Contains(out, file+":") || !strings.Contains(out, "bogus_key") {
 		t.Errorf("validate a broken FILE = exit %d\n%s\nwant 1 naming the file, line and field", code, out)
 	}
-	if out, _, code := cli(t, nil, "validate", "../../native-repo/tools/git-ops/TOOL.hdlp"); code != 0 || !strings.Contains(out, "0 problems") {
+	if out, _, code := runCLI(t, nil, "validate", "../../native-repo/tools/git-ops/TOOL.hdlp"); code != 0 || !strings.Contains(out, "0 problems") {
 		t.Errorf("validate a good FILE = exit %d %s", code, out)
 	}
-	if out, _, code := cli(t, nil, "validate", "--config", "../../examples/toolagent.yaml"); code != 0 || !strings.Contains(out, "0 problems") {
+	if out, _, code := runCLI(t, nil, "validate", "--config", "../../examples/toolagent.yaml"); code != 0 || !strings.Contains(out, "0 problems") {
 		t.Errorf("validate --config examples/toolagent.yaml = exit %d %s; want 0", code, out)
 	}
 	bad := writeConfig(t, "listen: 127.0.0.1:8765\nmax_concurent: 3\n")
-	if out, _, code := cli(t, nil, "validate", "--config", bad); code != exitFailed || !strings.Contains(out, bad+":2") || !strings.Contains(out, "max_concurrent") {
+	if out, _, code := runCLI(t, nil, "validate", "--config", bad); code != exitFailed || !strings.Contains(out, bad+":2") || !strings.Contains(out, "max_concurrent") {
 		t.Errorf("validate --config with a typo = exit %d %s; want 1 naming the line and the key it meant", code, out)
 	}
 }

@@ -79,7 +79,7 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 // consoleDaemon serves the shipped tools with alice (call), bob (approve)
 // and a read-only token, with a files root the test can see (an approved
 // shell-exec call may write there).
-func consoleDaemon(t *testing.T) (*daemon, string) {
+func consoleDaemon(t *testing.T) (*liveDaemon, string) {
 	t.Helper()
 	env := map[string]string{"TOOLAGENT_TOKENS": "alice:call:" + aliceToken + ",bob:approve:" + bobToken + ",reader:read:" + readerToken}
 	root := proctest.HostDir(t)
@@ -333,25 +333,6 @@ func TestConsoleRefusesForgedPosts(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("sign in with a wrong token = %d; want 401", resp.StatusCode)
-	}
-}
-
-// TestForgeLinks: the console links a git revision to the Forgejo/Gitea
-// web UI of an http(s) repository, without credentials, and nothing else.
-func TestForgeLinks(t *testing.T) {
-	rev := strings.Repeat("ab", 20)
-	links := forgeLinks("https://user:secret@forgejo.example/ops/tools.git", "tools")
-	commit, file := links(rev, "greet/TOOL.hdlp")
-	if commit != "https://forgejo.example/ops/tools/commit/"+rev || file != "https://forgejo.example/ops/tools/src/commit/"+rev+"/tools/greet/TOOL.hdlp" {
-		t.Errorf("links = %q %q", commit, file)
-	}
-	if c, f := links("local:3f9c2a1b7e04d5a6", "greet/TOOL.hdlp"); c != "" || f != "" {
-		t.Errorf("a local revision got links %q %q", c, f)
-	}
-	for _, repo := range []string{"", "git@forgejo.example:ops/tools.git", "ssh://forgejo.example/ops/tools.git"} {
-		if forgeLinks(repo, "tools") != nil {
-			t.Errorf("forgeLinks(%q) is not nil", repo)
-		}
 	}
 }
 

@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/toolagent/toolagent/internal/catalog"
-	"github.com/toolagent/toolagent/internal/match"
+	"github.com/toolagent/toolagent/internal/cli"
+	"github.com/toolagent/toolagent/internal/host"
+	"github.com/toolagent/toolagent/internal/lint"
 	"github.com/toolagent/toolagent/internal/match/matcheval"
-	"github.com/toolagent/toolagent/internal/scan"
 )
 
 // runEval measures intent matching alone: it indexes every tool whose
@@ -27,20 +27,20 @@ func runEval(ctx context.Context, e env, args []string) error {
 	byLang := fs.Bool("by-lang", false, "break the figures down by the lang field")
 	misses := fs.Bool("misses", false, "list the queries answered wrongly (text output)")
 	vocabFile := fs.String("vocab", e.getenv("TOOLAGENT_VOCAB"), "extra vocabulary `FILE` merged with the built-in one (env TOOLAGENT_VOCAB)")
-	pos, err := parseArgs(fs, args)
+	pos, err := cli.ParseArgs(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 0 {
-		return usageError{errTooManyArgs("eval", pos)}
+		return cli.TooManyArgs("eval", pos)
 	}
 	if *queries == "" {
-		return usageError{errors.New("eval: --queries FILE is required")}
+		return usageError{Err: errors.New("eval: --queries FILE is required")}
 	}
 	if err := c.resolve(e); err != nil {
 		return err
 	}
-	vocab, err := loadVocab(*vocabFile)
+	vocab, err := host.LoadVocab(*vocabFile)
 	if err != nil {
 		return err
 	}
@@ -53,88 +53,30 @@ func runEval(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	tree, closeTree, err := c.openTree()
+	tree, closeTree, err := c.OpenTree()
 	if err != nil {
 		return err
 	}
 	defer closeTree()
-	snap, rep, err := scan.Build(nil, tree, nil, scan.Options{Catalog: catalog.Options{LazyIndex: true}})
+	out, problems, err := lint.Eval(tree, vocab, qs)
 	if err != nil {
 		return err
-	}
-	var docs []match.Doc
-	for _, en := range snap.All() {
-		if en.Tool != nil {
-			docs = append(docs, catalog.ToolDoc(en.Tool))
-		}
-	}
-	out := evalReport{
-		Report:          matcheval.RunDocs(docs, vocab, qs, catalog.MaxCandidates),
-		WithoutExamples: matcheval.RunDocs(matcheval.WithoutExamples(docs), vocab, qs, catalog.MaxCandidates),
-	}
-	for _, d := range docs {
-		n := 0
-		for _, f := range d.Fields {
-			if f.Example {
-				n++
-			}
-		}
-		out.Examples += n
-		if n > 0 {
-			out.ToolsWithExamples++
-		}
 	}
 	if !*byLang {
 		out.ByLang, out.WithoutExamples.ByLang = nil, nil
 	}
-	fmt.Fprintf(e.stderr, "indexed %d tools from %s (%d examples in %d tools); %d queries\n", len(docs), c.tools, out.Examples, out.ToolsWithExamples, len(qs))
-	for _, p := range problemLines(rep.Problems) {
+	fmt.Fprintf(e.stderr, "indexed %d tools from %s (%d examples in %d tools); %d queries\n", out.Tools, c.Tools, out.Examples, out.ToolsWithExamples, len(qs))
+	for _, p := range problems {
 		fmt.Fprintf(e.stderr, "could not read: %s\n", p)
 	}
 	if *asJSON {
-		return printJSON(e.stdout, out)
+		return cli.PrintJSON(e.stdout, out)
 	}
 	if err := out.WriteText(e.stdout); err != nil {
 		return err
-	}
-	if out.Examples == 0 {
-		fmt.Fprintln(e.stdout, "without examples: the same (no tool has examples)")
-	} else {
-		fmt.Fprintf(e.stdout, "without examples (the %d examples of %d tools removed):\n", out.Examples, out.ToolsWithExamples)
-		if err := out.WithoutExamples.WriteText(e.stdout); err != nil {
-			return err
-		}
 	}
 	if *misses {
 		return out.WriteMisses(e.stdout)
 	}
 	return nil
-}
-
-// evalReport is what eval prints: the figures of the tools as written,
-// the same figures with their examples removed, and how many examples
-// there were. In JSON the first set's keys stay at the top level, as
-// before examples existed.
-type evalReport struct {
-	matcheval.Report
-	WithoutExamples   matcheval.Report `json:"without_examples"`
-	Examples          int              `json:"examples"`
-	ToolsWithExamples int              `json:"tools_with_examples"`
-}
-
-// loadVocab returns the built-in vocabulary, merged with file when given.
-func loadVocab(file string) (*match.Vocab, error) {
-	if file == "" {
-		return match.DefaultVocab(), nil
-	}
-	f, err := os.Open(file)
-	if err != nil {
-		return nil, fmt.Errorf("vocabulary: %w", err)
-	}
-	defer f.Close()
-	v, err := match.LoadVocab(f)
-	if err != nil {
-		return nil, fmt.Errorf("vocabulary %s: %w", file, err)
-	}
-	return v, nil
 }

@@ -4,8 +4,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/toolagent/toolagent/internal/daemon"
+	"github.com/toolagent/toolagent/internal/settings"
 )
 
 // TestSystemdUnit: examples/toolagent.service runs the daemon with a
@@ -38,8 +42,8 @@ func TestSystemdUnit(t *testing.T) {
 		t.Errorf("%s: PrivateUsers=%v breaks bubblewrap's user namespace", path, got)
 	}
 	known := map[string]bool{}
-	for _, s := range settings() {
-		known[s.env] = true
+	for _, s := range settings.Of(reflect.TypeFor[daemon.Config]()) {
+		known[s.Env] = true
 	}
 	for _, env := range unit["Environment"] {
 		if k, _, _ := strings.Cut(env, "="); !known[k] {

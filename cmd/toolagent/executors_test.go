@@ -1,12 +1,9 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -21,13 +18,11 @@ import (
 
 	"code.gitea.io/sdk/gitea"
 	"github.com/google/go-cmp/cmp"
-	"github.com/robfig/cron/v3"
 
 	"github.com/toolagent/toolagent/internal/catalog"
+	"github.com/toolagent/toolagent/internal/daemon"
 	"github.com/toolagent/toolagent/internal/dispatch"
-	"github.com/toolagent/toolagent/internal/executors"
 	"github.com/toolagent/toolagent/internal/executors/forgejo/forgejotest"
-	"github.com/toolagent/toolagent/internal/hldp"
 )
 
 // TestServeShellExample runs the shell example (method run, fixed argv)
@@ -353,15 +348,15 @@ forgejo:
 	if err != nil {
 		t.Fatalf("loadConfig() = %v", err)
 	}
-	wantTargets := map[string]GatekeeperTarget{
+	wantTargets := map[string]daemon.GatekeeperTarget{
 		"main":   {URL: "http://127.0.0.1:8766"},
 		"backup": {URL: "http://10.0.0.2:8766", TokenEnv: "BACKUP_TOKEN"},
 		"build":  {URL: "http://10.0.0.3:8766", TokenFile: "/etc/toolagent/build.token"},
 	}
-	if diff := cmp.Diff(wantTargets, cfg.gatekeeperTargets()); diff != "" {
+	if diff := cmp.Diff(wantTargets, cfg.Targets()); diff != "" {
 		t.Errorf("gatekeeperTargets() mismatch (-want +got):\n%s", diff)
 	}
-	if cfg.gatekeeperDefault() != "backup" || cfg.HealthSchedule != "@every 5s" || cfg.HlpdHealthPath != "/ping" ||
+	if cfg.DefaultTarget() != "backup" || cfg.HealthSchedule != "@every 5s" || cfg.HlpdHealthPath != "/ping" ||
 		cfg.HlpdRoutes["items.get"] != "GET /v1/items/{id}" || cfg.ForgejoOwner != "ops" || cfg.HlpdAuthHeader != "Authorization" {
 		t.Errorf("loadConfig() = %+v; want the file's settings", cfg)
 	}
@@ -393,100 +388,5 @@ forgejo:
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: loadConfig() error = %v; want one containing %q", tc.name, err, tc.want)
 		}
-	}
-}
-
-// TestRemoteExecutorsStartErrors: problems found only when the executors
-// are built (files, the hlpd-api options) stop the start with a message.
-func TestRemoteExecutorsStartErrors(t *testing.T) {
-	empty := filepath.Join(t.TempDir(), "empty.token")
-	if err := os.WriteFile(empty, []byte("\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	tests := []struct {
-		name string
-		cfg  Config
-		want string
-	}{
-		{"empty token file", Config{GatekeeperURL: "http://g", GatekeeperTokenFile: empty}, "is empty"},
-		{"unset token_env", Config{GatekeeperTargets: map[string]GatekeeperTarget{"b": {URL: "http://b", TokenEnv: "NOPE"}}}, "token_env NOPE is not set"},
-		{"hlpd URL", Config{HlpdURL: "ftp://h", HlpdHealthPath: "/healthz", HlpdAuthHeader: "Authorization"}, "want http:// or https://"},
-		{"hlpd route verb", Config{HlpdURL: "http://h", HlpdHealthPath: "/healthz", HlpdRoutes: map[string]string{"m": "FETCH /x"}}, `verb "FETCH"`},
-	}
-	for _, tc := range tests {
-		tc.cfg.HealthSchedule, tc.cfg.HealthTimeout = "@every 30s", time.Second
-		_, err := remoteExecutors(map[hldp.ExecutorKind]executors.Executor{}, testEnv(nil), tc.cfg, slog.New(slog.DiscardHandler))
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: remoteExecutors() = %v; want an error containing %q", tc.name, err, tc.want)
-		}
-	}
-}
-
-// fakeHealth is a health probe whose answer the test sets.
-type fakeHealth struct {
-	mu  sync.Mutex
-	err error
-}
-
-func (f *fakeHealth) Health(context.Context) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.err
-}
-
-func (f *fakeHealth) set(err error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.err = err
-}
-
-// TestHealthNarrow checks the verdicts: which tools a failed check
-// fails or disables, and that only changes report a change.
-func TestHealthNarrow(t *testing.T) {
-	gkA, gkB, hlpd := &fakeHealth{}, &fakeHealth{}, &fakeHealth{}
-	sched, _ := cron.ParseStandard("@every 1h")
-	h := newHealth([]probe{{hldp.Gatekeeper, "a", gkA}, {hldp.Gatekeeper, "b", gkB}, {hldp.HlpdAPI, "", hlpd}}, "a", sched, time.Second, slog.New(slog.DiscardHandler))
-	allEnabled := func(*hldp.Tool) (catalog.Status, string) { return catalog.Enabled, "" }
-	check := h.narrow(allEnabled)
-	tools := map[string]*hldp.Tool{
-		"default-target": {Executor: hldp.Gatekeeper},
-		"on-a":           {Executor: hldp.Gatekeeper, Ext: &hldp.Ext{Target: "a"}},
-		"on-b":           {Executor: hldp.Gatekeeper, Ext: &hldp.Ext{Target: "b"}},
-		"hlpd":           {Executor: hldp.HlpdAPI},
-		"shell":          {Executor: hldp.Shell},
-	}
-	statuses := func() map[string]string {
-		out := map[string]string{}
-		for name, tl := range tools {
-			st, _ := check(tl)
-			out[name] = st.String()
-		}
-		return out
-	}
-	steps := []struct {
-		name        string
-		a, b, hl    error
-		wantChanged bool
-		want        map[string]string
-	}{
-		{"all healthy", nil, nil, nil, false, map[string]string{"default-target": "enabled", "on-a": "enabled", "on-b": "enabled", "hlpd": "enabled", "shell": "enabled"}},
-		{"a down", errors.New("gatekeeper target a: unreachable"), nil, nil, true, map[string]string{"default-target": "failed", "on-a": "failed", "on-b": "enabled", "hlpd": "enabled", "shell": "enabled"}},
-		{"a still down", errors.New("gatekeeper target a: unreachable"), nil, nil, false, map[string]string{"default-target": "failed", "on-a": "failed", "on-b": "enabled", "hlpd": "enabled", "shell": "enabled"}},
-		{"a back, hlpd not configured", nil, nil, fmt.Errorf("hlpd-api base URL %w", executors.ErrNotConfigured), true, map[string]string{"default-target": "enabled", "on-a": "enabled", "on-b": "enabled", "hlpd": "disabled", "shell": "enabled"}},
-	}
-	for _, s := range steps {
-		gkA.set(s.a)
-		gkB.set(s.b)
-		hlpd.set(s.hl)
-		if changed := h.check(t.Context()); changed != s.wantChanged {
-			t.Errorf("%s: check() = %v; want %v", s.name, changed, s.wantChanged)
-		}
-		if diff := cmp.Diff(s.want, statuses()); diff != "" {
-			t.Errorf("%s: statuses mismatch (-want +got):\n%s", s.name, diff)
-		}
-	}
-	// A tool the base checker already disabled keeps its own reason.
-	if st, reason := h.narrow(func(*hldp.Tool) (catalog.Status, string) { return catalog.Disabled, "no" })(tools["hlpd"]); st != catalog.Disabled || reason != "no" {
-		t.Errorf("narrow(base disabled) = %s %q; want the base's verdict", st, reason)
 	}
 }

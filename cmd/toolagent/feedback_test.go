@@ -66,11 +66,11 @@ func TestServeLearnsFromUse(t *testing.T) {
 	}
 
 	cliEnv := []string{"TOOLAGENT_TOKEN=ops-0123456789abcdef"}
-	out, stderr, code := cli(t, cliEnv, "match", "--server", d.url, "feedback", "list")
+	out, stderr, code := runCLI(t, cliEnv, "match", "--server", d.url, "feedback", "list")
 	if code != 0 || !strings.Contains(out, `"frobber"`) || !strings.Contains(out, request) || !strings.Contains(out, `"how": "refused"`) {
 		t.Fatalf("match feedback list = %d %s %s; want frobber's learned request, after a refusal", code, out, stderr)
 	}
-	if out, _, code := cli(t, cliEnv, "match", "--server", d.url, "feedback", "clear", "frobber"); code != 0 || !strings.Contains(out, `"cleared": 1`) {
+	if out, _, code := runCLI(t, cliEnv, "match", "--server", d.url, "feedback", "clear", "frobber"); code != 0 || !strings.Contains(out, `"cleared": 1`) {
 		t.Fatalf("match feedback clear frobber = %d %s", code, out)
 	}
 	pollUntil(t, "the cleared request to be refused again", func() bool {

@@ -2,29 +2,20 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"strings"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-
+	"github.com/toolagent/toolagent/internal/cli"
 	"github.com/toolagent/toolagent/internal/gatekeeper"
+	"github.com/toolagent/toolagent/internal/host"
 	"github.com/toolagent/toolagent/internal/proc"
 )
 
 // defaultGatekeeperListen is where `toolagent gatekeeper` listens unless
 // told otherwise: loopback, one port above the daemon's.
 const defaultGatekeeperListen = "127.0.0.1:8766"
-
-// listFlag is a repeatable string flag.
-type listFlag []string
-
-func (l *listFlag) String() string     { return strings.Join(*l, ",") }
-func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
 
 // gatekeeperTokenEnv holds the gatekeeper's accepted token; it is removed
 // from the process environment once read.
@@ -38,46 +29,37 @@ const gatekeeperTokenEnv = "TOOLAGENT_GATEKEEPER_TOKEN"
 // which hides the token file, unless --sandbox=off says otherwise; a
 // sandbox that cannot be set up stops the start with the reason.
 func runGatekeeper(ctx context.Context, e env, args []string) error {
+	var opts gatekeeper.Options
 	fs := newFlagSet("gatekeeper", e)
 	listen := fs.String("listen", defaultGatekeeperListen, "address to listen on, host:port (port 0: any free port); a non-loopback address needs a token")
 	tokenFile := fs.String("token-file", "", "`FILE` holding the accepted bearer token (or set TOOLAGENT_GATEKEEPER_TOKEN)")
-	var hashes listFlag
-	fs.Var(&hashes, "token-sha256", "accepted token given as its hex SHA-256 digest (`printf %s \"$TOKEN\" | sha256sum`); repeatable")
+	fs.Var((*cli.ListFlag)(&opts.TokenSHA256), "token-sha256", "accepted token given as its hex SHA-256 digest (`printf %s \"$TOKEN\" | sha256sum`); repeatable")
 	allow := fs.String("allow", "", "comma-separated `PROGRAMS` that may run (names found in /usr/local/bin:/usr/bin:/bin, or absolute paths); with a list, cmd must be one simple command; empty: any")
 	var sandboxMode string
 	sandboxFlag(fs, e, &sandboxMode, "every command")
 	mech := fs.String("sandbox-mechanism", "auto", "what makes each command's sandbox: landlock (root, a kernel with Landlock), bubblewrap, or auto")
 	bwrap := fs.String("sandbox-bwrap", e.getenv("TOOLAGENT_SANDBOX_BWRAP"), "the bubblewrap `PROGRAM` (env TOOLAGENT_SANDBOX_BWRAP; default: bwrap, looked up in /usr/local/bin:/usr/bin:/bin)")
-	maxTimeout := fs.Duration("max-timeout", gatekeeper.DefaultMaxTimeout, "longest timeout a request may ask for (longer ones are clamped)")
-	maxOutput := fs.Int64("max-output", gatekeeper.DefaultMaxOutputCap, "largest output cap per stream, in bytes, a request may ask for")
-	maxConcurrent := fs.Int("max-concurrent", gatekeeper.DefaultMaxConcurrent, "most commands running at once; more get 503 busy")
-	bodyLimit := fs.Int64("body-limit", gatekeeper.DefaultMaxBodyBytes, "largest request body in bytes")
-	maxUsed := fs.Int("max-used-grants", gatekeeper.DefaultMaxUsedGrants, "most used grants remembered at once, each until it expires (a grant runs once); when full, grants get 503 busy until some expire")
+	fs.DurationVar(&opts.MaxTimeout, "max-timeout", gatekeeper.DefaultMaxTimeout, "longest timeout a request may ask for (longer ones are clamped)")
+	fs.Int64Var(&opts.MaxOutput, "max-output", gatekeeper.DefaultMaxOutputCap, "largest output cap per stream, in bytes, a request may ask for")
+	fs.IntVar(&opts.MaxConcurrent, "max-concurrent", gatekeeper.DefaultMaxConcurrent, "most commands running at once; more get 503 busy")
+	fs.Int64Var(&opts.MaxBodyBytes, "body-limit", gatekeeper.DefaultMaxBodyBytes, "largest request body in bytes")
+	fs.IntVar(&opts.MaxUsedGrants, "max-used-grants", gatekeeper.DefaultMaxUsedGrants, "most used grants remembered at once, each until it expires (a grant runs once); when full, grants get 503 busy until some expire")
 	grace := fs.Duration("shutdown-grace", 10*time.Second, "on SIGTERM/SIGINT, how long running commands may finish before they are killed")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	logLevel := fs.String("log-level", "info", "least log level: debug, info, warn or error")
-	pos, err := parseArgs(fs, args)
+	pos, err := cli.ParseArgs(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) > 0 {
-		return usageError{fmt.Errorf("gatekeeper takes no arguments; got %q", pos)}
+		return usageError{Err: fmt.Errorf("gatekeeper takes no arguments; got %q", pos)}
 	}
-	lcfg := Config{LogFormat: *logFormat, LogLevel: *logLevel}
 	var lv slog.Level
-	if err := lv.UnmarshalText([]byte(lcfg.LogLevel)); err != nil || (lcfg.LogFormat != "text" && lcfg.LogFormat != "json") {
-		return usageError{fmt.Errorf("--log-format %q / --log-level %q: want text or json, and debug, info, warn or error", *logFormat, *logLevel)}
+	if err := lv.UnmarshalText([]byte(*logLevel)); err != nil || (*logFormat != "text" && *logFormat != "json") {
+		return usageError{Err: fmt.Errorf("--log-format %q / --log-level %q: want text or json, and debug, info, warn or error", *logFormat, *logLevel)}
 	}
-	log := newLogger(lcfg, e.stderr)
+	log := newLogger(*logFormat, *logLevel, e.stderr)
 
-	opts := gatekeeper.Options{
-		TokenSHA256:   hashes,
-		MaxTimeout:    *maxTimeout,
-		MaxOutput:     *maxOutput,
-		MaxConcurrent: *maxConcurrent,
-		MaxBodyBytes:  *bodyLimit,
-		MaxUsedGrants: *maxUsed,
-	}
 	if tok := e.getenv(gatekeeperTokenEnv); tok != "" {
 		opts.Tokens = append(opts.Tokens, tok)
 	}
@@ -86,7 +68,7 @@ func runGatekeeper(ctx context.Context, e env, args []string) error {
 		_ = e.unsetenv(gatekeeperTokenEnv)
 	}
 	if *tokenFile != "" {
-		tok, err := readSecret("gatekeeper", *tokenFile, log)
+		tok, err := host.ReadSecret("gatekeeper", *tokenFile, log)
 		if err != nil {
 			return err
 		}
@@ -98,9 +80,9 @@ func runGatekeeper(ctx context.Context, e env, args []string) error {
 		}
 	}
 	if err := opts.Validate(); err != nil {
-		return usageError{err}
+		return usageError{Err: err}
 	}
-	sb, err := openSandbox(sandboxMode, proc.SandboxOptions{Bwrap: *bwrap, Hide: []string{*tokenFile}, Mechanism: sandboxMechanism(*mech)})
+	sb, err := host.OpenSandbox(sandboxMode, proc.SandboxOptions{Bwrap: *bwrap, Hide: []string{*tokenFile}, Mechanism: host.SandboxMechanism(*mech)})
 	if err != nil {
 		return fmt.Errorf("gatekeeper: %w", err)
 	}
@@ -108,54 +90,6 @@ func runGatekeeper(ctx context.Context, e env, args []string) error {
 		defer sb.Close()
 	}
 	opts.Sandbox = sb
-	logSandbox(log, sb, "commands")
-	hasToken := len(opts.Tokens)+len(opts.TokenSHA256) > 0
-	if err := gatekeeper.ListenCheck(*listen, hasToken); err != nil {
-		return err
-	}
-	handler := gatekeeper.NewHandler(opts, log.With(slog.String("log", "audit")))
-
-	ln, err := net.Listen("tcp", *listen)
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
-	auth := "token"
-	if !hasToken {
-		auth = "none (loopback clients only)"
-	}
-	sandbox := "off"
-	if opts.Sandbox != nil {
-		sandbox = opts.Sandbox.Version()
-	}
-	log.Info("listening", "addr", ln.Addr().String(), "auth", auth, "allow", opts.Allow, "sandbox", sandbox,
-		"max_timeout", *maxTimeout, "max_output", *maxOutput, "max_concurrent", *maxConcurrent)
-
-	// Commands run on cmdCtx: a signal stops new requests at once, running
-	// commands get the grace period before it is cancelled.
-	cmdCtx, cancelCmds := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelCmds()
-	srv := &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: readHeaderTimeout,
-		ReadTimeout:       readTimeout,
-		IdleTimeout:       idleTimeout,
-		MaxHeaderBytes:    maxHeaderBytes,
-		BaseContext:       func(net.Listener) context.Context { return cmdCtx },
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error {
-		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-			return fmt.Errorf("serve: %w", err)
-		}
-		return nil
-	})
-	g.Go(func() error {
-		<-gctx.Done()
-		shutdownGracefully(ctx, srv, *grace, cancelCmds, log, "commands")
-		return nil
-	})
-	err = g.Wait()
-	log.Info("stopped")
-	return err
+	host.LogSandbox(log, sb, "commands")
+	return gatekeeper.Serve(ctx, *listen, opts, *grace, log)
 }

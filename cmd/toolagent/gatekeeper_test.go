@@ -42,7 +42,7 @@ type toolState struct {
 	Reason string         `json:"reason"`
 }
 
-func (d *daemon) tool(t testing.TB, name string) toolState {
+func (d *liveDaemon) tool(t testing.TB, name string) toolState {
 	t.Helper()
 	code, b := d.request(t, "GET", "/v1/tools/"+name, "")
 	var st toolState
@@ -53,7 +53,7 @@ func (d *daemon) tool(t testing.TB, name string) toolState {
 }
 
 // waitStatus polls GET /v1/tools/{name} until the tool has status want.
-func (d *daemon) waitStatus(t testing.TB, name string, want catalog.Status) toolState {
+func (d *liveDaemon) waitStatus(t testing.TB, name string, want catalog.Status) toolState {
 	t.Helper()
 	var st toolState
 	pollUntil(t, fmt.Sprintf("tool %s to be %s", name, want), func() bool {
@@ -64,7 +64,7 @@ func (d *daemon) waitStatus(t testing.TB, name string, want catalog.Status) tool
 }
 
 // listed returns the names GET path lists in its "tools" array.
-func (d *daemon) listed(t testing.TB, path string) []string {
+func (d *liveDaemon) listed(t testing.TB, path string) []string {
 	t.Helper()
 	code, b := d.request(t, "GET", path, "")
 	var body struct {

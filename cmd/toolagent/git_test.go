@@ -28,6 +28,7 @@ import (
 
 	"github.com/toolagent/toolagent/internal/cache"
 	"github.com/toolagent/toolagent/internal/catalog"
+	"github.com/toolagent/toolagent/internal/daemon"
 	"github.com/toolagent/toolagent/internal/dispatch"
 	"github.com/toolagent/toolagent/internal/pgstore/pgtest"
 	"github.com/toolagent/toolagent/internal/reload"
@@ -182,7 +183,7 @@ func versionTool(name, version string) string {
 const brokenTool = "name: alpha\nintent: [\n"
 
 // status is GET /v1/status.
-func (d *daemon) status(t testing.TB) reload.Status {
+func (d *liveDaemon) status(t testing.TB) reload.Status {
 	t.Helper()
 	code, b := d.request(t, "GET", "/v1/status", "")
 	var st reload.Status
@@ -193,7 +194,7 @@ func (d *daemon) status(t testing.TB) reload.Status {
 }
 
 // waitRev polls /v1/status until the daemon serves rev.
-func (d *daemon) waitRev(t testing.TB, rev string) reload.Status {
+func (d *liveDaemon) waitRev(t testing.TB, rev string) reload.Status {
 	t.Helper()
 	var st reload.Status
 	pollUntil(t, "revision "+rev, func() bool {
@@ -204,7 +205,7 @@ func (d *daemon) waitRev(t testing.TB, rev string) reload.Status {
 }
 
 // syncNow asks for a sync (POST /v1/sync).
-func (d *daemon) syncNow(t testing.TB) {
+func (d *liveDaemon) syncNow(t testing.TB) {
 	t.Helper()
 	if code, b := d.request(t, "POST", "/v1/sync", ""); code != http.StatusAccepted {
 		t.Fatalf("POST /v1/sync = %d %s", code, b)
@@ -221,7 +222,7 @@ type gitView struct {
 
 // toolsByName is GET /v1/tools?all=1 keyed by name, with the listing's
 // revision.
-func (d *daemon) toolsByName(t testing.TB) (string, map[string]gitView) {
+func (d *liveDaemon) toolsByName(t testing.TB) (string, map[string]gitView) {
 	t.Helper()
 	code, b := d.request(t, "GET", "/v1/tools?all=1", "")
 	var body struct {
@@ -239,7 +240,7 @@ func (d *daemon) toolsByName(t testing.TB) (string, map[string]gitView) {
 }
 
 // callVersion calls a versionTool and checks its output and revision.
-func (d *daemon) callVersion(t testing.TB, step, name, wantVersion, wantRev string) {
+func (d *liveDaemon) callVersion(t testing.TB, step, name, wantVersion, wantRev string) {
 	t.Helper()
 	code, res := d.call(t, name, map[string]any{})
 	if code != 200 || res.Status != dispatch.Success || res.Output != wantVersion+"\n" || res.Revision != wantRev {
@@ -362,7 +363,7 @@ func TestGitSource(t *testing.T) {
 
 // hook posts a push payload for ref to the daemon's webhook, signed with
 // secret in header ("" for no signature).
-func (d *daemon) hook(t testing.TB, header, secret, ref string) (int, string) {
+func (d *liveDaemon) hook(t testing.TB, header, secret, ref string) (int, string) {
 	t.Helper()
 	body := fmt.Sprintf(`{"ref":%q,"after":"0000000000000000000000000000000000000000","repository":{"full_name":"ops/tools"}}`, ref)
 	req, err := http.NewRequest("POST", d.url+"/v1/hooks/forgejo", strings.NewReader(body))
@@ -465,7 +466,7 @@ type primed struct {
 // The daemon is ready once the primed snapshot is published, which comes
 // just before the line is logged: wait for the line (with a deadline)
 // while the daemon's first sync has not settled whether there is one.
-func (d *daemon) primedLine(t testing.TB) (p primed, ok bool) {
+func (d *liveDaemon) primedLine(t testing.TB) (p primed, ok bool) {
 	t.Helper()
 	find := func() bool {
 		for _, l := range strings.Split(d.logs.String(), "\n") {
@@ -597,12 +598,12 @@ func TestGitSchedule(t *testing.T) {
 }
 
 // runSyncCmd runs `toolagent sync` with args and decodes its summary.
-func runSyncCmd(t testing.TB, args ...string) (syncSummary, error) {
+func runSyncCmd(t testing.TB, args ...string) (daemon.SyncSummary, error) {
 	t.Helper()
 	var stdout bytes.Buffer
 	err := run(context.Background(), append([]string{"sync", "--log-level", "error"}, args...),
 		func(string) string { return "" }, strings.NewReader(""), &stdout, io.Discard)
-	var sum syncSummary
+	var sum daemon.SyncSummary
 	if jerr := json.Unmarshal(stdout.Bytes(), &sum); jerr != nil {
 		t.Fatalf("toolagent sync printed %q, not a summary: %v (run error %v)", stdout.String(), jerr, err)
 	}
@@ -641,7 +642,7 @@ func TestSyncCommand(t *testing.T) {
 	r.stop()
 	sum, err = runSyncCmd(t, args...)
 	var ee exitError
-	if !errors.As(err, &ee) || ee.code != exitFailed || sum.OK || sum.Error == "" || sum.Revision != c2 {
+	if !errors.As(err, &ee) || ee.Code != exitFailed || sum.OK || sum.Error == "" || sum.Revision != c2 {
 		t.Errorf("sync with the server down = %+v, %v; want exit 1, ok false, an error, and the last synced revision %s", sum, err, c2)
 	}
 }
@@ -1146,7 +1147,7 @@ func TestReplicasOnePushEveryReplica(t *testing.T) {
 	r := newGitRepo(t)
 	r.write("tools/alpha/TOOL.hdlp", versionTool("alpha", "v0"))
 	rev := r.commit("v0")
-	var ds []*daemon
+	var ds []*liveDaemon
 	for range 3 {
 		d := processDaemon(t, "--repo", r.url(), "--schedule", "off", "--webhook-secret-file", writeSecret(t, secret), "--store", "postgres")
 		d.waitRev(t, rev)

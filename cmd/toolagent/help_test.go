@@ -12,7 +12,7 @@ import (
 func TestHelpStyle(t *testing.T) {
 	for _, c := range commands() {
 		t.Run(c.name, func(t *testing.T) {
-			out, errOut, code := cli(t, nil, c.name, "-h")
+			out, errOut, code := runCLI(t, nil, c.name, "-h")
 			if code != 0 || errOut != "" {
 				t.Errorf("%s -h = exit %d, stderr %q; want 0 and nothing on stderr", c.name, code, errOut)
 			}
@@ -33,7 +33,7 @@ func TestHelpStyle(t *testing.T) {
 	}
 	// Flags a subcommand does not use are not offered.
 	for cmd, absent := range map[string][]string{"list": {"--sandbox", "--files-root"}, "show": {"--sandbox"}, "sync": {"--listen", "--tokens-file", "--sandbox"}, "status": {"--tools"}} {
-		out, _, _ := cli(t, nil, cmd, "-h")
+		out, _, _ := runCLI(t, nil, cmd, "-h")
 		for _, f := range absent {
 			if strings.Contains(out, "  "+f+" ") {
 				t.Errorf("%s -h offers %s, which it does not use", cmd, f)
@@ -47,17 +47,17 @@ func TestHelpStyle(t *testing.T) {
 // address is bad.
 func TestDidYouMean(t *testing.T) {
 	for typed, want := range map[string]string{"lsit": "list", "calll": "call", "approve": "approvals", "sevre": "serve"} {
-		if _, errOut, code := cli(t, nil, typed); code != exitUsage || !strings.Contains(errOut, `did you mean "`+want+`"`) {
+		if _, errOut, code := runCLI(t, nil, typed); code != exitUsage || !strings.Contains(errOut, `did you mean "`+want+`"`) {
 			t.Errorf("toolagent %s = exit %d %q; want 2 and did you mean %q", typed, code, errOut, want)
 		}
 	}
-	if _, errOut, code := cli(t, nil, "zzzzzz"); code != exitUsage || strings.Contains(errOut, "did you mean") {
+	if _, errOut, code := runCLI(t, nil, "zzzzzz"); code != exitUsage || strings.Contains(errOut, "did you mean") {
 		t.Errorf("toolagent zzzzzz = exit %d %q; want 2 and no guess", code, errOut)
 	}
-	if _, errOut, code := cli(t, nil, "call", "--bogus"); code != exitUsage || !strings.Contains(errOut, "toolagent call -h") {
+	if _, errOut, code := runCLI(t, nil, "call", "--bogus"); code != exitUsage || !strings.Contains(errOut, "toolagent call -h") {
 		t.Errorf("call --bogus = exit %d %q; want 2, pointing at call -h", code, errOut)
 	}
-	if _, errOut, code := cli(t, nil, "serve", "--listen", "nope"); code != exitFailed || !strings.Contains(errOut, `listen "nope": want host:port`) {
+	if _, errOut, code := runCLI(t, nil, "serve", "--listen", "nope"); code != exitFailed || !strings.Contains(errOut, `listen "nope": want host:port`) {
 		t.Errorf("serve --listen nope = exit %d %q; want the address named as bad", code, errOut)
 	}
 }
@@ -65,7 +65,7 @@ func TestDidYouMean(t *testing.T) {
 // TestCompletion: the scripts name every subcommand and each one's own
 // flags, and bash (and zsh, when installed) accept them.
 func TestCompletion(t *testing.T) {
-	out, _, code := cli(t, nil, "completion", "bash")
+	out, _, code := runCLI(t, nil, "completion", "bash")
 	if code != 0 {
 		t.Fatalf("completion bash = exit %d", code)
 	}
@@ -78,7 +78,7 @@ func TestCompletion(t *testing.T) {
 		t.Errorf("bash completion does not offer call's flags:\n%s", out)
 	}
 	for _, sh := range []string{"bash", "zsh"} {
-		script, _, _ := cli(t, nil, "completion", sh)
+		script, _, _ := runCLI(t, nil, "completion", sh)
 		path, err := exec.LookPath(sh)
 		if err != nil {
 			t.Logf("%s not installed: its script is not syntax-checked", sh)
@@ -90,11 +90,11 @@ func TestCompletion(t *testing.T) {
 			t.Errorf("%s -n on the %s completion: %v\n%s", sh, sh, err, b)
 		}
 	}
-	fish, _, code := cli(t, nil, "completion", "fish")
+	fish, _, code := runCLI(t, nil, "completion", "fish")
 	if code != 0 || !strings.Contains(fish, "complete -c toolagent -n '__fish_seen_subcommand_from call' -l dry-run") {
 		t.Errorf("fish completion = exit %d, lacks call's --dry-run:\n%s", code, fish)
 	}
-	if _, _, code := cli(t, nil, "completion", "tcsh"); code != exitUsage {
+	if _, _, code := runCLI(t, nil, "completion", "tcsh"); code != exitUsage {
 		t.Errorf("completion tcsh = exit %d; want 2", code)
 	}
 }

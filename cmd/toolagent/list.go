@@ -3,10 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"net/url"
 
 	"github.com/toolagent/toolagent/internal/catalog"
+	"github.com/toolagent/toolagent/internal/cli"
+	"github.com/toolagent/toolagent/internal/host"
 )
 
 func runList(ctx context.Context, e env, args []string) error {
@@ -16,18 +17,18 @@ func runList(ctx context.Context, e env, args []string) error {
 	all := fs.Bool("all", false, "include disabled, failed and stale tools with their reasons")
 	var sf serverFlag
 	sf.register(fs, e)
-	var tagArgs listFlag
+	var tagArgs cli.ListFlag
 	fs.Var(&tagArgs, "tag", "list only the tools carrying this `TAG`; repeatable, or a comma list: --tag git --tag read-only and --tag git,read-only both keep the tools with both tags")
-	pos, err := parseArgs(fs, args)
+	pos, err := cli.ParseArgs(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 0 {
-		return usageError{errTooManyArgs("list", pos)}
+		return cli.TooManyArgs("list", pos)
 	}
 	tags, err := catalog.ParseTagFilter(tagArgs)
 	if err != nil {
-		return usageError{fmt.Errorf("--tag: %w", err)}
+		return usageError{Err: fmt.Errorf("--tag: %w", err)}
 	}
 	rd, err := c.daemonFor(ctx, e, sf)
 	if err != nil {
@@ -45,22 +46,16 @@ func runList(ctx context.Context, e env, args []string) error {
 		if len(q) > 0 {
 			path += "?" + q.Encode()
 		}
-		code, body, err := rd.do(ctx, "GET", path, nil, false)
-		if err != nil {
-			return err
-		}
-		if code != http.StatusOK {
-			return rd.apiErr(code, body)
-		}
-		return printRaw(e.stdout, body)
+		_, err := ask(ctx, e, rd, "GET", path, nil)
+		return err
 	}
 	l, err := c.load(e, true)
 	if err != nil {
 		return err
 	}
-	entries := l.snap.Enabled()
+	entries := l.Snap.Enabled()
 	if *all {
-		entries = l.snap.All()
+		entries = l.Snap.All()
 	}
 	out := struct {
 		// Tree is the tools tree used (found as findTools says).
@@ -68,12 +63,12 @@ func runList(ctx context.Context, e env, args []string) error {
 		Revision string             `json:"revision"`
 		Tools    []catalog.ToolView `json:"tools"`
 		Problems []string           `json:"problems,omitempty"`
-	}{Tree: c.tools, Revision: l.snap.Rev(), Tools: []catalog.ToolView{}}
+	}{Tree: c.Tools, Revision: l.Snap.Rev(), Tools: []catalog.ToolView{}}
 	for _, en := range catalog.FilterTags(entries, tags) {
 		out.Tools = append(out.Tools, en.View(false))
 	}
 	if *all {
-		out.Problems = problemLines(l.rep.Problems)
+		out.Problems = host.ProblemLines(l.Report.Problems)
 	}
-	return printJSON(e.stdout, out)
+	return cli.PrintJSON(e.stdout, out)
 }

@@ -2,8 +2,9 @@
 // (tools/<name>/TOOL.hdlp) into a live, safe tool catalog: list, show,
 // validate and call tools from the command line, or serve them.
 //
-// This package holds flags and wiring only; main calls run, which returns
-// an error, and exit codes are decided in one place (exitCode).
+// This package holds flags, config loading, signals and one file per
+// subcommand calling into internal/ (docs/architecture.md); exit codes
+// are decided in one place (exitCode).
 package main
 
 import (
@@ -15,6 +16,10 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/toolagent/toolagent/internal/cli"
+	"github.com/toolagent/toolagent/internal/daemon"
+	"github.com/toolagent/toolagent/internal/host"
 )
 
 func main() {
@@ -64,7 +69,6 @@ func commands() []command {
 		{"new", "NAME", "scaffold tools/NAME/TOOL.hdlp with every field", runNew},
 		{"match", "INTENT... | feedback list|clear [TOOL]", "find the 1-3 tools that fit an intent in words; or list or clear what matching learned from use", runMatch},
 		{"eval", "--queries FILE", "measure intent matching on a queries.jsonl", runEval},
-		{"bench", "catalog", "measure start-up, reload, memory and matching on a synthetic catalog (--tools N)", runBench},
 		{"completion", "bash | zsh | fish", "print a shell completion script", runCompletion},
 		{"version", "", "print the build's version (also --version)", runVersion},
 	}
@@ -78,7 +82,7 @@ func runEnv(ctx context.Context, e env, args []string) error {
 	stdout, stderr := e.stdout, e.stderr
 	if len(args) == 0 {
 		usage(stderr)
-		return usageError{errors.New("no subcommand given")}
+		return usageError{Err: errors.New("no subcommand given")}
 	}
 	switch args[0] {
 	case "-h", "--help", "help":
@@ -96,7 +100,7 @@ func runEnv(ctx context.Context, e env, args []string) error {
 	if near := didYouMean(args[0]); near != "" {
 		msg += fmt.Sprintf("; did you mean %q?", near)
 	}
-	return usageError{fmt.Errorf("%s (`toolagent help` lists them)", msg)}
+	return usageError{Err: fmt.Errorf("%s (`toolagent help` lists them)", msg)}
 }
 
 func usage(w io.Writer) {
@@ -112,29 +116,22 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "Run `toolagent <subcommand> -h` for its arguments and flags.")
 }
 
-// Exit codes (documented in README.md, "A five-minute tour").
+// Exit codes (cli.Exit*, documented in README.md, "A five-minute tour").
 const (
-	exitOK       = 0
-	exitFailed   = 1 // the tool ran and failed, or validation found problems
-	exitUsage    = 2 // bad flags or arguments, or invalid params
-	exitNotFound = 3 // no such tool
-	exitTimeout  = 4 // the tool timed out
-	exitRefused  = 5 // disabled, approval required, busy
+	exitOK       = cli.ExitOK
+	exitFailed   = cli.ExitFailed
+	exitUsage    = cli.ExitUsage
+	exitNotFound = cli.ExitNotFound
+	exitTimeout  = cli.ExitTimeout
+	exitRefused  = cli.ExitRefused
 )
 
-// usageError marks bad command-line usage.
-type usageError struct{ err error }
-
-func (e usageError) Error() string { return e.err.Error() }
-func (e usageError) Unwrap() error { return e.err }
-
-// exitError carries an exit code for an outcome already printed.
-type exitError struct {
-	code int
-	msg  string // printed to stderr when non-empty
-}
-
-func (e exitError) Error() string { return e.msg }
+// usageError marks bad command-line usage; exitError carries the exit
+// code of an outcome already printed.
+type (
+	usageError = cli.UsageError
+	exitError  = cli.ExitError
+)
 
 func exitCode(err error, stderr io.Writer) int {
 	if err == nil {
@@ -142,17 +139,17 @@ func exitCode(err error, stderr io.Writer) int {
 	}
 	var ee exitError
 	if errors.As(err, &ee) {
-		if ee.msg != "" {
-			fmt.Fprintln(stderr, "toolagent:", ee.msg)
+		if ee.Msg != "" {
+			fmt.Fprintln(stderr, "toolagent:", ee.Msg)
 		}
-		return ee.code
+		return ee.Code
 	}
 	if errors.Is(err, errFlagHelp) {
 		return exitOK // the help was asked for and printed
 	}
 	fmt.Fprintln(stderr, "toolagent:", err)
 	var ue usageError
-	if errors.As(err, &ue) {
+	if errors.As(err, &ue) || errors.Is(err, host.ErrSandboxMode) {
 		return exitUsage
 	}
 	return exitFailed
@@ -166,8 +163,8 @@ func runVersion(_ context.Context, e env, args []string) error {
 		return nil
 	}
 	if len(args) > 0 {
-		return usageError{fmt.Errorf("version takes no arguments; got %q", args)}
+		return usageError{Err: fmt.Errorf("version takes no arguments; got %q", args)}
 	}
-	fmt.Fprintln(e.stdout, "toolagent", buildVersion())
+	fmt.Fprintln(e.stdout, "toolagent", daemon.Version())
 	return nil
 }

@@ -5,12 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"net/url"
-	"path/filepath"
 	"strings"
 
-	"github.com/toolagent/toolagent/internal/feedback"
+	"github.com/toolagent/toolagent/internal/cli"
+	"github.com/toolagent/toolagent/internal/host"
 )
 
 func runMatch(ctx context.Context, e env, args []string) error {
@@ -21,53 +20,47 @@ func runMatch(ctx context.Context, e env, args []string) error {
 	var sf serverFlag
 	sf.register(fs, e)
 	vocabFile := fs.String("vocab", e.getenv("TOOLAGENT_VOCAB"), "extra vocabulary `FILE` merged with the built-in one (env TOOLAGENT_VOCAB)")
-	pos, err := parseArgs(fs, args)
+	pos, err := cli.ParseArgs(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) == 0 {
-		return usageError{errors.New(`match: want the intent in words, e.g. toolagent match "查看最近的提交记录"`)}
+		return usageError{Err: errors.New(`match: want the intent in words, e.g. toolagent match "查看最近的提交记录"`)}
 	}
 	if len(pos) >= 2 && pos[0] == "feedback" && (pos[1] == "list" || pos[1] == "clear") {
 		return matchFeedback(ctx, e, &c, sf, pos[1], pos[2:])
 	}
 	if *limit < 1 || *limit > 3 {
-		return usageError{errors.New("match: --limit must be 1, 2 or 3")}
+		return usageError{Err: errors.New("match: --limit must be 1, 2 or 3")}
 	}
 	rd, err := c.daemonFor(ctx, e, sf)
 	if err != nil {
 		return err
 	}
 	if rd != nil {
-		code, body, err := rd.do(ctx, "POST", "/v1/match", map[string]any{"intent": strings.Join(pos, " "), "limit": *limit}, false)
+		body, err := ask(ctx, e, rd, "POST", "/v1/match", map[string]any{"intent": strings.Join(pos, " "), "limit": *limit})
 		if err != nil {
-			return err
-		}
-		if code != http.StatusOK {
-			return rd.apiErr(code, body)
-		}
-		if err := printRaw(e.stdout, body); err != nil {
 			return err
 		}
 		var resp struct{ Found bool }
 		if json.Unmarshal(body, &resp) == nil && !resp.Found {
-			return exitError{code: exitNotFound}
+			return exitError{Code: exitNotFound}
 		}
 		return nil
 	}
-	if c.vocab, err = loadVocab(*vocabFile); err != nil {
+	if c.Vocab, err = host.LoadVocab(*vocabFile); err != nil {
 		return err
 	}
 	l, err := c.load(e, false)
 	if err != nil {
 		return err
 	}
-	resp := l.snap.MatchIntent(strings.Join(pos, " "), *limit)
-	if err := printJSON(e.stdout, resp); err != nil {
+	resp := l.Snap.MatchIntent(strings.Join(pos, " "), *limit)
+	if err := cli.PrintJSON(e.stdout, resp); err != nil {
 		return err
 	}
 	if !resp.Found {
-		return exitError{code: exitNotFound}
+		return exitError{Code: exitNotFound}
 	}
 	return nil
 }
@@ -77,7 +70,7 @@ func runMatch(ctx context.Context, e env, args []string) error {
 // from the state directory's file when none runs.
 func matchFeedback(ctx context.Context, e env, c *common, sf serverFlag, verb string, rest []string) error {
 	if len(rest) > 1 {
-		return usageError{fmt.Errorf("match feedback %s: want at most one TOOL, got %q", verb, rest)}
+		return usageError{Err: fmt.Errorf("match feedback %s: want at most one TOOL, got %q", verb, rest)}
 	}
 	tool := ""
 	if len(rest) == 1 {
@@ -89,28 +82,12 @@ func matchFeedback(ctx context.Context, e env, c *common, sf serverFlag, verb st
 	}
 	if rd != nil {
 		method := map[string]string{"list": "GET", "clear": "DELETE"}[verb]
-		code, body, err := rd.do(ctx, method, "/v1/feedback?tool="+url.QueryEscape(tool), nil, false)
-		if err != nil {
-			return err
-		}
-		if code != http.StatusOK {
-			return rd.apiErr(code, body)
-		}
-		return printRaw(e.stdout, body)
-	}
-	if err := c.resolve(e); err != nil {
+		_, err := ask(ctx, e, rd, method, "/v1/feedback?tool="+url.QueryEscape(tool), nil)
 		return err
 	}
-	fb, err := feedback.Open(filepath.Join(c.state, stateFeedbackFile), feedback.Options{})
+	v, err := c.Feedback(verb == "clear", tool)
 	if err != nil {
 		return err
 	}
-	if verb == "clear" {
-		n, err := fb.Clear(tool)
-		if err != nil {
-			return err
-		}
-		return printJSON(e.stdout, map[string]int{"cleared": n})
-	}
-	return printJSON(e.stdout, map[string]any{"tools": fb.List(tool)})
+	return cli.PrintJSON(e.stdout, v)
 }

@@ -37,14 +37,14 @@ func crossMatchTools(t *testing.T) string {
 func TestValidateMatchCrossMatch(t *testing.T) {
 	tools := crossMatchTools(t)
 	state := t.TempDir()
-	plain, _, code := cli(t, nil, "validate", "--state", state, tools)
+	plain, _, code := runCLI(t, nil, "validate", "--state", state, tools)
 	if code != 0 || strings.Contains(plain, "match") || strings.Contains(plain, "warning") {
 		t.Fatalf("validate = exit %d\n%s\nwant 0 and no match lint", code, plain)
 	}
 	if want := "tools tree: " + tools + "\n2 tool folders, 2 callable, 0 problems\n"; plain != want {
 		t.Errorf("validate output =\n%s\nwant\n%s", plain, want)
 	}
-	out, _, code := cli(t, nil, "validate", "--state", state, "--match", tools)
+	out, _, code := runCLI(t, nil, "validate", "--state", state, "--match", tools)
 	if code != 0 {
 		t.Errorf("validate --match = exit %d, want 0 (warnings do not fail)\n%s", code, out)
 	}
@@ -65,7 +65,7 @@ func TestValidateMatchCrossMatch(t *testing.T) {
 			t.Errorf("validate --match warns about %q, which finds its own tool:\n%s", ok, out)
 		}
 	}
-	strict, _, code := cli(t, nil, "validate", "--state", state, "--match-strict", tools)
+	strict, _, code := runCLI(t, nil, "validate", "--state", state, "--match-strict", tools)
 	if code != exitFailed || strict != out {
 		t.Errorf("validate --match-strict = exit %d\n%s\nwant %d and the --match output", code, strict, exitFailed)
 	}
@@ -74,7 +74,7 @@ func TestValidateMatchCrossMatch(t *testing.T) {
 // TestValidateMatchShippedTools: every example of the shipped tools finds
 // its own tool first with itself left out, and is not refused.
 func TestValidateMatchShippedTools(t *testing.T) {
-	out, _, code := cli(t, nil, "validate", "--state", t.TempDir(), "--match-strict", nativeTools(t))
+	out, _, code := runCLI(t, nil, "validate", "--state", t.TempDir(), "--match-strict", nativeTools(t))
 	if code != 0 || !strings.Contains(out, "Hit@1 1.000, Hit@3 1.000, refused 0.000; 0 warnings") {
 		t.Errorf("validate --match-strict native = exit %d\n%s\nwant 0 and no warnings", code, out)
 	}
@@ -87,11 +87,11 @@ func TestValidateMatchUsage(t *testing.T) {
 		{"validate", "--match", file},
 		{"validate", "--match-strict", "--config", "../../examples/toolagent.yaml"},
 	} {
-		if _, errOut, code := cli(t, nil, append(args, "--state", t.TempDir())...); code != exitUsage || !strings.Contains(errOut, "--match") {
+		if _, errOut, code := runCLI(t, nil, append(args, "--state", t.TempDir())...); code != exitUsage || !strings.Contains(errOut, "--match") {
 			t.Errorf("%v = exit %d %q; want %d naming --match", args, code, errOut, exitUsage)
 		}
 	}
-	if out, _, code := cli(t, nil, "validate", file); code != 0 || out != file+": 0 problems\n" {
+	if out, _, code := runCLI(t, nil, "validate", file); code != 0 || out != file+": 0 problems\n" {
 		t.Errorf("validate FILE = exit %d %q; want 0 problems", code, out)
 	}
 }
@@ -107,7 +107,7 @@ func TestEvalWithoutExamples(t *testing.T) {
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, errOut, code := cli(t, nil, "eval", "--state", t.TempDir(), "--tools", tools, "--queries", queries, "--json")
+	out, errOut, code := runCLI(t, nil, "eval", "--state", t.TempDir(), "--tools", tools, "--queries", queries, "--json")
 	if code != 0 {
 		t.Fatalf("eval --json = exit %d %s", code, errOut)
 	}
@@ -133,7 +133,7 @@ func TestEvalWithoutExamples(t *testing.T) {
 	if r.Without.Refused != 1 {
 		t.Errorf("without examples: answerable_refused %v; want 1 (the request is in an example's words)", r.Without.Refused)
 	}
-	text, _, code := cli(t, nil, "eval", "--state", t.TempDir(), "--tools", tools, "--queries", queries)
+	text, _, code := runCLI(t, nil, "eval", "--state", t.TempDir(), "--tools", tools, "--queries", queries)
 	if code != 0 || strings.Count(text, "subset ") != 2 || !strings.Contains(text, "without examples (the 4 examples of 2 tools removed):\n") {
 		t.Errorf("eval = exit %d\n%s\nwant two tables, the second without the examples", code, text)
 	}

@@ -20,6 +20,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolagent/toolagent/internal/dispatch"
+	"github.com/toolagent/toolagent/internal/host"
+	"github.com/toolagent/toolagent/internal/operator"
 )
 
 func mcpClient(listChanged chan struct{}) *mcp.Client {
@@ -402,13 +404,13 @@ func TestMCPStdioApprovalsWhileRunning(t *testing.T) {
 	if json.Unmarshal(b, &held) != nil || held.ApprovalID == "" || !strings.Contains(held.Suggestion, "toolagent approvals approve "+held.ApprovalID) {
 		t.Fatalf("held call = %s; want an approval id and a hint naming toolagent approvals", b)
 	}
-	pollUntil(t, "the control socket", func() bool { _, ok := dialControl(state); return ok })
+	pollUntil(t, "the control socket", func() bool { _, ok := operator.DialControl(host.ApprovalsDir(state)); return ok })
 
-	out, errOut, code := cli(t, nil, "approvals", "list", "--state", state)
+	out, errOut, code := runCLI(t, nil, "approvals", "list", "--state", state)
 	if code != 0 || !strings.Contains(out, held.ApprovalID) {
 		t.Fatalf("approvals list while mcp runs = exit %d %s %s; want the held call", code, out, errOut)
 	}
-	out, errOut, code = cli(t, nil, "approvals", "approve", held.ApprovalID, "--state", state)
+	out, errOut, code = runCLI(t, nil, "approvals", "approve", held.ApprovalID, "--state", state)
 	if code != 0 || !strings.Contains(out, `"status": "executed"`) || !strings.Contains(out, "decided-while-running") {
 		t.Fatalf("approvals approve while mcp runs = exit %d %s %s; want executed with the output", code, out, errOut)
 	}
@@ -416,13 +418,13 @@ func TestMCPStdioApprovalsWhileRunning(t *testing.T) {
 	if !strings.Contains(out, `"decider": "`+me.Username+`"`) {
 		t.Errorf("the decider is not the peer's user %s: %s", me.Username, out)
 	}
-	if _, _, code := cli(t, nil, "approvals", "approve", held.ApprovalID, "--state", state); code != exitRefused {
+	if _, _, code := runCLI(t, nil, "approvals", "approve", held.ApprovalID, "--state", state); code != exitRefused {
 		t.Errorf("approving again = exit %d; want %d", code, exitRefused)
 	}
 	if err := m.close(t); err != nil {
 		t.Errorf("mcp returned %v", err)
 	}
-	if _, ok := dialControl(state); ok {
+	if _, ok := operator.DialControl(host.ApprovalsDir(state)); ok {
 		t.Errorf("the control socket outlives the server")
 	}
 }

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/toolagent/toolagent/internal/dispatch"
+	"github.com/toolagent/toolagent/internal/host"
+	"github.com/toolagent/toolagent/internal/operator"
 	"github.com/toolagent/toolagent/internal/proc/proctest"
 )
 
@@ -73,7 +75,7 @@ func runBin(t *testing.T, dir string, env []string, args ...string) (string, str
 // 127.0.0.1:0 with state, and waits for it to record itself in
 // STATE/daemon.json and be ready (/readyz: its catalog is loaded). It is
 // stopped with SIGTERM at cleanup.
-func startBinDaemon(t *testing.T, dir, state string, env []string, args ...string) daemonInfo {
+func startBinDaemon(t *testing.T, dir, state string, env []string, args ...string) operator.Info {
 	t.Helper()
 	cmd := exec.Command(builtBinary(t), append([]string{"serve", "--listen", "127.0.0.1:0", "--state", state}, args...)...)
 	cmd.Dir, cmd.Env = dir, env
@@ -93,7 +95,7 @@ func startBinDaemon(t *testing.T, dir, state string, env []string, args ...strin
 			t.Errorf("the daemon did not stop 30s after SIGTERM\n%s", logs)
 		}
 	})
-	var info daemonInfo
+	var info operator.Info
 	pollUntil(t, "STATE/daemon.json of a ready daemon", func() bool {
 		select {
 		case <-exited:
@@ -101,7 +103,7 @@ func startBinDaemon(t *testing.T, dir, state string, env []string, args ...strin
 		default:
 		}
 		var err error
-		info, err = readDaemonInfo(state)
+		info, err = operator.ReadInfo(state)
 		if err != nil {
 			return false
 		}
@@ -127,16 +129,16 @@ func TestOperatorApprovesOnTheEmbeddedDefault(t *testing.T) {
 	state := filepath.Join(t.TempDir(), "state")
 	env := binEnv(t)
 	info := startBinDaemon(t, outside, state, env)
-	if !info.Open || info.Tools != embeddedTools || info.PID <= 0 {
+	if !info.Open || info.Tools != host.Embedded || info.PID <= 0 {
 		t.Errorf("daemon.json = %+v; want an open daemon serving the embedded tools, with its pid", info)
 	}
 
-	tokFile := operatorTokenPath(state)
+	tokFile := operator.TokenPath(state)
 	fi, err := os.Stat(tokFile)
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("operator token %s: %v %v; want a 0600 file", tokFile, fi, err)
 	}
-	secret, err := readOperatorToken(state)
+	secret, err := operator.ReadToken(state)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +158,7 @@ func TestOperatorApprovesOnTheEmbeddedDefault(t *testing.T) {
 
 	// Anonymous (the caller) may not approve; a wrong token is refused,
 	// not served anonymously.
-	d := &daemon{url: info.URL, client: http.DefaultClient}
+	d := &liveDaemon{url: info.URL, client: http.DefaultClient}
 	if code, _, body := d.approval(t, "POST", held.ApprovalID, `{"decision":"approve"}`); code != http.StatusForbidden {
 		t.Errorf("anonymous approve = %d %s; want 403", code, body)
 	}
@@ -169,8 +171,8 @@ func TestOperatorApprovesOnTheEmbeddedDefault(t *testing.T) {
 		Decider string          `json:"decider"`
 		Result  dispatch.Result `json:"result"`
 	}
-	if err := json.Unmarshal([]byte(out), &a); err != nil || code != 0 || a.Decider != operatorName || a.Result.ExitCode != 0 {
-		t.Fatalf("approvals approve = exit %d %q %s; want 0, decided by %s, the call run with exit code 0", code, out, errOut, operatorName)
+	if err := json.Unmarshal([]byte(out), &a); err != nil || code != 0 || a.Decider != operator.Name || a.Result.ExitCode != 0 {
+		t.Fatalf("approvals approve = exit %d %q %s; want 0, decided by %s, the call run with exit code 0", code, out, errOut, operator.Name)
 	}
 	if _, err := os.Stat(target); err != nil {
 		t.Errorf("the approved call did not run: %v", err)
@@ -211,30 +213,30 @@ func TestCLIAsksTheDaemonAtServer(t *testing.T) {
 	d := startApprovalDaemon(t, tools)
 	state := t.TempDir() // not the daemon's: only --server finds it
 	alice := []string{"TOOLAGENT_SERVER=" + d.url, "TOOLAGENT_TOKEN=" + aliceToken}
-	out, errOut, code := cli(t, alice, "call", "--state", state, "guarded", "cmd=echo from-cli")
+	out, errOut, code := runCLI(t, alice, "call", "--state", state, "guarded", "cmd=echo from-cli")
 	var held dispatch.Result
 	if err := json.Unmarshal([]byte(out), &held); err != nil || code != exitRefused || held.ApprovalID == "" {
 		t.Fatalf("call via --server = exit %d %q %s; want a held call with an id", code, out, errOut)
 	}
 	bob := []string{"TOOLAGENT_SERVER=" + d.url, "TOOLAGENT_TOKEN=" + bobToken}
-	if out, errOut, code := cli(t, bob, "approvals", "list", "--state", state); code != 0 || !strings.Contains(out, held.ApprovalID) {
+	if out, errOut, code := runCLI(t, bob, "approvals", "list", "--state", state); code != 0 || !strings.Contains(out, held.ApprovalID) {
 		t.Errorf("approvals list as bob = exit %d %s %s; want the held call", code, out, errOut)
 	}
-	if _, errOut, code := cli(t, alice, "approvals", "approve", "--state", state, held.ApprovalID); code != exitRefused {
+	if _, errOut, code := runCLI(t, alice, "approvals", "approve", "--state", state, held.ApprovalID); code != exitRefused {
 		t.Errorf("alice approving = exit %d %s; want 5 (her role is call)", code, errOut)
 	}
-	out, errOut, code = cli(t, bob, "approvals", "approve", "--state", state, held.ApprovalID)
+	out, errOut, code = runCLI(t, bob, "approvals", "approve", "--state", state, held.ApprovalID)
 	if code != 0 || !strings.Contains(out, "from-cli") {
 		t.Errorf("bob approving = exit %d %s %s; want 0 and the call's output", code, out, errOut)
 	}
-	if _, errOut, code := cli(t, []string{"TOOLAGENT_SERVER=" + d.url}, "list", "--state", state); code != exitRefused || !strings.Contains(errOut, "TOOLAGENT_TOKEN") {
+	if _, errOut, code := runCLI(t, []string{"TOOLAGENT_SERVER=" + d.url}, "list", "--state", state); code != exitRefused || !strings.Contains(errOut, "TOOLAGENT_TOKEN") {
 		t.Errorf("list without a token = exit %d %s; want 5, saying to set TOOLAGENT_TOKEN", code, errOut)
 	}
 
 	if err := d.stop(t); err != nil {
 		t.Fatal(err)
 	}
-	if _, errOut, code := cli(t, nil, "status", "--state", state); code != exitFailed || !strings.Contains(errOut, "no daemon runs") {
+	if _, errOut, code := runCLI(t, nil, "status", "--state", state); code != exitFailed || !strings.Contains(errOut, "no daemon runs") {
 		t.Errorf("status with no daemon = exit %d %s; want 1, saying no daemon runs", code, errOut)
 	}
 }
@@ -244,13 +246,13 @@ func TestCLIAsksTheDaemonAtServer(t *testing.T) {
 func TestDaemonInfoRemovedAtStop(t *testing.T) {
 	state := t.TempDir()
 	p := startInProcess(t, nil, []string{"serve", "--listen", "127.0.0.1:0", "--log-format", "json", "--state", state, "--tools", t.TempDir()})
-	if _, err := readDaemonInfo(state); err != nil {
+	if _, err := operator.ReadInfo(state); err != nil {
 		t.Fatalf("daemon.json while serving: %v", err)
 	}
 	if err := p.stop(t); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(daemonInfoPath(state)); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Stat(operator.InfoPath(state)); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("daemon.json after stop: %v; want it removed", err)
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/toolagent/toolagent/internal/operator"
 )
 
 // readmeBlock returns the command lines (no blank or comment lines) of the
@@ -193,8 +195,16 @@ func TestReadmeTwoCommands(t *testing.T) {
 			t.Fatalf("go run ./cmd/toolagent serve exited:\n%s", logs)
 		default:
 		}
-		info, err := readDaemonInfo(state)
-		return err == nil && info.Tools == filepath.Join(root, "native-repo", "tools") && healthy(t.Context(), httpClient(), info.URL)
+		info, err := operator.ReadInfo(state)
+		if err != nil || info.Tools != filepath.Join(root, "native-repo", "tools") {
+			return false
+		}
+		resp, err := httpClient().Get(info.URL + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
 	})
 }
 

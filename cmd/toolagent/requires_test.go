@@ -3,164 +3,20 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/robfig/cron/v3"
 
 	"github.com/toolagent/toolagent/internal/catalog"
 	"github.com/toolagent/toolagent/internal/dispatch"
-	"github.com/toolagent/toolagent/internal/executors"
-	"github.com/toolagent/toolagent/internal/executors/shell"
-	"github.com/toolagent/toolagent/internal/hldp"
-	"github.com/toolagent/toolagent/internal/proc"
 	"github.com/toolagent/toolagent/internal/proc/proctest"
-	"github.com/toolagent/toolagent/internal/reload"
-	"github.com/toolagent/toolagent/internal/repo"
-	"github.com/toolagent/toolagent/internal/scan"
 )
-
-// writeFakeProgram puts an executable shell script at path, written beside it
-// and renamed over, so a process running the old one is never handed a
-// half-written file.
-func writeFakeProgram(t *testing.T, path, script string) {
-	t.Helper()
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte("#!/bin/sh\n"+script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// TestRequiresProgramAppearsOnPath: a tool requiring a program that is
-// not on the PATH its processes get is disabled, left out of the listing
-// and of matching, with a reason naming the program; once a fake program
-// of that name appears in a directory of that PATH its check runs (and
-// fails, then passes) and the tool comes back, with no restart: the
-// health schedule re-evaluates and rebuilds the catalog. Real parts
-// throughout: the shell executor, the local tools tree, the reload loop,
-// the health loop; the PATH is the shell executor's own setting, as an
-// operator would give it.
-func TestRequiresProgramAppearsOnPath(t *testing.T) {
-	bin, tools := t.TempDir(), t.TempDir()
-	putTool(t, tools, "fake-pods", testTool("fake-pods", "intent: list the pods of the fake cluster\nmethod: run\nexecutor: shell\n"+
-		"argv: [fakectl, get, pods]\nparams_schema: {}\nrequires:\n  programs: [fakectl, sh]\n  check: [fakectl, ping]\n"))
-	putTool(t, tools, "plain", testTool("plain", "intent: print the date\nmethod: run\nexecutor: shell\nargv: [date]\nparams_schema: {}\n"))
-
-	pathList := bin + ":" + proc.MinimalPath
-	sh := shell.New(shell.Options{Env: []string{"PATH=" + pathList}})
-	execs := map[hldp.ExecutorKind]executors.Executor{hldp.Shell: sh}
-	sched, err := cron.ParseStandard("@every 1s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs := &syncBuffer{}
-	h := newHealth([]probe{{kind: hldp.Shell, ex: sh}}, "", sched, 5*time.Second, slog.New(slog.NewJSONHandler(logs, nil)))
-	check := h.narrow(checker(execs))
-	store := new(catalog.Store)
-	dir := &repo.LocalDir{Path: tools}
-	t.Cleanup(func() { dir.Close() })
-	loop := &reload.Loop{
-		Source: &localSource{dir: dir},
-		Build: func(prev *catalog.Snapshot, tr scan.Tree) (*catalog.Snapshot, scan.Report, error) {
-			return scan.Build(prev, tr, nil, scan.Options{Check: check})
-		},
-		Store: store,
-	}
-	if _, err := loop.Once(t.Context()); err != nil {
-		t.Fatalf("first load: %v", err)
-	}
-
-	entry := func() catalog.Entry {
-		e, ok := store.Load().Lookup("fake-pods")
-		if !ok {
-			t.Fatalf("fake-pods is not in the catalog")
-		}
-		return e
-	}
-	enabled := func() []string {
-		var names []string
-		for _, e := range store.Load().Enabled() {
-			names = append(names, e.Name)
-		}
-		return names
-	}
-	const query = "list the pods of the fake cluster"
-	matched := func() bool {
-		for _, c := range store.Load().Match(query, 3).Candidates {
-			if c.ID == "fake-pods" {
-				return true
-			}
-		}
-		return false
-	}
-
-	// At load: the program is missing.
-	e := entry()
-	if want := "program fakectl not found on PATH (" + pathList + ")"; e.Status != catalog.Disabled || e.Reason != want {
-		t.Errorf("at load: fake-pods = %s %q; want disabled %q", e.Status, e.Reason, want)
-	}
-	if got := enabled(); !slices.Equal(got, []string{"plain"}) {
-		t.Errorf("at load: enabled tools = %v; want [plain]", got)
-	}
-	if matched() {
-		t.Errorf("at load: Match(%q) offers the disabled fake-pods", query)
-	}
-
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if err := h.run(ctx, loop); err != nil {
-			t.Errorf("health run() = %v; want nil", err)
-		}
-	})
-	t.Cleanup(func() { cancel(); wg.Wait() })
-
-	// The program appears, but its check fails: still disabled, and the
-	// reason now says how the check failed.
-	writeFakeProgram(t, filepath.Join(bin, "fakectl"), "echo 'fake cluster unreachable' >&2\nexit 3\n")
-	const checkFailed = "check [fakectl ping] exited 3: fake cluster unreachable"
-	pollUntil(t, "the reason "+checkFailed, func() bool { return entry().Reason == checkFailed })
-	if e := entry(); e.Status != catalog.Disabled {
-		t.Errorf("with a failing check: fake-pods = %s; want disabled", e.Status)
-	}
-
-	// The check passes: the tool comes back without a restart.
-	writeFakeProgram(t, filepath.Join(bin, "fakectl"), "exit 0\n")
-	pollUntil(t, "fake-pods to be enabled", func() bool { return entry().Status == catalog.Enabled })
-	if e := entry(); e.Reason != "" {
-		t.Errorf("enabled fake-pods keeps the reason %q", e.Reason)
-	}
-	if got := enabled(); !slices.Equal(got, []string{"fake-pods", "plain"}) {
-		t.Errorf("after the program appeared: enabled tools = %v; want [fake-pods plain]", got)
-	}
-	if !matched() {
-		t.Errorf("after the program appeared: Match(%q) does not offer fake-pods", query)
-	}
-
-	// It goes away again: disabled again on the next round.
-	if err := os.Remove(filepath.Join(bin, "fakectl")); err != nil {
-		t.Fatal(err)
-	}
-	pollUntil(t, "fake-pods to be disabled again", func() bool { return entry().Status == catalog.Disabled })
-
-	for _, want := range []string{`"msg":"tool prerequisites missing; it is disabled"`, `"msg":"tool prerequisites met; it is enabled"`} {
-		if !strings.Contains(logs.String(), want) {
-			t.Errorf("health log lacks %s:\n%s", want, logs)
-		}
-	}
-}
 
 // TestServeRequires runs a real daemon (sandbox on, as shipped) with a
 // tool requiring a file and one requiring a check: both are disabled
@@ -262,7 +118,7 @@ func TestValidateRejectsBadRequiresAndTags(t *testing.T) {
 	writeTool(t, tools, "bad-tags", "method: run\nexecutor: shell\nargv: [date]\nparams_schema: {}\ntags: [Read-Only, ok, ok]\n")
 	writeTool(t, tools, "remote-requires", "method: exec\nexecutor: gatekeeper\n"+
 		"params_schema:\n  cmd: { type: string, required: true }\nrequires: { programs: [kubectl] }\n")
-	out, _, code := cli(t, nil, "validate", "--state", t.TempDir(), tools)
+	out, _, code := runCLI(t, nil, "validate", "--state", t.TempDir(), tools)
 	if code != exitFailed {
 		t.Errorf("validate: exit %d; want %d\n%s", code, exitFailed, out)
 	}
@@ -288,7 +144,7 @@ func TestListTag(t *testing.T) {
 	tools, state := nativeTools(t), t.TempDir()
 	list := func(args ...string) []string {
 		t.Helper()
-		out, errOut, code := cli(t, nil, append([]string{"list", "--tools", tools, "--state", state}, args...)...)
+		out, errOut, code := runCLI(t, nil, append([]string{"list", "--tools", tools, "--state", state}, args...)...)
 		var l struct {
 			Tools []struct {
 				Name string   `json:"name"`
@@ -323,7 +179,7 @@ func TestListTag(t *testing.T) {
 			t.Errorf("list %v (-want +got):\n%s", tc.args, diff)
 		}
 	}
-	if _, errOut, code := cli(t, nil, "list", "--tools", tools, "--state", state, "--tag", "Git"); code != exitUsage || !strings.Contains(errOut, `"Git" is not a tag`) {
+	if _, errOut, code := runCLI(t, nil, "list", "--tools", tools, "--state", state, "--tag", "Git"); code != exitUsage || !strings.Contains(errOut, `"Git" is not a tag`) {
 		t.Errorf("list --tag Git: exit %d %q; want a usage error naming the tag", code, errOut)
 	}
 }

@@ -229,10 +229,10 @@ type daemonProcess struct {
 
 // processDaemon is startDaemonProcess seen as a daemon, so that the
 // helpers of in-process daemons (call, status, hook, ...) drive it.
-func processDaemon(t *testing.T, args ...string) *daemon {
+func processDaemon(t *testing.T, args ...string) *liveDaemon {
 	t.Helper()
 	dp := startDaemonProcess(t, append([]string{"--state", t.TempDir()}, args...)...)
-	return &daemon{url: dp.url, client: &http.Client{}}
+	return &liveDaemon{url: dp.url, client: &http.Client{}}
 }
 
 // startDaemonProcess starts serve with args on 127.0.0.1:0 and waits until

@@ -21,7 +21,7 @@ const (
 
 // scopedDaemon serves a catalog of git, deploy and shell tools with
 // scoped tokens, and a profile.
-func scopedDaemon(t *testing.T) *daemon {
+func scopedDaemon(t *testing.T) *liveDaemon {
 	t.Helper()
 	tools := t.TempDir()
 	putTool(t, tools, "git-log", testTool("git-log", "method: run\nexecutor: shell\nintent: show the last commits of a git repository\nargv: [echo, log]\nparams_schema: {}\ntags: [git, read-only]\n"))
@@ -40,7 +40,7 @@ func scopedDaemon(t *testing.T) *daemon {
 	return startDaemon(t, env, "--tools", tools, "--config", config)
 }
 
-func toolNames(t *testing.T, d *daemon, path string) []string {
+func toolNames(t *testing.T, d *liveDaemon, path string) []string {
 	t.Helper()
 	code, body := d.request(t, "GET", path, "")
 	if code != 200 {
@@ -222,7 +222,7 @@ func TestScopeSyntax(t *testing.T) {
 		"a:call:0123456789abcdef:tools=[",
 		"a:call:0123456789abcdef:team=x",
 	} {
-		errOut, _, code := cli(t, []string{"TOOLAGENT_TOKENS=" + bad}, "validate", "--config", writeConfig(t, "{}\n"))
+		errOut, _, code := runCLI(t, []string{"TOOLAGENT_TOKENS=" + bad}, "validate", "--config", writeConfig(t, "{}\n"))
 		if code == 0 || !strings.Contains(errOut, "TOOLAGENT_TOKENS:1") || !strings.Contains(errOut, "token a") {
 			t.Errorf("token %q: exit %d %q; want a refusal naming the entry and the token", bad, code, errOut)
 		}
@@ -231,7 +231,7 @@ func TestScopeSyntax(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"profiles:\n  x: {}\n", "profiles:\n  Bad_Name: {tags: [git]}\n", "profiles:\n  x: {tags: [Git]}\n", "profiles:\n  x: {teams: [a]}\n"} {
-		if errOut, _, code := cli(t, nil, "validate", "--config", writeConfig(t, bad)); code != exitFailed || !strings.Contains(errOut, "profile") {
+		if errOut, _, code := runCLI(t, nil, "validate", "--config", writeConfig(t, bad)); code != exitFailed || !strings.Contains(errOut, "profile") {
 			t.Errorf("config %q: exit %d %q; want a refusal naming the profile", bad, code, errOut)
 		}
 	}

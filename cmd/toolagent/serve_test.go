@@ -19,6 +19,7 @@ import (
 
 	"github.com/toolagent/toolagent/internal/catalog"
 	"github.com/toolagent/toolagent/internal/dispatch"
+	"github.com/toolagent/toolagent/internal/host"
 	"github.com/toolagent/toolagent/internal/proc"
 )
 
@@ -97,8 +98,8 @@ func (p *inProcess) stop(t testing.TB) error {
 	}
 }
 
-// daemon is a `toolagent serve` running in-process.
-type daemon struct {
+// liveDaemon is a `toolagent serve` running in-process.
+type liveDaemon struct {
 	*inProcess
 	url    string
 	client *http.Client
@@ -121,9 +122,9 @@ func pollUntil(t testing.TB, what string, cond func() bool) {
 // startDaemon runs serve on 127.0.0.1:0 with the given extra flags and
 // environment, reads the bound address from the "listening" log line, and
 // waits for /readyz. The daemon is stopped at cleanup.
-func startDaemon(t testing.TB, env map[string]string, args ...string) *daemon {
+func startDaemon(t testing.TB, env map[string]string, args ...string) *liveDaemon {
 	t.Helper()
-	d := &daemon{client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 600}}}
+	d := &liveDaemon{client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 600}}}
 	t.Cleanup(d.client.CloseIdleConnections) // runs after the daemon stopped
 	full := append([]string{"serve", "--listen", "127.0.0.1:0", "--log-format", "json", "--state", t.TempDir()}, args...)
 	d.inProcess = startInProcess(t, env, full)
@@ -139,7 +140,7 @@ func startDaemon(t testing.TB, env map[string]string, args ...string) *daemon {
 	return d
 }
 
-func (d *daemon) request(t testing.TB, method, path, body string) (int, []byte) {
+func (d *liveDaemon) request(t testing.TB, method, path, body string) (int, []byte) {
 	t.Helper()
 	var r io.Reader
 	if body != "" {
@@ -168,7 +169,7 @@ func (d *daemon) request(t testing.TB, method, path, body string) (int, []byte) 
 	return resp.StatusCode, b
 }
 
-func (d *daemon) call(t testing.TB, tool string, params any) (int, dispatch.Result) {
+func (d *liveDaemon) call(t testing.TB, tool string, params any) (int, dispatch.Result) {
 	t.Helper()
 	body, _ := json.Marshal(map[string]any{"tool": tool, "params": params})
 	code, b := d.request(t, "POST", "/v1/call", string(body))
@@ -493,7 +494,7 @@ func TestServeRefusesOpenNonLoopback(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		var logs syncBuffer
 		done := make(chan error, 1)
-		args := []string{"serve", "--listen", tc.listen, "--tools", embeddedTools, "--state", t.TempDir()}
+		args := []string{"serve", "--listen", tc.listen, "--tools", host.Embedded, "--state", t.TempDir()}
 		go func() { done <- run(ctx, args, func(k string) string { return tc.env[k] }, nil, io.Discard, &logs) }()
 		if tc.want != "" {
 			err := <-done

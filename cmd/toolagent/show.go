@@ -4,14 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"net/url"
-	"strings"
-)
 
-func errTooManyArgs(cmd string, extra []string) error {
-	return fmt.Errorf("%s: unexpected arguments %s", cmd, strings.Join(extra, " "))
-}
+	"github.com/toolagent/toolagent/internal/cli"
+)
 
 func runShow(ctx context.Context, e env, args []string) error {
 	var c common
@@ -19,34 +15,28 @@ func runShow(ctx context.Context, e env, args []string) error {
 	c.register(fs, e)
 	var sf serverFlag
 	sf.register(fs, e)
-	pos, err := parseArgs(fs, args)
+	pos, err := cli.ParseArgs(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 {
-		return usageError{errors.New("show: want exactly one tool NAME")}
+		return usageError{Err: errors.New("show: want exactly one tool NAME")}
 	}
 	rd, err := c.daemonFor(ctx, e, sf)
 	if err != nil {
 		return err
 	}
 	if rd != nil {
-		code, body, err := rd.do(ctx, "GET", "/v1/tools/"+url.PathEscape(pos[0]), nil, false)
-		if err != nil {
-			return err
-		}
-		if code != http.StatusOK {
-			return rd.apiErr(code, body)
-		}
-		return printRaw(e.stdout, body)
+		_, err := ask(ctx, e, rd, "GET", "/v1/tools/"+url.PathEscape(pos[0]), nil)
+		return err
 	}
 	l, err := c.load(e, true)
 	if err != nil {
 		return err
 	}
-	en, ok := l.snap.Lookup(pos[0])
+	en, ok := l.Snap.Lookup(pos[0])
 	if !ok {
-		return exitError{code: exitNotFound, msg: fmt.Sprintf("no tool named %q in %s", pos[0], c.tools)}
+		return exitError{Code: exitNotFound, Msg: fmt.Sprintf("no tool named %q in %s", pos[0], c.Tools)}
 	}
-	return printJSON(e.stdout, en.View(true))
+	return cli.PrintJSON(e.stdout, en.View(true))
 }

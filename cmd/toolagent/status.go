@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
-	"net/http"
+
+	"github.com/toolagent/toolagent/internal/cli"
+	"github.com/toolagent/toolagent/internal/operator"
 )
 
 // runStatus prints the status of a running daemon (GET /v1/status): the
@@ -13,27 +15,21 @@ func runStatus(ctx context.Context, e env, args []string) error {
 	c.registerState(fs, e)
 	var sf serverFlag
 	sf.register(fs, e)
-	pos, err := parseArgs(fs, args)
+	pos, err := cli.ParseArgs(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 0 {
-		return usageError{errTooManyArgs("status", pos)}
+		return cli.TooManyArgs("status", pos)
 	}
 	rd, err := findDaemon(ctx, e, &c, sf.url)
 	if err != nil {
 		return err
 	}
 	if rd == nil {
-		return exitError{code: exitFailed, msg: "no daemon runs on the state directory " + c.state +
-			" (no live " + daemonInfoPath(c.state) + "): start one with `toolagent serve`, give its --state, or ask another with --server URL"}
+		return exitError{Code: exitFailed, Msg: "no daemon runs on the state directory " + c.State +
+			" (no live " + operator.InfoPath(c.State) + "): start one with `toolagent serve`, give its --state, or ask another with --server URL"}
 	}
-	code, body, err := rd.do(ctx, "GET", "/v1/status", nil, false)
-	if err != nil {
-		return err
-	}
-	if code != http.StatusOK {
-		return rd.apiErr(code, body)
-	}
-	return printRaw(e.stdout, body)
+	_, err = ask(ctx, e, rd, "GET", "/v1/status", nil)
+	return err
 }

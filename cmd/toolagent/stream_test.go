@@ -26,7 +26,7 @@ import (
 
 // streamReq opens POST /v1/call (body non-empty) or GET path as a stream
 // with the given Accept, as token.
-func streamReq(t *testing.T, d *daemon, method, path, body, accept, token string) *http.Response {
+func streamReq(t *testing.T, d *liveDaemon, method, path, body, accept, token string) *http.Response {
 	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), method, d.url+path, strings.NewReader(body))
 	if err != nil {
@@ -62,7 +62,7 @@ func goOnFlag(t *testing.T) string {
 
 // streamCallCancelable makes a streaming call of tool whose connection
 // the returned func drops (the client hangs up).
-func streamCallCancelable(t *testing.T, d *daemon, tool string) (*http.Response, context.CancelFunc) {
+func streamCallCancelable(t *testing.T, d *liveDaemon, tool string) (*http.Response, context.CancelFunc) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	t.Cleanup(cancel)
@@ -246,7 +246,7 @@ func TestCallFollow(t *testing.T) {
 		"in-process":         {"call", "--tools", tools, "--state", t.TempDir(), "--follow", "both"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			stdout, stderr, code := cli(t, nil, args...)
+			stdout, stderr, code := runCLI(t, nil, args...)
 			out, result, ok := strings.Cut(stdout, "{")
 			var res dispatch.Result
 			if !ok || json.Unmarshal([]byte("{"+result), &res) != nil {

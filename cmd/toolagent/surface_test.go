@@ -24,7 +24,7 @@ type surfaceReq struct {
 	body         string
 }
 
-func (d *daemon) send(t *testing.T, c *http.Client, r surfaceReq) (int, string) {
+func (d *liveDaemon) send(t *testing.T, c *http.Client, r surfaceReq) (int, string) {
 	t.Helper()
 	_, port, _ := net.SplitHostPort(d.addr)
 	var body io.Reader

@@ -23,7 +23,7 @@ func TestSyncTimeoutNamed(t *testing.T) {
 			defer c.Close() // held open, never answered
 		}
 	}()
-	out, errOut, code := cli(t, nil, "sync", "--state", t.TempDir(), "--repo", "http://"+ln.Addr().String()+"/tools.git", "--sync-timeout", "300ms")
+	out, errOut, code := runCLI(t, nil, "sync", "--state", t.TempDir(), "--repo", "http://"+ln.Addr().String()+"/tools.git", "--sync-timeout", "300ms")
 	if code != exitFailed || !strings.Contains(out+errOut, "sync_timeout 300ms reached") {
 		t.Errorf("sync against a silent server = exit %d\n%s\n%s\nwant 1 and an error naming sync_timeout", code, out, errOut)
 	}

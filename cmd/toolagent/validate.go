@@ -6,11 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strings"
 
-	"github.com/toolagent/toolagent/internal/catalog"
+	"github.com/toolagent/toolagent/internal/cli"
+	"github.com/toolagent/toolagent/internal/daemon"
 	"github.com/toolagent/toolagent/internal/hldp"
-	"github.com/toolagent/toolagent/internal/match"
+	"github.com/toolagent/toolagent/internal/host"
+	"github.com/toolagent/toolagent/internal/lint"
 	"github.com/toolagent/toolagent/internal/match/matcheval"
 )
 
@@ -19,7 +20,7 @@ import (
 // when there is any. A tool whose executor is merely not configured on this
 // host is not a problem; one its executor cannot run at all is. With
 // --match it also runs every tool's examples against the rest of the
-// catalog (lintMatch); what that finds are warnings, which fail the run
+// catalog (lint.Examples); what that finds are warnings, which fail the run
 // only with --match-strict.
 func runValidate(ctx context.Context, e env, args []string) error {
 	var c common
@@ -29,145 +30,89 @@ func runValidate(ctx context.Context, e env, args []string) error {
 	matchLint := fs.Bool("match", false, "also run each tool's examples against the other tools, each example left out of its own tool's text: warn when one does not find its tool first, and print Hit@1 and Hit@3 (warnings do not fail the run)")
 	matchStrict := fs.Bool("match-strict", false, "--match, and exit 1 when it warns")
 	vocabFile := fs.String("vocab", e.getenv("TOOLAGENT_VOCAB"), "extra vocabulary `FILE` merged with the built-in one, for --match (env TOOLAGENT_VOCAB)")
-	pos, err := parseArgs(fs, args)
+	pos, err := cli.ParseArgs(fs, args)
 	if err != nil {
 		return err
 	}
 	*matchLint = *matchLint || *matchStrict
 	if *configFile != "" {
 		if len(pos) > 0 {
-			return usageError{errors.New("validate: --config checks a config file; give no DIR or FILE with it")}
+			return usageError{Err: errors.New("validate: --config checks a config file; give no DIR or FILE with it")}
 		}
 		if *matchLint {
-			return usageError{errors.New("validate: --match checks a tools tree; it does not go with --config")}
+			return usageError{Err: errors.New("validate: --match checks a tools tree; it does not go with --config")}
 		}
 		return validateConfig(e, *configFile)
 	}
 	switch len(pos) {
 	case 0:
 	case 1:
-		c.tools = pos[0]
+		c.Tools = pos[0]
 		if fi, err := os.Stat(pos[0]); err == nil && fi.Mode().IsRegular() {
 			if *matchLint {
-				return usageError{errors.New("validate: --match runs each tool's examples against the other tools of a tree; give the tools DIR, not one FILE")}
+				return usageError{Err: errors.New("validate: --match runs each tool's examples against the other tools of a tree; give the tools DIR, not one FILE")}
 			}
 			return validateFile(e, pos[0])
 		}
 	default:
-		return usageError{errors.New("validate: want at most one DIR or FILE")}
+		return usageError{Err: errors.New("validate: want at most one DIR or FILE")}
 	}
-	asked := c.tools != ""
+	asked := c.Tools != ""
 	if err := c.resolve(e); err != nil {
 		return err
 	}
-	if c.tools == embeddedTools && !asked {
+	if c.Tools == host.Embedded && !asked {
 		// A false green is worse than none: in CI, validate checks the
 		// repository's tree or says it found none.
-		return exitError{code: exitFailed, msg: "validate: no tools tree here (no ./tools/*/" + hldp.FileName + " in this directory or a parent): give the DIR, or `validate embedded` for the copy compiled into the binary"}
+		return exitError{Code: exitFailed, Msg: "validate: no tools tree here (no ./tools/*/" + hldp.FileName + " in this directory or a parent): give the DIR, or `validate embedded` for the copy compiled into the binary"}
 	}
 	if *matchLint {
-		if c.vocab, err = loadVocab(*vocabFile); err != nil {
+		if c.Vocab, err = host.LoadVocab(*vocabFile); err != nil {
 			return err
 		}
 	}
-	fmt.Fprintf(e.stdout, "tools tree: %s\n", c.tools)
+	fmt.Fprintf(e.stdout, "tools tree: %s\n", c.Tools)
 	l, err := c.load(e, true)
 	if err != nil {
 		return err
 	}
-	lines := problemLines(l.rep.Problems)
-	for _, en := range l.snap.All() {
-		if en.Tool != nil && en.Status == catalog.Disabled {
-			if _, configured := l.execs[en.Tool.Executor]; configured {
-				lines = append(lines, fmt.Sprintf("tools/%s: %s", en.File, en.Reason))
-			}
-		}
-	}
-	for _, ln := range lines {
-		fmt.Fprintln(e.stdout, ln)
-	}
-	fmt.Fprintf(e.stdout, "%d tool folders, %d callable, %d problems\n", l.snap.Len(), len(l.snap.Enabled()), len(lines))
-	warnings := 0
+	defer l.Close()
+	lines := lint.Tree(l)
+	printLines(e, lines...)
+	fmt.Fprintf(e.stdout, "%d tool folders, %d callable, %d problems\n", l.Snap.Len(), len(l.Snap.Enabled()), len(lines))
+	var warnings []string
 	if *matchLint {
-		warnings = lintMatch(e, l.snap, c.vocab)
+		var s matcheval.ExampleSummary
+		warnings, s = lint.Examples(l.Snap, c.Vocab)
+		printLines(e, warnings...)
+		fmt.Fprintf(e.stdout, "match: %d examples of %d tools, each left out of its own tool: Hit@1 %.3f, Hit@3 %.3f, refused %.3f; %d warnings\n",
+			s.Examples, s.Docs, s.HitAt1, s.HitAt3, s.Refused, len(warnings))
 	}
-	if len(lines) > 0 || *matchStrict && warnings > 0 {
-		return exitError{code: exitFailed}
+	if len(lines) > 0 || *matchStrict && len(warnings) > 0 {
+		return exitError{Code: exitFailed}
 	}
 	return nil
 }
 
-// lintMatch runs every example of the tools in snap (each tool whose
-// definition parses, whatever its executor or status) against the others
-// with that example left out of its own tool's text
-// (matcheval.LeaveOneOut), prints a warning for each example that is
-// refused, finds another tool first or does not find its tool among the
-// candidates, then the figures, and returns the number of warnings.
-func lintMatch(e env, snap *catalog.Snapshot, vocab *match.Vocab) int {
-	var docs []match.Doc
-	files := map[string]string{}
-	for _, en := range snap.All() {
-		if en.Tool != nil {
-			docs = append(docs, catalog.ToolDoc(en.Tool))
-			files[en.Name] = "tools/" + en.File
-		}
+// printLines prints each line on stdout.
+func printLines(e env, lines ...string) {
+	for _, ln := range lines {
+		fmt.Fprintln(e.stdout, ln)
 	}
-	results := matcheval.LeaveOneOut(docs, vocab, catalog.MaxCandidates)
-	warnings := 0
-	for _, r := range results {
-		if r.OK() {
-			continue
-		}
-		warnings++
-		fmt.Fprintf(e.stdout, "warning: %s: %s[%d] %q: %s\n", files[r.Doc], catalog.ExamplesField, r.Index, r.Example, exampleVerdict(r))
-	}
-	s := matcheval.SummarizeExamples(results)
-	fmt.Fprintf(e.stdout, "match: %d examples of %d tools, each left out of its own tool: Hit@1 %.3f, Hit@3 %.3f, refused %.3f; %d warnings\n",
-		s.Examples, s.Docs, s.HitAt1, s.HitAt3, s.Refused, warnings)
-	return warnings
 }
 
-// exampleVerdict says what went wrong with an example, naming its tool and
-// the tool found in its place.
-func exampleVerdict(r matcheval.ExampleResult) string {
-	if len(r.Candidates) == 0 {
-		return fmt.Sprintf("finds no tool; %s does not match it without this example", r.Doc)
-	}
-	first := r.Candidates[0]
-	var s string
-	switch rank := r.Rank(); rank {
-	case 0:
-		var ids []string
-		for _, c := range r.Candidates {
-			ids = append(ids, c.ID)
-		}
-		s = fmt.Sprintf("%s is not among the %d candidates (%s); %s ranks first", r.Doc, len(r.Candidates), strings.Join(ids, ", "), first.ID)
-	case 1:
-		s = fmt.Sprintf("%s ranks first", r.Doc)
-	default:
-		s = fmt.Sprintf("%s ranks first (%.2f), %s is #%d (%.2f)", first.ID, first.Score, r.Doc, rank, r.Candidates[rank-1].Score)
-	}
-	if !r.Found {
-		s += fmt.Sprintf(", but refused: the best score %.3f is below %.3f", first.Score, r.Threshold)
-	}
-	return s
-}
-
-// validateFile checks one TOOL.hdlp: every problem, file:line:col.
+// validateFile checks one TOOL.hdlp (lint.File): every problem,
+// file:line:col.
 func validateFile(e env, path string) error {
-	data, err := os.ReadFile(path)
+	lines, err := lint.File(path)
 	if err != nil {
 		return err
 	}
-	if _, err := hldp.Parse(path, data); err != nil {
-		lines := problemLines([]error{err})
-		for _, ln := range lines {
-			fmt.Fprintln(e.stdout, ln)
-		}
-		fmt.Fprintf(e.stdout, "%s: %d problems\n", path, len(lines))
-		return exitError{code: exitFailed}
+	printLines(e, lines...)
+	fmt.Fprintf(e.stdout, "%s: %d problems\n", path, len(lines))
+	if len(lines) > 0 {
+		return exitError{Code: exitFailed}
 	}
-	fmt.Fprintf(e.stdout, "%s: 0 problems\n", path)
 	return nil
 }
 
@@ -178,12 +123,12 @@ func validateConfig(e env, path string) error {
 	if err == nil {
 		// The tokens it names (tokens_file, TOOLAGENT_TOKENS) too; a
 		// secret never appears in an error.
-		_, err = loadTokens(cfg, slog.New(slog.DiscardHandler))
+		_, err = daemon.LoadTokens(cfg, slog.New(slog.DiscardHandler))
 	}
 	if err != nil {
 		fmt.Fprintln(e.stdout, err)
 		fmt.Fprintf(e.stdout, "config %s: not valid\n", path)
-		return exitError{code: exitFailed}
+		return exitError{Code: exitFailed}
 	}
 	fmt.Fprintf(e.stdout, "config %s: 0 problems\n", path)
 	return nil

@@ -22,7 +22,7 @@
 // current snapshot once and answers from it.
 //
 // Imports: catalog, dispatch, reload (its Status type), hldp. Imported by
-// cmd/toolagent only.
+// the daemon (internal/daemon) only.
 package api
 
 import (

@@ -19,8 +19,8 @@
 // an approval could run twice.
 //
 // Imports: hldp is allowed but not needed; the package uses the standard
-// library only. Imported by dispatch (and cmd/toolagent, which opens the
-// Store under the state directory).
+// library only. Imported by dispatch (and by host and the daemon, which
+// open the Store under the state directory, and cmd/toolagent).
 package approval
 
 import (

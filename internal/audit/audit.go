@@ -5,8 +5,8 @@
 // shared by replicas, implements the same Store interface in PostgreSQL,
 // as a hash chain.
 //
-// Imports: internal/pgstore only (STYLE.md 4.3). Imported by cmd/toolagent
-// and internal/console.
+// Imports: internal/pgstore only (docs/architecture.md). Imported by the
+// daemon (internal/daemon), internal/console and cmd/toolagent (audit).
 package audit
 
 import (

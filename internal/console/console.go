@@ -16,8 +16,8 @@
 // is checked again on the server; what a call or an approval may do is
 // dispatch's decision, as through the API.
 //
-// Imports: audit, catalog, dispatch, hldp, reload (STYLE.md 4.3). Imported only
-// by cmd/toolagent.
+// Imports: audit, catalog, dispatch, hldp, reload (docs/architecture.md).
+// Imported only by the daemon (internal/daemon).
 package console
 
 import (

@@ -13,7 +13,8 @@
 // fetch (Approval). See approvals.go.
 //
 // A Dispatcher is safe for concurrent use. Imports: catalog, executors,
-// hldp, policy, approval. Imported by api, mcpserver and cmd/toolagent.
+// hldp, policy, approval, runs. Imported by the doors (api, mcpserver,
+// console), the daemon, host, operator, cli and cmd/toolagent.
 package dispatch
 
 import (

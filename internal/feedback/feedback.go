@@ -11,8 +11,8 @@
 // not_found or invalid_params: the caller chose wrong), and not from a
 // call that came later than Window after the request.
 //
-// Imports: the standard library only. Imported by api, mcpserver and
-// cmd/toolagent.
+// Imports: the standard library only. Imported by api, the daemon
+// (internal/daemon) and host.
 package feedback
 
 import (

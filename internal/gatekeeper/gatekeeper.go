@@ -34,7 +34,8 @@
 //
 // A handler is safe for concurrent use; it bounds the number of commands
 // running at once and answers "busy" beyond that. The package imports
-// proc, policy and grant and is imported only by cmd/toolagent.
+// proc, policy, grant and httpserve and is imported only by cmd/toolagent
+// (toolagent gatekeeper, through Serve).
 package gatekeeper
 
 import (

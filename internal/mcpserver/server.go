@@ -22,16 +22,17 @@
 //     a change replaces find_tool in the SDK, so connected clients get
 //     notifications/tools/list_changed after a reload.
 //
-// It does not own transports, listeners or authentication: cmd/toolagent
-// runs MCP() over stdio, and mounts HTTPHandler behind the API's auth.
+// It does not own transports, listeners or authentication: the daemon
+// (internal/daemon) runs MCP() over stdio, and mounts HTTPHandler behind
+// the API's auth.
 //
 // Concurrency: a Server is safe for concurrent use. Its one background
 // loop, Run, is started and stopped by the caller (it returns when its
 // context is done); without Run the tool list is the one of the snapshot at
 // New (or at the last Sync).
 //
-// Imports: catalog, dispatch, hldp (STYLE.md 4.3). Imported only by
-// cmd/toolagent.
+// Imports: catalog, dispatch, hldp, runs (docs/architecture.md). Imported
+// only by the daemon (internal/daemon) and its benchmark command.
 package mcpserver
 
 import (
@@ -97,7 +98,7 @@ type Options struct {
 	// AfterSync, when set, is called by Run after each sync of the tool
 	// list with the store's changes (Surfaces.Run: once all its servers
 	// synced): the daemon returns the memory a big reload left idle once
-	// the new lists are made (cmd/toolagent).
+	// the new lists are made (internal/daemon).
 	AfterSync func()
 	// Surface is what this server's clients may see and call (a token's
 	// scope, a profile): tools off it are not listed, find_tool never

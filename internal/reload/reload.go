@@ -15,7 +15,7 @@
 // number of senders. Watch runs in its own goroutine and only sends.
 //
 // Imports: catalog, scan (sources enter through Source). Imported by api
-// (for Status only) and cmd/toolagent.
+// and console (for Status only) and the daemon (internal/daemon).
 package reload
 
 import (
@@ -32,7 +32,7 @@ import (
 )
 
 // Source produces the current tools tree. internal/repo's LocalDir and Git
-// satisfy it through a small adapter in cmd/toolagent (their Sync returns
+// satisfy it through a small adapter in internal/daemon (their Sync returns
 // the concrete *repo.Tree). Sync must be safe to call repeatedly; it is
 // called from one goroutine at a time.
 type Source interface {
@@ -41,7 +41,7 @@ type Source interface {
 
 // BuildFunc turns a tree into a new snapshot, given the previous one (nil
 // at first) for last-good carry-over. It is scan.Build with its cache and
-// options bound; cmd/toolagent closes over them so that reload needs no
+// options bound; the daemon closes over them so that reload needs no
 // import of the cache package.
 type BuildFunc func(prev *catalog.Snapshot, t scan.Tree) (*catalog.Snapshot, scan.Report, error)
 

@@ -18,8 +18,8 @@
 // directory between Syncs (and, with ListingFile, across restarts), so a
 // Sync reads only what changed.
 //
-// Import rules: repo is a leaf; it imports no toolagent packages. Only
-// cmd/toolagent imports it, and connects a *Tree to the scanner through the
-// scan.Tree interface (fs.FS, Rev, BlobHash), which *Tree satisfies without
-// either package importing the other.
+// Import rules: repo is a leaf; it imports no toolagent packages. The
+// daemon (internal/daemon) and host import it, and connect a *Tree to the
+// scanner through the scan.Tree interface (fs.FS, Rev, BlobHash), which
+// *Tree satisfies without either package importing the other.
 package repo

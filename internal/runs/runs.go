@@ -10,7 +10,8 @@
 // missed), and the registry at most MaxRuns runs, ended ones kept for
 // Keep.
 //
-// Imports: the standard library only. Imported by api and cmd/toolagent.
+// Imports: the standard library only. Imported by dispatch, api,
+// mcpserver, operator, the daemon and cmd/toolagent.
 package runs
 
 import (

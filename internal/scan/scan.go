@@ -5,8 +5,8 @@
 // reports every problem without letting one file stop the others.
 //
 // Functions here are safe for concurrent use when given distinct inputs;
-// a cache may be shared. Imports: hldp, cache, catalog. Imported by reload
-// and cmd/toolagent.
+// a cache may be shared. Imports: hldp, cache, catalog. Imported by
+// reload, health, host, lint and the daemon.
 package scan
 
 import (

@@ -26,7 +26,7 @@
 // The token is a secret: never logged, never in plans or errors.
 //
 // An Executor is safe for concurrent use. Imports: executors, hldp and the
-// SDK. Imported only by cmd/toolagent.
+// SDK. Imported only by the daemon (internal/daemon).
 package forgejo
 
 import (
@@ -83,7 +83,7 @@ type Options struct {
 	// URL is the server's base URL, e.g. https://forgejo.example; "" means
 	// the executor is not configured.
 	URL string
-	// Token is an access token (read by cmd/toolagent from the environment
+	// Token is an access token (read by the daemon from the environment
 	// or a file). Secret: never logged.
 	Token string
 	// Owner and Repo are the default repository of calls that do not pass

@@ -40,7 +40,7 @@
 // Tokens never appear in errors, plans or logs.
 //
 // An Executor is safe for concurrent use. Imports: executors, hldp, grant.
-// Imported only by cmd/toolagent.
+// Imported only by the daemon (internal/daemon).
 package gatekeeper
 
 import (
@@ -127,7 +127,7 @@ type Target struct {
 	// /healthz are appended.
 	URL string
 	// Token is the bearer token (read from a file or the environment by
-	// cmd/toolagent; never from the repository). "" sends none.
+	// the daemon; never from the repository). "" sends none.
 	Token string
 }
 

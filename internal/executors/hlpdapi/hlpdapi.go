@@ -19,7 +19,7 @@
 // failures are errors wrapping ErrUnreachable.
 //
 // An Executor is safe for concurrent use. Imports: executors, hldp.
-// Imported only by cmd/toolagent.
+// Imported only by the daemon (internal/daemon).
 package hlpdapi
 
 import (
@@ -72,7 +72,7 @@ type Options struct {
 	// means the executor is not configured.
 	BaseURL string
 	// Header is sent with every request (e.g. "Authorization": "Bearer …"
-	// read by cmd/toolagent from the environment or a file). Values are
+	// read by the daemon from the environment or a file). Values are
 	// secrets: never logged, never in plans or errors.
 	Header map[string]string
 	// Routes maps a method name (Tool.Method) to its route.

@@ -32,8 +32,8 @@
 // an error wrapping executors.ErrRefused that names the rule, and nothing
 // runs, even if a bug upstream let it through.
 //
-// Imports: executors, hldp, proc, policy. Imported only by cmd/toolagent,
-// which puts it in the dispatcher's executor map.
+// Imports: executors, hldp, proc, policy. Imported only by internal/host,
+// which builds it for the daemon's and the CLI's dispatchers.
 package shell
 
 import (

@@ -5,7 +5,8 @@
 // It knows nothing of the TOOL.hdlp format: callers hand it match.Docs (the
 // eval command turns tools into Docs with catalog.ToolDoc) or any ranking
 // function. Its functions hold no state and are safe for concurrent use.
-// Imported by cmd/toolagent (the eval command) and by tests.
+// Imported by internal/lint (validate --match, eval), cmd/toolagent and
+// tests.
 package matcheval
 
 import (

@@ -1,7 +1,9 @@
 package matcheval
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/toolagent/toolagent/internal/match"
 )
@@ -119,4 +121,30 @@ func WithoutExamples(docs []match.Doc) []match.Doc {
 		out[i] = match.Doc{ID: d.ID, Fields: slices.DeleteFunc(slices.Clone(d.Fields), func(f match.Field) bool { return f.Example })}
 	}
 	return out
+}
+
+// Verdict says what went wrong with an example (r.OK is false), naming
+// its document and the one found in its place.
+func (r ExampleResult) Verdict() string {
+	if len(r.Candidates) == 0 {
+		return fmt.Sprintf("finds no tool; %s does not match it without this example", r.Doc)
+	}
+	first := r.Candidates[0]
+	var s string
+	switch rank := r.Rank(); rank {
+	case 0:
+		var ids []string
+		for _, c := range r.Candidates {
+			ids = append(ids, c.ID)
+		}
+		s = fmt.Sprintf("%s is not among the %d candidates (%s); %s ranks first", r.Doc, len(r.Candidates), strings.Join(ids, ", "), first.ID)
+	case 1:
+		s = fmt.Sprintf("%s ranks first", r.Doc)
+	default:
+		s = fmt.Sprintf("%s ranks first (%.2f), %s is #%d (%.2f)", first.ID, first.Score, r.Doc, rank, r.Candidates[rank-1].Score)
+	}
+	if !r.Found {
+		s += fmt.Sprintf(", but refused: the best score %.3f is below %.3f", first.Score, r.Threshold)
+	}
+	return s
 }

@@ -2,11 +2,14 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
+	"io"
 	"os"
+	"strings"
 	"testing"
 )
 
-// TestBenchCatalog runs `bench catalog` on a small catalog and checks its
+// TestBenchCatalog runs benchcatalog on a small catalog and checks its
 // counts (never its timings): the cold start parses and hashes every
 // file, the warm start neither parses nor reads any, and one changed file
 // costs one read and one parse; reported by the watcher, it costs no
@@ -14,13 +17,13 @@ import (
 func TestBenchCatalog(t *testing.T) {
 	const n = 30
 	parent := t.TempDir()
-	out, errOut, code := cli(t, nil, "bench", "catalog", "--tools", "30", "--queries", "50", "--dir", parent, "--json")
-	if code != 0 {
-		t.Fatalf("bench catalog = exit %d\n%s", code, errOut)
+	var out, errOut strings.Builder
+	if err := run(t.Context(), []string{"--tools", "30", "--queries", "50", "--dir", parent, "--json"}, &out, &errOut); err != nil {
+		t.Fatalf("benchcatalog: %v\n%s", err, errOut.String())
 	}
 	var r benchReport
-	if err := json.Unmarshal([]byte(out), &r); err != nil {
-		t.Fatalf("bench catalog --json: %v\n%s", err, out)
+	if err := json.Unmarshal([]byte(out.String()), &r); err != nil {
+		t.Fatalf("benchcatalog --json: %v\n%s", err, out.String())
 	}
 	checks := []struct {
 		what      string
@@ -59,11 +62,11 @@ func TestBenchCatalog(t *testing.T) {
 	}
 }
 
-// TestBenchUsage: bench wants its one benchmark named.
+// TestBenchUsage: bad flags and arguments are usage errors.
 func TestBenchUsage(t *testing.T) {
-	for _, args := range [][]string{{"bench"}, {"bench", "catalogue"}, {"bench", "catalog", "--tools", "1"}} {
-		if _, _, code := cli(t, nil, args...); code != exitUsage {
-			t.Errorf("%q = exit %d, want %d", args, code, exitUsage)
+	for _, args := range [][]string{{"catalog"}, {"--tools", "1"}, {"--queries", "0"}, {"--bogus"}} {
+		if err := run(t.Context(), args, io.Discard, io.Discard); !errors.Is(err, errUsage) {
+			t.Errorf("%q = %v, want a usage error", args, err)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package operator
 
 import (
 	"bytes"
@@ -10,12 +10,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/user"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -32,19 +30,22 @@ import (
 // sends.
 const controlSocket = "control.sock"
 
-// controlPath is the socket of the queue under state.
-func controlPath(state string) string { return filepath.Join(approvalsDir(state), controlSocket) }
+// ControlPath is the socket of the approval queue in the directory
+// approvals (STATE/approvals).
+func ControlPath(approvals string) string { return filepath.Join(approvals, controlSocket) }
 
-// controlDecision is the body of POST /approvals/{id}.
-type controlDecision struct {
+// Decision is the body of POST /approvals/{id}, on the socket and on the
+// daemon's API.
+type Decision struct {
 	Decision string          `json:"decision"` // approve | deny
 	Params   json.RawMessage `json:"params,omitempty"`
 }
 
-// serveControl serves the approvals of d on the socket under state until
-// ctx is done. It removes a socket a dead process left behind.
-func serveControl(ctx context.Context, state string, d *dispatch.Dispatcher, log *slog.Logger) error {
-	path := controlPath(state)
+// ServeControl serves the approvals of d on the socket of the queue in
+// the directory approvals until ctx is done. It removes a socket a dead
+// process left behind: call it only while holding the queue's lock.
+func ServeControl(ctx context.Context, approvals string, d *dispatch.Dispatcher, log *slog.Logger) error {
+	path := ControlPath(approvals)
 	os.Remove(path) // the queue's lock says no live process serves it
 	ln, err := net.Listen("unix", path)
 	if err != nil {
@@ -69,7 +70,7 @@ func serveControl(ctx context.Context, state string, d *dispatch.Dispatcher, log
 		controlAnswer(w, a, err)
 	})
 	mux.HandleFunc("POST /approvals/{id}", func(w http.ResponseWriter, r *http.Request) {
-		var body controlDecision
+		var body Decision
 		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&body); err != nil || (body.Decision != "approve" && body.Decision != "deny") {
@@ -167,16 +168,16 @@ func controlAnswer(w http.ResponseWriter, v any, err error) {
 	json.NewEncoder(w).Encode(v)
 }
 
-// controlClient reaches the control socket of the process that owns the
-// queue under state.
-type controlClient struct {
+// ControlClient reaches the control socket of the process that owns an
+// approval queue.
+type ControlClient struct {
 	http *http.Client
 }
 
-// dialControl returns a client of the queue's control socket, or false
-// when there is none (no process serves it).
-func dialControl(state string) (*controlClient, bool) {
-	path := controlPath(state)
+// DialControl returns a client of the control socket of the queue in the
+// directory approvals, or false when there is none (no process serves it).
+func DialControl(approvals string) (*ControlClient, bool) {
+	path := ControlPath(approvals)
 	if fi, err := os.Stat(path); err != nil || fi.Mode()&os.ModeSocket == 0 {
 		return nil, false
 	}
@@ -184,11 +185,11 @@ func dialControl(state string) (*controlClient, bool) {
 		var d net.Dialer
 		return d.DialContext(ctx, "unix", path)
 	}}
-	return &controlClient{http: &http.Client{Transport: tr}}, true
+	return &ControlClient{http: &http.Client{Transport: tr}}, true
 }
 
-// do sends a request and returns the answer's status and body.
-func (c *controlClient) do(ctx context.Context, method, path string, body any) (int, []byte, error) {
+// Do sends a request and returns the answer's status and body.
+func (c *ControlClient) Do(ctx context.Context, method, path string, body any) (int, []byte, error) {
 	var r io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -208,67 +209,4 @@ func (c *controlClient) do(ctx context.Context, method, path string, body any) (
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, b, err
-}
-
-// approvalsVia runs an approvals action through the control socket of a
-// `toolagent mcp` (prefix "") or a daemon's API (prefix "/v1"), and prints
-// what the local queue would print; exit codes as there.
-func approvalsVia(ctx context.Context, e env, do func(ctx context.Context, method, path string, body any) (int, []byte, error), prefix, verb, id string, all bool, edits string) error {
-	var (
-		code int
-		body []byte
-		err  error
-	)
-	switch verb {
-	case "list":
-		q := ""
-		if all {
-			q = "?all=1"
-		}
-		code, body, err = do(ctx, "GET", prefix+"/approvals"+q, nil)
-	case "show":
-		code, body, err = do(ctx, "GET", prefix+"/approvals/"+url.PathEscape(id), nil)
-	default:
-		d := controlDecision{Decision: verb}
-		if edits != "" {
-			d.Params = json.RawMessage(edits)
-		}
-		code, body, err = do(ctx, "POST", prefix+"/approvals/"+url.PathEscape(id), d)
-	}
-	if err != nil {
-		return err
-	}
-	if code != http.StatusOK {
-		var eb struct{ Error string }
-		json.Unmarshal(body, &eb)
-		msg := strings.TrimSpace(eb.Error)
-		switch code {
-		case http.StatusNotFound:
-			return exitError{code: exitNotFound, msg: msg}
-		case http.StatusUnprocessableEntity, http.StatusBadRequest:
-			return exitError{code: exitUsage, msg: msg}
-		case http.StatusInternalServerError, http.StatusBadGateway, http.StatusServiceUnavailable:
-			return exitError{code: exitFailed, msg: msg}
-		default:
-			return exitError{code: exitRefused, msg: msg}
-		}
-	}
-	var v any
-	if err := json.Unmarshal(body, &v); err != nil {
-		return fmt.Errorf("the approvals control socket answered %q: %w", body, err)
-	}
-	if err := printJSON(e.stdout, v); err != nil {
-		return err
-	}
-	if verb == "approve" {
-		var a struct {
-			Result *struct {
-				Status dispatch.ResultStatus `json:"status"`
-			} `json:"result"`
-		}
-		if json.Unmarshal(body, &a) == nil && a.Result != nil {
-			return statusExit(a.Result.Status)
-		}
-	}
-	return nil
 }

@@ -1,15 +1,27 @@
+// Command benchcatalog measures the daemon's catalog on a synthetic
+// tools tree: start-up (cold and warm), a reload after one changed file
+// (polled and watched), memory, the MCP lists and intent matching. It
+// builds the daemon as serve does (internal/daemon), in this process.
+// It is a development tool, not part of the product binary:
+//
+//	go run ./internal/cmd/benchcatalog --tools 10000 --dir /var/tmp
+//
+// docs/operations.md ("Large catalogs") explains the figures.
 package main
 
 import (
 	"bufio"
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
@@ -20,10 +32,68 @@ import (
 	"time"
 
 	"github.com/toolagent/toolagent/internal/catalog"
+	"github.com/toolagent/toolagent/internal/daemon"
 	"github.com/toolagent/toolagent/internal/mcpserver"
 	"github.com/toolagent/toolagent/internal/repo"
 	"github.com/toolagent/toolagent/internal/scan"
+	"github.com/toolagent/toolagent/internal/settings"
 )
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "benchcatalog:", err)
+		if errors.Is(err, errUsage) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}
+
+// errUsage marks bad flags or arguments (exit status 2).
+var errUsage = errors.New("usage")
+
+// run parses args, runs the benchmark and prints its figures on stdout.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("benchcatalog", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	n := fs.Int("tools", 10000, "number `N` of synthetic tools (each TOOL.hdlp about 450 bytes: one param, an argv, a Chinese display)")
+	queries := fs.Int("queries", 2000, "intent queries `N` timed through the match index")
+	parent := fs.String("dir", "", "`DIR` to write the catalog and its state in, in a new folder (default: the system's temporary directory; choose one on the disk the daemon will use)")
+	keep := fs.Bool("keep", false, "keep the generated tools tree and state directory (printed) instead of removing them")
+	asJSON := fs.Bool("json", false, "print the figures as one JSON object")
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if fs.NArg() != 0 {
+		return fmt.Errorf("%w: benchcatalog takes no arguments; got %q", errUsage, fs.Args())
+	}
+	if *n < 2 || *queries < 1 {
+		return fmt.Errorf("%w: --tools must be at least 2 and --queries at least 1", errUsage)
+	}
+	dir, err := os.MkdirTemp(*parent, "toolagent-bench-")
+	if err != nil {
+		return err
+	}
+	if !*keep {
+		defer os.RemoveAll(dir)
+	}
+	r, err := benchCatalog(ctx, stderr, dir, *n, *queries)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	}
+	writeBench(stdout, r, *keep)
+	return nil
+}
 
 // benchSettle is how long bench waits after writing the catalog before the
 // cold start: a local directory trusts a file's stat only once its change
@@ -35,7 +105,7 @@ const benchSettle = 250 * time.Millisecond
 // benchWatched is how many watched reloads bench times (see benchCatalog).
 const benchWatched = 5
 
-// benchReport is what `toolagent bench catalog` prints.
+// benchReport is what benchcatalog prints.
 type benchReport struct {
 	Tools      int    `json:"tools"`
 	Dir        string `json:"dir"`
@@ -84,48 +154,11 @@ type benchStart struct {
 	Dirs     int     `json:"dirs"`
 }
 
-// runBench measures the daemon's catalog on a synthetic tools tree:
-// `bench catalog` is its one benchmark.
-func runBench(ctx context.Context, e env, args []string) error {
-	fs := newFlagSet("bench", e)
-	n := fs.Int("tools", 10000, "number `N` of synthetic tools (each TOOL.hdlp about 450 bytes: one param, an argv, a Chinese display)")
-	queries := fs.Int("queries", 2000, "intent queries `N` timed through the match index")
-	parent := fs.String("dir", "", "`DIR` to write the catalog and its state in, in a new folder (default: the system's temporary directory; choose one on the disk the daemon will use)")
-	keep := fs.Bool("keep", false, "keep the generated tools tree and state directory (printed) instead of removing them")
-	asJSON := fs.Bool("json", false, "print the figures as one JSON object")
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 1 || pos[0] != "catalog" {
-		return usageError{fmt.Errorf("bench: want the benchmark to run, catalog; got %q", pos)}
-	}
-	if *n < 2 || *queries < 1 {
-		return usageError{errors.New("bench: --tools must be at least 2 and --queries at least 1")}
-	}
-	dir, err := os.MkdirTemp(*parent, "toolagent-bench-")
-	if err != nil {
-		return err
-	}
-	if !*keep {
-		defer os.RemoveAll(dir)
-	}
-	r, err := benchCatalog(ctx, e, dir, *n, *queries)
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		return printJSON(e.stdout, r)
-	}
-	writeBench(e.stdout, r, *keep)
-	return nil
-}
-
 // benchCatalog writes n tools under dir/tools and loads them as the daemon
-// does (newCore and one reload, with the state in dir/state): a cold start,
-// a warm start of a new core on the same state, one changed file, then
+// does (daemon.New and one reload, with the state in dir/state): a cold start,
+// a warm start of a new daemon on the same state, one changed file, then
 // memory and matching with that core's catalog.
-func benchCatalog(ctx context.Context, e env, dir string, n, queries int) (benchReport, error) {
+func benchCatalog(ctx context.Context, stderr io.Writer, dir string, n, queries int) (benchReport, error) {
 	tools, state := filepath.Join(dir, "tools"), filepath.Join(dir, "state")
 	r := benchReport{Tools: n, Dir: dir, GOMAXPROCS: runtime.GOMAXPROCS(0), Queries: queries}
 	size, err := writeBenchTools(tools, n)
@@ -138,7 +171,7 @@ func benchCatalog(ctx context.Context, e env, dir string, n, queries int) (bench
 	var base runtime.MemStats
 	runtime.ReadMemStats(&base)
 
-	log := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	cold, err := benchLoad(ctx, tools, state, log)
 	if err != nil {
 		return r, err
@@ -156,7 +189,7 @@ func benchCatalog(ctx context.Context, e env, dir string, n, queries int) (bench
 	// the catalog (the surfaces sync after each publish, off the
 	// reload's path).
 	t0 := time.Now()
-	lists := mcpserver.New(warm.cr.store, warm.cr.disp, mcpserver.Options{})
+	lists := mcpserver.New(warm.d.Store(), warm.d.Dispatcher(), mcpserver.Options{})
 	r.MCPListMS, r.MCPListed = ms(time.Since(t0)), lists.Listed()
 
 	// One definition changes, as an editor would save it: once as a
@@ -184,7 +217,7 @@ func benchCatalog(ctx context.Context, e env, dir string, n, queries int) (bench
 		// cache's, the listing's), and the last edit settled (a Sync reads
 		// again a file changed just before it, and the next one too when
 		// that was still too fresh).
-		warm.cr.saver.wait()
+		warm.d.WaitSaved()
 		warm.dir.Flush()
 		if i > 0 {
 			time.Sleep(benchSettle)
@@ -209,11 +242,11 @@ func benchCatalog(ctx context.Context, e env, dir string, n, queries int) (bench
 
 	// Memory as the daemon holds it after a quiet minute: the parse
 	// cache's save done, the updated index built anew (Loop.CompactAfter).
-	warm.cr.store.Compact()
-	snap := warm.cr.store.Load()
+	warm.d.Store().Compact()
+	snap := warm.d.Store().Load()
 	snap.BuildIndex()
-	lists.Sync()         // the edits' tools, as serve's surfaces would
-	warm.cr.saver.wait() // the parse cache's save is transient memory
+	lists.Sync()       // the edits' tools, as serve's surfaces would
+	warm.d.WaitSaved() // the parse cache's save is transient memory
 	runtime.GC()
 	runtime.GC()
 	var live runtime.MemStats
@@ -248,9 +281,9 @@ func benchCatalog(ctx context.Context, e env, dir string, n, queries int) (bench
 	return r, nil
 }
 
-// benchCore is a daemon core loaded by benchLoad.
-type benchCore struct {
-	cr    *core
+// benchDaemon is a daemon loaded by benchLoad.
+type benchDaemon struct {
+	d     *daemon.Daemon
 	dir   *repo.LocalDir
 	start benchStart
 	// ready is when the last build returned, and the CPU time used then:
@@ -261,30 +294,27 @@ type benchCore struct {
 	last     scan.Report
 }
 
-// benchLoad builds a core over the tools tree as serve does and loads it
-// once, timing from before newCore (which opens the parse cache).
-func benchLoad(ctx context.Context, tools, state string, log *slog.Logger) (*benchCore, error) {
+// benchLoad builds a daemon over the tools tree as serve does (the role
+// of sync: no tool runs) and loads it once, timing from before
+// daemon.New (which opens the parse cache).
+func benchLoad(ctx context.Context, tools, state string, log *slog.Logger) (*benchDaemon, error) {
 	start, cpu := time.Now(), cpuTime()
-	cfg, err := loadConfig(env{getenv: func(string) string { return "" }, stdout: io.Discard, stderr: io.Discard}, "sync", nil, nil)
+	var cfg daemon.Config
+	settings.New(&cfg, settings.Options{}) // the defaults
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	b := &benchDaemon{}
+	cfg.Tools, cfg.State, cfg.Role, cfg.Logger = tools, state, daemon.Sync, log
+	cfg.OnBuild = func(rep scan.Report) { b.ready, b.readyCPU, b.last = time.Now(), cpuTime(), rep }
+	d, err := daemon.New(cfg)
 	if err != nil {
 		return nil, err
 	}
-	cfg.Tools, cfg.State = tools, state
-	cr, err := newCore(env{getenv: func(string) string { return "" }, stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard}, cfg, log, noApprovals)
-	if err != nil {
-		return nil, err
-	}
-	src, ok := cr.loop.Source.(*localSource)
-	if !ok {
-		cr.close()
+	b.d, b.dir = d, d.LocalDir()
+	if b.dir == nil {
+		d.Close()
 		return nil, fmt.Errorf("bench: the source of %s is not a local directory", tools)
-	}
-	b := &benchCore{cr: cr, dir: src.dir}
-	build := cr.loop.Build
-	cr.loop.Build = func(prev *catalog.Snapshot, t scan.Tree) (*catalog.Snapshot, scan.Report, error) {
-		snap, rep, err := build(prev, t)
-		b.ready, b.readyCPU, b.last = time.Now(), cpuTime(), rep
-		return snap, rep, err
 	}
 	if b.start, err = b.once(ctx, start, cpu); err != nil {
 		b.close()
@@ -294,12 +324,12 @@ func benchLoad(ctx context.Context, tools, state string, log *slog.Logger) (*ben
 }
 
 // reload rereads the tools tree once, as a file event makes the daemon do.
-func (b *benchCore) reload(ctx context.Context) (benchStart, error) {
+func (b *benchDaemon) reload(ctx context.Context) (benchStart, error) {
 	return b.once(ctx, time.Now(), cpuTime())
 }
 
-func (b *benchCore) once(ctx context.Context, start time.Time, cpu time.Duration) (benchStart, error) {
-	changed, err := b.cr.loop.Once(ctx)
+func (b *benchDaemon) once(ctx context.Context, start time.Time, cpu time.Duration) (benchStart, error) {
+	changed, err := b.d.Once(ctx)
 	if err != nil {
 		return benchStart{}, err
 	}
@@ -315,7 +345,7 @@ func (b *benchCore) once(ctx context.Context, start time.Time, cpu time.Duration
 	}, nil
 }
 
-func (b *benchCore) close() { b.cr.close() }
+func (b *benchDaemon) close() { b.d.Close() }
 
 // writeBenchTools writes n tool folders under dir and returns the bytes
 // written. Tools differ in an action, a service and a number, so intent
@@ -358,7 +388,7 @@ params_schema:
 keywords: [%[4]s, %[3]s, %[3]s%[5]d]
 author: bench
 created: 2026-01-01
-why: toolagent bench catalog 生成的合成工具，用来测量启动、内存和匹配。
+why: toolagent benchcatalog 生成的合成工具，用来测量启动、内存和匹配。
 `, benchToolName(i), act[0], svc, act[1], i)
 }
 

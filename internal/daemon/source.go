@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"cmp"
@@ -7,25 +7,15 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/toolagent/toolagent/internal/api"
 	"github.com/toolagent/toolagent/internal/cache"
+	"github.com/toolagent/toolagent/internal/host"
 	"github.com/toolagent/toolagent/internal/reload"
 	"github.com/toolagent/toolagent/internal/repo"
 	"github.com/toolagent/toolagent/internal/scan"
-)
-
-// Layout of the state directory used by the git source and the parse
-// cache.
-const (
-	stateRepoDir   = "repo"              // repo.Git.Dir
-	stateCacheFile = "cache/parse.cache" // cache.Open
-	// stateListingFile is repo.LocalDir.ListingFile of a local tools
-	// directory.
-	stateListingFile = "cache/local.listing"
 )
 
 // source is where a core's trees come from, and when they are synced
@@ -42,11 +32,11 @@ type source struct {
 }
 
 // newSource builds the source cfg describes: cfg.Repo selects git,
-// otherwise c.tools (already resolved) names a directory or the embedded
+// otherwise c.Tools (already resolved) names a directory or the embedded
 // tree.
-func newSource(cfg Config, c common, log *slog.Logger) (*source, error) {
+func newSource(cfg Config, c host.Setup, log *slog.Logger) (*source, error) {
 	if cfg.Repo == "" {
-		src, watchDir, err := toolsSource(c.tools, c.state, log)
+		src, watchDir, err := toolsSource(&c.Paths, c.Tools, c.State, log)
 		if err != nil {
 			return nil, err
 		}
@@ -80,7 +70,7 @@ func newSource(cfg Config, c common, log *slog.Logger) (*source, error) {
 		URL:    cfg.Repo,
 		Branch: cfg.Branch,
 		Path:   cfg.ToolsPath,
-		Dir:    filepath.Join(c.state, stateRepoDir),
+		Dir:    host.RepoDir(c.State),
 		Auth:   auth,
 		Logger: log.With(slog.String("log", "git")),
 	}
@@ -177,7 +167,7 @@ func (s *localSource) String() string { return "dir " + s.dir.Path }
 // used.
 func openParseCache(state string, log *slog.Logger) *cache.Cache {
 	start := time.Now()
-	c, err := cache.Open(filepath.Join(state, filepath.FromSlash(stateCacheFile)))
+	c, err := cache.Open(host.CacheFile(state))
 	if err != nil {
 		log.Warn("parse cache not fully used; what it lacks is rebuilt", "err", err, "outcomes", c.Len())
 	}

@@ -1,14 +1,12 @@
-package main
+package daemon
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path"
-	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -17,8 +15,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
 
-	nativerepo "github.com/toolagent/toolagent/native-repo"
-
 	"github.com/toolagent/toolagent/internal/approval"
 	"github.com/toolagent/toolagent/internal/audit"
 	"github.com/toolagent/toolagent/internal/cache"
@@ -26,7 +22,10 @@ import (
 	"github.com/toolagent/toolagent/internal/dispatch"
 	"github.com/toolagent/toolagent/internal/executors"
 	"github.com/toolagent/toolagent/internal/feedback"
+	"github.com/toolagent/toolagent/internal/health"
 	"github.com/toolagent/toolagent/internal/hldp"
+	"github.com/toolagent/toolagent/internal/host"
+	"github.com/toolagent/toolagent/internal/operator"
 	"github.com/toolagent/toolagent/internal/pgstore"
 	"github.com/toolagent/toolagent/internal/proc"
 	"github.com/toolagent/toolagent/internal/reload"
@@ -35,13 +34,14 @@ import (
 	"github.com/toolagent/toolagent/internal/scan"
 )
 
-// core is what every long-running command (serve, mcp) is built on: the
-// catalog store kept current by the reload loop, the executors and the
-// dispatcher. newCore builds it; start runs its goroutines.
+// core is what a daemon of every role (Serve, Stdio, Sync) is built on:
+// the catalog store kept current by the reload loop, the executors and
+// the dispatcher. newCore builds it; start runs its goroutines.
 type core struct {
 	cfg      Config
 	log      *slog.Logger
-	common   common // resolved paths
+	setup    host.Setup    // resolved paths; how tools run
+	sandbox  *proc.Sandbox // nil: off, or a command that runs no tool
 	reg      *prometheus.Registry
 	store    *catalog.Store
 	execs    map[hldp.ExecutorKind]executors.Executor
@@ -49,8 +49,8 @@ type core struct {
 	loop     *reload.Loop
 	trigger  *reload.Trigger
 	watchDir string // local tools dir to watch; "" for none
-	health   *health
-	src      *source // where trees come from (source_git.go)
+	health   *health.Monitor
+	src      *source // where trees come from (source.go)
 	// approvals is the approval queue: under STATE/approvals, or in the
 	// shared database (store postgres); nil without one. close releases
 	// its directory lock, or stops its leases.
@@ -114,18 +114,18 @@ func approveHint(mode approvalMode, state string, open bool) func(id string) str
 			return fmt.Sprintf("an operator on this host, while this MCP server runs: `toolagent approvals approve %[1]s --state %[2]s` (or deny; --params to approve with edits; `toolagent approvals list --state %[2]s` shows what waits)", id, state)
 		}
 	}
-	operator := func(id string) string {
-		return fmt.Sprintf("the operator on the daemon's host: `toolagent approvals approve %[1]s --state %[2]s` (or deny; --params JSON to approve with edits), or POST /v1/approvals/%[1]s {\"decision\":\"approve\"} with the operator token (%[3]s) as Authorization: Bearer", id, state, operatorTokenPath(state))
+	byOperator := func(id string) string {
+		return fmt.Sprintf("the operator on the daemon's host: `toolagent approvals approve %[1]s --state %[2]s` (or deny; --params JSON to approve with edits), or POST /v1/approvals/%[1]s {\"decision\":\"approve\"} with the operator token (%[3]s) as Authorization: Bearer", id, state, operator.TokenPath(state))
 	}
 	if open {
 		// Every other caller is anonymous and cannot approve its own
 		// call: the operator can.
 		return func(id string) string {
-			return operator(id) + "; a caller cannot approve its own call"
+			return byOperator(id) + "; a caller cannot approve its own call"
 		}
 	}
 	return func(id string) string {
-		return fmt.Sprintf("an approver with the approve role: POST /v1/approvals/%s {\"decision\":\"approve\"} (or \"deny\"; \"params\" to approve with edits); or %s", id, operator(id))
+		return fmt.Sprintf("an approver with the approve role: POST /v1/approvals/%s {\"decision\":\"approve\"} (or \"deny\"; \"params\" to approve with edits); or %s", id, byOperator(id))
 	}
 }
 
@@ -135,22 +135,22 @@ const retryJitter = 0.2
 
 // newCore wires the catalog, executors, dispatcher and reload loop from
 // cfg. Nothing runs until start; close releases what it opened.
-func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (_ *core, err error) {
-	c := common{tools: cfg.Tools, state: cfg.State, filesRoot: cfg.FilesRoot, sandboxMode: cfg.Sandbox, hidden: cfg.secretFiles()}
-	if err := c.resolve(e); err != nil {
+func newCore(cfg Config, log *slog.Logger, mode approvalMode) (_ *core, err error) {
+	c := host.Setup{Paths: host.Paths{Tools: cfg.Tools, State: cfg.State, FilesRoot: cfg.FilesRoot, Embedded: cfg.Embedded}, Sandbox: cfg.Sandbox, Hidden: cfg.secretFiles()}
+	if err := c.Resolve(cfg.getenv); err != nil {
 		return nil, err
 	}
-	user, err := sandboxUser(cfg.SandboxUser)
+	user, err := host.SandboxUser(cfg.SandboxUser)
 	if err != nil {
 		return nil, err
 	}
-	c.sandboxOpts = proc.SandboxOptions{Bwrap: cfg.SandboxBwrap, User: user, Mechanism: sandboxMechanism(cfg.SandboxMechanism),
+	c.SandboxOptions = proc.SandboxOptions{Bwrap: cfg.SandboxBwrap, User: user, Mechanism: host.SandboxMechanism(cfg.SandboxMechanism),
 		UIDBase: uint32(cfg.SandboxUIDBase), UIDCount: cfg.SandboxUIDs, Limits: proc.Limits{MaxProcs: cfg.SandboxMaxProcs, MaxMemory: cfg.SandboxMaxMemory}}
 	sp, err := cfg.shellPolicy()
 	if err != nil {
 		return nil, err
 	}
-	c.shellPolicy = sp
+	c.ShellPolicy = sp
 	src, err := newSource(cfg, c, log)
 	if err != nil {
 		return nil, err
@@ -167,18 +167,18 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (_ *core, e
 		}
 	}()
 	undo = append(undo, src.close)
-	c.runsTools = mode != noApprovals // sync runs no tool
-	execs, err := c.executors()
+	c.RunsTools = mode != noApprovals // sync runs no tool
+	execs, sb, err := c.Executors()
 	if err != nil {
 		return nil, err
 	}
-	if c.sandbox != nil {
-		undo = append(undo, c.sandbox.Close)
+	if sb != nil {
+		undo = append(undo, sb.Close)
 	}
-	if c.runsTools {
-		logSandbox(log, c.sandbox, "tool processes")
+	if c.RunsTools {
+		host.LogSandbox(log, sb, "tool processes")
 	}
-	hc, err := remoteExecutors(execs, e, cfg, log)
+	hc, err := remoteExecutors(execs, cfg, log)
 	if err != nil {
 		return nil, err
 	}
@@ -189,7 +189,7 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (_ *core, e
 	noQueue := ""
 	if mode != noApprovals && cfg.Store != "files" {
 		var pg *approval.PGStore
-		if db, pg, err = openSharedApprovals(e, cfg, log); err != nil {
+		if db, pg, err = openSharedApprovals(cfg, log); err != nil {
 			return nil, err
 		}
 		undo = append(undo, db.Close)
@@ -197,7 +197,7 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (_ *core, e
 		slots = pgstore.NewSlots(db, replica, cfg.StoreLease)
 	} else if mode != noApprovals {
 		var fs *approval.Store
-		fs, err = openApprovals(c.state, cfg.ApprovalTTL, cfg.AllowSelfApproval, log)
+		fs, err = host.OpenApprovals(c.State, cfg.ApprovalTTL, cfg.AllowSelfApproval, log)
 		if err == nil {
 			ap = fs
 			undo = append(undo, func() { fs.Close() })
@@ -205,7 +205,7 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (_ *core, e
 		switch {
 		case errors.Is(err, approval.ErrLocked) && mode == approvalsIfFree:
 			log.Warn("no approval queue: another toolagent process (a daemon?) holds it; calls that need an approval cannot be held here, call them through that daemon",
-				"dir", approvalsDir(c.state))
+				"dir", host.ApprovalsDir(c.State))
 			ap = nil
 			noQueue = "the approval queue of this state directory belongs to another toolagent process (a daemon?); call the tool through that daemon"
 		case err != nil:
@@ -222,7 +222,7 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (_ *core, e
 		undo = append(undo, func() { apg.Close() })
 		auditLog = slog.New(slog.NewMultiHandler(log.Handler(), apg.Handler())).With(slog.String("log", "audit"))
 	} else if mode != noApprovals {
-		if af, err = audit.Open(filepath.Join(c.state, "audit"), 0, 0); err != nil {
+		if af, err = audit.Open(host.AuditDir(c.State), 0, 0); err != nil {
 			log.Warn("no audit file: the console's history stays empty; the audit log lines are kept", "err", err)
 			af = nil
 		} else {
@@ -242,7 +242,7 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (_ *core, e
 	if mode != noApprovals {
 		ri := &reindexer{store: store}
 		var err error
-		fb, err = feedback.Open(filepath.Join(c.state, stateFeedbackFile), feedback.Options{OnLearn: func(string) { ri.kick() }})
+		fb, err = feedback.Open(host.FeedbackFile(c.State), feedback.Options{OnLearn: func(string) { ri.kick() }})
 		if err != nil {
 			log.Warn("learned requests not read; learning starts again", "err", err)
 		}
@@ -273,21 +273,24 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (_ *core, e
 		SharedSlots:   sharedSlots(slots),
 		ShellPolicy:   sp,
 		NoQueueReason: noQueue,
-		ApproveHint:   approveHint(mode, c.state, cfg.Tokens == "" && cfg.TokensFile == ""),
+		ApproveHint:   approveHint(mode, c.State, cfg.Tokens == "" && cfg.TokensFile == ""),
 	})
-	parseCache := openParseCache(c.state, log)
+	parseCache := openParseCache(c.State, log)
 	saver := newCacheSaver(parseCache, log)
-	vocab, err := loadVocab(cfg.VocabFile)
+	vocab, err := host.LoadVocab(cfg.VocabFile)
 	if err != nil {
 		return nil, err
 	}
 	// LazyIndex: the reload loop publishes each snapshot, then builds its
 	// match index, so readiness and calls do not wait for the index.
-	scanOpts := scan.Options{Check: hc.narrow(checker(execs)), Prefix: src.prefix, Catalog: catalog.Options{Vocab: vocab, LazyIndex: true, Learned: learned}}
+	scanOpts := scan.Options{Check: hc.Narrow(health.Configured(execs)), Prefix: src.prefix, Catalog: catalog.Options{Vocab: vocab, LazyIndex: true, Learned: learned}}
 	loop := &reload.Loop{
 		Source: src.src,
 		Build: func(prev *catalog.Snapshot, t scan.Tree) (*catalog.Snapshot, scan.Report, error) {
 			snap, rep, err := scan.Build(prev, t, parseCache, scanOpts)
+			if cfg.OnBuild != nil {
+				cfg.OnBuild(rep)
+			}
 			if err == nil {
 				// Saved after every build, so a restart parses nothing;
 				// in the background, so the snapshot is published first.
@@ -322,7 +325,7 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (_ *core, e
 		}
 	}
 	return &core{
-		cfg: cfg, log: log, common: c, reg: reg, store: store, execs: execs, disp: disp,
+		cfg: cfg, log: log, setup: c, sandbox: sb, reg: reg, store: store, execs: execs, disp: disp,
 		loop: loop, trigger: trigger, watchDir: src.watchDir, health: hc, src: src,
 		approvals: ap, db: db, slots: slots, broadcast: bc, auditFile: af, auditPG: apg, runs: runs, runReg: runReg, saver: saver, feedback: fb,
 	}, nil
@@ -333,8 +336,8 @@ func newCore(e env, cfg Config, log *slog.Logger, mode approvalMode) (_ *core, e
 func (cr *core) close() {
 	cr.saver.close() // the last build's parse cache is on disk
 	cr.src.close()
-	if cr.common.sandbox != nil {
-		cr.common.sandbox.Close() // its reaper ends what a call left
+	if cr.sandbox != nil {
+		cr.sandbox.Close() // its reaper ends what a call left
 	}
 	if cr.auditFile != nil {
 		cr.auditFile.Close()
@@ -358,20 +361,20 @@ func (cr *core) close() {
 	}
 }
 
-// openStore opens the shared database of cfg.Store (postgres: the URL in
+// OpenStore opens the shared database of cfg.Store (postgres: the URL in
 // the variable cfg.StoreURLEnv names, which is then removed from the
 // environment; or a URL without a password).
-func openStore(e env, cfg Config) (*pgstore.DB, error) {
+func OpenStore(cfg Config) (*pgstore.DB, error) {
 	url := cfg.Store
 	if url == "files" {
 		return nil, errors.New("store files has no shared database: set store to postgres (with the URL in the variable store_url_env names) or a postgres:// URL")
 	}
 	if url == "postgres" {
-		url = e.getenv(cfg.StoreURLEnv)
-		if e.unsetenv != nil {
+		url = cfg.getenv(cfg.StoreURLEnv)
+		if cfg.Unsetenv != nil {
 			// Read once, then out of the daemon's environment, like the
 			// tokens: it may carry the password.
-			_ = e.unsetenv(cfg.StoreURLEnv)
+			_ = cfg.Unsetenv(cfg.StoreURLEnv)
 		}
 		if url == "" {
 			return nil, fmt.Errorf("store postgres: the environment variable %s (store_url_env) is empty: set it to the database URL, e.g. postgres://toolagent@db.example/toolagent", cfg.StoreURLEnv)
@@ -400,8 +403,8 @@ type closingQueue interface {
 // URL) and its approval queue. The URL with a password comes only from
 // the environment variable cfg.StoreURLEnv names, which is then removed
 // from the daemon's environment.
-func openSharedApprovals(e env, cfg Config, log *slog.Logger) (*pgstore.DB, *approval.PGStore, error) {
-	db, err := openStore(e, cfg)
+func openSharedApprovals(cfg Config, log *slog.Logger) (*pgstore.DB, *approval.PGStore, error) {
+	db, err := OpenStore(cfg)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -413,9 +416,6 @@ func openSharedApprovals(e env, cfg Config, log *slog.Logger) (*pgstore.DB, *app
 	log.Info("approvals in the shared database", "store", "postgres", "schema_version", db.Version, "replica", ap.Replica())
 	return db, ap, nil
 }
-
-// stateFeedbackFile is where the requests learned from use are kept.
-const stateFeedbackFile = "feedback/learned.json"
 
 // onMatch records an intent query for learning from use (nil without a
 // feedback store).
@@ -549,7 +549,7 @@ func (cr *core) start(ctx context.Context, g *errgroup.Group) {
 	if cr.src.sched != nil {
 		g.Go(func() error { return cr.src.sched.Run(ctx, cr.trigger) })
 	}
-	g.Go(func() error { return cr.health.run(ctx, cr.loop) })
+	g.Go(func() error { return cr.health.Run(ctx, cr.store, cr.loop.Rebuild) })
 	if cr.watchDir != "" {
 		g.Go(func() error {
 			var tr reload.Tracker
@@ -565,13 +565,13 @@ func (cr *core) start(ctx context.Context, g *errgroup.Group) {
 // directory to watch ("" for the embedded tree, which never changes). A
 // directory keeps its listing under the state directory, so a restart
 // reads only the files that changed while the daemon was down.
-func toolsSource(dir, state string, log *slog.Logger) (reload.Source, string, error) {
-	if dir == embeddedTools {
-		sub, err := fs.Sub(nativerepo.Tools, "tools")
+func toolsSource(embedded *host.Paths, dir, state string, log *slog.Logger) (reload.Source, string, error) {
+	if dir == host.Embedded {
+		t, err := embedded.EmbeddedTree()
 		if err != nil {
 			return nil, "", err
 		}
-		return staticSource{scan.FromFS(sub, "embedded")}, "", nil
+		return staticSource{t}, "", nil
 	}
 	fi, err := os.Stat(dir)
 	if err != nil {
@@ -582,7 +582,7 @@ func toolsSource(dir, state string, log *slog.Logger) (reload.Source, string, er
 	}
 	return &localSource{dir: &repo.LocalDir{
 		Path:        dir,
-		ListingFile: filepath.Join(state, filepath.FromSlash(stateListingFile)),
+		ListingFile: host.ListingFile(state),
 		Logger:      log.With(slog.String("log", "reload")),
 		// The definitions a Sync read to hash them are parsed from that
 		// read, not opened again.

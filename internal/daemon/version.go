@@ -1,0 +1,34 @@
+package daemon
+
+import "runtime/debug"
+
+// Version is the version of this binary, for MCP's serverInfo: the
+// module version of a released build, else "devel" with the VCS revision
+// the binary was built from (and "-dirty" for uncommitted changes).
+func Version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "devel"
+	}
+	if v := bi.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	var rev, dirty string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = "-dirty"
+			}
+		}
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if rev == "" {
+		return "devel"
+	}
+	return "devel+" + rev + dirty
+}
