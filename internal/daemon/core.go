@@ -264,7 +264,9 @@ func newCore(cfg Config, log *slog.Logger, mode approvalMode) (_ *core, err erro
 		// tool failed, which may have been the wrong choice.
 		fb.Called(call.Caller, call.Tool, intent, intent != "" && r.OK)
 	}
+	am := newApprovalMetrics(reg)
 	disp := dispatch.New(store, execs, dispatch.Options{
+		OnDecided:     am.decided,
 		Kept:          kept,
 		Runs:          runReg,
 		MaxConcurrent: cfg.MaxConcurrent,
@@ -275,6 +277,9 @@ func newCore(cfg Config, log *slog.Logger, mode approvalMode) (_ *core, err erro
 		NoQueueReason: noQueue,
 		ApproveHint:   approveHint(mode, c.State, cfg.Tokens == "" && cfg.TokensFile == ""),
 	})
+	if ap != nil {
+		am.watch(disp)
+	}
 	parseCache := openParseCache(c.State, log)
 	saver := newCacheSaver(parseCache, log)
 	vocab, err := host.LoadVocab(cfg.VocabFile)

@@ -233,6 +233,9 @@ func (d *Dispatcher) Decide(ctx context.Context, id, decider string, approve boo
 	if approve {
 		event = "approved"
 	}
+	if d.opts.OnDecided != nil {
+		d.opts.OnDecided(event, a.DecidedAt.Sub(a.CreatedAt))
+	}
 	d.opts.Audit.LogAttrs(ctx, slog.LevelInfo, "approval",
 		slog.String("event", event),
 		slog.String("approval_id", a.ID),

@@ -73,6 +73,10 @@ type Options struct {
 	Runs *runs.Registry
 	// Audit receives one line per call (nil: discarded).
 	Audit *slog.Logger
+	// OnDecided, when set, is told of every decision Decide recorded:
+	// "approved" or "denied", and how long the request waited for it. It
+	// must not block (the daemon counts it in its metrics).
+	OnDecided func(decision string, waited time.Duration)
 	// Now returns the time (nil: time.Now). Tests set it.
 	Now func() time.Time
 	// Approvals is the server-side queue a call whose policy verdict is
