@@ -41,6 +41,7 @@ var allowed = map[string][]string{
 	"internal/console":              {"internal/catalog", "internal/dispatch", "internal/hldp", "internal/reload", "internal/audit"},
 	"internal/audit":                {"internal/pgstore"},
 	"internal/runs":                 {},
+	"internal/notify":               {},
 	"internal/feedback":             {},
 	"internal/gatekeeper":           {"internal/proc", "internal/policy", "internal/grant", "internal/httpserve"},
 
