@@ -65,7 +65,7 @@ var allowed = map[string][]string{
 	// (no other entry of this table lists it).
 	"internal/daemon": {"internal/api", "internal/approval", "internal/audit", "internal/cache", "internal/catalog", "internal/console",
 		"internal/dispatch", "internal/executors", "internal/executors/forgejo", "internal/executors/gatekeeper", "internal/executors/hlpdapi",
-		"internal/feedback", "internal/health", "internal/hldp", "internal/host", "internal/httpserve", "internal/mcpserver", "internal/operator",
+		"internal/feedback", "internal/health", "internal/hldp", "internal/host", "internal/httpserve", "internal/mcpserver", "internal/notify", "internal/operator",
 		"internal/pgstore", "internal/policy", "internal/proc", "internal/reload", "internal/repo", "internal/runs", "internal/scan", "internal/settings"},
 
 	// Development commands beside the product binary (go run ./internal/cmd/...).

@@ -2,10 +2,10 @@ package daemon
 
 import (
 	"math"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/toolagent/toolagent/internal/approval"
 	"github.com/toolagent/toolagent/internal/dispatch"
 )
 
@@ -41,10 +41,14 @@ func newApprovalMetrics(reg prometheus.Registerer) *approvalMetrics {
 	return m
 }
 
-// decided is dispatch.Options.OnDecided.
-func (m *approvalMetrics) decided(decision string, waited time.Duration) {
+// decided counts a decision (dispatch.Options.OnDecided).
+func (m *approvalMetrics) decided(a dispatch.Approval) {
+	decision := "approved"
+	if a.Status == approval.Denied {
+		decision = "denied"
+	}
 	m.decides.WithLabelValues(decision).Inc()
-	m.wait.Observe(waited.Seconds())
+	m.wait.Observe(a.DecidedAt.Sub(a.CreatedAt).Seconds())
 }
 
 // watch registers toolagent_approvals_pending, read from d's queue at

@@ -105,6 +105,7 @@ type Config struct {
 	GatekeeperTokenFile string                      `yaml:"gatekeeper.token_file" env:"TOOLAGENT_GATEKEEPER_TOKEN_FILE" flag:"gatekeeper-token-file" default:"" usage:"FILE holding the bearer token of gatekeeper target main"`
 	GatekeeperDefault   string                      `yaml:"gatekeeper.default" env:"TOOLAGENT_GATEKEEPER_DEFAULT" flag:"gatekeeper-default" default:"" usage:"gatekeeper target of the tools that name none (default: main, or the only target)"`
 	GatekeeperTargets   map[string]GatekeeperTarget `yaml:"gatekeeper.targets" env:"TOOLAGENT_GATEKEEPER_TARGETS" flag:"-" default:"" usage:"more gatekeeper targets: NAME: {url, token_file or token_env}"`
+	ApprovalNotify      map[string]NotifyTarget     `yaml:"approval_notify" env:"TOOLAGENT_APPROVAL_NOTIFY" flag:"-" default:"" usage:"who hears of held calls and decisions: NAME: {url or url_env, format json or slack, secret_file or secret_env (json: the HMAC-SHA256 key)}"`
 	HlpdURL             string                      `yaml:"hlpd.url" env:"TOOLAGENT_HLPD_URL" flag:"hlpd-url" default:"" usage:"base URL of the HLDP API (hlpd-api executor)"`
 	HlpdToken           string                      `yaml:"-" env:"TOOLAGENT_HLPD_TOKEN" flag:"-" default:"" usage:"token of the HLDP API (environment only)"`
 	HlpdTokenFile       string                      `yaml:"hlpd.token_file" env:"TOOLAGENT_HLPD_TOKEN_FILE" flag:"hlpd-token-file" default:"" usage:"FILE holding the token of the HLDP API"`
@@ -216,6 +217,7 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	errs = append(errs, c.validateExecutors()...)
+	errs = append(errs, c.validateNotify()...)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
@@ -342,6 +344,87 @@ func (t *GatekeeperTarget) UnmarshalYAML(n *yaml.Node) error {
 		*dst = v.Value
 	}
 	return nil
+}
+
+// NotifyTarget is a receiver of approval events (approval_notify): a
+// webhook that gets signed JSON, or a Slack incoming webhook (whose URL
+// is its secret: give it by url_env).
+type NotifyTarget struct {
+	URL        string `yaml:"url"`
+	URLEnv     string `yaml:"url_env"`
+	Format     string `yaml:"format"`
+	SecretFile string `yaml:"secret_file"`
+	SecretEnv  string `yaml:"secret_env"`
+}
+
+// UnmarshalYAML decodes a target strictly, as GatekeeperTarget does: an
+// unknown key, a secret given in the file, a value that is not a single
+// string are errors.
+func (t *NotifyTarget) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.MappingNode {
+		return fmt.Errorf("line %d: want a mapping {url | url_env, format, secret_file | secret_env}", n.Line)
+	}
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if seen[k.Value] {
+			return fmt.Errorf("line %d: key %q is set twice", k.Line, k.Value)
+		}
+		seen[k.Value] = true
+		var dst *string
+		switch k.Value {
+		case "url":
+			dst = &t.URL
+		case "url_env":
+			dst = &t.URLEnv
+		case "format":
+			dst = &t.Format
+		case "secret_file":
+			dst = &t.SecretFile
+		case "secret_env":
+			dst = &t.SecretEnv
+		case "secret":
+			return fmt.Errorf("line %d: secret: a secret never goes in the config file; name a file (secret_file) or an environment variable (secret_env)", k.Line)
+		default:
+			return fmt.Errorf("line %d: unknown key %q; want url, url_env, format, secret_file or secret_env", k.Line, k.Value)
+		}
+		if v.Kind != yaml.ScalarNode {
+			return fmt.Errorf("line %d: %s: want a single value, not a %s", v.Line, k.Value, settings.NodeKind(v))
+		}
+		*dst = v.Value
+	}
+	return nil
+}
+
+// validateNotify checks approval_notify's targets as far as no file or
+// variable is read.
+func (c Config) validateNotify() []error {
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(c.ApprovalNotify)) {
+		t := c.ApprovalNotify[name]
+		at := "approval_notify." + name
+		if !targetNameRE.MatchString(name) {
+			errs = append(errs, fmt.Errorf("%s: the name must match %s", at, targetNameRE))
+		}
+		if (t.URL == "") == (t.URLEnv == "") {
+			errs = append(errs, fmt.Errorf("%s: set one of url and url_env", at))
+		}
+		if t.Format != "json" && t.Format != "slack" {
+			errs = append(errs, fmt.Errorf("%s: format %q: want json or slack", at, t.Format))
+		}
+		if t.SecretFile != "" && t.SecretEnv != "" {
+			errs = append(errs, fmt.Errorf("%s: set one of secret_file and secret_env", at))
+		}
+		if t.Format == "slack" && (t.SecretFile != "" || t.SecretEnv != "") {
+			errs = append(errs, fmt.Errorf("%s: a slack target is not signed (its URL is its secret: give it by url_env)", at))
+		}
+		for _, e := range []string{t.URLEnv, t.SecretEnv} {
+			if e != "" && !envNameRE.MatchString(e) {
+				errs = append(errs, fmt.Errorf("%s: %q is not an environment variable name", at, e))
+			}
+		}
+	}
+	return errs
 }
 
 var (
@@ -502,6 +585,9 @@ func (cfg Config) secretFiles() []string {
 	for _, t := range cfg.GatekeeperTargets {
 		files = append(files, t.TokenFile)
 	}
+	for _, t := range cfg.ApprovalNotify {
+		files = append(files, t.SecretFile)
+	}
 	var out []string
 	for _, f := range files {
 		if f != "" {
@@ -518,6 +604,13 @@ func (cfg Config) secretEnv() []string {
 	for _, t := range cfg.GatekeeperTargets {
 		if t.TokenEnv != "" {
 			out = append(out, t.TokenEnv)
+		}
+	}
+	for _, t := range cfg.ApprovalNotify {
+		for _, e := range []string{t.URLEnv, t.SecretEnv} {
+			if e != "" {
+				out = append(out, e)
+			}
 		}
 	}
 	return out

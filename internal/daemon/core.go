@@ -67,6 +67,9 @@ type core struct {
 	runReg *runsreg.Registry
 	// saver writes the parse cache after builds, off the reload path.
 	saver *cacheSaver
+	// notifier tells approval_notify's targets of held calls and
+	// decisions (nil without targets).
+	notifier *approvalNotifier
 	// feedback learns from use (nil for sync); onMatch feeds it.
 	feedback *feedback.Store
 	// auditFile keeps the audit trail in STATE/audit for the console's
@@ -265,8 +268,19 @@ func newCore(cfg Config, log *slog.Logger, mode approvalMode) (_ *core, err erro
 		fb.Called(call.Caller, call.Tool, intent, intent != "" && r.OK)
 	}
 	am := newApprovalMetrics(reg)
+	an, err := newApprovalNotifier(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	undo = append(undo, an.close)
+	onHeld, onDecided := func(dispatch.Approval) {}, am.decided
+	if an != nil {
+		onHeld = an.held
+		onDecided = func(a dispatch.Approval) { am.decided(a); an.decided(a) }
+	}
 	disp := dispatch.New(store, execs, dispatch.Options{
-		OnDecided:     am.decided,
+		OnHeld:        onHeld,
+		OnDecided:     onDecided,
 		Kept:          kept,
 		Runs:          runReg,
 		MaxConcurrent: cfg.MaxConcurrent,
@@ -332,7 +346,7 @@ func newCore(cfg Config, log *slog.Logger, mode approvalMode) (_ *core, err erro
 	return &core{
 		cfg: cfg, log: log, setup: c, sandbox: sb, reg: reg, store: store, execs: execs, disp: disp,
 		loop: loop, trigger: trigger, watchDir: src.watchDir, health: hc, src: src,
-		approvals: ap, db: db, slots: slots, broadcast: bc, auditFile: af, auditPG: apg, runs: runs, runReg: runReg, saver: saver, feedback: fb,
+		approvals: ap, db: db, slots: slots, broadcast: bc, auditFile: af, auditPG: apg, runs: runs, runReg: runReg, saver: saver, notifier: an, feedback: fb,
 	}, nil
 }
 
@@ -340,6 +354,7 @@ func newCore(cfg Config, log *slog.Logger, mode approvalMode) (_ *core, err erro
 // the approval queue's lock. Call it after every goroutine start began has ended.
 func (cr *core) close() {
 	cr.saver.close() // the last build's parse cache is on disk
+	cr.notifier.close()
 	cr.src.close()
 	if cr.sandbox != nil {
 		cr.sandbox.Close() // its reaper ends what a call left

@@ -171,6 +171,11 @@ func New(cfg Config) (_ *Daemon, err error) {
 			"clients reaching the daemon by another name or address get 421; name those in public_hosts", "listen", cfg.Listen)
 	}
 	d.url = "http://" + d.ln.Addr().String()
+	base := d.url
+	if len(cfg.PublicHosts) > 0 {
+		base = "http://" + cfg.PublicHosts[0] // the name people reach the daemon by
+	}
+	cr.notifier.listening(base)
 	info := operator.Info{URL: d.url, PID: os.Getpid(), Source: cr.loop.Status().Source, Open: d.open, Version: Version()}
 	if cfg.Repo == "" {
 		info.Tools = cr.setup.Tools

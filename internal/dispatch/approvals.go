@@ -234,7 +234,7 @@ func (d *Dispatcher) Decide(ctx context.Context, id, decider string, approve boo
 		event = "approved"
 	}
 	if d.opts.OnDecided != nil {
-		d.opts.OnDecided(event, a.DecidedAt.Sub(a.CreatedAt))
+		d.opts.OnDecided(a)
 	}
 	d.opts.Audit.LogAttrs(ctx, slog.LevelInfo, "approval",
 		slog.String("event", event),

@@ -73,10 +73,12 @@ type Options struct {
 	Runs *runs.Registry
 	// Audit receives one line per call (nil: discarded).
 	Audit *slog.Logger
-	// OnDecided, when set, is told of every decision Decide recorded:
-	// "approved" or "denied", and how long the request waited for it. It
-	// must not block (the daemon counts it in its metrics).
-	OnDecided func(decision string, waited time.Duration)
+	// OnHeld, when set, is told of every new held call (not of a call
+	// asked again while its request is pending); OnDecided of every
+	// decision Decide recorded (the request after it: approved or
+	// denied). They must not block: the daemon counts them in its
+	// metrics and hands them to its notifier.
+	OnHeld, OnDecided func(Approval)
 	// Now returns the time (nil: time.Now). Tests set it.
 	Now func() time.Time
 	// Approvals is the server-side queue a call whose policy verdict is
@@ -330,6 +332,9 @@ func (d *Dispatcher) hold(c Call, t *hldp.Tool, rev string, params map[string]an
 		how = d.opts.ApproveHint(a.ID)
 	}
 	r.Suggestion = fmt.Sprintf("%s; it expires at %s. Fetch the result with GET /v1/approvals/%s once it ran", how, a.ExpiresAt.UTC().Format(time.RFC3339), a.ID)
+	if !again && d.opts.OnHeld != nil {
+		d.opts.OnHeld(a)
+	}
 	if again {
 		r.Suggestion = fmt.Sprintf("you asked for this call before and it still waits for a decision: this is that request (%s, asked at %s), not a new one; %s", a.ID, a.CreatedAt.UTC().Format(time.RFC3339), r.Suggestion)
 	}
