@@ -132,4 +132,10 @@ func TestApprovalNotifyThroughServe(t *testing.T) {
 	if err := json.Unmarshal(g.body, &e); err != nil || e.Kind != "denied" || e.Decider != "bob" {
 		t.Errorf("the decision's event: %s (%v)", g.body, err)
 	}
+	// /v1/status reports each receiver's deliveries.
+	pollUntil(t, "two deliveries to ops in /v1/status", func() bool {
+		_, b := d.as(bobToken).request(t, "GET", "/v1/status", "")
+		var st struct{ Notifications []notify.TargetStatus }
+		return json.Unmarshal(b, &st) == nil && len(st.Notifications) == 2 && st.Notifications[1].Name == "ops" && st.Notifications[1].Delivered == 2
+	})
 }

@@ -84,7 +84,10 @@ type Options struct {
 	Webhook Webhook
 	// Shared, when set, reports the shared store for GET /v1/status
 	// (shown as "shared": the newest revision any replica has seen).
-	Shared func(ctx context.Context) any
+	// Notifications, when set, reports the delivery state of approval
+	// notifications, shown as "notifications" in /v1/status.
+	Notifications func() any
+	Shared        func(ctx context.Context) any
 	// OnWebhook, when set, is told the result of every push webhook
 	// delivery (queued, ignored, unsigned, bad_signature, ...), as the
 	// metric counts it.
@@ -268,12 +271,17 @@ func (s *server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	if s.opts.Shared != nil {
 		shared = s.opts.Shared(r.Context())
 	}
+	var notifications any
+	if s.opts.Notifications != nil {
+		notifications = s.opts.Notifications()
+	}
 	encode(w, s.log, http.StatusOK, struct {
 		Version string `json:"version,omitempty"`
 		reload.Status
-		Sandbox SandboxStatus `json:"sandbox"`
-		Shared  any           `json:"shared,omitempty"`
-	}{s.opts.Version, st, s.opts.Sandbox, shared})
+		Sandbox       SandboxStatus `json:"sandbox"`
+		Shared        any           `json:"shared,omitempty"`
+		Notifications any           `json:"notifications,omitempty"`
+	}{s.opts.Version, st, s.opts.Sandbox, shared, notifications})
 }
 
 func (s *server) handleSync(w http.ResponseWriter, r *http.Request) {

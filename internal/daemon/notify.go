@@ -84,12 +84,13 @@ func (an *approvalNotifier) held(a dispatch.Approval) { an.n.Notify(an.event("pe
 // decided is dispatch.Options.OnDecided.
 func (an *approvalNotifier) decided(a dispatch.Approval) { an.n.Notify(an.event(string(a.Status), a)) }
 
-// Status is the targets' delivery state, for /v1/status.
-func (an *approvalNotifier) Status() []notify.TargetStatus {
-	if an == nil {
+// notificationStatus is /v1/status's "notifications": each target's
+// delivery state; nil without targets.
+func (cr *core) notificationStatus() func() any {
+	if cr.notifier == nil {
 		return nil
 	}
-	return an.n.Status()
+	return func() any { return cr.notifier.n.Status() }
 }
 
 func (an *approvalNotifier) close() {
