@@ -3,8 +3,7 @@
 // directory watched, the embedded tools, or a git branch synced on a
 // schedule and a push webhook), the executors and their health checks,
 // the dispatcher with its approval queue, audit trail and run registry,
-// the parse cache's saver, the idle-memory releaser, and the servers in
-// front of them: the HTTP API, MCP over HTTP and the web console (Serve),
+// the parse cache's saver, and the servers in front of them: the HTTP API, MCP over HTTP and the web console (Serve),
 // or MCP over a stream (Stdio).
 //
 // New builds a Daemon from a Config, Run (or ServeStdio, or Sync) runs
@@ -51,7 +50,6 @@ type Daemon struct {
 	ln         net.Listener
 	handler    http.Handler
 	mcpSrv     *mcpserver.Surfaces
-	rel        *releaser
 	endStreams context.CancelFunc
 	removeInfo func()
 	url        string
@@ -114,9 +112,7 @@ func New(cfg Config) (_ *Daemon, err error) {
 	// MCP over streamable HTTP beside the API (api may not import
 	// mcpserver: both sit on one layer). No write timeout applies: its
 	// long-lived stream carries list_changed.
-	d.rel = newReleaser(store, log.With(slog.String("log", "memory")))
-	cr.loop.AfterAttempt = d.rel.synced // a sync that publishes nothing makes garbage too
-	d.mcpSrv = mcpserver.NewSurfaces(store, disp, mcpserver.Options{Version: Version(), Logger: log.With(slog.String("log", "mcp")), OnMatch: cr.onMatch(), AfterSync: d.rel.synced})
+	d.mcpSrv = mcpserver.NewSurfaces(store, disp, mcpserver.Options{Version: Version(), Logger: log.With(slog.String("log", "mcp")), OnMatch: cr.onMatch()})
 	// An MCP client's standalone GET /mcp stream carries notifications,
 	// never a call: it ends as soon as shutdown begins instead of holding
 	// the grace period that running calls get.
@@ -229,7 +225,6 @@ func (d *Daemon) Run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	d.start(gctx, g)
 	g.Go(func() error { return d.mcpSrv.Run(gctx) })
-	g.Go(func() error { return d.rel.run(gctx) })
 	g.Go(func() error {
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("serve: %w", err)

@@ -95,11 +95,6 @@ type Options struct {
 	// Name and Version identify the server to clients (defaults
 	// DefaultName, DefaultVersion).
 	Name, Version string
-	// AfterSync, when set, is called by Run after each sync of the tool
-	// list with the store's changes (Surfaces.Run: once all its servers
-	// synced): the daemon returns the memory a big reload left idle once
-	// the new lists are made (internal/daemon).
-	AfterSync func()
 	// Surface is what this server's clients may see and call (a token's
 	// scope, a profile): tools off it are not listed, find_tool never
 	// offers them, and calling one answers not_found. Nil: every tool.
@@ -214,9 +209,6 @@ func (s *Server) Run(ctx context.Context) error {
 	for {
 		ch := s.store.Changed() // before Sync's Load: never miss a swap
 		s.Sync()
-		if s.opts.AfterSync != nil {
-			s.opts.AfterSync()
-		}
 		select {
 		case <-ctx.Done():
 			return nil

@@ -42,7 +42,6 @@ func (p *Surfaces) Server(sf catalog.Surface) *Server {
 	}
 	o := p.opts
 	o.Surface = sf
-	o.AfterSync = nil // Run calls it once for all
 	if len(sf) > 0 {
 		o.Logger = o.Logger.With("surface", key)
 	}
@@ -64,9 +63,6 @@ func (p *Surfaces) Run(ctx context.Context) error {
 		p.mu.Unlock()
 		for _, s := range all {
 			s.Sync()
-		}
-		if p.opts.AfterSync != nil {
-			p.opts.AfterSync()
 		}
 		select {
 		case <-ctx.Done():

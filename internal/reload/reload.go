@@ -169,12 +169,6 @@ type Loop struct {
 	// publishes, after the swap (from the loop's goroutine: it must not
 	// block for long).
 	OnPublish func(snap *catalog.Snapshot)
-	// AfterAttempt, when set, is called after each sync attempt of Run's,
-	// whether it published, found nothing new or failed (from the loop's
-	// goroutine: it must not block for long). A sync that publishes
-	// nothing still makes garbage (listing a big local directory makes
-	// as much as the snapshot holds), which serve returns to the OS.
-	AfterAttempt func()
 	// Scheduled returns when the next scheduled sync is due, for Status
 	// (nil: no schedule).
 	Scheduled func() time.Time
@@ -364,9 +358,6 @@ func (l *Loop) Run(ctx context.Context, trigger <-chan struct{}) error {
 	attempt := func() {
 		stopRetry()
 		defer scheduleCompact()
-		if l.AfterAttempt != nil {
-			defer l.AfterAttempt()
-		}
 		if _, err := l.Once(ctx); err != nil {
 			if ctx.Err() != nil {
 				return
