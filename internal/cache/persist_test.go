@@ -437,3 +437,75 @@ func TestOpenSharesStrings(t *testing.T) {
 		t.Errorf("revisions %q: want one string %q for both outcomes", revs, rev)
 	}
 }
+
+// TestPersistEveryDefinition: every good definition of hldp's testdata,
+// and one whose params carry a default of each kind a value takes (a
+// list and a map), comes back from the file as Parse gave it. gob alone
+// (a Tool's fields, without hldp.Tool.MarshalBinary) fails it: it leaves
+// out a zero value, so deploy-gate's `minimum: 0` came back as no minimum.
+func TestPersistEveryDefinition(t *testing.T) {
+	dir := filepath.Join("..", "hldp", "testdata", "good")
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{"values/TOOL.hdlp": []byte(`name: values
+display: values
+intent: defaults of every kind
+method: run
+executor: shell
+argv: [echo, "{s}", "{i}", "{f}", "{b}", "{l}", "{m}"]
+params_schema:
+  s: { type: string, description: "s", default: "x", enum: [x, y] }
+  i: { type: integer, description: "i", default: 3, minimum: 1, maximum: 9 }
+  f: { type: number, description: "f", default: 1.5 }
+  b: { type: boolean, description: "b", default: true }
+  l: { type: array, description: "l", default: [a, b], items: { type: string } }
+  m: { type: object, description: "m", default: { k: v, n: 2 } }
+author: test
+created: 2026-01-01
+why: every kind of default survives the parse cache
+`)}
+	for _, e := range ents {
+		data, err := os.ReadFile(filepath.Join(dir, e.Name(), hldp.FileName))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[e.Name()+"/"+hldp.FileName] = data
+	}
+	path := filepath.Join(t.TempDir(), "parse.cache")
+	c, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parsed := map[Key]*hldp.Tool{}
+	for rel, data := range files {
+		tool, err := hldp.Parse("tools/"+rel, data)
+		if err != nil {
+			t.Fatalf("%s: %v", rel, err)
+		}
+		k := Key{Path: rel, Blob: fmt.Sprint(len(data))}
+		parsed[k] = tool
+		c.Put(k, Outcome{Tool: tool})
+	}
+	if err := c.Save(); err != nil {
+		t.Fatal(err)
+	}
+	c2, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range parsed {
+		got, ok := c2.Get(k)
+		if !ok || got.Tool == nil {
+			t.Errorf("%s: not in the reopened cache", k.Path)
+			continue
+		}
+		if diff := cmp.Diff(want, got.Tool, cmpopts.IgnoreUnexported(hldp.Tool{})); diff != "" {
+			t.Errorf("%s: reloaded tool differs (-parsed +reloaded):\n%s", k.Path, diff)
+		}
+	}
+	if len(parsed) < 9 {
+		t.Errorf("%d definitions, want hldp's good ones and values", len(parsed))
+	}
+}
