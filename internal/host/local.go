@@ -100,6 +100,11 @@ func (q *Queue) Close() {
 // edited params when edits is not empty), deny ID — and returns what the
 // command prints, and for an approval that ran its call, the call's
 // status ("" otherwise). The error is dispatch's.
+//
+// The decider is the operator: whoever opens the queue holds the state
+// directory (0700, the daemon's user), so they confirm the calls they
+// asked for themselves on this host (`toolagent call` holds them as the
+// same user name).
 func (q *Queue) Act(ctx context.Context, verb, id string, all bool, edits json.RawMessage, decider string) (any, dispatch.ResultStatus, error) {
 	switch verb {
 	case "list":
@@ -114,7 +119,7 @@ func (q *Queue) Act(ctx context.Context, verb, id string, all bool, edits json.R
 		a, err := q.Approval(id)
 		return a, "", err
 	}
-	a, res, err := q.Decide(ctx, id, decider, verb == "approve", edits)
+	a, res, err := q.Decide(ctx, id, dispatch.Decider{Name: decider, Operator: true}, verb == "approve", edits)
 	if err != nil {
 		return nil, "", err
 	}
