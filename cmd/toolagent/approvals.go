@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -20,10 +19,9 @@ import (
 )
 
 // approvalFlags are the approval settings of the CLI commands that open
-// the queue themselves (call, approvals); the same variables as serve's.
+// the queue themselves (call, approvals); the same variable as serve's.
 type approvalFlags struct {
-	ttl       time.Duration
-	allowSelf bool
+	ttl time.Duration
 }
 
 func (a *approvalFlags) register(fs *flag.FlagSet, e env) {
@@ -31,9 +29,24 @@ func (a *approvalFlags) register(fs *flag.FlagSet, e env) {
 	if d, err := time.ParseDuration(e.getenv("TOOLAGENT_APPROVAL_TTL")); err == nil && d > 0 {
 		a.ttl = d
 	}
-	a.allowSelf, _ = strconv.ParseBool(e.getenv("TOOLAGENT_ALLOW_SELF_APPROVAL"))
 	fs.DurationVar(&a.ttl, "approval-ttl", a.ttl, "how long a held call waits for a decision (env TOOLAGENT_APPROVAL_TTL)")
-	fs.BoolVar(&a.allowSelf, "allow-self-approval", a.allowSelf, "let the user who asked approve the call (env TOOLAGENT_ALLOW_SELF_APPROVAL)")
+}
+
+// noSelfApprovalFlag refuses the --allow-self-approval that call and
+// approvals once took, saying what replaced it: on this host the user is
+// the operator and confirms their own held calls, and
+// allow_self_approval is the daemon's setting for tokens of other roles.
+func noSelfApprovalFlag(cmd string, args []string) error {
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if strings.HasPrefix(a, "-") && name == "allow-self-approval" {
+			return usageError{Err: fmt.Errorf("%s: --allow-self-approval is gone: on this host you are the operator, and `toolagent approvals approve ID` confirms a call you asked for yourself (recorded as %q); to let tokens of other roles approve their own calls, start the daemon with allow_self_approval (serve --allow-self-approval)", cmd, dispatch.ReasonOperatorOwn)}
+		}
+	}
+	return nil
 }
 
 // cliCaller is who a CLI command acts as: $USER, the same name at every
@@ -50,6 +63,9 @@ func cliCaller(e env) string {
 // of a running `toolagent mcp`, through its control socket. A running
 // daemon owns its state directory's queue; decide those through its API.
 func runApprovals(ctx context.Context, e env, args []string) error {
+	if err := noSelfApprovalFlag("approvals", args); err != nil {
+		return err
+	}
 	var c common
 	var af approvalFlags
 	fs := newFlagSet("approvals", e)
@@ -95,8 +111,9 @@ func runApprovals(ctx context.Context, e env, args []string) error {
 		return approvalsVia(ctx, e, do, "/v1", verb, id, *all, *edits)
 	}
 	// Only approve runs a call, so only approve loads the catalog. The
-	// decision's audit line goes to stderr.
-	d, err := c.OpenQueue(host.Approvals{TTL: af.ttl, AllowSelf: af.allowSelf}, slog.New(slog.NewTextHandler(e.stderr, nil)),
+	// decision's audit line goes to stderr. The user here holds the state
+	// directory: the operator, who confirms their own calls (host.Queue.Act).
+	d, err := c.OpenQueue(host.Approvals{TTL: af.ttl}, slog.New(slog.NewTextHandler(e.stderr, nil)),
 		slog.New(slog.NewJSONHandler(e.stderr, nil)).With(slog.String("log", "audit")), verb == "approve")
 	if errors.Is(err, approval.ErrLocked) {
 		// A running `toolagent mcp` owns the queue: decide through it.
@@ -109,9 +126,6 @@ func runApprovals(ctx context.Context, e env, args []string) error {
 	}
 	defer d.Close()
 	v, status, err := d.Act(ctx, verb, id, *all, json.RawMessage(*edits), cliCaller(e))
-	if errors.Is(err, dispatch.ErrSelfApproval) {
-		err = fmt.Errorf("%w (--allow-self-approval lets the user who asked approve)", err)
-	}
 	return printApproval(e, v, status, cli.ApprovalExit(err))
 }
 

@@ -337,11 +337,20 @@ func TestApprovalsCLI(t *testing.T) {
 	if a, out, code := approvals(bob, "show", id); code != 0 || a.Status != "pending" || a.Caller != "alice" || a.Door != "cli" {
 		t.Errorf("approvals show = exit %d %s; want pending, asked by alice through the cli", code, out)
 	}
-	if _, out, code := approvals(alice, "approve", id); code != exitRefused || !strings.Contains(out, "--allow-self-approval") {
-		t.Errorf("alice approving her own call = exit %d %s; want 5 self-approval", code, out)
+	if _, out, code := approvals(alice, "approve", "--allow-self-approval", id); code != exitUsage || !strings.Contains(out, "is gone") || !strings.Contains(out, "confirms a call you asked for yourself") {
+		t.Errorf("approvals approve --allow-self-approval = exit %d %s; want 2, saying what replaced the flag", code, out)
 	}
-	if a, out, code := approvals(bob, "approve", id); code != 0 || a.Status != "executed" || a.Decider != "bob" || a.res.Output != "from-cli\n" {
+	if a, out, code := approvals(bob, "approve", id); code != 0 || a.Status != "executed" || a.Decider != "bob" || a.DecisionReason != "" || a.res.Output != "from-cli\n" {
 		t.Errorf("bob approves = exit %d %s; want 0 and the run's result", code, out)
+	}
+	// The user on the host holds the state directory: the operator, who
+	// confirms a call they asked for themselves.
+	own := hold("echo own")
+	if a, out, code := approvals(alice, "approve", own); code != 0 || a.Status != "executed" || a.Decider != "alice" || a.DecisionReason != dispatch.ReasonOperatorOwn || a.res.Output != "own\n" {
+		t.Errorf("alice confirming her own call = exit %d %s; want 0, run, reason %q", code, out, dispatch.ReasonOperatorOwn)
+	}
+	if out, _, code := runCLI(t, alice, append([]string{"call", "--allow-self-approval", "guarded", "cmd=echo x"}, flags...)...); code != exitUsage {
+		t.Errorf("call --allow-self-approval = exit %d %s; want 2", code, out)
 	}
 	if _, out, code := approvals(bob, "approve", id); code != exitRefused {
 		t.Errorf("approving again = exit %d %s; want 5", code, out)

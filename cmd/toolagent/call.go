@@ -18,6 +18,9 @@ import (
 // k=v params take the types the tool's params_schema declares. It
 // prints the result and exits by its status.
 func runCall(ctx context.Context, e env, args []string) error {
+	if err := noSelfApprovalFlag("call", args); err != nil {
+		return err
+	}
 	var c common
 	fs := newFlagSet("call", e)
 	c.register(fs, e)
@@ -80,7 +83,7 @@ func runCall(ctx context.Context, e env, args []string) error {
 		}
 	}
 	call := dispatch.Call{Tool: name, Params: raw, Caller: cliCaller(e), Door: dispatch.DoorCLI, DryRun: *dryRun, Output: out}
-	res, err := c.Call(ctx, l, call, host.Approvals{TTL: af.ttl, AllowSelf: af.allowSelf})
+	res, err := c.Call(ctx, l, call, host.Approvals{TTL: af.ttl})
 	if err != nil {
 		return err
 	}

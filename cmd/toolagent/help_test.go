@@ -74,7 +74,7 @@ func TestCompletion(t *testing.T) {
 			t.Errorf("bash completion lacks %s", c.name)
 		}
 	}
-	if !strings.Contains(out, "call) [[ $cur == -* ]] && { COMPREPLY=($(compgen -W \"--allow-self-approval --approval-ttl --dry-run") {
+	if !strings.Contains(out, "call) [[ $cur == -* ]] && { COMPREPLY=($(compgen -W \"--approval-ttl --dry-run") {
 		t.Errorf("bash completion does not offer call's flags:\n%s", out)
 	}
 	for _, sh := range []string{"bash", "zsh"} {

@@ -77,6 +77,13 @@ func runBin(t *testing.T, dir string, env []string, args ...string) (string, str
 // stopped with SIGTERM at cleanup.
 func startBinDaemon(t *testing.T, dir, state string, env []string, args ...string) operator.Info {
 	t.Helper()
+	info, _ := startBinDaemonLogs(t, dir, state, env, args...)
+	return info
+}
+
+// startBinDaemonLogs is startBinDaemon that also gives the daemon's log.
+func startBinDaemonLogs(t *testing.T, dir, state string, env []string, args ...string) (operator.Info, *syncBuffer) {
+	t.Helper()
 	cmd := exec.Command(builtBinary(t), append([]string{"serve", "--listen", "127.0.0.1:0", "--state", state}, args...)...)
 	cmd.Dir, cmd.Env = dir, env
 	logs := &syncBuffer{}
@@ -114,7 +121,7 @@ func startBinDaemon(t *testing.T, dir, state string, env []string, args ...strin
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	})
-	return info
+	return info, logs
 }
 
 // TestOperatorApprovesOnTheEmbeddedDefault is issue 14's trap 2: on the

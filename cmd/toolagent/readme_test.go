@@ -70,7 +70,7 @@ func TestReadmeTour(t *testing.T) {
 		{"--dry-run shell-exec", 0, `"status": "dry_run"`},
 		{"--follow shell-exec", 0, "1\n2\n3\n{"},
 		{"cmd='touch x'", exitRefused, `"approval_id"`},
-		{"approvals approve --allow-self-approval ID", 0, `"exit_code": 0`},
+		{"approvals approve ID   # you asked", 0, `"decision_reason": "confirmed by operator (own request)"`},
 		{"call deploy-app", exitNotFound, `"not_found"`},
 		{`match "查看最近的提交记录"`, 0, `"git-ops"`},
 		{"mkdir -p /tmp/mytools", 0, ""},

@@ -25,9 +25,9 @@ type Approver interface {
 	// ApprovalWait is ApprovalOn that waits, at most wait, until the
 	// approval is final (GET /v1/approvals/{id}?wait=30s).
 	ApprovalWait(ctx context.Context, id string, sf catalog.Surface, wait time.Duration) (dispatch.Approval, error)
-	// DecideOn records decider's decision and, on approve, runs the call;
+	// DecideOn records the decision of by and, on approve, runs the call;
 	// the approval of a tool off the decider's surface is not found.
-	DecideOn(ctx context.Context, id, decider string, sf catalog.Surface, approve bool, edited json.RawMessage) (dispatch.Approval, *dispatch.Result, error)
+	DecideOn(ctx context.Context, id string, by dispatch.Decider, sf catalog.Surface, approve bool, edited json.RawMessage) (dispatch.Approval, *dispatch.Result, error)
 }
 
 // approvalList is the answer of GET /v1/approvals.
@@ -100,8 +100,11 @@ func (s *server) handleApproval(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleDecide records an approve or deny decision; the decider is the
-// token's name, never a field of the body. On approve the call runs here,
-// and the answer is the approval with the call's result in it.
+// token's name (and whether it is the operator token), never a field of
+// the body. On approve the call runs here, and the answer is the approval
+// with the call's result in it; the operator's approval of a call they
+// asked for themselves is their confirmation, recorded with
+// dispatch.ReasonOperatorOwn.
 func (s *server) handleDecide(w http.ResponseWriter, r *http.Request) {
 	var req decisionRequest
 	if err := decode(w, r, s.opts.MaxBodyBytes, &req); err != nil {
@@ -125,10 +128,10 @@ func (s *server) handleDecide(w http.ResponseWriter, r *http.Request) {
 		writeError(w, s.log, errNoApprover)
 		return
 	}
-	decider := callerFrom(r.Context())
+	decider := deciderFrom(r.Context())
 	a, res, err := s.opts.Approvals.DecideOn(r.Context(), r.PathValue("id"), decider, surfaceFrom(r.Context()), approve, req.Params)
 	if err != nil {
-		if errors.Is(err, dispatch.ErrSelfApproval) && decider == Anonymous {
+		if errors.Is(err, dispatch.ErrSelfApproval) && decider.Name == Anonymous {
 			err = fmt.Errorf("%w; without a token a caller is %s: approve with the daemon's operator token (STATE/operator.token; `toolagent approvals approve ID` on the daemon's host sends it) or a token with the approve role", err, Anonymous)
 		}
 		writeError(w, s.log, approvalError(err))

@@ -20,7 +20,7 @@ import (
 // the error mapping.
 type fakeApprover struct {
 	err     error
-	decider string
+	decider dispatch.Decider
 }
 
 var aliceApproval = dispatch.Approval{ID: "a1", Tool: "t", Caller: "alice", Status: "pending"}
@@ -40,13 +40,13 @@ func (f *fakeApprover) ApprovalWait(_ context.Context, id string, sf catalog.Sur
 	return f.ApprovalOn(id, sf)
 }
 
-func (f *fakeApprover) DecideOn(_ context.Context, id, decider string, _ catalog.Surface, approve bool, _ json.RawMessage) (dispatch.Approval, *dispatch.Result, error) {
-	f.decider = decider
+func (f *fakeApprover) DecideOn(_ context.Context, id string, by dispatch.Decider, _ catalog.Surface, approve bool, _ json.RawMessage) (dispatch.Approval, *dispatch.Result, error) {
+	f.decider = by
 	if f.err != nil {
 		return dispatch.Approval{}, nil, f.err
 	}
 	a := aliceApproval
-	a.Status, a.Decider = "denied", decider
+	a.Status, a.Decider = "denied", by.Name
 	if approve {
 		a.Status = "executed"
 		return a, &dispatch.Result{Status: dispatch.Success, Tool: "t", Output: "ran"}, nil
@@ -104,8 +104,8 @@ func TestApprovalRoutes(t *testing.T) {
 			if w.Code != tc.want || !strings.Contains(w.Body.String(), tc.wantBody) {
 				t.Errorf("%s %s = %d %s; want %d containing %s", tc.method, tc.path, w.Code, w.Body, tc.want, tc.wantBody)
 			}
-			if tc.method == "POST" && w.Code == 200 && ap.decider != "bob" {
-				t.Errorf("decider = %q; want the token's name bob", ap.decider)
+			if tc.method == "POST" && w.Code == 200 && ap.decider != (dispatch.Decider{Name: "bob"}) {
+				t.Errorf("decider = %+v; want the token's name bob, not the operator", ap.decider)
 			}
 		})
 	}

@@ -31,7 +31,8 @@ const (
 	// calls.
 	RoleCall
 	// RoleApprove also lists every approval and approves or denies them
-	// (never its own call, unless the daemon allows self-approval).
+	// (never its own call, unless the daemon allows self-approval; the
+	// operator token confirms its own).
 	RoleApprove
 	// RoleAdmin also triggers reloads (POST /v1/sync).
 	RoleAdmin
@@ -242,11 +243,14 @@ func (t *Tokens) ScopeOf(name string) catalog.Scope {
 	return catalog.Scope{}
 }
 
-// Principal is who a token is: its name, role and scope.
+// Principal is who a token is: its name, role and scope, and whether it
+// is the operator token (AddOperator): the person running the daemon, who
+// may confirm a call they asked for themselves.
 type Principal struct {
-	Name  string
-	Role  Role
-	Scope catalog.Scope
+	Name     string
+	Role     Role
+	Scope    catalog.Scope
+	Operator bool
 }
 
 // Find is Lookup with the token's scope.
@@ -256,7 +260,7 @@ func (t *Tokens) Find(secret string) (Principal, bool) {
 	ok := false
 	for _, tok := range t.list {
 		if subtle.ConstantTimeCompare(h[:], tok.hash[:]) == 1 {
-			p, ok = Principal{Name: tok.name, Role: tok.role, Scope: tok.scope}, true
+			p, ok = Principal{Name: tok.name, Role: tok.role, Scope: tok.scope, Operator: tok.operator}, true
 		}
 	}
 	return p, ok
@@ -264,11 +268,13 @@ func (t *Tokens) Find(secret string) (Principal, bool) {
 
 type callerKey struct{}
 
-// principal is who sent a request: the token's name, role and scope.
+// principal is who sent a request: the token's name, role and scope,
+// and whether it is the operator token.
 type principal struct {
-	name  string
-	role  Role
-	scope catalog.Scope
+	name     string
+	role     Role
+	scope    catalog.Scope
+	operator bool
 }
 
 // surfaceFrom returns what the request's token may see (nil: every tool).
@@ -286,6 +292,16 @@ func callerFrom(ctx context.Context) string {
 		return p.name
 	}
 	return Anonymous
+}
+
+// deciderFrom returns who decides an approval in the request: the
+// token's name, and whether it is the operator token (Anonymous, not the
+// operator, without a token).
+func deciderFrom(ctx context.Context) dispatch.Decider {
+	if p, ok := ctx.Value(callerKey{}).(principal); ok {
+		return dispatch.Decider{Name: p.name, Operator: p.operator}
+	}
+	return dispatch.Decider{Name: Anonymous}
 }
 
 // roleFrom returns the role of the token that authenticated the request;
@@ -333,7 +349,7 @@ func (s *server) authorize(need Role, h http.HandlerFunc) http.Handler {
 			writeError(w, s.log, errForbidden)
 			return
 		}
-		h(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, principal{name: name, role: role, scope: p.Scope})))
+		h(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, principal{name: name, role: role, scope: p.Scope, operator: p.Operator})))
 	})
 }
 

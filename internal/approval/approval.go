@@ -119,13 +119,17 @@ type Request struct {
 	CreatedAt time.Time `json:"created_at"`
 	// ExpiresAt is when a pending request expires; once approved, when the
 	// approval expires unless claimed.
-	ExpiresAt    time.Time      `json:"expires_at"`
-	Status       Status         `json:"status"`
-	Decider      string         `json:"decider,omitempty"`
-	DecidedAt    time.Time      `json:"decided_at,omitzero"`
-	EditedParams map[string]any `json:"edited_params,omitempty"`
-	ClaimedAt    time.Time      `json:"claimed_at,omitzero"`
-	CompletedAt  time.Time      `json:"completed_at,omitzero"`
+	ExpiresAt time.Time `json:"expires_at"`
+	Status    Status    `json:"status"`
+	Decider   string    `json:"decider,omitempty"`
+	DecidedAt time.Time `json:"decided_at,omitzero"`
+	// DecisionReason says why a decider could approve a call it asked for
+	// itself (ReasonOperatorOwn, ReasonSelfApproval); "" for every other
+	// decision.
+	DecisionReason string         `json:"decision_reason,omitempty"`
+	EditedParams   map[string]any `json:"edited_params,omitempty"`
+	ClaimedAt      time.Time      `json:"claimed_at,omitzero"`
+	CompletedAt    time.Time      `json:"completed_at,omitzero"`
 	// InterruptedAt is when a new process found the call still running
 	// (status interrupted); Note says why.
 	InterruptedAt time.Time       `json:"interrupted_at,omitzero"`
@@ -428,7 +432,34 @@ func (s *Store) List(pendingOnly bool) []Request {
 	return out
 }
 
-// Decide records decider's decision on a pending request. approve false
+// Decider is who decides a request: the principal's Name (a token's
+// name, the operator's, the user on the host) and whether it is the
+// Operator, the person running the daemon authenticated as such (the
+// operator token, the console's one-time sign-in, the CLI on the host
+// that holds the state directory). The door that authenticated the
+// decider sets Operator; a name alone never makes one.
+type Decider struct {
+	Name     string
+	Operator bool
+}
+
+// The reasons a decision records (Request.DecisionReason) when its
+// decider approves a call it asked for itself.
+const (
+	// ReasonOperatorOwn: the operator confirmed a call they asked for
+	// themselves, as an explicit second step, bound to the asked params.
+	ReasonOperatorOwn = "confirmed by operator (own request)"
+	// ReasonSelfApproval: a caller approved its own call because the
+	// store allows it (Options.AllowSelfApproval).
+	ReasonSelfApproval = "approved by its own caller (allow_self_approval)"
+)
+
+// AgentDoor is the door of an agent's calls, MCP (dispatch.DoorMCP): a
+// call asked through it is an agent's, which nobody confirms as their
+// own request, the operator neither.
+const AgentDoor = "mcp"
+
+// Decide records the decision of by on a pending request. approve false
 // denies it. When approving with editedParams (approve-with-edits), the
 // edit is passed through validate, which must check it against the
 // tool's schema and the policy again and return the normalized params (or
@@ -436,13 +467,19 @@ func (s *Store) List(pendingOnly bool) []Request {
 // approval then binds to the hash of the normalized params. validate may
 // be nil only when editedParams is nil.
 //
+// A decider approving a call it asked for itself (by.Name is the
+// request's Caller) is refused with ErrSelfApproval, except: the operator
+// confirms their own call (by.Operator, the call not asked through MCP),
+// as asked, without edits (ErrInvalidEdit), recorded as
+// ReasonOperatorOwn; and any caller approves its own when
+// Options.AllowSelfApproval, recorded as ReasonSelfApproval. A caller may
+// always deny, i.e. withdraw, its own call.
+//
 // Errors: ErrNotFound, ErrExpired, ErrAlreadyDecided, ErrNoIdentity,
-// ErrSelfApproval (decider == caller approving, unless
-// Options.AllowSelfApproval; a caller may always deny, i.e. withdraw, its
-// own call), ErrInvalidEdit.
-func (s *Store) Decide(id, decider string, approve bool, editedParams map[string]any, validate func(map[string]any) (map[string]any, error)) (Request, error) {
+// ErrSelfApproval, ErrInvalidEdit.
+func (s *Store) Decide(id string, by Decider, approve bool, editedParams map[string]any, validate func(map[string]any) (map[string]any, error)) (Request, error) {
 	// Validate outside the lock: it may be slow (schema, policy).
-	edited, editedHash, err := checkEdit(decider, approve, editedParams, validate)
+	edited, editedHash, err := checkEdit(by.Name, approve, editedParams, validate)
 	if err != nil {
 		return Request{}, err
 	}
@@ -452,7 +489,7 @@ func (s *Store) Decide(id, decider string, approve bool, editedParams map[string
 	if err != nil {
 		return Request{}, err
 	}
-	next, err := decided(*r, decision{decider: decider, approve: approve, edited: edited, editedHash: editedHash, allowSelf: s.opts.AllowSelfApproval, now: s.opts.Now(), ttl: s.opts.TTL})
+	next, err := decided(*r, decision{by: by, approve: approve, edited: edited, editedHash: editedHash, allowSelf: s.opts.AllowSelfApproval, now: s.opts.Now(), ttl: s.opts.TTL})
 	if err != nil {
 		return Request{}, err
 	}
@@ -493,7 +530,7 @@ func checkEdit(decider string, approve bool, editedParams map[string]any, valida
 
 // decision is what Decide was asked, with the store's rules.
 type decision struct {
-	decider    string
+	by         Decider
 	approve    bool
 	edited     map[string]any // normalized edit, or nil
 	editedHash string
@@ -510,11 +547,16 @@ func decided(r Request, d decision) (Request, error) {
 		return Request{}, fmt.Errorf("%w: %s expired at %s", ErrExpired, r.ID, r.ExpiresAt.Format(time.RFC3339))
 	case r.Status != Pending:
 		return Request{}, fmt.Errorf("%w: %s is %s (by %s)", ErrAlreadyDecided, r.ID, r.Status, r.Decider)
-	case d.approve && d.decider == r.Caller && !d.allowSelf:
-		return Request{}, fmt.Errorf("%w: %s asked for %s and cannot approve it", ErrSelfApproval, d.decider, r.ID)
+	}
+	var reason string
+	if d.approve && d.by.Name == r.Caller {
+		var err error
+		if reason, err = ownApproval(r, d); err != nil {
+			return Request{}, err
+		}
 	}
 	next := r
-	next.Decider, next.DecidedAt = d.decider, d.now
+	next.Decider, next.DecidedAt, next.DecisionReason = d.by.Name, d.now, reason
 	if d.approve {
 		next.Status = Approved
 		next.ExpiresAt = d.now.Add(d.ttl)
@@ -525,6 +567,23 @@ func decided(r Request, d decision) (Request, error) {
 		next.Status = Denied
 	}
 	return next, nil
+}
+
+// ownApproval is why d may approve r, a call its decider asked for
+// itself (a DecisionReason), or why not.
+func ownApproval(r Request, d decision) (string, error) {
+	operatorOwn := d.by.Operator && r.Door != AgentDoor
+	switch {
+	case operatorOwn && d.edited == nil:
+		return ReasonOperatorOwn, nil
+	case d.allowSelf:
+		return ReasonSelfApproval, nil
+	case operatorOwn:
+		return "", fmt.Errorf("%w: %s: the operator confirms their own call as they asked it, bound to its params; to run other params, call again with them", ErrInvalidEdit, r.ID)
+	case d.by.Operator:
+		return "", fmt.Errorf("%w: %s was asked through MCP under the operator's identity, so it is an agent's request, which its caller never approves; another approver decides it", ErrSelfApproval, r.ID)
+	}
+	return "", fmt.Errorf("%w: %s asked for %s and cannot approve it", ErrSelfApproval, d.by.Name, r.ID)
 }
 
 // Claim marks an approved request as running, exactly once, after
@@ -654,7 +713,7 @@ type Queue interface {
 	Hold(in Request) (r Request, again bool, err error)
 	Get(id string) (Request, error)
 	ListRequests(pendingOnly bool) ([]Request, error)
-	Decide(id, decider string, approve bool, editedParams map[string]any, validate func(map[string]any) (map[string]any, error)) (Request, error)
+	Decide(id string, by Decider, approve bool, editedParams map[string]any, validate func(map[string]any) (map[string]any, error)) (Request, error)
 	Claim(id, tool, rev, paramsHash string) (Request, error)
 	Complete(id string, result json.RawMessage) (Request, error)
 }

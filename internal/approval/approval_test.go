@@ -66,7 +66,7 @@ func TestApproveEndToEnd(t *testing.T) {
 		t.Fatalf("List(pending) = %v", got)
 	}
 	c.Add(time.Minute)
-	d, err := s.Decide(r.ID, "bob", true, nil, nil)
+	d, err := s.Decide(r.ID, Decider{Name: "bob"}, true, nil, nil)
 	if err != nil || d.Status != Approved || d.Decider != "bob" || !d.DecidedAt.Equal(c.Now()) {
 		t.Fatalf("Decide = %+v, %v", d, err)
 	}
@@ -93,17 +93,17 @@ func TestApproveEndToEnd(t *testing.T) {
 func TestDeny(t *testing.T) {
 	s, _, _ := newStore(t)
 	r := create(t, s)
-	d, err := s.Decide(r.ID, "bob", false, nil, nil)
+	d, err := s.Decide(r.ID, Decider{Name: "bob"}, false, nil, nil)
 	if err != nil || d.Status != Denied {
 		t.Fatalf("Decide(deny) = %+v, %v", d, err)
 	}
 	if _, err := s.Claim(r.ID, "shell-exec", "rev1", r.ParamsHash); !errors.Is(err, ErrNotApproved) {
 		t.Errorf("Claim of a denied request = %v; want ErrNotApproved", err)
 	}
-	if _, err := s.Decide(r.ID, "carol", true, nil, nil); !errors.Is(err, ErrAlreadyDecided) || !strings.Contains(err.Error(), "denied (by bob)") {
+	if _, err := s.Decide(r.ID, Decider{Name: "carol"}, true, nil, nil); !errors.Is(err, ErrAlreadyDecided) || !strings.Contains(err.Error(), "denied (by bob)") {
 		t.Errorf("Decide after deny = %v; want ErrAlreadyDecided naming the decision", err)
 	}
-	if _, err := s.Decide(r.ID, " ", true, nil, nil); !errors.Is(err, ErrNoIdentity) {
+	if _, err := s.Decide(r.ID, Decider{Name: " "}, true, nil, nil); !errors.Is(err, ErrNoIdentity) {
 		t.Errorf("Decide without identity = %v; want ErrNoIdentity", err)
 	}
 }
@@ -119,7 +119,7 @@ func TestExpiry(t *testing.T) {
 	if g, _ := s.Get(r.ID); g.Status != Expired || g.Note == "" {
 		t.Errorf("status at the TTL = %s (%q); want expired with a note", g.Status, g.Note)
 	}
-	if _, err := s.Decide(r.ID, "bob", true, nil, nil); !errors.Is(err, ErrExpired) {
+	if _, err := s.Decide(r.ID, Decider{Name: "bob"}, true, nil, nil); !errors.Is(err, ErrExpired) {
 		t.Errorf("Decide after expiry = %v; want ErrExpired", err)
 	}
 	if got := s.List(true); len(got) != 0 {
@@ -129,7 +129,7 @@ func TestExpiry(t *testing.T) {
 	// An approval expires too when it is not claimed in time.
 	r2 := create(t, s)
 	c.Add(9 * time.Minute)
-	if _, err := s.Decide(r2.ID, "bob", true, nil, nil); err != nil {
+	if _, err := s.Decide(r2.ID, Decider{Name: "bob"}, true, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	c.Add(9 * time.Minute) // 18 min after creation, 9 after approval: still valid
@@ -145,7 +145,7 @@ func TestExpiry(t *testing.T) {
 func TestReuse(t *testing.T) {
 	s, _, _ := newStore(t)
 	r := create(t, s)
-	s.Decide(r.ID, "bob", true, nil, nil)
+	s.Decide(r.ID, Decider{Name: "bob"}, true, nil, nil)
 	if _, err := s.Claim(r.ID, "shell-exec", "rev1", r.ParamsHash); err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +161,7 @@ func TestReuse(t *testing.T) {
 func TestTamperedParams(t *testing.T) {
 	s, _, _ := newStore(t)
 	r := create(t, s)
-	s.Decide(r.ID, "bob", true, nil, nil)
+	s.Decide(r.ID, Decider{Name: "bob"}, true, nil, nil)
 	tampered := map[string]any{"cmd": "rm -rf /", "cwd": "/srv"}
 	_, err := s.Claim(r.ID, "shell-exec", "rev1", HashParams(tampered))
 	if !errors.Is(err, ErrBindingMismatch) || !strings.Contains(err.Error(), "params changed") {
@@ -176,7 +176,7 @@ func TestTamperedParams(t *testing.T) {
 	}
 	// Another tool with the same params is a mismatch too.
 	r2 := create(t, s)
-	s.Decide(r2.ID, "bob", true, nil, nil)
+	s.Decide(r2.ID, Decider{Name: "bob"}, true, nil, nil)
 	if _, err := s.Claim(r2.ID, "file-write", "rev1", r2.ParamsHash); !errors.Is(err, ErrBindingMismatch) || !strings.Contains(err.Error(), `tool "file-write"`) {
 		t.Errorf("Claim for another tool = %v", err)
 	}
@@ -185,7 +185,7 @@ func TestTamperedParams(t *testing.T) {
 func TestChangedDefinition(t *testing.T) {
 	s, _, _ := newStore(t)
 	r := create(t, s)
-	s.Decide(r.ID, "bob", true, nil, nil)
+	s.Decide(r.ID, Decider{Name: "bob"}, true, nil, nil)
 	_, err := s.Claim(r.ID, "shell-exec", "rev2", r.ParamsHash)
 	if !errors.Is(err, ErrBindingMismatch) || !strings.Contains(err.Error(), `definition revision "rev2", approved "rev1"`) {
 		t.Errorf("Claim at a new revision = %v; want ErrBindingMismatch naming both revisions", err)
@@ -195,19 +195,19 @@ func TestChangedDefinition(t *testing.T) {
 func TestSelfApproval(t *testing.T) {
 	s, _, _ := newStore(t)
 	r := create(t, s)
-	if _, err := s.Decide(r.ID, "alice", true, nil, nil); !errors.Is(err, ErrSelfApproval) {
+	if _, err := s.Decide(r.ID, Decider{Name: "alice"}, true, nil, nil); !errors.Is(err, ErrSelfApproval) {
 		t.Errorf("self-approval = %v; want ErrSelfApproval", err)
 	}
 	if g, _ := s.Get(r.ID); g.Status != Pending {
 		t.Errorf("a refused self-approval changed the request: %s", g.Status)
 	}
-	if d, err := s.Decide(r.ID, "alice", false, nil, nil); err != nil || d.Status != Denied {
+	if d, err := s.Decide(r.ID, Decider{Name: "alice"}, false, nil, nil); err != nil || d.Status != Denied {
 		t.Errorf("a caller withdrawing its own call = %+v, %v", d, err)
 	}
 
 	s2, _, _ := newStore(t, func(o *Options) { o.AllowSelfApproval = true })
 	r2 := create(t, s2)
-	if d, err := s2.Decide(r2.ID, "alice", true, nil, nil); err != nil || d.Status != Approved {
+	if d, err := s2.Decide(r2.ID, Decider{Name: "alice"}, true, nil, nil); err != nil || d.Status != Approved {
 		t.Errorf("self-approval when allowed = %+v, %v", d, err)
 	}
 }
@@ -226,17 +226,17 @@ func TestApproveWithEdits(t *testing.T) {
 		}
 		return out, nil
 	}
-	if _, err := s.Decide(r.ID, "bob", true, map[string]any{"cmd": "rm -rf /"}, validate); !errors.Is(err, ErrInvalidEdit) || !strings.Contains(err.Error(), "catastrophic") {
+	if _, err := s.Decide(r.ID, Decider{Name: "bob"}, true, map[string]any{"cmd": "rm -rf /"}, validate); !errors.Is(err, ErrInvalidEdit) || !strings.Contains(err.Error(), "catastrophic") {
 		t.Fatalf("an edit the policy denies = %v; want ErrInvalidEdit with the reason", err)
 	}
 	if g, _ := s.Get(r.ID); g.Status != Pending {
 		t.Fatalf("a refused edit decided the request: %s", g.Status)
 	}
-	if _, err := s.Decide(r.ID, "bob", true, map[string]any{"cmd": "x"}, nil); !errors.Is(err, ErrInvalidEdit) {
+	if _, err := s.Decide(r.ID, Decider{Name: "bob"}, true, map[string]any{"cmd": "x"}, nil); !errors.Is(err, ErrInvalidEdit) {
 		t.Errorf("an edit without a validator = %v", err)
 	}
 	edit := map[string]any{"cmd": "rm -rf /tmp/build/cache"}
-	d, err := s.Decide(r.ID, "bob", true, edit, validate)
+	d, err := s.Decide(r.ID, Decider{Name: "bob"}, true, edit, validate)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +251,7 @@ func TestApproveWithEdits(t *testing.T) {
 		t.Errorf("Claim with the original params after an edit = %v; want ErrBindingMismatch", err)
 	}
 	r2 := create(t, s)
-	s.Decide(r2.ID, "bob", true, edit, validate)
+	s.Decide(r2.ID, Decider{Name: "bob"}, true, edit, validate)
 	if _, err := s.Claim(r2.ID, "shell-exec", "rev1", HashParams(want)); err != nil {
 		t.Errorf("Claim with the edited params = %v", err)
 	}
@@ -261,9 +261,9 @@ func TestPersistence(t *testing.T) {
 	s, c, dir := newStore(t)
 	pending := create(t, s)
 	approved := create(t, s)
-	s.Decide(approved.ID, "bob", true, map[string]any{"cmd": "ls", "n": json.Number("2.0")}, func(p map[string]any) (map[string]any, error) { return p, nil })
+	s.Decide(approved.ID, Decider{Name: "bob"}, true, map[string]any{"cmd": "ls", "n": json.Number("2.0")}, func(p map[string]any) (map[string]any, error) { return p, nil })
 	done := create(t, s)
-	s.Decide(done.ID, "bob", true, nil, nil)
+	s.Decide(done.ID, Decider{Name: "bob"}, true, nil, nil)
 	s.Claim(done.ID, "shell-exec", "rev1", done.ParamsHash)
 	s.Complete(done.ID, json.RawMessage(`{"status":"success"}`))
 	os.WriteFile(filepath.Join(dir, "0123456789abcdef0123456789abcdef.json"), []byte("{not json"), 0o600)
@@ -292,7 +292,7 @@ func TestPersistence(t *testing.T) {
 	if _, err := s2.Claim(approved.ID, "shell-exec", "rev1", HashParams(b.RunParams())); err != nil {
 		t.Errorf("Claim after reopen = %v (the hash must survive the JSON round trip)", err)
 	}
-	if _, err := s2.Decide(pending.ID, "bob", true, nil, nil); err != nil {
+	if _, err := s2.Decide(pending.ID, Decider{Name: "bob"}, true, nil, nil); err != nil {
 		t.Errorf("Decide after reopen = %v", err)
 	}
 	// Expiry and retention work on reloaded state.
@@ -313,7 +313,7 @@ func TestPersistence(t *testing.T) {
 func TestConcurrentClaim(t *testing.T) {
 	s, _, _ := newStore(t)
 	r := create(t, s)
-	s.Decide(r.ID, "bob", true, nil, nil)
+	s.Decide(r.ID, Decider{Name: "bob"}, true, nil, nil)
 	const n = 32
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
@@ -404,7 +404,7 @@ func TestRunningBecomesInterrupted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Decide(r.ID, "bob", true, nil, nil); err != nil {
+	if _, err := s.Decide(r.ID, Decider{Name: "bob"}, true, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Claim(r.ID, "shell-exec", "rev1", HashParams(params)); err != nil {
@@ -423,7 +423,7 @@ func TestRunningBecomesInterrupted(t *testing.T) {
 		if got.Status != Interrupted || got.InterruptedAt.IsZero() || !strings.Contains(got.Note, "does not run again") {
 			t.Errorf("after a restart: %+v; want interrupted with when and why", got)
 		}
-		if _, err := s2.Decide(r.ID, "bob", true, nil, nil); !errors.Is(err, ErrAlreadyDecided) {
+		if _, err := s2.Decide(r.ID, Decider{Name: "bob"}, true, nil, nil); !errors.Is(err, ErrAlreadyDecided) {
 			t.Errorf("Decide(interrupted) = %v; want ErrAlreadyDecided", err)
 		}
 		if _, err := s2.Claim(r.ID, "shell-exec", "rev1", HashParams(params)); !errors.Is(err, ErrAlreadyUsed) {

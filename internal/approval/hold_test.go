@@ -10,7 +10,7 @@ import (
 // and a clock to move past a request.
 type holdQueue interface {
 	Hold(in Request) (Request, bool, error)
-	Decide(id, decider string, approve bool, editedParams map[string]any, validate func(map[string]any) (map[string]any, error)) (Request, error)
+	Decide(id string, by Decider, approve bool, editedParams map[string]any, validate func(map[string]any) (map[string]any, error)) (Request, error)
 }
 
 // testHold: the same caller asking the same call while it is pending
@@ -50,7 +50,7 @@ func testHold(t *testing.T, qs []holdQueue, advance func(time.Duration)) {
 			t.Errorf("%s: got %s (again %v); want a new request", name, got.ID, again)
 		}
 	}
-	if _, err := qs[0].Decide(first.ID, "bob", false, nil, nil); err != nil {
+	if _, err := qs[0].Decide(first.ID, Decider{Name: "bob"}, false, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	second, again := hold(qs[0], in)

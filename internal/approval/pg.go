@@ -346,13 +346,13 @@ func (s *PGStore) ListRequests(pendingOnly bool) ([]Request, error) {
 
 // Decide records a decision (see Store.Decide). Of two replicas deciding
 // at once, one wins and the other gets ErrAlreadyDecided.
-func (s *PGStore) Decide(id, decider string, approve bool, editedParams map[string]any, validate func(map[string]any) (map[string]any, error)) (Request, error) {
-	edited, editedHash, err := checkEdit(decider, approve, editedParams, validate)
+func (s *PGStore) Decide(id string, by Decider, approve bool, editedParams map[string]any, validate func(map[string]any) (map[string]any, error)) (Request, error) {
+	edited, editedHash, err := checkEdit(by.Name, approve, editedParams, validate)
 	if err != nil {
 		return Request{}, err
 	}
 	return s.change(id, false, false, func(rw row) (Request, error) {
-		return decided(rw.r, decision{decider: decider, approve: approve, edited: edited, editedHash: editedHash, allowSelf: s.opts.AllowSelfApproval, now: s.opts.Now(), ttl: s.opts.TTL})
+		return decided(rw.r, decision{by: by, approve: approve, edited: edited, editedHash: editedHash, allowSelf: s.opts.AllowSelfApproval, now: s.opts.Now(), ttl: s.opts.TTL})
 	})
 }
 

@@ -49,10 +49,10 @@ func TestPGAcrossReplicas(t *testing.T) {
 	if err != nil || len(list) != 1 || list[0].ID != r.ID || list[0].ParamsHash != r.ParamsHash || list[0].Params["n"] != json.Number("1.50") {
 		t.Fatalf("replica 2 lists %+v, %v; want the request held on replica 1, params as asked", list, err)
 	}
-	if _, err := rs[2].Decide(r.ID, "alice", true, nil, nil); !errors.Is(err, ErrSelfApproval) {
+	if _, err := rs[2].Decide(r.ID, Decider{Name: "alice"}, true, nil, nil); !errors.Is(err, ErrSelfApproval) {
 		t.Errorf("the caller approving its own call on replica 3: %v; want ErrSelfApproval", err)
 	}
-	if _, err := rs[2].Decide(r.ID, "bob", true, nil, nil); err != nil {
+	if _, err := rs[2].Decide(r.ID, Decider{Name: "bob"}, true, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := rs[2].Claim(r.ID, "shell-exec", "rev1", r.ParamsHash); err != nil {
@@ -89,7 +89,9 @@ func TestPGRacingApprovers(t *testing.T) {
 		var wg sync.WaitGroup
 		decideErrs := make([]error, len(rs))
 		for i, s := range rs {
-			wg.Go(func() { _, decideErrs[i] = s.Decide(r.ID, "approver-"+string(rune('a'+i)), i%2 == 0, nil, nil) })
+			wg.Go(func() {
+				_, decideErrs[i] = s.Decide(r.ID, Decider{Name: "approver-" + string(rune('a'+i))}, i%2 == 0, nil, nil)
+			})
 		}
 		wg.Wait()
 		won := 0
@@ -139,7 +141,7 @@ func TestPGLeaseExpiryInterrupts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := rs[1].Decide(r.ID, "bob", true, nil, nil); err != nil {
+		if _, err := rs[1].Decide(r.ID, Decider{Name: "bob"}, true, nil, nil); err != nil {
 			t.Fatal(err)
 		}
 		return r
@@ -213,7 +215,7 @@ func TestPGExpiry(t *testing.T) {
 	mu.Lock()
 	clock = clock.Add(DefaultTTL + time.Second)
 	mu.Unlock()
-	if _, err := rs[1].Decide(r.ID, "bob", true, nil, nil); !errors.Is(err, ErrExpired) {
+	if _, err := rs[1].Decide(r.ID, Decider{Name: "bob"}, true, nil, nil); !errors.Is(err, ErrExpired) {
 		t.Errorf("deciding past the TTL: %v; want ErrExpired", err)
 	}
 	if got, _ := rs[0].Get(r.ID); got.Status != Expired || got.Note == "" {
@@ -236,7 +238,7 @@ func TestPGWatchAcrossReplicas(t *testing.T) {
 	}
 	changed, stop := rs[0].Watch(r.ID)
 	defer stop()
-	if _, err := rs[1].Decide(r.ID, "bob", false, nil, nil); err != nil {
+	if _, err := rs[1].Decide(r.ID, Decider{Name: "bob"}, false, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -261,7 +263,7 @@ func TestWatchFileStore(t *testing.T) {
 	b, _ := s.Create("t", "r", map[string]any{}, "alice", "why")
 	changed, stop := s.Watch(a.ID)
 	defer stop()
-	if _, err := s.Decide(b.ID, "bob", false, nil, nil); err != nil {
+	if _, err := s.Decide(b.ID, Decider{Name: "bob"}, false, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -269,7 +271,7 @@ func TestWatchFileStore(t *testing.T) {
 		t.Fatal("a decision on another request woke the watcher")
 	default:
 	}
-	if _, err := s.Decide(a.ID, "bob", false, nil, nil); err != nil {
+	if _, err := s.Decide(a.ID, Decider{Name: "bob"}, false, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	select {

@@ -52,18 +52,33 @@ type Backend interface {
 	Invoke(ctx context.Context, c dispatch.Call) dispatch.Result
 	ApprovalsOn(pendingOnly bool, sf catalog.Surface) ([]dispatch.Approval, error)
 	ApprovalOn(id string, sf catalog.Surface) (dispatch.Approval, error)
-	DecideOn(ctx context.Context, id, decider string, sf catalog.Surface, approve bool, edited json.RawMessage) (dispatch.Approval, *dispatch.Result, error)
+	DecideOn(ctx context.Context, id string, by dispatch.Decider, sf catalog.Surface, approve bool, edited json.RawMessage) (dispatch.Approval, *dispatch.Result, error)
 }
 
 var _ Backend = (*dispatch.Dispatcher)(nil)
 
 // User is who a session acts as: a token's name, what its role lets it
-// do, and its scope.
+// do, and its scope. Operator marks the person running the daemon
+// (signed in with the one-time link or the operator token): they confirm
+// the calls they asked for themselves ("Confirm and run").
 type User struct {
 	Name       string
 	CanCall    bool
 	CanApprove bool
+	Operator   bool
 	Scope      catalog.Scope
+}
+
+// decider is who u decides approvals as.
+func (u User) decider() dispatch.Decider {
+	return dispatch.Decider{Name: u.Name, Operator: u.Operator}
+}
+
+// owns reports whether a is u's own call that u confirms rather than
+// approves: u is the operator and asked for it at a door a person uses
+// (an agent's MCP call is approved by someone else).
+func (u User) owns(a dispatch.Approval) bool {
+	return u.Operator && a.Caller == u.Name && a.Door != dispatch.DoorMCP
 }
 
 func (u User) surface() catalog.Surface {
@@ -81,7 +96,7 @@ type Options struct {
 	// visitor without a session is Anonymous with every capability, as at
 	// the API, and the operator signs in through OneTimeLink.
 	Open bool
-	// Operator is who a one-time link signs in.
+	// Operator is who a one-time link signs in (its Operator set).
 	Operator User
 	// History is the audit trail the history page reads; nil: no history.
 	History audit.Store

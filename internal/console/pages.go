@@ -246,6 +246,9 @@ type approvalView struct {
 	Changes    []change
 	TimeLeft   string
 	Pending    bool
+	// Own: the session's operator asked for this call; the page offers
+	// "Confirm and run" (the call as asked) instead of Approve.
+	Own bool
 }
 
 // change is one param an approver edited: asked vs approved.
@@ -282,8 +285,8 @@ func diffParams(asked, edited map[string]any) []change {
 	return out
 }
 
-func view(a dispatch.Approval, now time.Time) approvalView {
-	v := approvalView{Approval: a, Pending: a.Status == "pending"}
+func view(a dispatch.Approval, u User, now time.Time) approvalView {
+	v := approvalView{Approval: a, Pending: a.Status == "pending", Own: u.owns(a)}
 	v.ParamsJSON = pretty(a.Params)
 	if a.EditedParams != nil {
 		v.EditedJSON = pretty(a.EditedParams)
@@ -312,9 +315,9 @@ func (c *Console) approvalLists(s *session) (pending, decided []approvalView, er
 			continue // a caller sees its own calls only, as at the API
 		}
 		if a.Status == "pending" {
-			pending = append(pending, view(a, now))
+			pending = append(pending, view(a, s.user, now))
 		} else {
-			decided = append(decided, view(a, now))
+			decided = append(decided, view(a, s.user, now))
 		}
 	}
 	slices.Reverse(decided) // newest first
@@ -411,7 +414,7 @@ func (c *Console) decide(w http.ResponseWriter, r *http.Request, s *session) {
 			}
 		}
 	}
-	_, _, err := c.be.DecideOn(r.Context(), id, s.user.Name, s.user.surface(), decision == "approve", edited)
+	_, _, err := c.be.DecideOn(r.Context(), id, s.user.decider(), s.user.surface(), decision == "approve", edited)
 	if err != nil {
 		code := http.StatusConflict
 		switch {
@@ -422,7 +425,11 @@ func (c *Console) decide(w http.ResponseWriter, r *http.Request, s *session) {
 		case errors.Is(err, dispatch.ErrInvalidEdit):
 			code = http.StatusUnprocessableEntity
 		}
-		c.showApprovals(w, r, s, code, map[string]any{"Error": err.Error()})
+		msg := err.Error()
+		if errors.Is(err, dispatch.ErrSelfApproval) && !s.user.Operator {
+			msg = c.t(r, s, "err.own") + " (" + msg + ")"
+		}
+		c.showApprovals(w, r, s, code, map[string]any{"Error": msg})
 		return
 	}
 	http.Redirect(w, r, "/ui/approvals#"+id, http.StatusSeeOther)

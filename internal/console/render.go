@@ -36,6 +36,9 @@ var messages = map[string]map[string]string{
 		"live":        "This list updates by itself.",
 		"nav_history": "History", "tags": "Tags", "executors": "Executors", "on_server": "on the git server", "webhook": "Last push webhook", "err.norun": "no such call is kept (the console keeps the last 256 results)", "problems": "Files that do not load", "time": "Time", "kind": "Kind", "caller": "Caller", "filter": "Filter",
 		"err.nohistory": "this daemon keeps no audit file",
+		"confirm":       "Confirm and run", "withdraw": "Withdraw", "approval": "Approval",
+		"own_help": "You asked for this call yourself. Check what will run; confirming runs it exactly as asked, with these params.",
+		"err.own":  "refused: you asked for this call, and only the operator confirms their own calls; sign in as the operator (the one-time link the daemon printed, or the token in STATE/operator.token), or ask another approver",
 	},
 	"zh": {
 		"title": "toolagent 控制台", "nav_catalog": "工具目录", "nav_approvals": "审批", "nav_status": "状态",
@@ -60,6 +63,9 @@ var messages = map[string]map[string]string{
 		"live":        "列表会自动更新。",
 		"nav_history": "历史", "tags": "标签", "executors": "执行器", "on_server": "在 git 服务器上查看", "webhook": "最近一次推送 webhook", "err.norun": "没有保留这次调用的结果（控制台只保留最近 256 个结果）", "problems": "无法加载的文件", "time": "时间", "kind": "类别", "caller": "调用者", "filter": "筛选",
 		"err.nohistory": "本守护进程没有审计文件",
+		"confirm":       "确认并执行", "withdraw": "撤回", "approval": "审批",
+		"own_help": "这是你自己发起的调用。请核对将要执行的内容；确认后它将完全按原参数执行。",
+		"err.own":  "已拒绝：这是你自己发起的调用，只有操作员可以确认自己的调用；请以操作员身份登录（守护进程打印的一次性链接，或 STATE/operator.token 中的令牌），或请其他审批人决定",
 	},
 }
 

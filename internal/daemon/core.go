@@ -122,9 +122,9 @@ func approveHint(mode approvalMode, state string, open bool) func(id string) str
 	}
 	if open {
 		// Every other caller is anonymous and cannot approve its own
-		// call: the operator can.
+		// call: the operator can, and confirms their own the same way.
 		return func(id string) string {
-			return byOperator(id) + "; a caller cannot approve its own call"
+			return byOperator(id) + "; an anonymous caller cannot approve its own call, the operator confirms theirs the same way (or in the console with \"Confirm and run\")"
 		}
 	}
 	return func(id string) string {

@@ -125,10 +125,10 @@ func New(cfg Config) (_ *Daemon, err error) {
 	ui := console.New(store, disp, console.Options{
 		Authenticate: func(secret string) (console.User, bool) {
 			p, ok := tokens.Find(secret)
-			return console.User{Name: p.Name, CanCall: p.Role >= api.RoleCall, CanApprove: p.Role >= api.RoleApprove, Scope: p.Scope}, ok
+			return console.User{Name: p.Name, CanCall: p.Role >= api.RoleCall, CanApprove: p.Role >= api.RoleApprove, Operator: p.Operator, Scope: p.Scope}, ok
 		},
 		Open:        d.open,
-		Operator:    console.User{Name: operator.Name, CanCall: true, CanApprove: true},
+		Operator:    console.User{Name: operator.Name, CanCall: true, CanApprove: true, Operator: true},
 		Status:      cr.loop.Status,
 		History:     cr.history(),
 		Executors:   cr.executorHealth,

@@ -71,7 +71,7 @@ func (an *approvalNotifier) listening(base string) {
 // event turns a request into what the targets get.
 func (an *approvalNotifier) event(kind string, a dispatch.Approval) notify.Event {
 	e := notify.Event{Kind: kind, ApprovalID: a.ID, Tool: a.Tool, Revision: a.Revision, Caller: a.Caller, Params: a.Params,
-		ParamsHash: a.ParamsHash, Sandbox: a.Sandbox, Why: a.Why, ExpiresAt: a.ExpiresAt, Decider: a.Decider, At: time.Now()}
+		ParamsHash: a.ParamsHash, Sandbox: a.Sandbox, Why: a.Why, ExpiresAt: a.ExpiresAt, Decider: a.Decider, DecisionReason: a.DecisionReason, At: time.Now()}
 	if p := an.console.Load(); p != nil {
 		e.URL = *p + "#" + a.ID
 	}

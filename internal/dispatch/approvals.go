@@ -22,6 +22,16 @@ import (
 // approval.Request, named here so the API need not import approval.
 type Approval = approval.Request
 
+// Decider is who decides an approval: a principal's name, and whether it
+// is the operator (approval.Decider). The door that authenticated the
+// decider fills it; it is never read from a request's body.
+type Decider = approval.Decider
+
+// ReasonOperatorOwn is the decision reason of an operator confirming a
+// call they asked for themselves (Approval.DecisionReason, the audit
+// line's decision_reason).
+const ReasonOperatorOwn = approval.ReasonOperatorOwn
+
 // The errors of the approval methods, the same values as package
 // approval's, so callers test them with errors.Is without importing it.
 // The API maps them to HTTP statuses.
@@ -35,7 +45,8 @@ var (
 	// ErrAlreadyDecided: the request was approved or denied before.
 	ErrAlreadyDecided = approval.ErrAlreadyDecided
 	// ErrSelfApproval: the caller of a call may not approve it (unless the
-	// store allows it).
+	// store allows it, or the decider is the operator confirming their
+	// own call).
 	ErrSelfApproval = approval.ErrSelfApproval
 	// ErrNoIdentity: the decider is empty.
 	ErrNoIdentity = approval.ErrNoIdentity
@@ -146,7 +157,7 @@ func (d *Dispatcher) ApprovalsOn(pendingOnly bool, sf catalog.Surface) ([]Approv
 // DecideOn is Decide for an approver whose surface is sf: the approval of
 // a tool off it cannot be decided (ErrApprovalNotFound, as if it did not
 // exist; the audit line records the refusal).
-func (d *Dispatcher) DecideOn(ctx context.Context, id, decider string, sf catalog.Surface, approve bool, edited json.RawMessage) (Approval, *Result, error) {
+func (d *Dispatcher) DecideOn(ctx context.Context, id string, by Decider, sf catalog.Surface, approve bool, edited json.RawMessage) (Approval, *Result, error) {
 	if len(sf) > 0 {
 		a, err := d.Approval(id)
 		if err != nil {
@@ -155,11 +166,11 @@ func (d *Dispatcher) DecideOn(ctx context.Context, id, decider string, sf catalo
 		if !d.onSurface(a, sf) {
 			d.opts.Audit.LogAttrs(ctx, slog.LevelInfo, "approval",
 				slog.String("event", "refused"), slog.String("approval_id", id), slog.String("tool", a.Tool),
-				slog.String("decided_by", decider), slog.String("why", "the tool is outside the approver's scope"))
+				slog.String("decided_by", by.Name), slog.String("why", "the tool is outside the approver's scope"))
 			return Approval{}, nil, fmt.Errorf("%w: %s", ErrApprovalNotFound, id)
 		}
 	}
-	return d.Decide(ctx, id, decider, approve, edited)
+	return d.Decide(ctx, id, by, approve, edited)
 }
 
 // Approvals lists approval requests, oldest first; with pendingOnly only
@@ -171,15 +182,18 @@ func (d *Dispatcher) Approvals(pendingOnly bool) ([]Approval, error) {
 	return d.opts.Approvals.ListRequests(pendingOnly)
 }
 
-// Decide records decider's decision on the pending approval id and, when
+// Decide records the decision of by on the pending approval id and, when
 // it approves, runs the call on the server at once (RunApproved) and
 // returns its Result; the Result is nil when nothing ran (a denial, or an
 // error). It is what POST /v1/approvals/{id} does.
 //
-// decider is the authenticated principal; the caller of Decide must have
+// by is the authenticated principal; the caller of Decide must have
 // checked that it holds the approve role. A decider may not approve a call
 // it asked for itself (ErrSelfApproval) unless the approval store allows
-// it; it may always deny (withdraw) its own call.
+// it, or it is the operator confirming a call they asked for themselves
+// (not through MCP), as asked: that approval's DecisionReason, and its
+// audit line's decision_reason, is ReasonOperatorOwn (approval.Store.Decide
+// has the rules). It may always deny (withdraw) its own call.
 //
 // edited, when not empty or null, is approve-with-edits: a JSON object of
 // params that replaces the asked ones. It is validated against the tool's
@@ -194,7 +208,7 @@ func (d *Dispatcher) Approvals(pendingOnly bool) ([]Approval, error) {
 // from the run ErrApprovalUsed and ErrBindingMismatch (the definition
 // changed since the request: the approval is void, its status invalid).
 // Approval is the request after the decision (and the run).
-func (d *Dispatcher) Decide(ctx context.Context, id, decider string, approve bool, edited json.RawMessage) (Approval, *Result, error) {
+func (d *Dispatcher) Decide(ctx context.Context, id string, by Decider, approve bool, edited json.RawMessage) (Approval, *Result, error) {
 	st := d.opts.Approvals
 	if st == nil {
 		return Approval{}, nil, ErrNoApprovals
@@ -225,7 +239,7 @@ func (d *Dispatcher) Decide(ctx context.Context, id, decider string, approve boo
 		}
 		return params, nil
 	}
-	a, err := st.Decide(id, decider, approve, editedParams, validate)
+	a, err := st.Decide(id, by, approve, editedParams, validate)
 	if err != nil {
 		return Approval{}, nil, err
 	}
@@ -236,7 +250,7 @@ func (d *Dispatcher) Decide(ctx context.Context, id, decider string, approve boo
 	if d.opts.OnDecided != nil {
 		d.opts.OnDecided(a)
 	}
-	d.opts.Audit.LogAttrs(ctx, slog.LevelInfo, "approval",
+	d.opts.Audit.LogAttrs(ctx, slog.LevelInfo, "approval", append([]slog.Attr{
 		slog.String("event", event),
 		slog.String("approval_id", a.ID),
 		slog.String("tool", a.Tool),
@@ -247,11 +261,20 @@ func (d *Dispatcher) Decide(ctx context.Context, id, decider string, approve boo
 		slog.Bool("edited", a.EditedParams != nil),
 		slog.String("params_sha256", a.ParamsHash),
 		slog.String("why", a.Why),
-	)
+	}, decisionReason(a)...)...)
 	if !approve {
 		return a, nil, nil
 	}
 	return d.RunApproved(ctx, id)
+}
+
+// decisionReason is the audit attribute of a's decision reason, when it
+// has one (an operator's own request, a self-approval).
+func decisionReason(a Approval) []slog.Attr {
+	if a.DecisionReason == "" {
+		return nil
+	}
+	return []slog.Attr{slog.String("decision_reason", a.DecisionReason)}
 }
 
 // RunApproved runs the approved call id on the server and stores its
@@ -291,8 +314,8 @@ func (d *Dispatcher) RunApproved(ctx context.Context, id string) (Approval, *Res
 		}
 		r.OK = r.Status == Success || r.Status == NoData
 		r.ApprovalID = id
-		d.audit(ctx, call, r, params, d.opts.Now().Sub(start),
-			slog.String("asked_by", a.Caller), slog.String("decided_by", a.Decider), slog.Time("decided_at", a.DecidedAt))
+		d.audit(ctx, call, r, params, d.opts.Now().Sub(start), append([]slog.Attr{
+			slog.String("asked_by", a.Caller), slog.String("decided_by", a.Decider), slog.Time("decided_at", a.DecidedAt)}, decisionReason(a)...)...)
 		return &r
 	}
 	if a.Status != approval.Approved {

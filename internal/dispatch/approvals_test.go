@@ -272,7 +272,7 @@ func TestApproveRunsOnTheServer(t *testing.T) {
 	// The pending record survives a restart.
 	e.restart(t)
 	e.clock.Add(2 * time.Minute)
-	a, res, err := e.d.Decide(context.Background(), id, "bob", true, nil)
+	a, res, err := e.d.Decide(context.Background(), id, Decider{Name: "bob"}, true, nil)
 	if err != nil {
 		t.Fatalf("Decide(approve) = %v", err)
 	}
@@ -335,11 +335,11 @@ func TestDenyExpireReuse(t *testing.T) {
 
 	t.Run("deny", func(t *testing.T) {
 		id := e.ask(t, cmd).ApprovalID
-		a, res, err := e.d.Decide(context.Background(), id, "bob", false, nil)
+		a, res, err := e.d.Decide(context.Background(), id, Decider{Name: "bob"}, false, nil)
 		if err != nil || res != nil || a.Status != approval.Denied || a.Decider != "bob" {
 			t.Fatalf("Decide(deny) = %+v, %+v, %v", a, res, err)
 		}
-		if _, _, err := e.d.Decide(context.Background(), id, "carol", true, nil); !errors.Is(err, ErrAlreadyDecided) {
+		if _, _, err := e.d.Decide(context.Background(), id, Decider{Name: "carol"}, true, nil); !errors.Is(err, ErrAlreadyDecided) {
 			t.Errorf("approve after deny = %v, want ErrAlreadyDecided", err)
 		}
 		if _, _, err := e.d.RunApproved(context.Background(), id); !errors.Is(err, ErrNotApproved) {
@@ -349,7 +349,7 @@ func TestDenyExpireReuse(t *testing.T) {
 	t.Run("expiry", func(t *testing.T) {
 		id := e.ask(t, cmd).ApprovalID
 		e.clock.Add(approval.DefaultTTL + time.Second)
-		if _, _, err := e.d.Decide(context.Background(), id, "bob", true, nil); !errors.Is(err, ErrApprovalExpired) {
+		if _, _, err := e.d.Decide(context.Background(), id, Decider{Name: "bob"}, true, nil); !errors.Is(err, ErrApprovalExpired) {
 			t.Errorf("Decide after the TTL = %v, want ErrApprovalExpired", err)
 		}
 		if a, _ := e.d.Approval(id); a.Status != approval.Expired {
@@ -361,13 +361,13 @@ func TestDenyExpireReuse(t *testing.T) {
 	}
 	t.Run("used once", func(t *testing.T) {
 		id := e.ask(t, cmd).ApprovalID
-		if _, res, err := e.d.Decide(context.Background(), id, "bob", true, nil); err != nil || res.Status != NoData {
+		if _, res, err := e.d.Decide(context.Background(), id, Decider{Name: "bob"}, true, nil); err != nil || res.Status != NoData {
 			t.Fatalf("Decide(approve) = %+v, %v", res, err)
 		}
 		if _, res, err := e.d.RunApproved(context.Background(), id); !errors.Is(err, ErrApprovalUsed) || res != nil {
 			t.Errorf("second RunApproved = %+v, %v; want ErrApprovalUsed", res, err)
 		}
-		if _, _, err := e.d.Decide(context.Background(), id, "carol", true, nil); !errors.Is(err, ErrAlreadyDecided) {
+		if _, _, err := e.d.Decide(context.Background(), id, Decider{Name: "carol"}, true, nil); !errors.Is(err, ErrAlreadyDecided) {
 			t.Errorf("second Decide = %v, want ErrAlreadyDecided", err)
 		}
 		if b, _ := os.ReadFile(counter); string(b) != "run\n" {
@@ -392,7 +392,7 @@ func TestApproveWithEdits(t *testing.T) {
 		{"not an object", `[1]`, []string{"params must be a JSON object"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			_, res, err := e.d.Decide(context.Background(), id, "bob", true, json.RawMessage(tt.edit))
+			_, res, err := e.d.Decide(context.Background(), id, Decider{Name: "bob"}, true, json.RawMessage(tt.edit))
 			if !errors.Is(err, ErrInvalidEdit) || res != nil {
 				t.Fatalf("Decide(edit %s) = %+v, %v; want ErrInvalidEdit", tt.edit, res, err)
 			}
@@ -407,7 +407,7 @@ func TestApproveWithEdits(t *testing.T) {
 		t.Fatalf("after refused edits the request is %s, want still pending", a.Status)
 	}
 	edited := filepath.Join(e.tmp, "edited")
-	a, res, err := e.d.Decide(context.Background(), id, "bob", true, json.RawMessage(`{"cmd":"mkdir `+edited+` && echo made"}`))
+	a, res, err := e.d.Decide(context.Background(), id, Decider{Name: "bob"}, true, json.RawMessage(`{"cmd":"mkdir `+edited+` && echo made"}`))
 	if err != nil || res.Status != Success || res.Output != "made\n" {
 		t.Fatalf("Decide(good edit) = %+v, %v", res, err)
 	}
@@ -439,7 +439,7 @@ func TestBindingMismatch(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.restart(t)
-		a, res, err := e.d.Decide(context.Background(), id, "bob", true, nil)
+		a, res, err := e.d.Decide(context.Background(), id, Decider{Name: "bob"}, true, nil)
 		if !errors.Is(err, ErrBindingMismatch) || res != nil || !strings.Contains(err.Error(), "the params changed") {
 			t.Fatalf("Decide over tampered params = %+v, %v; want ErrBindingMismatch naming the params", res, err)
 		}
@@ -457,7 +457,7 @@ func TestBindingMismatch(t *testing.T) {
 			next[i].Rev = "rev2"
 		}
 		e.cat.Swap(catalog.New("rev2", next, catalog.Options{LazyIndex: true}))
-		a, res, err := e.d.Decide(context.Background(), id, "bob", true, nil)
+		a, res, err := e.d.Decide(context.Background(), id, Decider{Name: "bob"}, true, nil)
 		if !errors.Is(err, ErrBindingMismatch) || res != nil {
 			t.Fatalf("Decide after a definition change = %+v, %v; want ErrBindingMismatch", res, err)
 		}
@@ -478,20 +478,78 @@ func TestBindingMismatch(t *testing.T) {
 func TestSelfApproval(t *testing.T) {
 	e := setup(t)
 	id := e.ask(t, "touch "+filepath.Join(e.tmp, "m")).ApprovalID
-	if _, _, err := e.d.Decide(context.Background(), id, "alice", true, nil); !errors.Is(err, ErrSelfApproval) {
+	if _, _, err := e.d.Decide(context.Background(), id, Decider{Name: "alice"}, true, nil); !errors.Is(err, ErrSelfApproval) {
 		t.Errorf("alice approving her own call = %v, want ErrSelfApproval", err)
 	}
-	if _, _, err := e.d.Decide(context.Background(), id, "", true, nil); !errors.Is(err, ErrNoIdentity) {
+	if _, _, err := e.d.Decide(context.Background(), id, Decider{Name: ""}, true, nil); !errors.Is(err, ErrNoIdentity) {
 		t.Errorf("anonymous approval = %v, want ErrNoIdentity", err)
 	}
-	if a, _, err := e.d.Decide(context.Background(), id, "alice", false, nil); err != nil || a.Status != approval.Denied {
+	if a, _, err := e.d.Decide(context.Background(), id, Decider{Name: "alice"}, false, nil); err != nil || a.Status != approval.Denied {
 		t.Errorf("alice withdrawing her own call = %+v, %v", a, err)
 	}
 
 	allowed := setup(t, func(o *approval.Options) { o.AllowSelfApproval = true })
 	id = allowed.ask(t, "touch "+filepath.Join(allowed.tmp, "m")).ApprovalID
-	if _, res, err := allowed.d.Decide(context.Background(), id, "alice", true, nil); err != nil || res.Status != NoData {
+	if _, res, err := allowed.d.Decide(context.Background(), id, Decider{Name: "alice"}, true, nil); err != nil || res.Status != NoData {
 		t.Errorf("self-approval where allowed = %+v, %v", res, err)
+	}
+}
+
+// TestOperatorConfirmsOwnCall: the operator's own held call (asked at a
+// door a person uses) runs once the operator confirms it, as asked; the
+// approval and both audit lines (the decision, the run) say
+// ReasonOperatorOwn. The same call asked through MCP under the operator's
+// name is an agent's: refused, and it stays pending. Another approver
+// deciding someone else's call records no reason.
+func TestOperatorConfirmsOwnCall(t *testing.T) {
+	e := setup(t)
+	op := Decider{Name: "operator", Operator: true}
+	marker := filepath.Join(e.tmp, "console-file")
+	b, _ := json.Marshal(map[string]any{"cmd": "touch " + marker})
+	held := e.d.Invoke(context.Background(), Call{Tool: "shell-exec", Caller: "operator", Door: "console", Params: b})
+	if held.Status != ApprovalRequired || held.ApprovalID == "" {
+		t.Fatalf("the operator's call = %s %q; want approval_required with an id", held.Status, held.Error)
+	}
+	if _, _, err := e.d.Decide(context.Background(), held.ApprovalID, op, true, json.RawMessage(`{"cmd":"touch `+marker+`-other"}`)); !errors.Is(err, ErrInvalidEdit) {
+		t.Errorf("the operator confirming their own call with edits = %v; want ErrInvalidEdit", err)
+	}
+	if _, _, err := e.d.Decide(context.Background(), held.ApprovalID, Decider{Name: "operator"}, true, nil); !errors.Is(err, ErrSelfApproval) || exists(marker) {
+		t.Errorf("a decider named operator that is not the operator = %v (ran: %v); want ErrSelfApproval", err, exists(marker))
+	}
+	a, res, err := e.d.Decide(context.Background(), held.ApprovalID, op, true, nil)
+	if err != nil || res == nil || res.Status != NoData || !exists(marker) {
+		t.Fatalf("the operator confirming their own call = %+v, %v (ran: %v); want it run", res, err, exists(marker))
+	}
+	if a.Status != approval.Executed || a.Decider != "operator" || a.DecisionReason != ReasonOperatorOwn || a.ParamsHash != held.ParamsHash {
+		t.Errorf("approval = %s by %q reason %q hash %s; want executed by operator, %q, bound to %s", a.Status, a.Decider, a.DecisionReason, a.ParamsHash, ReasonOperatorOwn, held.ParamsHash)
+	}
+	var decision, run bool
+	for _, line := range strings.Split(strings.TrimSpace(e.audit.String()), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("audit line %q: %v", line, err)
+		}
+		if rec["approval_id"] != held.ApprovalID || rec["decision_reason"] != ReasonOperatorOwn {
+			continue
+		}
+		decision = decision || rec["msg"] == "approval" && rec["event"] == "approved" && rec["decided_by"] == "operator"
+		run = run || rec["msg"] != "approval" && rec["decided_by"] == "operator" && rec["asked_by"] == "operator"
+	}
+	if !decision || !run {
+		t.Errorf("audit: decision line with %q: %v, run line with it: %v\n%s", ReasonOperatorOwn, decision, run, e.audit)
+	}
+
+	agent := e.d.Invoke(context.Background(), Call{Tool: "shell-exec", Caller: "operator", Door: DoorMCP, Params: b})
+	if _, _, err := e.d.Decide(context.Background(), agent.ApprovalID, op, true, nil); !errors.Is(err, ErrSelfApproval) {
+		t.Errorf("the operator confirming a call asked through MCP under their name = %v; want ErrSelfApproval", err)
+	}
+	if a, err := e.d.Approval(agent.ApprovalID); err != nil || a.Status != approval.Pending {
+		t.Errorf("after the refusal: %s, %v; want pending", a.Status, err)
+	}
+
+	other := e.ask(t, "touch "+filepath.Join(e.tmp, "by-alice"))
+	if a, _, err := e.d.Decide(context.Background(), other.ApprovalID, op, true, nil); err != nil || a.DecisionReason != "" || a.Decider != "operator" {
+		t.Errorf("the operator approving alice's call = %q by %q, %v; want a plain approval", a.DecisionReason, a.Decider, err)
 	}
 }
 
@@ -518,7 +576,7 @@ func TestParamRulesAndRequireConfirm(t *testing.T) {
 			t.Errorf("denied error %q does not name the rule", r.Error)
 		}
 		if tt.status == ApprovalRequired {
-			if _, res, err := e.d.Decide(context.Background(), r.ApprovalID, "bob", true, nil); err != nil || res.Status != Success {
+			if _, res, err := e.d.Decide(context.Background(), r.ApprovalID, Decider{Name: "bob"}, true, nil); err != nil || res.Status != Success {
 				t.Errorf("approved %s = %+v, %v", tt.tool, res, err)
 			}
 		}
@@ -534,7 +592,7 @@ func TestNoQueueAndDryRun(t *testing.T) {
 	if r.Status != ApprovalRequired || r.ApprovalID != "" || !strings.Contains(r.Suggestion, "no approval queue") || !strings.Contains(r.Error, "command `rm`") {
 		t.Errorf("without a queue: %+v", r)
 	}
-	if _, _, err := noQueue.Decide(context.Background(), "x", "bob", true, nil); !errors.Is(err, ErrNoApprovals) {
+	if _, _, err := noQueue.Decide(context.Background(), "x", Decider{Name: "bob"}, true, nil); !errors.Is(err, ErrNoApprovals) {
 		t.Errorf("Decide without a queue = %v", err)
 	}
 	if _, err := noQueue.Approvals(false); !errors.Is(err, ErrNoApprovals) {
@@ -598,7 +656,7 @@ func TestApprovedRunRespectsLimits(t *testing.T) {
 		done <- d.Invoke(context.Background(), Call{Tool: "guarded", Params: json.RawMessage(`{"env":"dev"}`)})
 	}()
 	<-started
-	a, res, err := d.Decide(context.Background(), r.ApprovalID, "bob", true, nil)
+	a, res, err := d.Decide(context.Background(), r.ApprovalID, Decider{Name: "bob"}, true, nil)
 	if err != nil || res == nil || res.Status != Busy || a.Status != approval.Approved {
 		t.Fatalf("Decide while the slot is taken = %+v %+v %v; want busy and the approval still approved", a, res, err)
 	}

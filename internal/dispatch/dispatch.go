@@ -175,7 +175,7 @@ const Anonymous = "anonymous"
 // The doors a call comes through (Call.Door).
 const (
 	DoorAPI = "api"
-	DoorMCP = "mcp"
+	DoorMCP = approval.AgentDoor // an agent's door: its calls are never confirmed as anyone's own
 	DoorCLI = "cli"
 )
 

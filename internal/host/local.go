@@ -15,10 +15,11 @@ import (
 	"github.com/toolagent/toolagent/internal/hldp"
 )
 
-// Approvals are the settings of the local approval queue.
+// Approvals are the settings of the local approval queue. It allows no
+// self-approval: whoever decides there holds the state directory, the
+// operator, who confirms their own calls (Queue.Act).
 type Approvals struct {
-	TTL       time.Duration
-	AllowSelf bool
+	TTL time.Duration
 }
 
 // Call makes one call on l's catalog as a command on this host does
@@ -33,7 +34,7 @@ func (s *Setup) Call(ctx context.Context, l *Loaded, call dispatch.Call, ap Appr
 	var q *approval.Store
 	var qErr error
 	if !call.DryRun {
-		q, qErr = OpenApprovals(s.State, ap.TTL, ap.AllowSelf, slog.New(slog.DiscardHandler))
+		q, qErr = OpenApprovals(s.State, ap.TTL, false, slog.New(slog.DiscardHandler))
 		if qErr == nil {
 			defer q.Close()
 		} else if !errors.Is(qErr, approval.ErrLocked) {
@@ -67,7 +68,7 @@ type Queue struct {
 // now, so an approved call runs. It fails with approval.ErrLocked while
 // another process holds the queue. Decisions are audited to audit.
 func (s *Setup) OpenQueue(ap Approvals, log, audit *slog.Logger, runs bool) (*Queue, error) {
-	st, err := OpenApprovals(s.State, ap.TTL, ap.AllowSelf, log)
+	st, err := OpenApprovals(s.State, ap.TTL, false, log)
 	if err != nil {
 		return nil, err
 	}
@@ -100,6 +101,11 @@ func (q *Queue) Close() {
 // edited params when edits is not empty), deny ID — and returns what the
 // command prints, and for an approval that ran its call, the call's
 // status ("" otherwise). The error is dispatch's.
+//
+// The decider is the operator: whoever opens the queue holds the state
+// directory (0700, the daemon's user), so they confirm the calls they
+// asked for themselves on this host (`toolagent call` holds them as the
+// same user name).
 func (q *Queue) Act(ctx context.Context, verb, id string, all bool, edits json.RawMessage, decider string) (any, dispatch.ResultStatus, error) {
 	switch verb {
 	case "list":
@@ -114,7 +120,7 @@ func (q *Queue) Act(ctx context.Context, verb, id string, all bool, edits json.R
 		a, err := q.Approval(id)
 		return a, "", err
 	}
-	a, res, err := q.Decide(ctx, id, decider, verb == "approve", edits)
+	a, res, err := q.Decide(ctx, id, dispatch.Decider{Name: decider, Operator: true}, verb == "approve", edits)
 	if err != nil {
 		return nil, "", err
 	}

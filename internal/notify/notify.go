@@ -69,6 +69,9 @@ type Event struct {
 	Why       string    `json:"why,omitempty"`
 	ExpiresAt time.Time `json:"expires_at,omitzero"`
 	Decider   string    `json:"decider,omitempty"`
+	// DecisionReason says why the decider could approve a call it asked
+	// for itself ("confirmed by operator (own request)"); "" otherwise.
+	DecisionReason string `json:"decision_reason,omitempty"`
 	// URL is the console's page of the approval, where it is approved or
 	// denied ("" when the daemon has no address to give).
 	URL string    `json:"url,omitempty"`
@@ -309,7 +312,11 @@ func slackText(e Event) string {
 	case "pending":
 		fmt.Fprintf(&b, ":raised_hand: *%s* asks to run *%s*: it needs an approval.\n", e.Caller, e.Tool)
 	default:
-		fmt.Fprintf(&b, "*%s*'s call of *%s* was %s by %s.\n", e.Caller, e.Tool, e.Kind, e.Decider)
+		fmt.Fprintf(&b, "*%s*'s call of *%s* was %s by %s", e.Caller, e.Tool, e.Kind, e.Decider)
+		if e.DecisionReason != "" {
+			fmt.Fprintf(&b, " (%s)", e.DecisionReason)
+		}
+		b.WriteString(".\n")
 	}
 	fmt.Fprintf(&b, "params: `%s`\n", params)
 	if e.Why != "" {

@@ -134,6 +134,39 @@ func TestSlack(t *testing.T) {
 	}
 }
 
+// TestDecisionReason: a decision the operator took on their own call
+// says so in the JSON body and in the Slack message.
+func TestDecisionReason(t *testing.T) {
+	const reason = "confirmed by operator (own request)"
+	rcv := newReceiver(t)
+	n, err := New([]Target{{Name: "ops", URL: rcv.URL, Format: JSON}, {Name: "chat", URL: rcv.URL, Format: Slack}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	e := event
+	e.Kind, e.Caller, e.Decider, e.DecisionReason = "approved", "operator", "operator", reason
+	n.Notify(e)
+	rcv.wait(t, 2)
+	rcv.mu.Lock()
+	defer rcv.mu.Unlock()
+	var sawJSON, sawSlack bool
+	for _, body := range rcv.body {
+		var m map[string]any
+		if err := json.Unmarshal(body, &m); err != nil {
+			t.Fatalf("body %s: %v", body, err)
+		}
+		if text, ok := m["text"].(string); ok {
+			sawSlack = strings.Contains(text, "was approved by operator ("+reason+").")
+		} else {
+			sawJSON = m["decision_reason"] == reason
+		}
+	}
+	if !sawJSON || !sawSlack {
+		t.Errorf("the reason in the JSON body: %v, in the Slack text: %v\n%s", sawJSON, sawSlack, rcv.body)
+	}
+}
+
 // TestRetries: a receiver that fails twice (500, 503) gets the event on
 // the third try; one that refuses it (400) is not tried again; one that
 // never answers well is given up after the attempts, with the error.

@@ -82,7 +82,9 @@ func ServeControl(ctx context.Context, approvals string, d *dispatch.Dispatcher,
 			http.Error(w, "who is asking is unknown (no peer credentials)", http.StatusForbidden)
 			return
 		}
-		a, res, err := d.Decide(r.Context(), r.PathValue("id"), decider, body.Decision == "approve", body.Params)
+		// The peer reached the socket in the 0700 state directory: the
+		// daemon's user (or root), the operator of this queue.
+		a, res, err := d.Decide(r.Context(), r.PathValue("id"), dispatch.Decider{Name: decider, Operator: true}, body.Decision == "approve", body.Params)
 		if err == nil && res != nil && len(a.Result) == 0 {
 			if b, merr := json.Marshal(res); merr == nil {
 				a.Result = b // busy or disabled: not stored, shown anyway
