@@ -118,6 +118,29 @@ func (s *PGStore) notify(ctx context.Context, id string) {
 	}
 }
 
+// dbErr is the error of a database round trip that failed: ErrUnavailable
+// with the cause when the database cannot serve now (pgstore's Outage,
+// which names no URL, host, user or password), else err wrapped in what
+// was being done.
+func (s *PGStore) dbErr(err error, format string, args ...any) error {
+	if cause, ok := s.db.Outage(err); ok {
+		return fmt.Errorf("%w: %s", ErrUnavailable, cause)
+	}
+	return fmt.Errorf(format+": %w", append(args, err)...)
+}
+
+// checkWait bounds Check's ping.
+const checkWait = 5 * time.Second
+
+// Check asks the database to answer: nil when it does, else
+// ErrUnavailable with the cause (the readiness of the store).
+func (s *PGStore) Check(ctx context.Context) error {
+	if err := s.db.Ping(ctx, checkWait); err != nil {
+		return fmt.Errorf("%w: %s", ErrUnavailable, err.Error())
+	}
+	return nil
+}
+
 // Replica is this store's name in the claims it makes.
 func (s *PGStore) Replica() string { return s.replica }
 
@@ -157,7 +180,7 @@ func (s *PGStore) read(ctx context.Context, id string) (row, error) {
 		return row{}, fmt.Errorf("%w: %q", ErrNotFound, id)
 	}
 	if err != nil {
-		return row{}, fmt.Errorf("approval: read %s: %w", id, err)
+		return row{}, s.dbErr(err, "approval: read %s", id)
 	}
 	r, err := decode([]byte(doc))
 	if err != nil {
@@ -189,7 +212,7 @@ func (s *PGStore) write(ctx context.Context, from row, next Request, claim bool)
 		string(doc), string(next.Status), next.ExpiresAt, by, claim, s.lease.String(), !claim && next.Status == Running,
 		next.ID, from.version, string(from.r.Status))
 	if err != nil {
-		return false, fmt.Errorf("approval: save %s: %w", next.ID, err)
+		return false, s.dbErr(err, "approval: save %s", next.ID)
 	}
 	if tag.RowsAffected() != 1 {
 		return false, nil
@@ -246,7 +269,7 @@ func (s *PGStore) CreateWith(in Request) (Request, error) {
 	defer cancel()
 	if _, err := s.db.Pool.Exec(ctx, `INSERT INTO toolagent_approvals (id, status, version, created_at, expires_at, doc) VALUES ($1, $2, 1, $3, $4, $5)`,
 		r.ID, string(r.Status), r.CreatedAt, r.ExpiresAt, string(doc)); err != nil {
-		return Request{}, fmt.Errorf("approval: save %s: %w", r.ID, err)
+		return Request{}, s.dbErr(err, "approval: save %s", r.ID)
 	}
 	return r.copy(), nil
 }
@@ -272,7 +295,7 @@ func (s *PGStore) Hold(in Request) (r Request, again bool, err error) {
 			ON CONFLICT (hold_key) WHERE status = 'pending' DO NOTHING`,
 			n.ID, string(n.Status), n.CreatedAt, n.ExpiresAt, string(doc), key)
 		if err != nil {
-			return Request{}, false, fmt.Errorf("approval: save %s: %w", n.ID, err)
+			return Request{}, false, s.dbErr(err, "approval: save %s", n.ID)
 		}
 		if tag.RowsAffected() == 1 {
 			return n.copy(), false, nil
@@ -283,7 +306,7 @@ func (s *PGStore) Hold(in Request) (r Request, again bool, err error) {
 			continue // decided meanwhile: insert again
 		}
 		if err != nil {
-			return Request{}, false, fmt.Errorf("approval: hold: %w", err)
+			return Request{}, false, s.dbErr(err, "approval: hold")
 		}
 		rw, err := s.current(ctx, id) // marks it expired when its time is up
 		if err != nil && !errors.Is(err, ErrNotFound) {
@@ -321,11 +344,11 @@ func (s *PGStore) ListRequests(pendingOnly bool) ([]Request, error) {
 	}
 	rows, err := s.db.Pool.Query(ctx, q)
 	if err != nil {
-		return nil, fmt.Errorf("approval: list: %w", err)
+		return nil, s.dbErr(err, "approval: list")
 	}
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return nil, fmt.Errorf("approval: list: %w", err)
+		return nil, s.dbErr(err, "approval: list")
 	}
 	out := make([]Request, 0, len(ids))
 	for _, id := range ids {

@@ -64,6 +64,20 @@ func (db *DB) Outage(err error) (cause string, ok bool) {
 	return db.scrub(cause), true
 }
 
+// Describe says what went wrong in err for an answer or /v1/status: the
+// Outage cause, or what the server refused, or the innermost error —
+// never the URL, host, user or password.
+func (db *DB) Describe(err error) string {
+	if cause, ok := db.Outage(err); ok {
+		return cause
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return fmt.Sprintf("the server answered: %s (SQLSTATE %s)", pe.Message, pe.Code)
+	}
+	return db.scrub(innermost(err))
+}
+
 // outageCode reports whether a SQLSTATE says the server cannot serve now
 // rather than that it refused the statement: connection exceptions
 // (class 08), insufficient resources (53), operator intervention (57:

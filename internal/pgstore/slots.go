@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Slots holds constraints.max_concurrency for the whole deployment: a
@@ -133,11 +132,7 @@ func (s *Slots) fail(tool string, err error) error {
 	if cause, ok := s.db.Outage(err); ok {
 		return fmt.Errorf("%w: %s", ErrUnavailable, cause)
 	}
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		return fmt.Errorf("shared concurrency slots of %s: the server answered: %s (SQLSTATE %s)", tool, pe.Message, pe.Code)
-	}
-	return fmt.Errorf("shared concurrency slots of %s: %s", tool, s.db.scrub(innermost(err)))
+	return fmt.Errorf("shared concurrency slots of %s: %s", tool, s.db.Describe(err))
 }
 
 func (s *Slots) release(k slotLease) {
