@@ -413,10 +413,12 @@ func sharedSlots(s *pgstore.Slots) dispatch.SharedSlots {
 	return s
 }
 
-// closingQueue is an approval queue the core closes.
+// closingQueue is an approval queue the core closes, and asks whether
+// it answers (/readyz, /v1/status).
 type closingQueue interface {
 	approval.Queue
 	Close() error
+	Check(ctx context.Context) error
 }
 
 // openSharedApprovals opens the shared database (cfg.Store postgres, or a
