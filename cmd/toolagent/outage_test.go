@@ -19,10 +19,12 @@ import (
 // unavailable: CAUSE", a max_concurrency call 503 "shared store
 // unavailable: CAUSE", a plain call runs, /readyz is 503 naming the
 // store, /v1/status says the store is down and what still works; the
-// slot of a call that ended during the outage is owed. Once it is back:
-// /readyz is 200, the slot is released by the daemon (not left to its
-// lease) and taken again, and the request held before the outage is
-// still pending and is approved and run. The database URL's password,
+// slot of a call that ended during the outage is owed, and so is the
+// result of an approved call that ended then. Once it is back: /readyz
+// is 200, the slot is released by the daemon (not left to its lease) and
+// taken again, the approved call reads executed with its result, and the
+// request held before the outage is still pending and is approved and
+// run. The database URL's password,
 // host and port are in no answer; the password in no log line.
 func TestServeStoreOutage(t *testing.T) {
 	c := pgtest.NewCluster(t)
@@ -59,6 +61,22 @@ func TestServeStoreOutage(t *testing.T) {
 	if code != 202 || held.ApprovalID == "" {
 		t.Fatalf("a call held before the outage: %d %+v", code, held)
 	}
+	// An approved call that runs into the outage: it ends while the
+	// database is down, and its result is stored once it is back.
+	flag2 := flag + "-approved"
+	code, running := alice.call(t, "shell-exec", map[string]any{"cmd": "rm -f " + marker + "; while [ ! -e " + flag2 + " ]; do sleep 0.05; done; echo approved-done"})
+	if code != 202 || running.ApprovalID == "" {
+		t.Fatalf("a second call held before the outage: %d %+v", code, running)
+	}
+	decided := make(chan string, 1)
+	go func() {
+		_, _, body := bob.approval(t, "POST", running.ApprovalID, `{"decision":"approve"}`)
+		decided <- body
+	}()
+	pollUntil(t, "the approved call to run", func() bool {
+		var st string
+		return db.Pool.QueryRow(t.Context(), `SELECT status FROM toolagent_approvals WHERE id = $1`, running.ApprovalID).Scan(&st) == nil && st == "running"
+	})
 	first := make(chan dispatch.Result, 1)
 	go func() {
 		_, res := alice.call(t, "deploy", nil)
@@ -79,6 +97,12 @@ func TestServeStoreOutage(t *testing.T) {
 	}
 	if res := <-first; res.Output != "deployed\n" {
 		t.Fatalf("the deploy call that ended during the outage: %+v", res)
+	}
+	if err := os.WriteFile(flag2, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if body := <-decided; !strings.Contains(body, `approved-done\n`) {
+		t.Errorf("the approver of the call that ended during the outage got %s; want its result", body)
 	}
 
 	for _, r := range []struct {
@@ -143,6 +167,10 @@ func TestServeStoreOutage(t *testing.T) {
 	if code, res := alice.call(t, "deploy", nil); code != 200 || res.Output != "deployed\n" {
 		t.Errorf("a max_concurrency call once the database is back: %d %+v; want it run (no slot left held)", code, res)
 	}
+	waitFor(t, time.Minute, "the result of the approved call that ended during the outage to be stored", func() bool {
+		_, a, _ := alice.approval(t, "GET", running.ApprovalID, "")
+		return a.Status == "executed" && strings.Contains(string(a.Result), `approved-done\n`)
+	})
 	code, a, body2 := bob.approval(t, "GET", held.ApprovalID, "")
 	if code != 200 || a.Status != "pending" {
 		t.Errorf("the request held before the outage, after it: %d %s; want it pending", code, body2)
@@ -153,8 +181,8 @@ func TestServeStoreOutage(t *testing.T) {
 	}
 	code, body = bob.request(t, "GET", "/v1/approvals?all=1", "")
 	var list struct{ Approvals []dispatch.Approval }
-	if err := json.Unmarshal(body, &list); err != nil || code != 200 || len(list.Approvals) != 1 || list.Approvals[0].ID != held.ApprovalID {
-		t.Errorf("the approvals after the outage: %d %s; want the one held before it alone (none recorded during it)", code, body)
+	if err := json.Unmarshal(body, &list); err != nil || code != 200 || len(list.Approvals) != 2 {
+		t.Errorf("the approvals after the outage: %d %s; want the two held before it (none recorded during it)", code, body)
 	}
 	// The log is the operator's: it may name the database's address
 	// (pgx's errors do), never its password.

@@ -2,11 +2,13 @@ package approval
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/toolagent/toolagent/internal/pgstore"
 	"github.com/toolagent/toolagent/internal/pgstore/pgtest"
@@ -109,4 +111,53 @@ func TestPGStoreOutage(t *testing.T) {
 	defer s.Close()
 	host := strings.SplitN(strings.SplitN(c.URL, "@", 2)[1], "/", 2)[0]
 	testOutage(t, s, func() { c.Stop(t) }, func() { c.Start(t) }, "pw-9a8b7c6d5e", host, "toolagent_test", "user=")
+}
+
+// TestPGResultKeptThroughAnOutage: an approved call that ends while the
+// database is stopped cannot store its result then; Complete says the
+// store is unavailable and keeps it, and once the server is started
+// again the request reads executed with that result (not running, not
+// interrupted).
+func TestPGResultKeptThroughAnOutage(t *testing.T) {
+	c := pgtest.NewCluster(t)
+	db, err := pgstore.Open(t.Context(), c.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	s, err := OpenPG(db, PGOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	r, _, err := s.Hold(Request{Tool: "t", Revision: "r1", Params: map[string]any{"cmd": "touch x"}, Caller: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Decide(r.ID, "bob", true, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Claim(r.ID, "t", "r1", r.ParamsHash); err != nil {
+		t.Fatal(err)
+	}
+	c.Stop(t)
+	result := json.RawMessage(`{"ok":true,"output":"done\n"}`)
+	if _, err := s.Complete(r.ID, result); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "kept") {
+		t.Fatalf("Complete during the outage: %v; want ErrUnavailable saying the result is kept", err)
+	}
+	c.Start(t)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		got, err := s.Get(r.ID)
+		if err == nil && got.Status == Executed {
+			if string(got.Result) != string(result) {
+				t.Errorf("the stored result = %s; want %s", got.Result, result)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the result of the call that ended during the outage, a minute after the database returned: %+v %v; want executed", got, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

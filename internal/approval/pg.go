@@ -40,10 +40,15 @@ type PGStore struct {
 	replica string // this store's name in claimed_by
 	lease   time.Duration
 
-	mu       sync.Mutex
-	running  map[string]bool // ids this store claimed and has not completed
+	mu      sync.Mutex
+	running map[string]bool // ids this store claimed and has not completed
+	// owed are the results of calls that ended while the database did
+	// not answer, by id: stored once it answers (storeOwed).
+	owed     map[string]json.RawMessage
+	kick     chan struct{} // cap 1: a result is owed
 	stop     chan struct{}
 	done     chan struct{}
+	stored   chan struct{} // closed when storeOwed has returned
 	stopOnce sync.Once
 	// watch wakes the callers waiting on a request when any replica
 	// changes it: every change NOTIFYs approvalChannel with the id, and a
@@ -87,8 +92,10 @@ func OpenPG(db *pgstore.DB, opts PGOptions) (*PGStore, error) {
 		}
 		replica = fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 	}
-	s := &PGStore{db: db, opts: o, replica: replica, lease: lease, running: map[string]bool{}, stop: make(chan struct{}), done: make(chan struct{}), listened: make(chan struct{}), heard: make(chan struct{})}
+	s := &PGStore{db: db, opts: o, replica: replica, lease: lease, running: map[string]bool{}, owed: map[string]json.RawMessage{}, kick: make(chan struct{}, 1),
+		stop: make(chan struct{}), done: make(chan struct{}), stored: make(chan struct{}), listened: make(chan struct{}), heard: make(chan struct{})}
 	go s.renew()
+	go s.storeOwed()
 	go func() {
 		defer close(s.heard)
 		first := true
@@ -145,12 +152,100 @@ func (s *PGStore) Check(ctx context.Context) error {
 func (s *PGStore) Replica() string { return s.replica }
 
 // Close stops renewing leases. Calls still running keep their claims
-// until the lease runs out; then they read as interrupted.
+// until the lease runs out; then they read as interrupted. Results still
+// owed (their calls ended while the database did not answer) are tried
+// once more, for at most closeWait; each one left is logged, and its
+// request reads interrupted once its lease has passed.
 func (s *PGStore) Close() error {
-	s.stopOnce.Do(func() { close(s.stop) })
-	<-s.done
-	<-s.heard
+	s.stopOnce.Do(func() {
+		close(s.stop)
+		<-s.done
+		<-s.stored
+		<-s.heard
+		ctx, cancel := context.WithTimeout(context.Background(), closeWait)
+		defer cancel()
+		if s.completeOwed(ctx) {
+			return
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for id := range s.owed {
+			s.opts.Logger.Warn("the result of an approved call is not stored: the call ended while the approval store did not answer, and it still does not at shutdown; the approval will read interrupted", "id", id)
+		}
+	})
 	return nil
+}
+
+// closeWait bounds Close's last try of the owed results.
+const closeWait = 5 * time.Second
+
+// completeRetryMin and completeRetryMax bound the wait between tries of
+// the owed results (it doubles from min to max).
+const (
+	completeRetryMin = 100 * time.Millisecond
+	completeRetryMax = time.Second
+)
+
+// storeOwed stores the owed results once the database answers, trying
+// every completeRetryMin doubling to completeRetryMax, until Close.
+func (s *PGStore) storeOwed() {
+	defer close(s.stored)
+	wait := completeRetryMin
+	t := time.NewTimer(0)
+	defer t.Stop()
+	<-t.C
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-s.kick:
+			wait = completeRetryMin
+		case <-t.C:
+		}
+		if s.completeOwed(context.Background()) {
+			continue // none owed: wait for the next kick
+		}
+		t.Reset(wait)
+		wait = min(2*wait, completeRetryMax)
+	}
+}
+
+// completeOwed tries to store every owed result once, stopping at the
+// first outage; true when none is owed after. A result the store refuses
+// for another reason (the claim was lost: the lease passed during the
+// outage and another replica marked the call interrupted) is dropped and
+// logged.
+func (s *PGStore) completeOwed(ctx context.Context) bool {
+	s.mu.Lock()
+	ids := make([]string, 0, len(s.owed))
+	for id := range s.owed {
+		ids = append(ids, id)
+	}
+	s.mu.Unlock()
+	for _, id := range ids {
+		if ctx.Err() != nil {
+			break
+		}
+		s.mu.Lock()
+		result := s.owed[id]
+		s.mu.Unlock()
+		_, err := s.complete(id, result)
+		if errors.Is(err, ErrUnavailable) {
+			break // still away: the next round tries again
+		}
+		if err != nil {
+			s.opts.Logger.Warn("the result of an approved call that ended during an outage could not be stored once the store answered", "id", id, "err", err)
+		} else {
+			s.opts.Logger.Info("stored the result of an approved call that ended during an outage", "id", id)
+		}
+		s.mu.Lock()
+		delete(s.owed, id)
+		delete(s.running, id)
+		s.mu.Unlock()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.owed) == 0
 }
 
 // pgOp bounds one database round trip.
@@ -402,15 +497,36 @@ func (s *PGStore) Claim(id, tool, rev, paramsHash string) (Request, error) {
 // executed (see Store.Complete). A request whose claim was lost (its
 // lease ran out, and another replica marked it interrupted) stays so:
 // ErrNotRunning.
+//
+// When the database does not answer, the error is ErrUnavailable and the
+// result is kept: this store keeps renewing the claim and stores the
+// result as soon as the database answers again (within about a second),
+// so the caller's GET finds it executed. Should the outage outlast the
+// lease, another replica may read the call interrupted first; the kept
+// result is then dropped and logged.
 func (s *PGStore) Complete(id string, result json.RawMessage) (Request, error) {
 	if result != nil && !json.Valid(result) {
 		return Request{}, fmt.Errorf("approval: result of %s is not valid JSON", id)
 	}
-	defer func() {
+	r, err := s.complete(id, result)
+	if errors.Is(err, ErrUnavailable) {
 		s.mu.Lock()
-		delete(s.running, id)
+		s.owed[id] = slices.Clone(result)
 		s.mu.Unlock()
-	}()
+		select {
+		case s.kick <- struct{}{}:
+		default:
+		}
+		return Request{}, fmt.Errorf("%w (the result is kept, and stored once the store answers)", err)
+	}
+	s.mu.Lock()
+	delete(s.running, id)
+	s.mu.Unlock()
+	return r, err
+}
+
+// complete marks id executed with result, if this store's claim holds.
+func (s *PGStore) complete(id string, result json.RawMessage) (Request, error) {
 	return s.change(id, true, false, func(rw row) (Request, error) {
 		if rw.r.Status != Running || rw.claimedBy == nil || *rw.claimedBy != s.replica {
 			return Request{}, fmt.Errorf("%w: %s is %s", ErrNotRunning, id, rw.r.Status)
