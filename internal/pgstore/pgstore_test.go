@@ -1,8 +1,10 @@
 package pgstore_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"net/url"
 	"strings"
 	"sync"
@@ -181,10 +183,22 @@ func TestSlotsThroughAnOutage(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("Acquire with the database up: ok %v err %v", ok, err)
 	}
+	// A replica that stops while it still owes a release says so.
+	var logs syncBuf
+	stopping := pgstore.NewSlots(db, "replica-b", time.Minute, slog.New(slog.NewTextHandler(&logs, nil)))
+	releaseB, ok, err := stopping.Acquire(t.Context(), "backup", 1)
+	if err != nil || !ok {
+		t.Fatalf("Acquire with the database up: ok %v err %v", ok, err)
+	}
 	c.Stop(t)
 	release() // the call ended during the outage
 	if n := s.Owed(); n != 1 {
 		t.Errorf("Owed() = %d after a release during the outage; want 1", n)
+	}
+	releaseB()
+	stopping.Close()
+	if l := logs.String(); !strings.Contains(l, "tool=backup") || !strings.Contains(l, "stays held until its lease passes") {
+		t.Errorf("Close with a release owed logged %q; want a warning naming the tool and what happens to its slot", l)
 	}
 	_, ok, err = s.Acquire(t.Context(), "deploy", 1)
 	if ok || !errors.Is(err, pgstore.ErrUnavailable) || !strings.HasPrefix(err.Error(), "shared store unavailable: ") {
@@ -224,4 +238,22 @@ func TestSlotsThroughAnOutage(t *testing.T) {
 		t.Fatalf("Acquire once the database is back: ok %v err %v; want the released slot", ok, err)
 	}
 	release()
+}
+
+// syncBuf is a bytes.Buffer safe for a logger and a test at once.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
