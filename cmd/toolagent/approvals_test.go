@@ -532,9 +532,10 @@ func TestAuditVerifyAndExport(t *testing.T) {
 
 // TestServeSharedStoreDown: when the shared database goes away (here:
 // dropped), calls that need no shared state keep working; a call that
-// needs an approval says it could not be recorded; a tool with
-// max_concurrency is busy, the cap never guessed; listing approvals is a
-// server error, not an empty list.
+// needs an approval is unavailable (503), saying the approval store is;
+// a tool with max_concurrency is unavailable, the cap never guessed;
+// listing approvals is 503, not an empty list. (TestServeStoreOutage
+// stops the server and starts it again.)
 func TestServeSharedStoreDown(t *testing.T) {
 	url := pgtest.URL(t)
 	tools := t.TempDir()
@@ -545,17 +546,17 @@ func TestServeSharedStoreDown(t *testing.T) {
 		t.Fatalf("a capped call with the database up: %d %+v", code, res)
 	}
 	pgtest.Drop(t, url)
-	if code, res := d.call(t, "capped", nil); code != 429 || !strings.Contains(res.Error, "cannot be read") {
-		t.Errorf("a tool with max_concurrency with the database gone: %d %+v; want busy, saying the shared count cannot be read", code, res)
+	if code, res := d.call(t, "capped", nil); code != 503 || res.Status != dispatch.Unavailable || !strings.HasPrefix(res.Error, "shared store unavailable: ") {
+		t.Errorf("a tool with max_concurrency with the database gone: %d %+v; want unavailable, saying the shared store is", code, res)
 	}
 	if code, res := d.call(t, "shell-exec", map[string]any{"cmd": "echo still here"}); code != 200 || res.Output != "still here\n" {
 		t.Errorf("a call that needs no approval with the database gone: %d %+v; want it run", code, res)
 	}
-	if _, res := d.call(t, "shell-exec", map[string]any{"cmd": "rm -f /var/lib/nothing-here"}); res.ApprovalID != "" || !strings.Contains(res.Error, "could not be recorded") {
-		t.Errorf("a call that needs an approval with the database gone: %+v; want it refused, saying the approval could not be recorded", res)
+	if code, res := d.call(t, "shell-exec", map[string]any{"cmd": "rm -f /var/lib/nothing-here"}); code != 503 || res.ApprovalID != "" || !strings.HasPrefix(res.Error, "approval store unavailable: ") || !strings.Contains(res.Error, "no approval was recorded") {
+		t.Errorf("a call that needs an approval with the database gone: %d %+v; want 503, saying the approval store is unavailable and nothing was recorded", code, res)
 	}
-	if code, body := d.request(t, "GET", "/v1/approvals", ""); code < 500 {
-		t.Errorf("GET /v1/approvals with the database gone: %d %s; want a server error", code, body)
+	if code, body := d.request(t, "GET", "/v1/approvals", ""); code != 503 || !strings.Contains(string(body), "approval store unavailable: ") {
+		t.Errorf("GET /v1/approvals with the database gone: %d %s; want 503 with the cause", code, body)
 	}
 }
 

@@ -88,6 +88,10 @@ type Options struct {
 	// notifications, shown as "notifications" in /v1/status.
 	Notifications func() any
 	Shared        func(ctx context.Context) any
+	// Store, when set, reports whether the store of approvals (and of
+	// the shared concurrency slots) answers: /readyz is 503 naming it
+	// when it does not, and /v1/status shows it as "store".
+	Store func(ctx context.Context) StoreStatus
 	// OnWebhook, when set, is told the result of every push webhook
 	// delivery (queued, ignored, unsigned, bad_signature, ...), as the
 	// metric counts it.
@@ -238,6 +242,10 @@ func (s *server) snapshot(w http.ResponseWriter) (*catalog.Snapshot, bool) {
 	return snap, true
 }
 
+// storeRetryAfter is the Retry-After of an answer refused because the
+// store does not answer (seconds).
+const storeRetryAfter = "5"
+
 var errNotReady = &apiError{status: http.StatusServiceUnavailable, msg: "not ready: the tool catalog is not loaded yet"}
 
 type statusBody struct {
@@ -248,12 +256,42 @@ func (s *server) handleHealthz(w http.ResponseWriter, r *http.Request) {
 	encode(w, s.log, http.StatusOK, statusBody{Status: "ok"})
 }
 
+// StoreStatus is whether the store answers, for /readyz and /v1/status.
+type StoreStatus struct {
+	// Kind is the store: files or postgres.
+	Kind string `json:"kind"`
+	// Available is true when the store answered just now.
+	Available bool `json:"available"`
+	// Error is why not: "approval store unavailable: " and the cause
+	// (never a URL, host, password or local path).
+	Error string `json:"error,omitempty"`
+	// Effect says what works while the store does not answer.
+	Effect string `json:"effect,omitempty"`
+	// SlotReleasesOwed counts the max_concurrency slots of calls that
+	// ended while the shared store did not answer; each is released as
+	// soon as it answers again.
+	SlotReleasesOwed int `json:"slot_releases_owed,omitempty"`
+}
+
+// readyBody is the answer of /readyz.
+type readyBody struct {
+	Status string `json:"status"`
+	// Store says why the store makes the daemon not ready.
+	Store string `json:"store,omitempty"`
+}
+
 func (s *server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 	if s.store.Load() == nil {
-		encode(w, s.log, http.StatusServiceUnavailable, statusBody{Status: "not ready"})
+		encode(w, s.log, http.StatusServiceUnavailable, readyBody{Status: "not ready"})
 		return
 	}
-	encode(w, s.log, http.StatusOK, statusBody{Status: "ready"})
+	if s.opts.Store != nil {
+		if st := s.opts.Store(r.Context()); !st.Available {
+			encode(w, s.log, http.StatusServiceUnavailable, readyBody{Status: "not ready", Store: st.Error})
+			return
+		}
+	}
+	encode(w, s.log, http.StatusOK, readyBody{Status: "ready"})
 }
 
 func (s *server) handleMetrics(w http.ResponseWriter, r *http.Request) {
@@ -275,13 +313,19 @@ func (s *server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	if s.opts.Notifications != nil {
 		notifications = s.opts.Notifications()
 	}
+	var store *StoreStatus
+	if s.opts.Store != nil {
+		ss := s.opts.Store(r.Context())
+		store = &ss
+	}
 	encode(w, s.log, http.StatusOK, struct {
 		Version string `json:"version,omitempty"`
 		reload.Status
 		Sandbox       SandboxStatus `json:"sandbox"`
+		Store         *StoreStatus  `json:"store,omitempty"`
 		Shared        any           `json:"shared,omitempty"`
 		Notifications any           `json:"notifications,omitempty"`
-	}{s.opts.Version, st, s.opts.Sandbox, shared, notifications})
+	}{s.opts.Version, st, s.opts.Sandbox, store, shared, notifications})
 }
 
 func (s *server) handleSync(w http.ResponseWriter, r *http.Request) {
@@ -446,6 +490,8 @@ func (s *server) handleCall(w http.ResponseWriter, r *http.Request) {
 	switch code {
 	case http.StatusTooManyRequests:
 		w.Header().Set("Retry-After", "1")
+	case http.StatusServiceUnavailable:
+		w.Header().Set("Retry-After", storeRetryAfter)
 	case http.StatusAccepted:
 		w.Header().Set("Location", "/v1/approvals/"+res.ApprovalID)
 	}
@@ -461,6 +507,9 @@ func (s *server) handleCall(w http.ResponseWriter, r *http.Request) {
 //     approval queue and runs on the server once approved; Location names
 //     the approval to fetch its outcome from.
 //   - 400 invalid_params, 404 not_found, 429 busy.
+//   - 503 unavailable: the call needs the store (an approval, a
+//     max_concurrency counted across replicas) and the store does not
+//     answer; error gives the cause. Retry-After is set.
 //   - 403 denied: a policy rule refuses the call; the body (a Result, not
 //     an auth refusal's {"error"}) names the rule and the reason.
 //   - 409 disabled, and approval_required without an approval id (this
@@ -474,6 +523,8 @@ func resultHTTPStatus(res dispatch.Result) int {
 		return http.StatusNotFound
 	case dispatch.Busy:
 		return http.StatusTooManyRequests
+	case dispatch.Unavailable:
+		return http.StatusServiceUnavailable
 	case dispatch.Denied:
 		return http.StatusForbidden
 	case dispatch.ApprovalRequired:

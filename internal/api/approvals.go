@@ -158,6 +158,11 @@ func approvalError(err error) error {
 	switch {
 	case errors.Is(err, dispatch.ErrNoApprovals):
 		status = http.StatusNotImplemented
+	case errors.Is(err, dispatch.ErrStoreUnavailable):
+		// "approval store unavailable: " and the cause, which names no
+		// secret; nothing was changed, so the same request may be sent
+		// again.
+		return &apiError{status: http.StatusServiceUnavailable, msg: err.Error(), retryAfter: storeRetryAfter}
 	case errors.Is(err, dispatch.ErrApprovalNotFound):
 		return errorf(http.StatusNotFound, "no approval with this id (approvals of other callers are not shown to a call token)")
 	case errors.Is(err, dispatch.ErrSelfApproval), errors.Is(err, dispatch.ErrNoIdentity):

@@ -92,6 +92,8 @@ func TestApprovalRoutes(t *testing.T) {
 		{"invalid edit", "POST", "/v1/approvals/a1", bobTok, `{"decision":"approve","params":{"cmd":5}}`, fmt.Errorf("%w: want a string", dispatch.ErrInvalidEdit), 422, "want a string"},
 		{"no queue", "POST", "/v1/approvals/a1", bobTok, `{"decision":"approve"}`, dispatch.ErrNoApprovals, 501, "no approval queue"},
 		{"internal", "POST", "/v1/approvals/a1", bobTok, `{"decision":"approve"}`, fmt.Errorf("disk on fire"), 500, "internal error"},
+		{"store unavailable", "POST", "/v1/approvals/a1", bobTok, `{"decision":"approve"}`,
+			fmt.Errorf("%w: cannot connect: connection refused", dispatch.ErrStoreUnavailable), 503, `{"error":"approval store unavailable: cannot connect: connection refused"}`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -103,6 +105,9 @@ func TestApprovalRoutes(t *testing.T) {
 			h.ServeHTTP(w, req)
 			if w.Code != tc.want || !strings.Contains(w.Body.String(), tc.wantBody) {
 				t.Errorf("%s %s = %d %s; want %d containing %s", tc.method, tc.path, w.Code, w.Body, tc.want, tc.wantBody)
+			}
+			if w.Code == 503 && w.Header().Get("Retry-After") == "" {
+				t.Errorf("%s %s = 503 without Retry-After", tc.method, tc.path)
 			}
 			if tc.method == "POST" && w.Code == 200 && ap.decider != (dispatch.Decider{Name: "bob"}) {
 				t.Errorf("decider = %+v; want the token's name bob, not the operator", ap.decider)
@@ -132,6 +137,7 @@ func TestResultHTTPStatus(t *testing.T) {
 		{dispatch.Result{Status: dispatch.Denied, Rule: "param cmd: deny pattern"}, 403, ""},
 		{dispatch.Result{Status: dispatch.Disabled}, 409, ""},
 		{dispatch.Result{Status: dispatch.Error}, 200, ""},
+		{dispatch.Result{Status: dispatch.Unavailable, Error: "approval store unavailable: cannot connect: connection refused; ..."}, 503, ""},
 	}
 	st := new(catalog.Store)
 	st.Swap(catalog.New("r", nil, catalog.Options{}))
@@ -142,5 +148,36 @@ func TestResultHTTPStatus(t *testing.T) {
 		if w.Code != tc.want || w.Header().Get("Location") != tc.wantLocation {
 			t.Errorf("POST /v1/call answering %s (approval %q) = %d Location %q; want %d %q", tc.res.Status, tc.res.ApprovalID, w.Code, w.Header().Get("Location"), tc.want, tc.wantLocation)
 		}
+	}
+}
+
+// TestReadyzNamesTheStore: while the store does not answer, /readyz is
+// 503 naming it and /v1/status says so and what still works; once it
+// answers, /readyz is 200.
+func TestReadyzNamesTheStore(t *testing.T) {
+	st := new(catalog.Store)
+	st.Swap(catalog.New("r", nil, catalog.Options{}))
+	down := true
+	store := func(context.Context) StoreStatus {
+		if down {
+			return StoreStatus{Kind: "postgres", Error: "approval store unavailable: cannot connect: connection refused", Effect: "calls that need no approval keep running"}
+		}
+		return StoreStatus{Kind: "postgres", Available: true}
+	}
+	h := New(Options{Store: store}, st, invokerFunc(func(context.Context, dispatch.Call) dispatch.Result { return dispatch.Result{} }), nil, nil)
+	get := func(path string) (int, string) {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", path, nil))
+		return w.Code, w.Body.String()
+	}
+	if code, body := get("/readyz"); code != 503 || !strings.Contains(body, `"store":"approval store unavailable: cannot connect: connection refused"`) {
+		t.Errorf("GET /readyz with the store down = %d %s; want 503 naming the store", code, body)
+	}
+	if code, body := get("/v1/status"); code != 200 || !strings.Contains(body, `"store":{"kind":"postgres","available":false,"error":"approval store unavailable: `) || !strings.Contains(body, "keep running") {
+		t.Errorf("GET /v1/status with the store down = %d %s; want the store unavailable and what still works", code, body)
+	}
+	down = false
+	if code, body := get("/readyz"); code != 200 {
+		t.Errorf("GET /readyz with the store back = %d %s; want 200", code, body)
 	}
 }

@@ -19,6 +19,8 @@ import (
 type apiError struct {
 	status int
 	msg    string
+	// retryAfter, when set, is sent as Retry-After (seconds).
+	retryAfter string
 }
 
 func (e *apiError) Error() string { return e.msg }
@@ -149,6 +151,9 @@ func writeError(w http.ResponseWriter, log *slog.Logger, err error) {
 	if !errors.As(err, &ae) {
 		log.Error("internal error", "err", err)
 		ae = errorf(http.StatusInternalServerError, "internal error")
+	}
+	if ae.retryAfter != "" {
+		w.Header().Set("Retry-After", ae.retryAfter)
 	}
 	encode(w, log, ae.status, errorBody{Error: ae.msg})
 }

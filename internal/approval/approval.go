@@ -25,12 +25,14 @@ package approval
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -95,6 +97,12 @@ var (
 	// ErrLocked: another Store (in this or another process, e.g. the
 	// daemon) has the directory open.
 	ErrLocked = errors.New("approval: the directory is in use by another toolagent process")
+	// ErrUnavailable: the store cannot keep or read requests now — the
+	// database does not answer, the directory cannot be written. An
+	// error wrapping it reads "approval store unavailable: " and the
+	// cause, which names no URL, host, password or local path. Nothing
+	// was changed; the same request may be made again once it answers.
+	ErrUnavailable = errors.New("approval store unavailable")
 )
 
 // Request is one call waiting for, or past, a decision. The Params that
@@ -731,7 +739,7 @@ func (s *Store) save(r *Request) error {
 	}
 	f, err := os.CreateTemp(s.opts.Dir, ".tmp-"+r.ID+"-")
 	if err != nil {
-		return fmt.Errorf("approval: save %s: %w", r.ID, err)
+		return unwritable(r.ID, err)
 	}
 	tmp := f.Name()
 	_, err = f.Write(append(data, '\n'))
@@ -746,9 +754,41 @@ func (s *Store) save(r *Request) error {
 	}
 	if err != nil {
 		os.Remove(tmp)
-		return fmt.Errorf("approval: save %s: %w", r.ID, err)
+		return unwritable(r.ID, err)
 	}
 	s.watch.changed(r.ID)
+	return nil
+}
+
+// unwritable is ErrUnavailable for a request file that could not be
+// written: the cause is the system's word (permission denied, no space
+// left on device), without the directory's path.
+func unwritable(id string, err error) error {
+	var pe *fs.PathError
+	var le *os.LinkError
+	switch {
+	case errors.As(err, &pe):
+		err = pe.Err
+	case errors.As(err, &le):
+		err = le.Err
+	}
+	return fmt.Errorf("%w: cannot write request %s in the approval directory: %v", ErrUnavailable, id, err)
+}
+
+// Check tries to write a file in the store's directory (and removes it):
+// nil when it can, else ErrUnavailable with the cause (the readiness of
+// the store).
+func (s *Store) Check(context.Context) error {
+	f, err := os.CreateTemp(s.opts.Dir, ".tmp-check-")
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return fmt.Errorf("%w: cannot write in the approval directory: %v", ErrUnavailable, err)
+	}
+	f.Close()
+	os.Remove(f.Name())
 	return nil
 }
 

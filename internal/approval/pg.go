@@ -40,10 +40,15 @@ type PGStore struct {
 	replica string // this store's name in claimed_by
 	lease   time.Duration
 
-	mu       sync.Mutex
-	running  map[string]bool // ids this store claimed and has not completed
+	mu      sync.Mutex
+	running map[string]bool // ids this store claimed and has not completed
+	// owed are the results of calls that ended while the database did
+	// not answer, by id: stored once it answers (storeOwed).
+	owed     map[string]json.RawMessage
+	kick     chan struct{} // cap 1: a result is owed
 	stop     chan struct{}
 	done     chan struct{}
+	stored   chan struct{} // closed when storeOwed has returned
 	stopOnce sync.Once
 	// watch wakes the callers waiting on a request when any replica
 	// changes it: every change NOTIFYs approvalChannel with the id, and a
@@ -87,8 +92,10 @@ func OpenPG(db *pgstore.DB, opts PGOptions) (*PGStore, error) {
 		}
 		replica = fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 	}
-	s := &PGStore{db: db, opts: o, replica: replica, lease: lease, running: map[string]bool{}, stop: make(chan struct{}), done: make(chan struct{}), listened: make(chan struct{}), heard: make(chan struct{})}
+	s := &PGStore{db: db, opts: o, replica: replica, lease: lease, running: map[string]bool{}, owed: map[string]json.RawMessage{}, kick: make(chan struct{}, 1),
+		stop: make(chan struct{}), done: make(chan struct{}), stored: make(chan struct{}), listened: make(chan struct{}), heard: make(chan struct{})}
 	go s.renew()
+	go s.storeOwed()
 	go func() {
 		defer close(s.heard)
 		first := true
@@ -118,16 +125,127 @@ func (s *PGStore) notify(ctx context.Context, id string) {
 	}
 }
 
+// dbErr is the error of a database round trip that failed: ErrUnavailable
+// with the cause when the database cannot serve now (pgstore's Outage,
+// which names no URL, host, user or password), else err wrapped in what
+// was being done.
+func (s *PGStore) dbErr(err error, format string, args ...any) error {
+	if cause, ok := s.db.Outage(err); ok {
+		return fmt.Errorf("%w: %s", ErrUnavailable, cause)
+	}
+	return fmt.Errorf(format+": %w", append(args, err)...)
+}
+
+// checkWait bounds Check's ping.
+const checkWait = 5 * time.Second
+
+// Check asks the database to answer: nil when it does, else
+// ErrUnavailable with the cause (the readiness of the store).
+func (s *PGStore) Check(ctx context.Context) error {
+	if err := s.db.Ping(ctx, checkWait); err != nil {
+		return fmt.Errorf("%w: %s", ErrUnavailable, err.Error())
+	}
+	return nil
+}
+
 // Replica is this store's name in the claims it makes.
 func (s *PGStore) Replica() string { return s.replica }
 
 // Close stops renewing leases. Calls still running keep their claims
-// until the lease runs out; then they read as interrupted.
+// until the lease runs out; then they read as interrupted. Results still
+// owed (their calls ended while the database did not answer) are tried
+// once more, for at most closeWait; each one left is logged, and its
+// request reads interrupted once its lease has passed.
 func (s *PGStore) Close() error {
-	s.stopOnce.Do(func() { close(s.stop) })
-	<-s.done
-	<-s.heard
+	s.stopOnce.Do(func() {
+		close(s.stop)
+		<-s.done
+		<-s.stored
+		<-s.heard
+		ctx, cancel := context.WithTimeout(context.Background(), closeWait)
+		defer cancel()
+		if s.completeOwed(ctx) {
+			return
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for id := range s.owed {
+			s.opts.Logger.Warn("the result of an approved call is not stored: the call ended while the approval store did not answer, and it still does not at shutdown; the approval will read interrupted", "id", id)
+		}
+	})
 	return nil
+}
+
+// closeWait bounds Close's last try of the owed results.
+const closeWait = 5 * time.Second
+
+// completeRetryMin and completeRetryMax bound the wait between tries of
+// the owed results (it doubles from min to max).
+const (
+	completeRetryMin = 100 * time.Millisecond
+	completeRetryMax = time.Second
+)
+
+// storeOwed stores the owed results once the database answers, trying
+// every completeRetryMin doubling to completeRetryMax, until Close.
+func (s *PGStore) storeOwed() {
+	defer close(s.stored)
+	wait := completeRetryMin
+	t := time.NewTimer(0)
+	defer t.Stop()
+	<-t.C
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-s.kick:
+			wait = completeRetryMin
+		case <-t.C:
+		}
+		if s.completeOwed(context.Background()) {
+			continue // none owed: wait for the next kick
+		}
+		t.Reset(wait)
+		wait = min(2*wait, completeRetryMax)
+	}
+}
+
+// completeOwed tries to store every owed result once, stopping at the
+// first outage; true when none is owed after. A result the store refuses
+// for another reason (the claim was lost: the lease passed during the
+// outage and another replica marked the call interrupted) is dropped and
+// logged.
+func (s *PGStore) completeOwed(ctx context.Context) bool {
+	s.mu.Lock()
+	ids := make([]string, 0, len(s.owed))
+	for id := range s.owed {
+		ids = append(ids, id)
+	}
+	s.mu.Unlock()
+	for _, id := range ids {
+		if ctx.Err() != nil {
+			break
+		}
+		s.mu.Lock()
+		result := s.owed[id]
+		s.mu.Unlock()
+		_, err := s.complete(id, result)
+		if errors.Is(err, ErrUnavailable) {
+			break // still away: the next round tries again
+		}
+		if err != nil {
+			s.opts.Logger.Warn("the result of an approved call that ended during an outage could not be stored once the store answered", "id", id, "err", err)
+		} else {
+			s.opts.Logger.Info("stored the result of an approved call that ended during an outage", "id", id)
+		}
+		s.mu.Lock()
+		delete(s.owed, id)
+		delete(s.running, id)
+		s.mu.Unlock()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.owed) == 0
 }
 
 // pgOp bounds one database round trip.
@@ -157,7 +275,7 @@ func (s *PGStore) read(ctx context.Context, id string) (row, error) {
 		return row{}, fmt.Errorf("%w: %q", ErrNotFound, id)
 	}
 	if err != nil {
-		return row{}, fmt.Errorf("approval: read %s: %w", id, err)
+		return row{}, s.dbErr(err, "approval: read %s", id)
 	}
 	r, err := decode([]byte(doc))
 	if err != nil {
@@ -189,7 +307,7 @@ func (s *PGStore) write(ctx context.Context, from row, next Request, claim bool)
 		string(doc), string(next.Status), next.ExpiresAt, by, claim, s.lease.String(), !claim && next.Status == Running,
 		next.ID, from.version, string(from.r.Status))
 	if err != nil {
-		return false, fmt.Errorf("approval: save %s: %w", next.ID, err)
+		return false, s.dbErr(err, "approval: save %s", next.ID)
 	}
 	if tag.RowsAffected() != 1 {
 		return false, nil
@@ -246,7 +364,7 @@ func (s *PGStore) CreateWith(in Request) (Request, error) {
 	defer cancel()
 	if _, err := s.db.Pool.Exec(ctx, `INSERT INTO toolagent_approvals (id, status, version, created_at, expires_at, doc) VALUES ($1, $2, 1, $3, $4, $5)`,
 		r.ID, string(r.Status), r.CreatedAt, r.ExpiresAt, string(doc)); err != nil {
-		return Request{}, fmt.Errorf("approval: save %s: %w", r.ID, err)
+		return Request{}, s.dbErr(err, "approval: save %s", r.ID)
 	}
 	return r.copy(), nil
 }
@@ -272,7 +390,7 @@ func (s *PGStore) Hold(in Request) (r Request, again bool, err error) {
 			ON CONFLICT (hold_key) WHERE status = 'pending' DO NOTHING`,
 			n.ID, string(n.Status), n.CreatedAt, n.ExpiresAt, string(doc), key)
 		if err != nil {
-			return Request{}, false, fmt.Errorf("approval: save %s: %w", n.ID, err)
+			return Request{}, false, s.dbErr(err, "approval: save %s", n.ID)
 		}
 		if tag.RowsAffected() == 1 {
 			return n.copy(), false, nil
@@ -283,7 +401,7 @@ func (s *PGStore) Hold(in Request) (r Request, again bool, err error) {
 			continue // decided meanwhile: insert again
 		}
 		if err != nil {
-			return Request{}, false, fmt.Errorf("approval: hold: %w", err)
+			return Request{}, false, s.dbErr(err, "approval: hold")
 		}
 		rw, err := s.current(ctx, id) // marks it expired when its time is up
 		if err != nil && !errors.Is(err, ErrNotFound) {
@@ -321,11 +439,11 @@ func (s *PGStore) ListRequests(pendingOnly bool) ([]Request, error) {
 	}
 	rows, err := s.db.Pool.Query(ctx, q)
 	if err != nil {
-		return nil, fmt.Errorf("approval: list: %w", err)
+		return nil, s.dbErr(err, "approval: list")
 	}
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return nil, fmt.Errorf("approval: list: %w", err)
+		return nil, s.dbErr(err, "approval: list")
 	}
 	out := make([]Request, 0, len(ids))
 	for _, id := range ids {
@@ -379,15 +497,36 @@ func (s *PGStore) Claim(id, tool, rev, paramsHash string) (Request, error) {
 // executed (see Store.Complete). A request whose claim was lost (its
 // lease ran out, and another replica marked it interrupted) stays so:
 // ErrNotRunning.
+//
+// When the database does not answer, the error is ErrUnavailable and the
+// result is kept: this store keeps renewing the claim and stores the
+// result as soon as the database answers again (within about a second),
+// so the caller's GET finds it executed. Should the outage outlast the
+// lease, another replica may read the call interrupted first; the kept
+// result is then dropped and logged.
 func (s *PGStore) Complete(id string, result json.RawMessage) (Request, error) {
 	if result != nil && !json.Valid(result) {
 		return Request{}, fmt.Errorf("approval: result of %s is not valid JSON", id)
 	}
-	defer func() {
+	r, err := s.complete(id, result)
+	if errors.Is(err, ErrUnavailable) {
 		s.mu.Lock()
-		delete(s.running, id)
+		s.owed[id] = slices.Clone(result)
 		s.mu.Unlock()
-	}()
+		select {
+		case s.kick <- struct{}{}:
+		default:
+		}
+		return Request{}, fmt.Errorf("%w (the result is kept, and stored once the store answers)", err)
+	}
+	s.mu.Lock()
+	delete(s.running, id)
+	s.mu.Unlock()
+	return r, err
+}
+
+// complete marks id executed with result, if this store's claim holds.
+func (s *PGStore) complete(id string, result json.RawMessage) (Request, error) {
 	return s.change(id, true, false, func(rw row) (Request, error) {
 		if rw.r.Status != Running || rw.claimedBy == nil || *rw.claimedBy != s.replica {
 			return Request{}, fmt.Errorf("%w: %s is %s", ErrNotRunning, id, rw.r.Status)

@@ -338,7 +338,11 @@ func (c *Console) showApprovals(w http.ResponseWriter, r *http.Request, s *sessi
 		return
 	}
 	if err != nil {
-		c.render(w, r, s, http.StatusInternalServerError, "error", map[string]any{"Message": err.Error()})
+		status := http.StatusInternalServerError
+		if errors.Is(err, dispatch.ErrStoreUnavailable) {
+			status = http.StatusServiceUnavailable // "approval store unavailable: " and the cause
+		}
+		c.render(w, r, s, status, "error", map[string]any{"Message": err.Error()})
 		return
 	}
 	data := map[string]any{"Pending": pending, "Decided": decided}

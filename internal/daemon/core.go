@@ -197,7 +197,7 @@ func newCore(cfg Config, log *slog.Logger, mode approvalMode) (_ *core, err erro
 		}
 		undo = append(undo, db.Close)
 		ap, replica = pg, pg.Replica()
-		slots = pgstore.NewSlots(db, replica, cfg.StoreLease)
+		slots = pgstore.NewSlots(db, replica, cfg.StoreLease, log.With(slog.String("log", "slots")))
 	} else if mode != noApprovals {
 		var fs *approval.Store
 		fs, err = host.OpenApprovals(c.State, cfg.ApprovalTTL, cfg.AllowSelfApproval, log)
@@ -413,10 +413,12 @@ func sharedSlots(s *pgstore.Slots) dispatch.SharedSlots {
 	return s
 }
 
-// closingQueue is an approval queue the core closes.
+// closingQueue is an approval queue the core closes, and asks whether
+// it answers (/readyz, /v1/status).
 type closingQueue interface {
 	approval.Queue
 	Close() error
+	Check(ctx context.Context) error
 }
 
 // openSharedApprovals opens the shared database (cfg.Store postgres, or a

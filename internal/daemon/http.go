@@ -191,11 +191,34 @@ func (cr *core) sharedStatus() func(context.Context) any {
 		n, err := cr.broadcast.Newest(ctx)
 		switch {
 		case err != nil:
-			out.Error = err.Error()
+			out.Error = cr.db.Describe(err) // never the URL, host or password
 		case n.Revision != "":
 			out.Newest = &n
 		}
 		return out
+	}
+}
+
+// storeStatus is the store as /readyz and /v1/status report it: whether
+// it answers now and, when not, what still works; nil without an
+// approval queue.
+func (cr *core) storeStatus() func(context.Context) api.StoreStatus {
+	if cr.approvals == nil {
+		return nil
+	}
+	kind, effect := "files", "calls that need no approval keep running; calls that need an approval, and the /v1/approvals routes, answer 503 with the cause until the directory can be written again; the requests already kept are not lost"
+	if cr.db != nil {
+		kind, effect = "postgres", "calls that need no approval and whose tool has no max_concurrency keep running; calls that need an approval or a max_concurrency slot (counted across the replicas), and the /v1/approvals routes, answer 503 with the cause until the database answers; the requests already kept are not lost, and slots of calls that ended meanwhile are released once it answers"
+	}
+	return func(ctx context.Context) api.StoreStatus {
+		st := api.StoreStatus{Kind: kind, Available: true}
+		if cr.slots != nil {
+			st.SlotReleasesOwed = cr.slots.Owed()
+		}
+		if err := cr.approvals.Check(ctx); err != nil {
+			st.Available, st.Error, st.Effect = false, err.Error(), effect
+		}
+		return st
 	}
 }
 

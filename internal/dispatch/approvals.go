@@ -60,6 +60,10 @@ var (
 	// ErrInvalidEdit: the approver's edited params fail the schema or the
 	// policy denies them; the request stays pending.
 	ErrInvalidEdit = approval.ErrInvalidEdit
+	// ErrStoreUnavailable: the approval store does not answer (the
+	// database is down, the directory cannot be written); the message
+	// gives the cause. Nothing was decided or changed.
+	ErrStoreUnavailable = approval.ErrUnavailable
 )
 
 // Approval returns the approval request with id, with the Result of the
@@ -346,9 +350,9 @@ func (d *Dispatcher) RunApproved(ctx context.Context, id string) (Approval, *Res
 		r.Status, r.Error = Disabled, fmt.Sprintf("executor %s is not configured", t.Executor)
 		return a, finish(r, params), nil
 	}
-	release, busy := d.acquire(ctx, t)
-	if busy != "" {
-		r.Status, r.Error = Busy, busy+" (the approval stays approved and unused; run it again before it expires)"
+	release, refused, why := d.acquire(ctx, t)
+	if refused != "" {
+		r.Status, r.Error = refused, why+" (the approval stays approved and unused; run it again before it expires)"
 		return a, finish(r, params), nil
 	}
 	defer release()

@@ -667,3 +667,52 @@ func TestApprovedRunRespectsLimits(t *testing.T) {
 		t.Errorf("RunApproved after the slot freed = %+v %+v %v", a, res, err)
 	}
 }
+
+// sharedSlotsDown is a shared count that cannot be read (the database
+// does not answer), as pgstore.Slots answers then.
+type sharedSlotsDown struct{}
+
+func (sharedSlotsDown) Acquire(context.Context, string, int) (func(), bool, error) {
+	return nil, false, errors.New("shared store unavailable: cannot connect: connection refused")
+}
+
+// TestStoreUnavailable: with the approval store's directory gone, a call
+// that needs an approval is unavailable (nothing held, the cause given),
+// a deciding approver gets ErrStoreUnavailable, and a call that needs no
+// approval runs; a max_concurrency tool whose shared count cannot be
+// read is unavailable, not busy. Once the directory is back, the request
+// held before is there and the same call is held.
+func TestStoreUnavailable(t *testing.T) {
+	e := setup(t)
+	before := e.ask(t, "touch "+filepath.Join(e.tmp, "before"))
+	away := e.dir + ".away"
+	if err := os.Rename(e.dir, away); err != nil {
+		t.Fatal(err)
+	}
+	r := e.invoke(t, "shell-exec", "alice", map[string]any{"cmd": "touch " + filepath.Join(e.tmp, "during")})
+	if r.Status != Unavailable || r.ApprovalID != "" || !strings.HasPrefix(r.Error, "approval store unavailable: ") || strings.Contains(r.Error, e.dir) {
+		t.Errorf("a call that needs an approval with the store gone: %s %q (approval %q); want unavailable, the cause first, no path", r.Status, r.Error, r.ApprovalID)
+	}
+	if _, _, err := e.d.Decide(context.Background(), before.ApprovalID, Decider{Name: "bob"}, true, nil); !errors.Is(err, ErrStoreUnavailable) {
+		t.Errorf("approving with the store gone: %v; want ErrStoreUnavailable", err)
+	}
+	if r := e.invoke(t, "shell-exec", "alice", map[string]any{"cmd": "echo plain"}); r.Status != Success || r.Output != "plain\n" {
+		t.Errorf("a plain call with the store gone: %s %q; want it run", r.Status, r.Error)
+	}
+	if err := os.Rename(away, e.dir); err != nil {
+		t.Fatal(err)
+	}
+	if a, err := e.d.Approval(before.ApprovalID); err != nil || a.Status != approval.Pending {
+		t.Errorf("the request held before, after: %+v %v; want it pending", a, err)
+	}
+
+	capped := parse(t, "capped", "max_concurrency: 1")
+	st := newStore(t, catalog.Entry{Name: "capped", Tool: capped, Rev: "r", Status: catalog.Enabled})
+	ran := fakeExec{func(context.Context, executors.Request) (executors.Outcome, error) {
+		return executors.Outcome{Completed: true, Output: []byte("ran")}, nil
+	}}
+	d := New(st, map[hldp.ExecutorKind]executors.Executor{hldp.Shell: ran}, Options{SharedSlots: sharedSlotsDown{}})
+	if r := d.Invoke(context.Background(), Call{Tool: "capped", Params: json.RawMessage(`{"cmd":"x"}`)}); r.Status != Unavailable || !strings.HasPrefix(r.Error, "shared store unavailable: cannot connect") || !strings.Contains(r.Error, "max_concurrency") {
+		t.Errorf("a max_concurrency call with the shared count unreadable: %s %q; want unavailable with the cause", r.Status, r.Error)
+	}
+}

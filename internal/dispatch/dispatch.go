@@ -289,9 +289,9 @@ func (d *Dispatcher) invoke(ctx context.Context, c Call) (Result, map[string]any
 		d.hold(c, t, e.Rev, params, v, &r)
 		return r, params
 	}
-	release, busy := d.acquire(ctx, t)
-	if busy != "" {
-		r.Status, r.Error = Busy, busy
+	release, refused, why := d.acquire(ctx, t)
+	if refused != "" {
+		r.Status, r.Error = refused, why
 		return r, params
 	}
 	defer release()
@@ -322,6 +322,10 @@ func (d *Dispatcher) hold(c Call, t *hldp.Tool, rev string, params map[string]an
 		}
 	}
 	a, again, err := d.opts.Approvals.Hold(in)
+	if errors.Is(err, approval.ErrUnavailable) {
+		r.Status, r.Error = Unavailable, fmt.Sprintf("%v; the call needs an approval and did not run, and no approval was recorded: call again once the store answers", err)
+		return
+	}
 	if err != nil {
 		r.Status, r.Error = Error, fmt.Sprintf("the call needs an approval, and the approval could not be recorded: %v", err)
 		return
@@ -448,15 +452,18 @@ func (r *Result) fill(o executors.Outcome) {
 	r.QueuedMS = o.Queued.Milliseconds()
 }
 
-// acquire takes a global slot and a slot of the tool's own cap. It returns
-// a non-empty reason when either is full; callers get busy, not a queue.
 // SharedSlots hold a tool's concurrency cap across processes.
 type SharedSlots interface {
-	// Acquire takes one of tool's n slots; ok false: all are held.
+	// Acquire takes one of tool's n slots; ok false: all are held; the
+	// error says why the shared count cannot be read (it names no secret).
 	Acquire(ctx context.Context, tool string, n int) (release func(), ok bool, err error)
 }
 
-func (d *Dispatcher) acquire(ctx context.Context, t *hldp.Tool) (release func(), busy string) {
+// acquire takes a global slot and a slot of the tool's own cap. When it
+// cannot, refused is Busy (a cap is full: callers get busy, not a
+// queue) or Unavailable (the shared count cannot be read), and why says
+// so.
+func (d *Dispatcher) acquire(ctx context.Context, t *hldp.Tool) (release func(), refused ResultStatus, why string) {
 	var held []chan struct{}
 	release = func() {
 		for _, ch := range held {
@@ -468,7 +475,7 @@ func (d *Dispatcher) acquire(ctx context.Context, t *hldp.Tool) (release func(),
 		case d.sem <- struct{}{}:
 			held = append(held, d.sem)
 		default:
-			return release, fmt.Sprintf("busy: %d calls are already running (the daemon's cap); retry later", cap(d.sem))
+			return release, Busy, fmt.Sprintf("busy: %d calls are already running (the daemon's cap); retry later", cap(d.sem))
 		}
 	}
 	if n := t.Constraints.MaxConcurrency; n > 0 {
@@ -478,7 +485,7 @@ func (d *Dispatcher) acquire(ctx context.Context, t *hldp.Tool) (release func(),
 			held = append(held, ch)
 		default:
 			release()
-			return func() {}, fmt.Sprintf("busy: tool %s allows %d call(s) at a time (constraints.max_concurrency) and that many are running; retry later", t.Name, n)
+			return func() {}, Busy, fmt.Sprintf("busy: tool %s allows %d call(s) at a time (constraints.max_concurrency) and that many are running; retry later", t.Name, n)
 		}
 		if d.opts.SharedSlots != nil {
 			free, ok, err := d.opts.SharedSlots.Acquire(ctx, t.Name, n)
@@ -487,16 +494,16 @@ func (d *Dispatcher) acquire(ctx context.Context, t *hldp.Tool) (release func(),
 				// Fail closed: without the shared count the cap cannot
 				// be kept.
 				release()
-				return func() {}, fmt.Sprintf("busy: tool %s allows %d call(s) at a time across the replicas (constraints.max_concurrency), and the shared count cannot be read now: %v; retry later", t.Name, n, err)
+				return func() {}, Unavailable, fmt.Sprintf("%v; tool %s allows %d call(s) at a time across the replicas (constraints.max_concurrency), counted in the shared store, so the call did not run: retry once the store answers", err, t.Name, n)
 			case !ok:
 				release()
-				return func() {}, fmt.Sprintf("busy: tool %s allows %d call(s) at a time (constraints.max_concurrency) and that many are running across the replicas; retry later", t.Name, n)
+				return func() {}, Busy, fmt.Sprintf("busy: tool %s allows %d call(s) at a time (constraints.max_concurrency) and that many are running across the replicas; retry later", t.Name, n)
 			}
 			local := release
 			release = func() { free(); local() }
 		}
 	}
-	return release, ""
+	return release, "", ""
 }
 
 func (d *Dispatcher) toolSlots(name string, n int) chan struct{} {

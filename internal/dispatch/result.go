@@ -39,6 +39,13 @@ const (
 	Disabled ResultStatus = "disabled"
 	// Busy: did not run; the concurrency cap (global or the tool's) is reached.
 	Busy ResultStatus = "busy"
+	// Unavailable: did not run; the call needs the store (to hold it
+	// for an approval, or to count its max_concurrency across replicas)
+	// and the store does not answer. Error starts "approval store
+	// unavailable: " or "shared store unavailable: " and gives the
+	// cause; nothing was held or taken, so the same call may be made
+	// again once the store answers.
+	Unavailable ResultStatus = "unavailable"
 	// Cancelled: the call was ended from outside before it finished: the
 	// daemon shut down, or the caller hung up. Error says which
 	// ("cancelled: shutdown", "cancelled: client gone"); the real exit

@@ -40,6 +40,8 @@ func headline(st dispatch.ResultStatus) string {
 		return "the call did not run: the tool exists but cannot run here"
 	case dispatch.Busy:
 		return "the call did not run: too many calls are running; retry later"
+	case dispatch.Unavailable:
+		return "the call did not run: it needs the store (an approval, or a concurrency slot shared by the replicas), which does not answer now; retry later"
 	case dispatch.Cancelled:
 		return "the call was cancelled before it finished (the server shut down, or the client cancelled it)"
 	}

@@ -85,6 +85,11 @@ var migrations = []string{
 	// it back. Rows made before have no key and never conflict.
 	`ALTER TABLE toolagent_approvals ADD COLUMN hold_key text;
 	CREATE UNIQUE INDEX toolagent_approvals_pending_hold ON toolagent_approvals (hold_key) WHERE status = 'pending'`,
+	// 6: a slot's lease id (slots.go): every Acquire gives the slot a
+	// new one, and a release names the one it took, so a release retried
+	// after an outage never frees a later hold of the same slot. Rows
+	// made before have none and are released by holder, as before.
+	`ALTER TABLE toolagent_slots ADD COLUMN lease_id text`,
 }
 
 // DB is an open, migrated database.
@@ -92,6 +97,10 @@ type DB struct {
 	Pool *pgxpool.Pool
 	// Version is the schema version after Open.
 	Version int
+	// password is the one the pool connects with (from the URL, the
+	// environment or ~/.pgpass), kept only to cut it out of the causes
+	// Outage describes.
+	password string
 }
 
 // CheckURL refuses a connection URL that carries a password: it would
@@ -127,7 +136,7 @@ func Open(ctx context.Context, url string) (*DB, error) {
 		pool.Close()
 		return nil, fmt.Errorf("store: connect to %s:%d/%s: %v", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database, redact(err))
 	}
-	db := &DB{Pool: pool}
+	db := &DB{Pool: pool, password: cfg.ConnConfig.Password}
 	if db.Version, err = migrate(ctx, pool); err != nil {
 		pool.Close()
 		return nil, err

@@ -1,7 +1,11 @@
 package pgstore_test
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"log/slog"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -81,7 +85,7 @@ func TestSlotsAcrossReplicas(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer db.Close()
-		s := pgstore.NewSlots(db, "replica-"+string(rune('a'+i)), 900*time.Millisecond)
+		s := pgstore.NewSlots(db, "replica-"+string(rune('a'+i)), 900*time.Millisecond, nil)
 		defer s.Close()
 		rs = append(rs, s)
 	}
@@ -152,4 +156,104 @@ func TestSlotsAcrossReplicas(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// TestSlotsThroughAnOutage: a call that ends while the database is
+// stopped cannot free its slot then; the release is owed, Acquire says
+// the shared store is unavailable (with a cause that names neither the
+// password, the host, the user nor the database), and once the server is
+// started again the slot is released by this replica (holder cleared, not
+// left to its lease) and taken again.
+func TestSlotsThroughAnOutage(t *testing.T) {
+	c := pgtest.NewCluster(t)
+	u, err := url.Parse(c.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const password = "pw-0f1e2d3c4b5a" // the test cluster trusts loopback: any password connects
+	u.User = url.UserPassword("toolagent", password)
+	db, err := pgstore.Open(t.Context(), u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	s := pgstore.NewSlots(db, "replica-a", time.Minute, nil)
+	defer s.Close()
+	release, ok, err := s.Acquire(t.Context(), "deploy", 1)
+	if err != nil || !ok {
+		t.Fatalf("Acquire with the database up: ok %v err %v", ok, err)
+	}
+	// A replica that stops while it still owes a release says so.
+	var logs syncBuf
+	stopping := pgstore.NewSlots(db, "replica-b", time.Minute, slog.New(slog.NewTextHandler(&logs, nil)))
+	releaseB, ok, err := stopping.Acquire(t.Context(), "backup", 1)
+	if err != nil || !ok {
+		t.Fatalf("Acquire with the database up: ok %v err %v", ok, err)
+	}
+	c.Stop(t)
+	release() // the call ended during the outage
+	if n := s.Owed(); n != 1 {
+		t.Errorf("Owed() = %d after a release during the outage; want 1", n)
+	}
+	releaseB()
+	stopping.Close()
+	if l := logs.String(); !strings.Contains(l, "tool=backup") || !strings.Contains(l, "stays held until its lease passes") {
+		t.Errorf("Close with a release owed logged %q; want a warning naming the tool and what happens to its slot", l)
+	}
+	_, ok, err = s.Acquire(t.Context(), "deploy", 1)
+	if ok || !errors.Is(err, pgstore.ErrUnavailable) || !strings.HasPrefix(err.Error(), "shared store unavailable: ") {
+		t.Fatalf("Acquire with the database stopped: ok %v err %v; want ErrUnavailable", ok, err)
+	}
+	for _, secret := range []string{password, u.Host, u.Port(), "toolagent_test", "user="} {
+		if strings.Contains(err.Error(), secret) {
+			t.Errorf("the outage's cause %q shows %q", err, secret)
+		}
+	}
+	if _, err := db.Pool.Exec(t.Context(), `SELECT 1`); err != nil {
+		cause, ok := db.Outage(err)
+		if !ok || strings.Contains(cause, password) || strings.Contains(cause, u.Port()) {
+			t.Errorf("Outage(%v) = %q, %v; want an outage, described without the password or the address", err, cause, ok)
+		}
+	}
+	c.Start(t)
+	check, err := pgstore.Open(t.Context(), c.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer check.Close()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var holder *string
+		err := check.Pool.QueryRow(t.Context(), `SELECT holder FROM toolagent_slots WHERE tool = 'deploy' AND slot = 1`).Scan(&holder)
+		if err == nil && holder == nil && s.Owed() == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the slot of the call that ended during the outage is still held a minute after the database returned (holder %v, err %v, owed %d)", holder, err, s.Owed())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	release, ok, err = s.Acquire(t.Context(), "deploy", 1)
+	if err != nil || !ok {
+		t.Fatalf("Acquire once the database is back: ok %v err %v; want the released slot", ok, err)
+	}
+	release()
+}
+
+// syncBuf is a bytes.Buffer safe for a logger and a test at once.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
