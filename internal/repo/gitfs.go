@@ -172,7 +172,7 @@ func newGitTree(clonePath string, commit plumbing.Hash, sub string, prev *Tree) 
 	for i, h := range c.ParentHashes {
 		parents[i] = h.String()
 	}
-	return &Tree{fsys: fsys, rev: commit.String(), treeHash: root.String(), hash: fsys.blobHash, parents: parents, isGit: true}, nil
+	return &Tree{fsys: fsys, rev: commit.String(), treeHash: root.String(), hash: fsys.blobHash, parents: parents, isGit: true, sub: sub}, nil
 }
 
 // gitFS is an fs.FS over a tree object. Directories are decoded when opened
