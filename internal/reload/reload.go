@@ -286,7 +286,7 @@ func (l *Loop) Once(ctx context.Context) (changed bool, err error) {
 	counts := next.Counts()
 	log.Info("reloaded", "revision", rev, "generation", next.Gen(),
 		"tools", next.Len(), "enabled", counts[catalog.Enabled], "stale", counts[catalog.Stale],
-		"failed", counts[catalog.Failed], "disabled", counts[catalog.Disabled],
+		"failed", counts[catalog.Failed], "disabled", counts[catalog.Disabled], "untrusted", counts[catalog.Untrusted],
 		"parsed", rep.Parsed, "reused", rep.Reused, "took_ms", l.now().Sub(start).Milliseconds())
 	l.recordBuild(rep)
 	l.succeed(next, true, len(rep.Problems))

@@ -1,0 +1,324 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/toolagent/toolagent/internal/catalog"
+	"github.com/toolagent/toolagent/internal/dispatch"
+)
+
+// These tests sign the commits of a real repository with real keys: SSH
+// keys through git's gpg.format=ssh (ssh-keygen -Y sign), OpenPGP keys
+// through GnuPG with a throwaway GNUPGHOME, and check that the daemon
+// serves only what an allowed key signed (issue 37).
+
+// sshSigner is an SSH key that signs commits.
+type sshSigner struct {
+	key  string // private key file
+	line string // its allowed_signers line
+}
+
+// newSSHSigner makes a key for principal; opts go before the key in its
+// allowed_signers line, comment after it.
+func newSSHSigner(t testing.TB, principal, opts, comment string) sshSigner {
+	t.Helper()
+	key := filepath.Join(t.TempDir(), "key")
+	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", principal, "-f", key).CombinedOutput(); err != nil {
+		t.Fatalf("ssh-keygen: %v\n%s", err, out)
+	}
+	pub, err := os.ReadFile(key + ".pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(pub))
+	line := principal + " "
+	if opts != "" {
+		line += opts + " "
+	}
+	return sshSigner{key: key, line: strings.TrimSpace(line + f[0] + " " + f[1] + " " + comment)}
+}
+
+// gitWith runs git in the work clone with extra environment and returns
+// its trimmed stdout.
+func (r *gitRepo) gitWith(env []string, args ...string) string {
+	r.tb.Helper()
+	cmd := exec.Command(r.git, append([]string{"-C", r.work}, args...)...)
+	cmd.Env = append(r.env(), env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		r.tb.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return strings.TrimSpace(stdout.String())
+}
+
+// sshArgs are git's options to sign a commit with s.
+func (s sshSigner) args() []string {
+	return []string{"-c", "gpg.format=ssh", "-c", "user.signingkey=" + s.key}
+}
+
+// commitSigned commits the work tree signed by sign (nil: unsigned),
+// without pushing, and returns the commit.
+func (r *gitRepo) commitSigned(env, sign []string, msg string) string {
+	r.tb.Helper()
+	r.run(r.work, "add", "-A")
+	args := append(append([]string{}, sign...), "commit", "--quiet", "--allow-empty", "-m", msg)
+	if sign != nil {
+		args = append(args, "-S")
+	} else {
+		args = append(args, "--no-gpg-sign")
+	}
+	r.gitWith(env, args...)
+	return r.run(r.work, "rev-parse", "HEAD")
+}
+
+// gpgSigner makes an OpenPGP key in a throwaway GNUPGHOME and returns the
+// environment git signs with, its options and the armored public key.
+func gpgSigner(t testing.TB, uid string) (env, args []string, armored []byte) {
+	t.Helper()
+	home := filepath.Join(t.TempDir(), "gnupg")
+	os.Mkdir(home, 0o700)
+	env = []string{"GNUPGHOME=" + home}
+	gpg := func(args ...string) []byte {
+		cmd := exec.Command("gpg", append([]string{"--batch"}, args...)...)
+		cmd.Env = append(os.Environ(), env...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("gpg %v: %v\n%s", args, err, stderr.String())
+		}
+		return out
+	}
+	gpg("--passphrase", "", "--quick-gen-key", uid, "ed25519", "sign", "never")
+	t.Cleanup(func() { exec.Command("gpgconf", "--homedir", home, "--kill", "all").Run() })
+	return env, []string{"-c", "gpg.format=openpgp", "-c", "user.signingkey=" + uid}, gpg("--armor", "--export")
+}
+
+// trustView is a tool of /v1/tools with its trust.
+type trustView struct {
+	Name   string             `json:"name"`
+	Status catalog.Status     `json:"status"`
+	Reason string             `json:"reason"`
+	Signed *catalog.Signature `json:"signed"`
+}
+
+func getTools(t testing.TB, get func(path string) (int, []byte), all bool) map[string]trustView {
+	t.Helper()
+	path := "/v1/tools"
+	if all {
+		path += "?all=1"
+	}
+	code, b := get(path)
+	var body struct {
+		Tools []trustView `json:"tools"`
+	}
+	if code != 200 || json.Unmarshal(b, &body) != nil {
+		t.Fatalf("GET %s = %d %s", path, code, b)
+	}
+	m := map[string]trustView{}
+	for _, v := range body.Tools {
+		m[v.Name] = v
+	}
+	return m
+}
+
+// TestTrustedSigners: every case of issue 37 on one repository: an
+// allowed key, an unsigned commit, a foreign key, a key outside its
+// validity, a key outside its path globs, OpenPGP, a signed merge of
+// unsigned commits; then a force-push that replaces a signed commit with an
+// unsigned one, and re-signing it, without a restart; then a restart that
+// verifies nothing again.
+func TestTrustedSigners(t *testing.T) {
+	for _, c := range []string{"ssh-keygen", "gpg"} {
+		if _, err := exec.LookPath(c); err != nil {
+			t.Fatalf("%s is needed: %v", c, err)
+		}
+	}
+	r := newGitRepo(t)
+	alice := newSSHSigner(t, "alice@example.com", `namespaces="git"`, "")
+	db := newSSHSigner(t, "db@example.com", "", "database team toolagent-paths=tools/db-*")
+	old := newSSHSigner(t, "old@example.com", `valid-before="20200101Z"`, "")
+	mallory := newSSHSigner(t, "mallory@example.com", "", "")
+	gpgEnv, pat, patKey := gpgSigner(t, "Pat <pat@example.com>")
+	dir := t.TempDir()
+	signers := filepath.Join(dir, "allowed_signers")
+	os.WriteFile(signers, []byte("# who may define tools\n"+alice.line+"\n"+db.line+"\n"+old.line+"\n"), 0o644)
+	keyring := filepath.Join(dir, "keyring.asc")
+	os.WriteFile(keyring, patKey, 0o644)
+
+	r.write("tools/good/TOOL.hdlp", versionTool("good", "g1"))
+	cGood := r.commitSigned(nil, alice.args(), "good")
+	r.write("tools/unsigned/TOOL.hdlp", versionTool("unsigned", "u1"))
+	cUnsigned := r.commitSigned(nil, nil, "unsigned")
+	r.write("tools/foreign/TOOL.hdlp", versionTool("foreign", "f1"))
+	r.commitSigned(nil, mallory.args(), "foreign")
+	r.write("tools/expired/TOOL.hdlp", versionTool("expired", "e1"))
+	r.commitSigned(nil, old.args(), "expired")
+	r.write("tools/db-backup/TOOL.hdlp", versionTool("db-backup", "d1"))
+	r.write("tools/notdb/TOOL.hdlp", versionTool("notdb", "n1"))
+	r.commitSigned(nil, db.args(), "db team")
+	r.write("tools/pgp/TOOL.hdlp", versionTool("pgp", "p1"))
+	cPGP := r.commitSigned(gpgEnv, pat, "pgp")
+	// Unsigned commits on a branch, merged by a signed merge commit.
+	r.run(r.work, "checkout", "--quiet", "-b", "feature")
+	r.write("tools/merged/TOOL.hdlp", versionTool("merged", "m1"))
+	r.commitSigned(nil, nil, "feature work")
+	r.run(r.work, "checkout", "--quiet", "main")
+	r.gitWith(nil, append(alice.args(), "merge", "--quiet", "--no-ff", "-S", "-m", "merge feature", "feature")...)
+	cMerge := r.run(r.work, "rev-parse", "HEAD")
+	r.pushTo("main")
+
+	state := t.TempDir()
+	d := startDaemon(t, nil, "--repo", r.url(), "--schedule", "off", "--state", state, "--trusted-signers", signers, "--trusted-keyring", keyring)
+	d.waitRev(t, cMerge)
+	get := func(p string) (int, []byte) { return d.request(t, "GET", p, "") }
+	all := getTools(t, get, true)
+	trusted := map[string]struct{ principal, method, commit string }{
+		"good":      {"alice@example.com", "ssh", cGood},
+		"db-backup": {"db@example.com", "ssh", ""},
+		"pgp":       {"pat@example.com", "openpgp", cPGP},
+		"merged":    {"alice@example.com", "ssh", cMerge},
+	}
+	for name, w := range trusted {
+		v := all[name]
+		if v.Status != catalog.Enabled || v.Signed == nil || v.Signed.Principal != w.principal || v.Signed.Method != w.method ||
+			(w.commit != "" && v.Signed.Commit != w.commit) || v.Signed.Fingerprint == "" {
+			t.Errorf("%s: got %s %q signed %+v; want enabled, signed by %s (%s) in %s", name, v.Status, v.Reason, v.Signed, w.principal, w.method, w.commit)
+		}
+	}
+	untrusted := map[string]string{
+		"unsigned": "tools/unsigned last changed in " + cUnsigned[:7] + " by an unsigned commit",
+		"foreign":  "signed by a key not in trusted_signers (SHA256:",
+		"expired":  "but the key expired at 2020-01-01T00:00:00Z",
+		"notdb":    "whose key may change only tools/db-*",
+	}
+	for name, want := range untrusted {
+		v := all[name]
+		if v.Status != catalog.Untrusted || !strings.Contains(v.Reason, want) || v.Signed != nil {
+			t.Errorf("%s: got %s %q; want untrusted with %q", name, v.Status, v.Reason, want)
+		}
+	}
+	// Callers see the trusted tools alone, and cannot call the others.
+	listed := getTools(t, get, false)
+	for name := range untrusted {
+		if _, ok := listed[name]; ok {
+			t.Errorf("%s is listed to callers", name)
+		}
+	}
+	if _, ok := listed["good"]; !ok {
+		t.Errorf("good is not listed to callers: %v", listed)
+	}
+	code, res := d.call(t, "unsigned", map[string]any{})
+	if res.Status != dispatch.Disabled || !strings.Contains(res.Error, "by an unsigned commit") {
+		t.Errorf("call unsigned = %d %s %q; want disabled naming the reason", code, res.Status, res.Error)
+	}
+	d.callVersion(t, "trusted", "good", "g1", cMerge)
+
+	// A force-push replaces the signed merge with an unsigned one.
+	r.gitWith(nil, "commit", "--quiet", "--amend", "--no-edit", "--no-gpg-sign")
+	cBad := r.pushTo("main")
+	d.syncNow(t)
+	d.waitRev(t, cBad)
+	if v := getTools(t, get, true)["merged"]; v.Status != catalog.Untrusted || !strings.Contains(v.Reason, cBad[:7]+" by an unsigned commit") {
+		t.Errorf("after the force-push: merged %s %q; want untrusted, unsigned", v.Status, v.Reason)
+	}
+	if code, res := d.call(t, "merged", map[string]any{}); res.Status != dispatch.Disabled {
+		t.Errorf("call merged after the force-push = %d %s", code, res.Status)
+	}
+	// Re-signed: callable again at the next sync, no restart.
+	r.gitWith(nil, append(alice.args(), "commit", "--quiet", "--amend", "--no-edit", "-S")...)
+	cResigned := r.pushTo("main")
+	d.syncNow(t)
+	d.waitRev(t, cResigned)
+	if v := getTools(t, get, true)["merged"]; v.Status != catalog.Enabled || v.Signed == nil || v.Signed.Commit != cResigned {
+		t.Errorf("after re-signing: merged %s %q %+v; want enabled, signed in %s", v.Status, v.Reason, v.Signed, cResigned)
+	}
+	d.callVersion(t, "re-signed", "merged", "m1", cResigned)
+
+	// A restart verifies nothing again: the verdicts are kept.
+	if err := d.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	d2 := startDaemon(t, nil, "--repo", r.url(), "--schedule", "off", "--state", state, "--trusted-signers", signers, "--trusted-keyring", keyring)
+	d2.waitRev(t, cResigned)
+	if v := getTools(t, func(p string) (int, []byte) { return d2.request(t, "GET", p, "") }, true)["good"]; v.Status != catalog.Enabled {
+		t.Errorf("after a restart: good %s %q", v.Status, v.Reason)
+	}
+	for line := range strings.Lines(d2.logs.String()) {
+		if strings.Contains(line, `"signatures checked"`) && !strings.Contains(line, `"verified":0`) {
+			t.Errorf("a restart verified signatures again: %s", line)
+		}
+	}
+	if !strings.Contains(d2.logs.String(), `"signatures checked"`) {
+		t.Errorf("no signature check logged:\n%s", d2.logs)
+	}
+}
+
+// TestTrustedSignersBinary runs the built binary as an operator would:
+// serve --repo file://… --trusted-signers FILE serves the signed tool,
+// refuses the unsigned and foreign ones with the reason, and names the
+// signer; with a local tools directory it refuses to start.
+func TestTrustedSignersBinary(t *testing.T) {
+	if _, err := exec.LookPath("ssh-keygen"); err != nil {
+		t.Fatalf("ssh-keygen is needed: %v", err)
+	}
+	r := newGitRepo(t)
+	alice := newSSHSigner(t, "alice@example.com", "", "")
+	mallory := newSSHSigner(t, "mallory@example.com", "", "")
+	signers := filepath.Join(t.TempDir(), "allowed_signers")
+	os.WriteFile(signers, []byte(alice.line+"\n"), 0o644)
+	r.write("tools/signed/TOOL.hdlp", versionTool("signed", "s1"))
+	cSigned := r.commitSigned(nil, alice.args(), "signed")
+	r.write("tools/unsigned/TOOL.hdlp", versionTool("unsigned", "u1"))
+	r.commitSigned(nil, nil, "unsigned")
+	r.write("tools/foreign/TOOL.hdlp", versionTool("foreign", "f1"))
+	r.commitSigned(nil, mallory.args(), "foreign")
+	r.pushTo("main")
+
+	work := t.TempDir()
+	info := startBinDaemon(t, work, filepath.Join(t.TempDir(), "state"), binEnv(t),
+		"--repo", "file://"+r.bare, "--schedule", "off", "--trusted-signers", signers)
+	get := func(p string) (int, []byte) {
+		resp, err := http.Get(info.URL + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var b bytes.Buffer
+		b.ReadFrom(resp.Body)
+		return resp.StatusCode, b.Bytes()
+	}
+	all := getTools(t, get, true)
+	if v := all["signed"]; v.Status != catalog.Enabled || v.Signed == nil || v.Signed.Principal != "alice@example.com" || v.Signed.Commit != cSigned {
+		t.Errorf("signed: %s %q %+v", v.Status, v.Reason, v.Signed)
+	}
+	if v := all["unsigned"]; v.Status != catalog.Untrusted || !strings.Contains(v.Reason, "by an unsigned commit") {
+		t.Errorf("unsigned: %s %q", v.Status, v.Reason)
+	}
+	if v := all["foreign"]; v.Status != catalog.Untrusted || !strings.Contains(v.Reason, "signed by a key not in trusted_signers") {
+		t.Errorf("foreign: %s %q", v.Status, v.Reason)
+	}
+	code, b := get("/v1/tools/signed")
+	var one trustView
+	if code != 200 || json.Unmarshal(b, &one) != nil || one.Signed == nil || one.Signed.Principal != "alice@example.com" {
+		t.Errorf("GET /v1/tools/signed = %d %s; want the signer named", code, b)
+	}
+
+	// A local tools directory has no commits: serve refuses to start.
+	tools := filepath.Join(t.TempDir(), "tools")
+	os.MkdirAll(filepath.Join(tools, "x"), 0o755)
+	os.WriteFile(filepath.Join(tools, "x", "TOOL.hdlp"), []byte(versionTool("x", "1")), 0o644)
+	_, stderr, exit := runBin(t, work, binEnv(t), "serve", "--listen", "127.0.0.1:0", "--state", filepath.Join(t.TempDir(), "s"),
+		"--tools", tools, "--trusted-signers", signers)
+	if exit == 0 || !strings.Contains(stderr, "trusted_signers and trusted_keyring need a git source (repo)") {
+		t.Errorf("serve --tools DIR --trusted-signers: exit %d, stderr %s; want a refusal naming the reason", exit, stderr)
+	}
+}
