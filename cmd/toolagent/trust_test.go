@@ -3,12 +3,14 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/toolagent/toolagent/internal/catalog"
 	"github.com/toolagent/toolagent/internal/dispatch"
@@ -221,6 +223,19 @@ func TestTrustedSigners(t *testing.T) {
 		t.Errorf("call unsigned = %d %s %q; want disabled naming the reason", code, res.Status, res.Error)
 	}
 	d.callVersion(t, "trusted", "good", "g1", cMerge)
+	// The provenance is in the call's result and its audit line.
+	if _, res := d.call(t, "pgp", map[string]any{}); res.Signed == nil || res.Signed.Principal != "pat@example.com" || res.Signed.Commit != cPGP {
+		t.Errorf("call pgp: signed %+v; want pat@example.com in %s", res.Signed, cPGP)
+	}
+	pollUntil(t, "the audit line of the call of pgp", func() bool {
+		for line := range strings.Lines(d.logs.String()) {
+			if strings.Contains(line, `"tool":"pgp"`) && strings.Contains(line, `"signer":"pat@example.com"`) &&
+				strings.Contains(line, `"signed_commit":"`+cPGP+`"`) && strings.Contains(line, `"signer_key":"`) {
+				return true
+			}
+		}
+		return false
+	})
 
 	// A force-push replaces the signed merge with an unsigned one.
 	r.gitWith(nil, "commit", "--quiet", "--amend", "--no-edit", "--no-gpg-sign")
@@ -312,13 +327,119 @@ func TestTrustedSignersBinary(t *testing.T) {
 		t.Errorf("GET /v1/tools/signed = %d %s; want the signer named", code, b)
 	}
 
+	// validate in the tools repository (CI): the unsigned and the foreign
+	// tool fail it, each with its reason.
+	out, stderr, exit := runBin(t, r.work, binEnv(t), "validate", "--trusted-signers", signers)
+	if exit == 0 || !strings.Contains(out, "untrusted: tools/unsigned last changed in") || !strings.Contains(out, "by an unsigned commit") ||
+		!strings.Contains(out, "untrusted: tools/foreign last changed in") || strings.Contains(out, "tools/signed last") ||
+		!strings.Contains(out, "1 of 3 tools signed by an allowed key") {
+		t.Errorf("validate --trusted-signers: exit %d\n%s%s", exit, out, stderr)
+	}
+	// Once the two are gone, validate passes.
+	r.remove("tools/unsigned")
+	r.remove("tools/foreign")
+	r.commitSigned(nil, alice.args(), "remove the untrusted tools")
+	if out, stderr, exit := runBin(t, r.work, binEnv(t), "validate", "--trusted-signers", signers); exit != 0 || !strings.Contains(out, "1 of 1 tools signed") {
+		t.Errorf("validate --trusted-signers on signed tools: exit %d\n%s%s", exit, out, stderr)
+	}
+
 	// A local tools directory has no commits: serve refuses to start.
 	tools := filepath.Join(t.TempDir(), "tools")
 	os.MkdirAll(filepath.Join(tools, "x"), 0o755)
 	os.WriteFile(filepath.Join(tools, "x", "TOOL.hdlp"), []byte(versionTool("x", "1")), 0o644)
-	_, stderr, exit := runBin(t, work, binEnv(t), "serve", "--listen", "127.0.0.1:0", "--state", filepath.Join(t.TempDir(), "s"),
+	_, stderr, exit = runBin(t, work, binEnv(t), "serve", "--listen", "127.0.0.1:0", "--state", filepath.Join(t.TempDir(), "s"),
 		"--tools", tools, "--trusted-signers", signers)
 	if exit == 0 || !strings.Contains(stderr, "trusted_signers and trusted_keyring need a git source (repo)") {
 		t.Errorf("serve --tools DIR --trusted-signers: exit %d, stderr %s; want a refusal naming the reason", exit, stderr)
+	}
+}
+
+// fastImportTools writes n tools into r's bare repository as n commits on
+// main, one tool each (git fast-import: unsigned, as fast-import cannot
+// sign), and returns the head.
+func fastImportTools(b *testing.B, r *gitRepo, n int) string {
+	b.Helper()
+	var s strings.Builder
+	for i := range n {
+		name := fmt.Sprintf("tool-%05d", i)
+		body := versionTool(name, "v1")
+		fmt.Fprintf(&s, "commit refs/heads/main\nmark :%d\ncommitter T <t@example.invalid> %d +0000\ndata %d\n%s\n", i+1, 1700000000+i, len(name), name)
+		if i > 0 {
+			fmt.Fprintf(&s, "from :%d\n", i)
+		}
+		fmt.Fprintf(&s, "M 100644 inline tools/%s/TOOL.hdlp\ndata %d\n%s\n", name, len(body), body)
+	}
+	cmd := exec.Command(r.git, "-C", r.bare, "fast-import", "--quiet")
+	cmd.Env = r.env()
+	cmd.Stdin = strings.NewReader(s.String())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("git fast-import: %v\n%s", err, out)
+	}
+	return r.run(r.bare, "rev-parse", "main")
+}
+
+// BenchmarkTrustStart10k measures the start of a daemon serving 10,000
+// tools, with trusted_signers set and without: the first start (clone,
+// history walk, verification, parse) and a restart at the same commit
+// (from run() to /readyz, the catalog served from the clone and the
+// caches). "one-commit": the 10,000 tools in one commit signed by an
+// allowed key; "10k-commits": each tool added by a commit of its own
+// (10,000 verdicts, the walk over 10,000 commits: the worst history).
+func BenchmarkTrustStart10k(b *testing.B) {
+	const n = 10000
+	alice := newSSHSigner(b, "alice@example.com", "", "")
+	signers := filepath.Join(b.TempDir(), "allowed_signers")
+	os.WriteFile(signers, []byte(alice.line+"\n"), 0o644)
+	for _, history := range []string{"one-commit", "10k-commits"} {
+		var r *gitRepo
+		var rev string
+		if history == "one-commit" {
+			r = newGitRepo(b)
+			for i := range n {
+				name := fmt.Sprintf("tool-%05d", i)
+				r.write("tools/"+name+"/TOOL.hdlp", versionTool(name, "v1"))
+			}
+			r.commitSigned(nil, alice.args(), "10000 tools")
+			rev = r.pushTo("main")
+		} else {
+			r = newGitRepo(b)
+			rev = fastImportTools(b, r, n)
+		}
+		for _, trusted := range []bool{false, true} {
+			name := history + "/trust-off"
+			if trusted {
+				name = history + "/trust-on"
+			}
+			b.Run(name, func(b *testing.B) {
+				state := b.TempDir()
+				args := []string{"--repo", r.url(), "--schedule", "off", "--state", state}
+				if trusted {
+					args = append(args, "--trusted-signers", signers)
+				}
+				// The first start, as `toolagent sync`: the clone (of the
+				// whole history with trust on), the walk, the verification
+				// and the parse; longer than startDaemon waits for.
+				first := time.Now()
+				sum, err := runSyncCmd(b, args...)
+				if err != nil || sum.Revision != rev {
+					b.Fatalf("first sync: %+v %v", sum, err)
+				}
+				b.Logf("first sync (clone, walk, verify, parse %d tools): %v", n, time.Since(first))
+				var samples []time.Duration
+				for b.Loop() {
+					start := time.Now()
+					d := startDaemon(b, nil, args...)
+					samples = append(samples, time.Since(start))
+					b.StopTimer()
+					pollUntil(b, "the first sync", func() bool { return !d.status(b).LastOK.IsZero() })
+					if trusted && !strings.Contains(d.logs.String(), `"verified":0`) {
+						b.Fatalf("a restart verified signatures again:\n%s", d.logs)
+					}
+					d.stop(b)
+					b.StartTimer()
+				}
+				reportDurations(b, samples, "restart-to-serving")
+			})
+		}
 	}
 }

@@ -3,6 +3,8 @@ package daemon
 import (
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -52,15 +54,6 @@ func newTrustGate(cfg Config, cacheFile, prefix string, log *slog.Logger) (*trus
 
 // vet is scan.Options.Vet.
 func (g *trustGate) vet(t scan.Tree, entries []catalog.Entry) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	start := time.Now()
-	pol, err := trust.Load(g.signers, g.keyring)
-	if err != nil {
-		g.log.Error("trust policy cannot be read; no tool is trusted", "err", err)
-		untrustAll(entries, fmt.Sprintf("the trust policy cannot be read: %v", err))
-		return
-	}
 	rt, ok := t.(*repo.Tree)
 	if !ok {
 		untrustAll(entries, "the tools come from a directory without commits; trusted_signers needs a git repository (repo)")
@@ -70,20 +63,53 @@ func (g *trustGate) vet(t scan.Tree, entries []catalog.Entry) {
 	for _, e := range entries {
 		names = append(names, e.Name)
 	}
-	changes, err := g.lastChanged(rt, names)
+	verdicts, err := g.judge(rt, names)
 	if err != nil {
-		g.log.Error("cannot find the commits that changed the tools; no tool is trusted", "revision", rt.Rev(), "err", err)
-		untrustAll(entries, fmt.Sprintf("the history of revision %s cannot be read: %v", rt.Rev(), err))
+		g.log.Error("no tool is trusted", "revision", rt.Rev(), "err", err)
+		untrustAll(entries, err.Error())
 		return
 	}
-	signed := map[string]*catalog.Signature{} // one per commit, shared by its entries
-	verified, untrusted := 0, 0
 	for i := range entries {
 		e := &entries[i]
-		dir := g.prefix + e.Name
-		commit := changes[e.Name]
+		v := verdicts[e.Name]
+		if v.signed == nil {
+			untrust(e, v.reason)
+			continue
+		}
+		e.Signed = v.signed
+	}
+}
+
+// toolTrust is the verdict on one tool: its provenance when trusted, else
+// why not.
+type toolTrust struct {
+	signed *catalog.Signature
+	reason string
+}
+
+// judge returns the verdict on each of names (tool folders of t). The
+// error is for a policy or a history that cannot be read: then no tool is
+// trusted.
+func (g *trustGate) judge(rt *repo.Tree, names []string) (map[string]toolTrust, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	start := time.Now()
+	pol, err := trust.Load(g.signers, g.keyring)
+	if err != nil {
+		return nil, fmt.Errorf("the trust policy cannot be read: %w", err)
+	}
+	changes, err := g.lastChanged(rt, names)
+	if err != nil {
+		return nil, fmt.Errorf("the history of revision %s cannot be read: %w", rt.Rev(), err)
+	}
+	out := make(map[string]toolTrust, len(names))
+	signed := map[string]*catalog.Signature{} // one per commit, shared by its tools
+	verified, untrusted := 0, 0
+	for _, name := range names {
+		dir := g.prefix + name
+		commit := changes[name]
 		if commit == "" {
-			untrust(e, fmt.Sprintf("%s: no commit of the branch's first-parent history changed it", dir))
+			out[name] = toolTrust{reason: fmt.Sprintf("%s: no commit of the branch's first-parent history changed it (not committed?)", dir)}
 			untrusted++
 			continue
 		}
@@ -91,7 +117,7 @@ func (g *trustGate) vet(t scan.Tree, entries []catalog.Entry) {
 		if !ok {
 			c, err := rt.Commit(commit)
 			if err != nil {
-				untrust(e, fmt.Sprintf("%s last changed in %s, which cannot be read: %v", dir, short(commit), err))
+				out[name] = toolTrust{reason: fmt.Sprintf("%s last changed in %s, which cannot be read: %v", dir, short(commit), err)}
 				untrusted++
 				continue
 			}
@@ -100,7 +126,7 @@ func (g *trustGate) vet(t scan.Tree, entries []catalog.Entry) {
 			verified++
 		}
 		if ok, why := v.Allows(dir); !ok {
-			untrust(e, fmt.Sprintf("%s last changed in %s %s", dir, short(commit), why))
+			out[name] = toolTrust{reason: fmt.Sprintf("%s last changed in %s %s", dir, short(commit), why)}
 			untrusted++
 			continue
 		}
@@ -109,13 +135,14 @@ func (g *trustGate) vet(t scan.Tree, entries []catalog.Entry) {
 			s = &catalog.Signature{Commit: commit, Method: v.Signer.Method, Principal: v.Signer.Principal, Fingerprint: v.Signer.Fingerprint}
 			signed[commit] = s
 		}
-		e.Signed = s
+		out[name] = toolTrust{signed: s}
 	}
 	if err := g.cache.Save(); err != nil {
 		g.log.Warn("trust cache not saved; a restart verifies again", "err", err)
 	}
-	g.log.Info("signatures checked", "revision", rt.Rev(), "tools", len(entries), "untrusted", untrusted,
+	g.log.Info("signatures checked", "revision", rt.Rev(), "tools", len(names), "untrusted", untrusted,
 		"verified", verified, "took_ms", time.Since(start).Milliseconds())
+	return out, nil
 }
 
 // lastChanged returns the commit that last changed each of names in t,
@@ -176,4 +203,40 @@ func short(h string) string {
 		return h[:7]
 	}
 	return h
+}
+
+// TrustProblem is a tool of a checkout that is not trusted, and why.
+type TrustProblem struct {
+	Tool, Reason string
+}
+
+// CheckTrust checks, as serve with trusted_signers and trusted_keyring
+// would, the tools names of the tools folder dir of a git checkout at its
+// HEAD commit, and returns those that are not trusted (for validate in a
+// tools repository's CI), sorted by name, with the HEAD commit.
+func CheckTrust(signers, keyring, dir string, names []string) (string, []TrustProblem, error) {
+	t, sub, err := repo.OpenCheckout(dir)
+	if err != nil {
+		return "", nil, err
+	}
+	prefix := ""
+	if sub != "" {
+		prefix = sub + "/"
+	}
+	g, err := newTrustGate(Config{TrustedSigners: signers, TrustedKeyring: keyring}, "", prefix, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return "", nil, err
+	}
+	verdicts, err := g.judge(t, names)
+	if err != nil {
+		return "", nil, err
+	}
+	var out []TrustProblem
+	for _, n := range names {
+		if v := verdicts[n]; v.signed == nil {
+			out = append(out, TrustProblem{Tool: n, Reason: v.reason})
+		}
+	}
+	slices.SortFunc(out, func(a, b TrustProblem) int { return strings.Compare(a.Tool, b.Tool) })
+	return t.Rev(), out, nil
 }

@@ -313,6 +313,7 @@ func (d *Dispatcher) RunApproved(ctx context.Context, id string) (Approval, *Res
 	}
 	t := e.Tool
 	r := newResult(a.Tool, t, e.Rev)
+	r.Signed = e.Signed
 	params, perr := t.CheckParams(a.RunParams())
 	hash := "invalid params"
 	if perr == nil {

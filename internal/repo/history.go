@@ -4,12 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/storage/filesystem"
 )
 
 // ErrNoHistory is returned by Tree.LastChanged when the history it needs
@@ -125,6 +128,53 @@ func (t *Tree) Commit(hash string) (Commit, error) {
 		return Commit{}, fmt.Errorf("encode commit %s: %w", hash, err)
 	}
 	return Commit{Hash: hash, When: c.Committer.When, Signature: c.PGPSignature, Payload: data}, nil
+}
+
+// OpenCheckout returns the tree of dir, a folder of a git work tree, at
+// the work tree's HEAD commit (what is committed, not what is on disk),
+// and dir's slash-separated path from the work tree's root ("" for the
+// root). Its history is the checkout's: a shallow checkout has little.
+func OpenCheckout(dir string) (*Tree, string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, "", err
+	}
+	if abs, err = filepath.EvalSymlinks(abs); err != nil {
+		return nil, "", err
+	}
+	r, err := git.PlainOpenWithOptions(abs, &git.PlainOpenOptions{DetectDotGit: true, EnableDotGitCommonDir: true})
+	if err != nil {
+		return nil, "", fmt.Errorf("%s is not in a git work tree: %w", dir, err)
+	}
+	wt, err := r.Worktree()
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w", dir, err)
+	}
+	root, err := filepath.EvalSymlinks(wt.Filesystem.Root())
+	if err != nil {
+		return nil, "", err
+	}
+	rel, err := filepath.Rel(root, abs)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return nil, "", fmt.Errorf("%s is outside the work tree %s", dir, root)
+	}
+	sub := filepath.ToSlash(rel)
+	if sub == "." {
+		sub = ""
+	}
+	head, err := r.Head()
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: no HEAD commit: %w", root, err)
+	}
+	fsStore, ok := r.Storer.(*filesystem.Storage)
+	if !ok {
+		return nil, "", fmt.Errorf("%s: the repository is not stored on disk", root)
+	}
+	t, err := newGitTree(fsStore.Filesystem().Root(), head.Hash(), sub, nil)
+	if err != nil {
+		return nil, "", err
+	}
+	return t, sub, nil
 }
 
 // commit reads commit h.
