@@ -443,3 +443,45 @@ func BenchmarkTrustStart10k(b *testing.B) {
 		}
 	}
 }
+
+// TestTrustedRugPull: a call held for approval binds the definition it
+// was asked of; when a new signed commit changes the tool before the
+// approver decides, approving is refused (409 "the definition changed;
+// ask again") and nothing runs.
+func TestTrustedRugPull(t *testing.T) {
+	if _, err := exec.LookPath("ssh-keygen"); err != nil {
+		t.Fatalf("ssh-keygen is needed: %v", err)
+	}
+	r := newGitRepo(t)
+	alice := newSSHSigner(t, "alice@example.com", "", "")
+	dir := t.TempDir()
+	signers := filepath.Join(dir, "allowed_signers")
+	os.WriteFile(signers, []byte(alice.line+"\n"), 0o644)
+	tokens := filepath.Join(dir, "tokens")
+	os.WriteFile(tokens, []byte("alice:call:"+aliceToken+"\nbob:approve:"+bobToken+"\nops:admin:ops-0123456789abcdef00\n"), 0o600)
+	marker := filepath.Join(t.TempDir(), "ran")
+	r.write("tools/guarded/TOOL.hdlp", guardedTool("run a command once approved"))
+	c1 := r.commitSigned(nil, alice.args(), "guarded")
+	r.pushTo("main")
+	d := startDaemon(t, nil, "--repo", r.url(), "--schedule", "off", "--trusted-signers", signers, "--tokens-file", tokens)
+	ad, bd := d.as(aliceToken), d.as(bobToken)
+	bd.waitRev(t, c1)
+	code, res := ad.call(t, "guarded", map[string]any{"cmd": "touch " + marker})
+	if code != http.StatusAccepted || res.ApprovalID == "" {
+		t.Fatalf("call guarded = %d %s %q; want 202 held", code, res.Status, res.Error)
+	}
+	// The definition changes (signed: the tool stays trusted) before the
+	// decision.
+	r.write("tools/guarded/TOOL.hdlp", guardedTool("run a command once approved, changed"))
+	c2 := r.commitSigned(nil, alice.args(), "guarded changed")
+	r.pushTo("main")
+	d.as("ops-0123456789abcdef00").syncNow(t)
+	bd.waitRev(t, c2)
+	code, _, body := bd.approval(t, "POST", res.ApprovalID, `{"decision":"approve"}`)
+	if code != http.StatusConflict || !strings.Contains(body, "the definition changed; ask again") {
+		t.Errorf("approve after the definition changed = %d %s; want 409 the definition changed; ask again", code, body)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the call ran on a definition its approver never saw")
+	}
+}
