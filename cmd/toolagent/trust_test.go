@@ -258,6 +258,15 @@ func TestTrustedSigners(t *testing.T) {
 	}
 	d.callVersion(t, "re-signed", "merged", "m1", cResigned)
 
+	// The operator adds mallory's key: the next sync, at the same commit,
+	// trusts what it signed.
+	os.WriteFile(signers, []byte(alice.line+"\n"+db.line+"\n"+old.line+"\n"+mallory.line+"\n"), 0o644)
+	d.syncNow(t)
+	pollUntil(t, "foreign trusted after its key was added", func() bool {
+		v := getTools(t, get, true)["foreign"]
+		return v.Status == catalog.Enabled && v.Signed != nil && v.Signed.Principal == "mallory@example.com"
+	})
+
 	// A restart verifies nothing again: the verdicts are kept.
 	if err := d.stop(t); err != nil {
 		t.Fatal(err)

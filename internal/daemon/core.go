@@ -330,6 +330,9 @@ func newCore(cfg Config, log *slog.Logger, mode approvalMode) (_ *core, err erro
 		Debounce: reload.Debounce{Min: cfg.ReloadDebounce, Max: cfg.ReloadMaxWait},
 	}
 	loop.Scheduled = src.next // next_sync in /v1/status
+	if tg != nil {
+		loop.Dirty = tg.dirty
+	}
 	trigger := reload.NewTrigger()
 	loop.Ticks = trigger.Ticks()
 	var bc *pgstore.Broadcast

@@ -31,7 +31,18 @@ type trustGate struct {
 	cache            *trust.Cache
 	log              *slog.Logger
 
-	mu sync.Mutex // one vet at a time
+	mu      sync.Mutex // one vet at a time
+	applied string     // Policy.Digest of the last judge; guarded by mu
+}
+
+// dirty reports whether the policy files changed since the last build
+// (reload.Loop.Dirty): a sync at the same commit then builds again, so an
+// added or removed key applies at the next sync.
+func (g *trustGate) dirty() bool {
+	pol, err := trust.Load(g.signers, g.keyring)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return err != nil || pol.Digest() != g.applied
 }
 
 // newTrustGate returns the gate cfg asks for, or nil when neither
@@ -96,8 +107,10 @@ func (g *trustGate) judge(rt *repo.Tree, names []string) (map[string]toolTrust, 
 	start := time.Now()
 	pol, err := trust.Load(g.signers, g.keyring)
 	if err != nil {
+		g.applied = ""
 		return nil, fmt.Errorf("the trust policy cannot be read: %w", err)
 	}
+	g.applied = pol.Digest()
 	changes, err := g.lastChanged(rt, names)
 	if err != nil {
 		return nil, fmt.Errorf("the history of revision %s cannot be read: %w", rt.Rev(), err)

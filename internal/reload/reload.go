@@ -169,6 +169,10 @@ type Loop struct {
 	// publishes, after the swap (from the loop's goroutine: it must not
 	// block for long).
 	OnPublish func(snap *catalog.Snapshot)
+	// Dirty, when set, reports whether something Build reads besides the
+	// tree (the daemon's trusted signers files) changed since the last
+	// build: a sync that finds the revision it serves then builds anyway.
+	Dirty func() bool
 	// AfterAttempt, when set, is called after each sync attempt of Run's,
 	// whether it published, found nothing new or failed (from the loop's
 	// goroutine: it must not block for long). A sync that publishes
@@ -260,7 +264,7 @@ func (l *Loop) Once(ctx context.Context) (changed bool, err error) {
 	log.Info("sync ended", "ok", true, "revision", t.Rev(), "took_ms", l.now().Sub(start).Milliseconds())
 	prev := l.Store.Load()
 	rev := t.Rev()
-	if prev != nil && prev.Rev() == rev {
+	if prev != nil && prev.Rev() == rev && (l.Dirty == nil || !l.Dirty()) {
 		l.setTree(t)
 		l.succeed(prev, false, 0)
 		return false, nil
