@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/go-git/go-billy/v5/osfs"
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/storage/filesystem"
@@ -50,47 +53,48 @@ func (t *Tree) LastChanged(names []string, stop string) (found map[string]string
 	if !ok {
 		return nil, false, fmt.Errorf("%w: a local directory has no commits", ErrNoHistory)
 	}
+	h := newHistory(f.o.path)
+	defer h.close()
 	want := make(map[string]bool, len(names))
 	for _, n := range names {
 		want[n] = true
 	}
 	found = make(map[string]string, len(names))
-	h := plumbing.NewHash(t.rev)
-	cur := f.root
-	var curDir map[string]plumbing.Hash // cur's entries, decoded when needed
+	cur := plumbing.NewHash(t.rev)
+	curSub := f.root
+	var curDir []object.TreeEntry // curSub's entries, decoded when needed
 	for len(found) < len(want) {
-		if h.String() == stop {
+		if cur.String() == stop {
 			return found, true, nil
 		}
-		c, err := f.o.commit(h)
+		c, err := h.commit(cur)
 		if err != nil {
 			return nil, false, err
 		}
 		var parent, parentSub plumbing.Hash
 		if len(c.ParentHashes) > 0 {
 			parent = c.ParentHashes[0]
-			pc, err := f.o.commit(parent)
+			pc, err := h.commit(parent)
 			if err != nil {
-				return nil, false, fmt.Errorf("%w: parent %s of %s is not in the clone (a shallow clone?): %v", ErrNoHistory, parent, h, err)
+				return nil, false, fmt.Errorf("%w: parent %s of %s is not in the clone (a shallow clone?): %v", ErrNoHistory, parent, cur, err)
 			}
-			if parentSub, err = f.o.subTree(pc.TreeHash, t.sub); err != nil {
+			if parentSub, err = h.subTree(pc.TreeHash, t.sub); err != nil {
 				return nil, false, err
 			}
 		}
-		var parentDir map[string]plumbing.Hash
-		if parentSub != cur {
+		var parentDir []object.TreeEntry
+		if parentSub != curSub {
 			if curDir == nil {
-				if curDir, err = f.o.entries(cur); err != nil {
+				if curDir, err = h.entries(curSub); err != nil {
 					return nil, false, err
 				}
 			}
-			if parentDir, err = f.o.entries(parentSub); err != nil {
+			if parentDir, err = h.entries(parentSub); err != nil {
 				return nil, false, err
 			}
-			for key, eh := range curDir {
-				name, dir := strings.CutSuffix(key, "/")
-				if dir && want[name] && found[name] == "" && parentDir[key] != eh {
-					found[name] = h.String()
+			for _, name := range changedDirs(curDir, parentDir) {
+				if want[name] && found[name] == "" {
+					found[name] = cur.String()
 				}
 			}
 		} else {
@@ -99,9 +103,124 @@ func (t *Tree) LastChanged(names []string, stop string) (found map[string]string
 		if parent.IsZero() {
 			break
 		}
-		h, cur, curDir = parent, parentSub, parentDir
+		cur, curSub, curDir = parent, parentSub, parentDir
 	}
 	return found, false, nil
+}
+
+// changedDirs returns the names of the folders of a (tree entries in git's
+// order) that b lacks or holds with another hash.
+func changedDirs(a, b []object.TreeEntry) []string {
+	var out []string
+	j := 0
+	for _, e := range a {
+		for j < len(b) && compareEntries(b[j], e) < 0 {
+			j++
+		}
+		if e.Mode != filemode.Dir {
+			continue
+		}
+		if j < len(b) && compareEntries(b[j], e) == 0 && b[j].Hash == e.Hash {
+			continue
+		}
+		out = append(out, e.Name)
+	}
+	return out
+}
+
+// compareEntries orders tree entries as git does: by name, a folder's
+// name read with a slash after it.
+func compareEntries(a, b object.TreeEntry) int {
+	n := min(len(a.Name), len(b.Name))
+	if c := strings.Compare(a.Name[:n], b.Name[:n]); c != 0 {
+		return c
+	}
+	ca, cb := entryByte(a, n), entryByte(b, n)
+	switch {
+	case ca < cb:
+		return -1
+	case ca > cb:
+		return 1
+	}
+	return 0
+}
+
+// entryByte is the byte at i of e's git ordering key (its name, a slash
+// after a folder's), 0 past its end.
+func entryByte(e object.TreeEntry, i int) int {
+	switch {
+	case i < len(e.Name):
+		return int(e.Name[i])
+	case i == len(e.Name) && e.Mode == filemode.Dir:
+		return '/'
+	}
+	return 0
+}
+
+// history reads the commits and trees of a clone for a walk back through
+// its history, with a storage of its own whose object cache holds the
+// trees just read: a pack stores an older tree as a delta of a newer one,
+// and without them every tree read would apply its whole delta chain
+// again (a 10,000-commit walk took 520 s with the 256 KiB cache of a
+// Tree's storage). The storage is dropped after the walk.
+type history struct {
+	s *filesystem.Storage
+}
+
+// historyCache is the object cache of a walk: about a hundred trees of
+// 10,000 entries.
+const historyCache = 64 * cache.MiByte
+
+func newHistory(clonePath string) *history {
+	// Not idxInMemory: a walk reads objects from the packs many times
+	// over, and that wrapper reads a pack whole at every open.
+	s := filesystem.NewStorageWithOptions(osfs.New(clonePath), cache.NewObjectLRU(historyCache),
+		filesystem.Options{KeepDescriptors: true})
+	return &history{s: s}
+}
+
+func (h *history) close() { h.s.Close() }
+
+func (h *history) commit(c plumbing.Hash) (*object.Commit, error) {
+	cm, err := object.GetCommit(h.s, c)
+	if err != nil {
+		return nil, fmt.Errorf("%w: read commit %s: %v", ErrNoHistory, c, err)
+	}
+	return cm, nil
+}
+
+// subTree returns the hash of the tree at sub in root, or the zero hash
+// when there is none.
+func (h *history) subTree(root plumbing.Hash, sub string) (plumbing.Hash, error) {
+	if sub == "" {
+		return root, nil
+	}
+	cur := root
+	for _, part := range strings.Split(sub, "/") {
+		es, err := h.entries(cur)
+		if err != nil {
+			return plumbing.ZeroHash, err
+		}
+		i := slices.IndexFunc(es, func(e object.TreeEntry) bool { return e.Name == part && e.Mode == filemode.Dir })
+		if i < 0 {
+			return plumbing.ZeroHash, nil
+		}
+		cur = es[i].Hash
+	}
+	return cur, nil
+}
+
+// entries returns the entries of tree t in git's order (the zero hash:
+// an empty tree).
+func (h *history) entries(t plumbing.Hash) ([]object.TreeEntry, error) {
+	if t.IsZero() {
+		return nil, nil
+	}
+	tr, err := object.GetTree(h.s, t)
+	if err != nil {
+		return nil, fmt.Errorf("read tree %s: %w", t, err)
+	}
+	return tr.Entries, nil
 }
 
 // Commit reads the commit hash from the tree's clone.
@@ -186,50 +305,4 @@ func (o *objects) commit(h plumbing.Hash) (*object.Commit, error) {
 		return nil, fmt.Errorf("%w: read commit %s: %v", ErrNoHistory, h, err)
 	}
 	return c, nil
-}
-
-// subTree returns the hash of the tree at sub in root, or the zero hash
-// when there is none. Tree objects on the way are decoded without keeping
-// them: the history holds far more than one Tree's.
-func (o *objects) subTree(root plumbing.Hash, sub string) (plumbing.Hash, error) {
-	if sub == "" {
-		return root, nil
-	}
-	cur := root
-	for _, part := range strings.Split(sub, "/") {
-		d, err := o.entries(cur)
-		if err != nil {
-			return plumbing.ZeroHash, err
-		}
-		h, ok := d[part+"/"]
-		if !ok {
-			return plumbing.ZeroHash, nil
-		}
-		cur = h
-	}
-	return cur, nil
-}
-
-// entries decodes tree h (the zero hash: an empty tree) into its entries'
-// hashes by name; folders' names end in a slash, so a folder replaced by
-// a file of its name counts as a change.
-func (o *objects) entries(h plumbing.Hash) (map[string]plumbing.Hash, error) {
-	if h.IsZero() {
-		return nil, nil
-	}
-	o.mu.Lock()
-	t, err := object.GetTree(o.s, h)
-	o.mu.Unlock()
-	if err != nil {
-		return nil, fmt.Errorf("read tree %s: %w", h, err)
-	}
-	m := make(map[string]plumbing.Hash, len(t.Entries))
-	for _, e := range t.Entries {
-		name := e.Name
-		if e.Mode == filemode.Dir {
-			name += "/"
-		}
-		m[name] = e.Hash
-	}
-	return m, nil
 }
