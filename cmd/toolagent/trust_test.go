@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/cookiejar"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -475,6 +478,23 @@ func TestTrustedRugPull(t *testing.T) {
 	d := startDaemon(t, nil, "--repo", r.url(), "--schedule", "off", "--trusted-signers", signers, "--tokens-file", tokens)
 	ad, bd := d.as(aliceToken), d.as(bobToken)
 	bd.waitRev(t, c1)
+	// The console's tool page names the signer.
+	jar, _ := cookiejar.New(nil)
+	browser := &http.Client{Jar: jar}
+	if resp, err := browser.PostForm(d.url+"/ui/login", url.Values{"token": {bobToken}}); err != nil {
+		t.Fatal(err)
+	} else {
+		resp.Body.Close()
+	}
+	resp, err := browser.Get(d.url + "/ui/tools/guarded")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(page), `<span id="signed">alice@example.com</span>`) || !strings.Contains(string(page), c1) {
+		t.Errorf("console tool page = %d; want the signer and the commit named:\n%s", resp.StatusCode, page)
+	}
 	code, res := ad.call(t, "guarded", map[string]any{"cmd": "touch " + marker})
 	if code != http.StatusAccepted || res.ApprovalID == "" {
 		t.Fatalf("call guarded = %d %s %q; want 202 held", code, res.Status, res.Error)
