@@ -164,6 +164,7 @@ func TestVerifyOpenPGP(t *testing.T) {
 	need(t, "gpg")
 	home := t.TempDir()
 	env := []string{"GNUPGHOME=" + home}
+	t.Cleanup(func() { exec.Command("gpgconf", "--homedir", home, "--kill", "all").Run() })
 	run(t, env, "", "gpg", "--batch", "--passphrase", "", "--quick-gen-key", "Pat <pat@example.com>", "ed25519", "sign", "2d")
 	keyring := filepath.Join(t.TempDir(), "keyring.asc")
 	if err := os.WriteFile(keyring, []byte(run(t, env, "", "gpg", "--batch", "--armor", "--export", "pat@example.com")), 0o600); err != nil {
@@ -188,6 +189,7 @@ func TestVerifyOpenPGP(t *testing.T) {
 
 	// Another keyring: the signer is unknown.
 	other := t.TempDir()
+	t.Cleanup(func() { exec.Command("gpgconf", "--homedir", other, "--kill", "all").Run() })
 	run(t, []string{"GNUPGHOME=" + other}, "", "gpg", "--batch", "--passphrase", "", "--quick-gen-key", "Eve <eve@example.com>", "ed25519", "sign", "never")
 	ring2 := filepath.Join(t.TempDir(), "keyring.asc")
 	os.WriteFile(ring2, []byte(run(t, []string{"GNUPGHOME=" + other}, "", "gpg", "--batch", "--armor", "--export")), 0o600)
