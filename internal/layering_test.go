@@ -21,6 +21,7 @@ var allowed = map[string][]string{
 	"internal/proc":                 {},
 	"internal/grant":                {},
 	"internal/repo":                 {},
+	"internal/trust":                {},
 	"internal/cache":                {"internal/hldp"},
 	"internal/catalog":              {"internal/hldp", "internal/match"},
 	"internal/executors":            {"internal/hldp"},
@@ -66,7 +67,7 @@ var allowed = map[string][]string{
 	"internal/daemon": {"internal/api", "internal/approval", "internal/audit", "internal/cache", "internal/catalog", "internal/console",
 		"internal/dispatch", "internal/executors", "internal/executors/forgejo", "internal/executors/gatekeeper", "internal/executors/hlpdapi",
 		"internal/feedback", "internal/health", "internal/hldp", "internal/host", "internal/httpserve", "internal/mcpserver", "internal/notify", "internal/operator",
-		"internal/pgstore", "internal/policy", "internal/proc", "internal/reload", "internal/repo", "internal/runs", "internal/scan", "internal/settings"},
+		"internal/pgstore", "internal/policy", "internal/proc", "internal/reload", "internal/repo", "internal/runs", "internal/scan", "internal/settings", "internal/trust"},
 
 	// Development commands beside the product binary (go run ./internal/cmd/...).
 	"internal/cmd/benchcatalog": {"internal/catalog", "internal/daemon", "internal/mcpserver", "internal/repo", "internal/scan", "internal/settings"},

@@ -30,6 +30,8 @@ func runValidate(ctx context.Context, e env, args []string) error {
 	matchLint := fs.Bool("match", false, "also run each tool's examples against the other tools, each example left out of its own tool's text: warn when one does not find its tool first, and print Hit@1 and Hit@3 (warnings do not fail the run)")
 	matchStrict := fs.Bool("match-strict", false, "--match, and exit 1 when it warns")
 	vocabFile := fs.String("vocab", e.getenv("TOOLAGENT_VOCAB"), "extra vocabulary `FILE` merged with the built-in one, for --match (env TOOLAGENT_VOCAB)")
+	signers := fs.String("trusted-signers", "", "allowed_signers `FILE` (as serve reads it): also check that the commit that last changed each tool folder, at HEAD of the git checkout the tools tree is in, is signed by one of these keys; each tool that is not is a problem")
+	keyring := fs.String("trusted-keyring", "", "armored OpenPGP keyring `FILE` (as serve reads it), for --trusted-signers' check of OpenPGP-signed commits")
 	pos, err := cli.ParseArgs(fs, args)
 	if err != nil {
 		return err
@@ -78,6 +80,23 @@ func runValidate(ctx context.Context, e env, args []string) error {
 	}
 	defer l.Close()
 	lines := lint.Tree(l)
+	if *signers != "" || *keyring != "" {
+		if c.Tools == host.Embedded {
+			return usageError{Err: errors.New("validate: --trusted-signers checks the commits of a tools tree in a git checkout, not the embedded copy")}
+		}
+		var names []string
+		for en := range l.Snap.Each() {
+			names = append(names, en.Name)
+		}
+		head, problems, err := daemon.CheckTrust(*signers, *keyring, c.Tools, names)
+		if err != nil {
+			return exitError{Code: exitFailed, Msg: "validate: trusted signers: " + err.Error()}
+		}
+		for _, p := range problems {
+			lines = append(lines, "untrusted: "+p.Reason)
+		}
+		fmt.Fprintf(e.stdout, "signatures at %s: %d of %d tools signed by an allowed key\n", head, len(names)-len(problems), len(names))
+	}
 	printLines(e, lines...)
 	fmt.Fprintf(e.stdout, "%d tool folders, %d callable, %d problems\n", l.Snap.Len(), len(l.Snap.Enabled()), len(lines))
 	var warnings []string

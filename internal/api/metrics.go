@@ -94,7 +94,7 @@ func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	if snap := c.store.Load(); snap != nil {
 		counts := snap.Counts()
-		for _, st := range []catalog.Status{catalog.Enabled, catalog.Disabled, catalog.Failed, catalog.Stale} {
+		for _, st := range catalog.Statuses {
 			ch <- prometheus.MustNewConstMetric(descTools, prometheus.GaugeValue, float64(counts[st]), st.String())
 		}
 		ch <- prometheus.MustNewConstMetric(descAge, prometheus.GaugeValue, c.now().Sub(snap.BuiltAt()).Seconds())

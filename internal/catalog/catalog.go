@@ -38,9 +38,16 @@ const (
 	// Stale: the current file does not parse; the last good definition
 	// keeps serving and the error is shown next to it.
 	Stale
+	// Untrusted: trusted signers are set, and the commit that last
+	// changed the tool's folder is not signed by an allowed key valid at
+	// its time for that path; not offered, and a call says why.
+	Untrusted
 )
 
-var statusWords = [...]string{Enabled: "enabled", Disabled: "disabled", Failed: "failed", Stale: "stale"}
+// Statuses lists every status, in order.
+var Statuses = []Status{Enabled, Disabled, Failed, Stale, Untrusted}
+
+var statusWords = [...]string{Enabled: "enabled", Disabled: "disabled", Failed: "failed", Stale: "stale", Untrusted: "untrusted"}
 
 // String returns the wire word of s.
 func (s Status) String() string {
@@ -86,6 +93,19 @@ type Entry struct {
 	Reason string
 	// LoadErr is the error of the current file when it does not parse.
 	LoadErr error
+	// Signed is who signed the commit that last changed the tool's
+	// folder, when trusted signers are set and it is trusted; nil
+	// otherwise. Entries of one commit share it.
+	Signed *Signature
+}
+
+// Signature is the provenance of a trusted definition: the commit that
+// last changed its folder and the key that signed it.
+type Signature struct {
+	Commit      string `json:"commit"`
+	Method      string `json:"method"`      // ssh or openpgp
+	Principal   string `json:"principal"`   // the signer, as the operator's trusted_signers or keyring names them
+	Fingerprint string `json:"fingerprint"` // the key's: SHA256:… (ssh), hex (openpgp)
 }
 
 // Snapshot is the catalog at one revision. It is immutable once built.

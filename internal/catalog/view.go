@@ -18,6 +18,7 @@ type ToolView struct {
 	Reason       string           `json:"reason,omitempty"`
 	Tags         []string         `json:"tags,omitempty"`
 	Revision     string           `json:"revision,omitempty"`
+	Signed       *Signature       `json:"signed,omitempty"`
 	File         string           `json:"file"`
 	LoadError    string           `json:"load_error,omitempty"`
 	ParamsSchema json.RawMessage  `json:"params_schema,omitempty"`
@@ -67,7 +68,7 @@ type RequiresView struct {
 // fields (name, display, intent, method, executor, status, reason, tags,
 // revision, file) are set.
 func (e Entry) View(full bool) ToolView {
-	v := ToolView{Name: e.Name, Status: e.Status, Reason: e.Reason, Revision: e.Rev, File: e.File}
+	v := ToolView{Name: e.Name, Status: e.Status, Reason: e.Reason, Revision: e.Rev, File: e.File, Signed: e.Signed}
 	if e.LoadErr != nil {
 		v.LoadError = e.LoadErr.Error()
 	}

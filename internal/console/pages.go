@@ -470,7 +470,7 @@ func (c *Console) statusPage(w http.ResponseWriter, r *http.Request, s *session)
 	}
 	if snap := c.store.Load(); snap != nil {
 		counts := snap.Counts()
-		data["Counts"] = map[string]int{"enabled": counts[catalog.Enabled], "stale": counts[catalog.Stale], "failed": counts[catalog.Failed], "disabled": counts[catalog.Disabled]}
+		data["Counts"] = map[string]int{"enabled": counts[catalog.Enabled], "stale": counts[catalog.Stale], "failed": counts[catalog.Failed], "disabled": counts[catalog.Disabled], "untrusted": counts[catalog.Untrusted]}
 		// The reload's problems, file:line, of the tools this session sees.
 		var problems []string
 		for _, e := range s.user.surface().Filter(snap.All()) {

@@ -94,6 +94,10 @@ type Config struct {
 	RepoUsername      string        `yaml:"repo_username" env:"TOOLAGENT_REPO_USERNAME" flag:"repo-username" default:"" usage:"HTTP user name sent with the token (default toolagent; Forgejo accepts any)"`
 	RepoSSHKeyFile    string        `yaml:"repo_ssh_key_file" env:"TOOLAGENT_REPO_SSH_KEY_FILE" flag:"repo-ssh-key-file" default:"" usage:"FILE holding the SSH private key for an ssh:// or user@host:path repo"`
 	RepoKnownHosts    string        `yaml:"repo_known_hosts" env:"TOOLAGENT_REPO_KNOWN_HOSTS" flag:"repo-known-hosts" default:"" usage:"known_hosts FILE the SSH server's key is checked against (default ~/.ssh/known_hosts)"`
+	// Trusted definitions (trust.go): a tool is callable only if an
+	// allowed key signed the commit that last changed its folder.
+	TrustedSigners string `yaml:"trusted_signers" env:"TOOLAGENT_TRUSTED_SIGNERS" flag:"trusted-signers" default:"" usage:"allowed_signers FILE (git's format; toolagent-paths=GLOB,... in a key's comment limits it to those folders): a tool is callable only if the commit that last changed its folder is signed by one of these SSH keys, valid at the commit's time; needs repo"`
+	TrustedKeyring string `yaml:"trusted_keyring" env:"TOOLAGENT_TRUSTED_KEYRING" flag:"trusted-keyring" default:"" usage:"armored OpenPGP public keyring FILE (gpg --export --armor) whose keys may sign tool commits, as trusted_signers does for SSH keys; needs repo"`
 
 	// Executors other than shell (executors.go). A key "a.b" is written
 	// as a section in the config file (a: {b: ...}). Tokens come from the
@@ -580,8 +584,10 @@ func (c Config) shellPolicy() (*policy.ShellPolicy, error) {
 // secretFiles are the files holding the daemon's secrets; the sandbox
 // hides them from every tool (the state directory is hidden as well).
 func (cfg Config) secretFiles() []string {
+	// The trust files are no secret, but no tool may read or change
+	// what decides which tools run.
 	files := []string{cfg.TokensFile, cfg.WebhookSecretFile, cfg.RepoTokenFile, cfg.RepoSSHKeyFile,
-		cfg.GatekeeperTokenFile, cfg.HlpdTokenFile, cfg.ForgejoTokenFile}
+		cfg.GatekeeperTokenFile, cfg.HlpdTokenFile, cfg.ForgejoTokenFile, cfg.TrustedSigners, cfg.TrustedKeyring}
 	for _, t := range cfg.GatekeeperTargets {
 		files = append(files, t.TokenFile)
 	}

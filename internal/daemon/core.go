@@ -303,6 +303,13 @@ func newCore(cfg Config, log *slog.Logger, mode approvalMode) (_ *core, err erro
 	// LazyIndex: the reload loop publishes each snapshot, then builds its
 	// match index, so readiness and calls do not wait for the index.
 	scanOpts := scan.Options{Check: hc.Narrow(health.Configured(execs)), Prefix: src.prefix, Catalog: catalog.Options{Vocab: vocab, LazyIndex: true, Learned: learned}}
+	tg, err := newTrustGate(cfg, host.TrustFile(c.State), src.prefix, log.With(slog.String("log", "trust")))
+	if err != nil {
+		return nil, err
+	}
+	if tg != nil {
+		scanOpts.Vet = tg.vet
+	}
 	loop := &reload.Loop{
 		Source: src.src,
 		Build: func(prev *catalog.Snapshot, t scan.Tree) (*catalog.Snapshot, scan.Report, error) {
@@ -323,6 +330,9 @@ func newCore(cfg Config, log *slog.Logger, mode approvalMode) (_ *core, err erro
 		Debounce: reload.Debounce{Min: cfg.ReloadDebounce, Max: cfg.ReloadMaxWait},
 	}
 	loop.Scheduled = src.next // next_sync in /v1/status
+	if tg != nil {
+		loop.Dirty = tg.dirty
+	}
 	trigger := reload.NewTrigger()
 	loop.Ticks = trigger.Ticks()
 	var bc *pgstore.Broadcast

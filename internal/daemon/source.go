@@ -35,6 +35,9 @@ type source struct {
 // otherwise c.Tools (already resolved) names a directory or the embedded
 // tree.
 func newSource(cfg Config, c host.Setup, log *slog.Logger) (*source, error) {
+	if cfg.Repo == "" && (cfg.TrustedSigners != "" || cfg.TrustedKeyring != "") {
+		return nil, errors.New("trusted_signers and trusted_keyring need a git source (repo): a local tools directory has no commits whose signatures could be checked, so no tool could be trusted")
+	}
 	if cfg.Repo == "" {
 		src, watchDir, err := toolsSource(&c.Paths, c.Tools, c.State, log)
 		if err != nil {
@@ -73,6 +76,9 @@ func newSource(cfg Config, c host.Setup, log *slog.Logger) (*source, error) {
 		Dir:    host.RepoDir(c.State),
 		Auth:   auth,
 		Logger: log.With(slog.String("log", "git")),
+		// Signatures are checked on the commit that last changed each
+		// tool, which may be far back: keep the whole history.
+		History: cfg.TrustedSigners != "" || cfg.TrustedKeyring != "",
 	}
 	s := &source{
 		src:    &gitSource{git: g, timeout: cfg.SyncTimeout},

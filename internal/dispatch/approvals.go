@@ -340,6 +340,7 @@ func (d *Dispatcher) RunApproved(ctx context.Context, id string) (Approval, *Res
 	}
 	t := e.Tool
 	r := newResult(a.Tool, t, e.Rev)
+	r.Signed = e.Signed
 	params, perr := t.CheckParams(a.RunParams())
 	hash := "invalid params"
 	if perr == nil {
@@ -358,6 +359,11 @@ func (d *Dispatcher) RunApproved(ctx context.Context, id string) (Approval, *Res
 	defer release()
 	claimed, err := st.Claim(id, t.Name, e.Rev, hash)
 	if err != nil {
+		if errors.Is(err, ErrBindingMismatch) && e.Rev != a.Revision {
+			// A rug pull, or an honest change: either way the approver
+			// judged another definition than the one that would run.
+			err = fmt.Errorf("the definition changed; ask again: %w", err)
+		}
 		if perr != nil && e.Rev == a.Revision {
 			err = fmt.Errorf("%w (the approved params fail the schema: %s)", err, strings.Join(splitErrors(perr), "; "))
 		}

@@ -461,7 +461,7 @@ func TestBindingMismatch(t *testing.T) {
 		if !errors.Is(err, ErrBindingMismatch) || res != nil {
 			t.Fatalf("Decide after a definition change = %+v, %v; want ErrBindingMismatch", res, err)
 		}
-		if !strings.Contains(err.Error(), `definition revision "rev2", approved "rev1"`) {
+		if !strings.HasPrefix(err.Error(), "the definition changed; ask again: ") || !strings.Contains(err.Error(), `definition revision "rev2", approved "rev1"`) {
 			t.Errorf("error %q does not name the revision change", err)
 		}
 		if a.Status != approval.Invalid || !strings.Contains(a.Note, "rev2") || exists(marker) {
@@ -471,6 +471,51 @@ func TestBindingMismatch(t *testing.T) {
 			t.Errorf("RunApproved of a void approval = %v, want ErrBindingMismatch", err)
 		}
 	})
+}
+
+// TestCallInFlightKeepsItsDefinition: a call that started before a
+// reload changed its tool runs, and reports, the definition it started
+// with; the next call gets the new one.
+func TestCallInFlightKeepsItsDefinition(t *testing.T) {
+	e := setup(t)
+	started, release := filepath.Join(e.tmp, "started"), filepath.Join(e.tmp, "release")
+	def := func(version string) *hldp.Tool {
+		return mustParse(t, `name: slow
+display: slow
+intent: wait for a file, then print the version
+method: run
+executor: shell
+argv: [sh, -c, 'touch "$0"; while [ ! -e "$1" ]; do sleep 0.01; done; echo `+version+`', "`+started+`", "`+release+`"]
+params_schema: {}
+author: a
+created: 2026-12-01
+why: tests
+`)
+	}
+	e.cat.Swap(catalog.New("rev1", []catalog.Entry{{Name: "slow", Tool: def("v1"), Rev: "rev1", Status: catalog.Enabled}}, catalog.Options{LazyIndex: true}))
+	done := make(chan Result, 1)
+	go func() {
+		done <- e.d.Invoke(context.Background(), Call{Tool: "slow", Params: json.RawMessage(`{}`), Caller: "alice"})
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for !exists(started) {
+		if time.Now().After(deadline) {
+			t.Fatal("the call did not start within 30s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// A reload changes the tool while the call runs.
+	e.cat.Swap(catalog.New("rev2", []catalog.Entry{{Name: "slow", Tool: def("v2"), Rev: "rev2", Status: catalog.Enabled}}, catalog.Options{LazyIndex: true}))
+	if err := os.WriteFile(release, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.Status != Success || r.Output != "v1\n" || r.Revision != "rev1" {
+		t.Errorf("the call in flight = %s %q at %s; want success v1 at rev1 (%s)", r.Status, r.Output, r.Revision, r.Error)
+	}
+	if r := e.d.Invoke(context.Background(), Call{Tool: "slow", Params: json.RawMessage(`{}`), Caller: "alice"}); r.Output != "v2\n" || r.Revision != "rev2" {
+		t.Errorf("the next call = %s %q at %s; want v2 at rev2 (%s)", r.Status, r.Output, r.Revision, r.Error)
+	}
 }
 
 // TestSelfApproval: the caller's own identity cannot approve its call

@@ -241,6 +241,7 @@ func (d *Dispatcher) invoke(ctx context.Context, c Call) (Result, map[string]any
 		return notFound(snap, c.Tool, c.Surface), nil
 	}
 	r := newResult(c.Tool, e.Tool, e.Rev)
+	r.Signed = e.Signed
 	if !e.Status.Callable() || e.Tool == nil {
 		r.Status = Disabled
 		r.Error = fmt.Sprintf("tool %s is %s: %s", c.Tool, e.Status, e.Reason)
@@ -693,6 +694,9 @@ func (d *Dispatcher) audit(ctx context.Context, c Call, r Result, params map[str
 	}
 	if r.ApprovalID != "" {
 		attrs = append(attrs, slog.String("approval_id", r.ApprovalID))
+	}
+	if s := r.Signed; s != nil {
+		attrs = append(attrs, slog.String("signer", s.Principal), slog.String("signer_key", s.Fingerprint), slog.String("signed_commit", s.Commit))
 	}
 	d.opts.Audit.LogAttrs(ctx, slog.LevelInfo, "call", append(attrs, extra...)...)
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/toolagent/toolagent/internal/catalog"
 	"github.com/toolagent/toolagent/internal/executors"
 	"github.com/toolagent/toolagent/internal/hldp"
 )
@@ -60,19 +61,22 @@ const (
 type Result struct {
 	// RunID names this call: in its audit line and the console's
 	// history, which opens the result by it.
-	RunID      string       `json:"run_id,omitempty"`
-	OK         bool         `json:"ok"`
-	Status     ResultStatus `json:"status"`
-	Tool       string       `json:"tool"`
-	Method     string       `json:"method,omitempty"`
-	Executor   string       `json:"executor,omitempty"`
-	Revision   string       `json:"revision,omitempty"`
-	Output     string       `json:"output"`
-	Stderr     string       `json:"stderr"`
-	ExitCode   int          `json:"exit_code"` // -1 when nothing ran
-	Truncated  bool         `json:"truncated"`
-	Error      string       `json:"error"`
-	DurationMS int64        `json:"duration_ms"`
+	RunID    string       `json:"run_id,omitempty"`
+	OK       bool         `json:"ok"`
+	Status   ResultStatus `json:"status"`
+	Tool     string       `json:"tool"`
+	Method   string       `json:"method,omitempty"`
+	Executor string       `json:"executor,omitempty"`
+	Revision string       `json:"revision,omitempty"`
+	// Signed is, with trusted_signers set, the commit that last changed
+	// the definition that ran and the allowed key that signed it.
+	Signed     *catalog.Signature `json:"signed,omitempty"`
+	Output     string             `json:"output"`
+	Stderr     string             `json:"stderr"`
+	ExitCode   int                `json:"exit_code"` // -1 when nothing ran
+	Truncated  bool               `json:"truncated"`
+	Error      string             `json:"error"`
+	DurationMS int64              `json:"duration_ms"`
 	// QueuedMS is the time the call waited before its process started
 	// (forking and sandbox setup on a loaded host); the timeout and
 	// DurationMS count from the start.

@@ -35,6 +35,7 @@ const (
 	repoDir      = "repo"              // the clone of a git source
 	cacheFile    = "cache/parse.cache" // the parse memo
 	listingFile  = "cache/local.listing"
+	trustFile    = "cache/trust.json" // verdicts on commit signatures (internal/trust)
 )
 
 // Paths are where a command finds the tools tree and keeps its state.
@@ -98,6 +99,11 @@ func RepoDir(state string) string { return filepath.Join(state, repoDir) }
 
 // CacheFile is the parse memo persisted across restarts.
 func CacheFile(state string) string { return filepath.Join(state, filepath.FromSlash(cacheFile)) }
+
+// TrustFile is the memo of signature verdicts and of the commit that last
+// changed each tool folder (trust.Cache), so a restart verifies nothing
+// twice.
+func TrustFile(state string) string { return filepath.Join(state, filepath.FromSlash(trustFile)) }
 
 // ListingFile is the listing of a local tools directory
 // (repo.LocalDir.ListingFile), so a restart reads only what changed.

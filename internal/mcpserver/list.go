@@ -98,7 +98,7 @@ func (s *Server) listTools(ctx context.Context, method string, req *mcp.ListTool
 			tools, metas = append(tools, metas[0]), metas[1:]
 			continue
 		}
-		tools, rest = append(tools, mcpTool(rest[0].tool)), rest[1:]
+		tools, rest = append(tools, mcpTool(rest[0].tool, rest[0].signed)), rest[1:]
 	}
 	out.Tools, out.NextCursor = tools, ""
 	if len(metas)+len(rest) > 0 {

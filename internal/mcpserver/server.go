@@ -239,7 +239,7 @@ func (s *Server) Sync() {
 				s.log.Warn("catalog tool hidden by meta-tool of the same name", "tool", e.Name, "file", e.File)
 				continue
 			}
-			want = append(want, listed{tool: e.Tool})
+			want = append(want, listed{tool: e.Tool, signed: e.Signed})
 		}
 	}
 	// A snapshot's entries come in name order; sorting costs nothing then.
@@ -259,11 +259,11 @@ func (s *Server) Sync() {
 		if len(old) > 0 && old[0].name() == w.name() {
 			prev, old = &old[0], old[1:]
 		}
-		if prev != nil && prev.tool == w.tool {
+		if prev != nil && prev.tool == w.tool && sameSigned(prev.signed, w.signed) {
 			w.fp = prev.fp // the same parsed definition: a Tool is immutable
 			continue
 		}
-		w.fp = fingerprint(mcpTool(w.tool))
+		w.fp = fingerprint(mcpTool(w.tool, w.signed))
 		switch {
 		case prev == nil:
 			added = append(added, w.name())
@@ -328,9 +328,25 @@ func DefaultCaller(_ context.Context, req *mcp.CallToolRequest) string {
 	return dispatch.Anonymous
 }
 
-// mcpTool is what clients see of t in tools/list.
-func mcpTool(t *hldp.Tool) *mcp.Tool {
+// sameSigned reports whether two provenances say the same.
+func sameSigned(a, b *catalog.Signature) bool {
+	return a == b || a != nil && b != nil && *a == *b
+}
+
+// SignedMeta is the key of a tool's _meta that names, with
+// trusted_signers set, the commit that last changed its definition and
+// the allowed key that signed it (catalog.Signature).
+const SignedMeta = "toolagent/signed"
+
+// mcpTool is what clients see of t in tools/list; signed, when not nil,
+// goes in its _meta under SignedMeta.
+func mcpTool(t *hldp.Tool, signed *catalog.Signature) *mcp.Tool {
+	var meta mcp.Meta
+	if signed != nil {
+		meta = mcp.Meta{SignedMeta: signed}
+	}
 	return &mcp.Tool{
+		Meta:        meta,
 		Name:        t.Name,
 		Title:       t.Display,
 		Description: description(t),
@@ -394,8 +410,9 @@ func description(t *hldp.Tool) string {
 // listed is what Sync last published of a tool: the definition it was
 // made from, and the fingerprint of what clients see.
 type listed struct {
-	tool *hldp.Tool
-	fp   digest
+	tool   *hldp.Tool
+	signed *catalog.Signature // the entry's provenance (trusted_signers), or nil
+	fp     digest
 }
 
 // name is the tool's name, which is its catalog entry's (a definition

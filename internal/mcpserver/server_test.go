@@ -110,6 +110,12 @@ func newFixture(t *testing.T, opts Options) *fixture {
 // way a reload does: scan.Build (with the previous snapshot), then Swap.
 func (f *fixture) swap(t *testing.T, rev string, dirs ...string) {
 	t.Helper()
+	f.swapVet(t, rev, nil, dirs...)
+}
+
+// swapVet is swap with scan's Vet (the daemon's signature check).
+func (f *fixture) swapVet(t *testing.T, rev string, vet func(scan.Tree, []catalog.Entry), dirs ...string) {
+	t.Helper()
 	check := func(tl *hldp.Tool) (catalog.Status, string) {
 		if tl.Executor != hldp.Shell {
 			return catalog.Disabled, "executor " + string(tl.Executor) + " is not configured"
@@ -119,7 +125,7 @@ func (f *fixture) swap(t *testing.T, rev string, dirs ...string) {
 		}
 		return catalog.Enabled, ""
 	}
-	snap, rep, err := scan.Build(f.store.Load(), scan.FromFS(treeFS(t, dirs...), rev), nil, scan.Options{Check: check})
+	snap, rep, err := scan.Build(f.store.Load(), scan.FromFS(treeFS(t, dirs...), rev), nil, scan.Options{Check: check, Vet: vet})
 	if err != nil {
 		t.Fatalf("scan.Build(%s): %v", rev, err)
 	}

@@ -75,7 +75,7 @@ func (l *Loop) Rebuild(ctx context.Context) (rebuilt bool, err error) {
 	counts := next.Counts()
 	l.logger().Info("rebuilt", "revision", next.Rev(), "generation", next.Gen(),
 		"tools", next.Len(), "enabled", counts[catalog.Enabled], "stale", counts[catalog.Stale],
-		"failed", counts[catalog.Failed], "disabled", counts[catalog.Disabled],
+		"failed", counts[catalog.Failed], "disabled", counts[catalog.Disabled], "untrusted", counts[catalog.Untrusted],
 		"problems", len(rep.Problems), "took_ms", l.now().Sub(start).Milliseconds())
 	indexAfterPublish(next)
 	return true, nil

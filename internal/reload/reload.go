@@ -169,6 +169,10 @@ type Loop struct {
 	// publishes, after the swap (from the loop's goroutine: it must not
 	// block for long).
 	OnPublish func(snap *catalog.Snapshot)
+	// Dirty, when set, reports whether something Build reads besides the
+	// tree (the daemon's trusted signers files) changed since the last
+	// build: a sync that finds the revision it serves then builds anyway.
+	Dirty func() bool
 	// Scheduled returns when the next scheduled sync is due, for Status
 	// (nil: no schedule).
 	Scheduled func() time.Time
@@ -254,7 +258,7 @@ func (l *Loop) Once(ctx context.Context) (changed bool, err error) {
 	log.Info("sync ended", "ok", true, "revision", t.Rev(), "took_ms", l.now().Sub(start).Milliseconds())
 	prev := l.Store.Load()
 	rev := t.Rev()
-	if prev != nil && prev.Rev() == rev {
+	if prev != nil && prev.Rev() == rev && (l.Dirty == nil || !l.Dirty()) {
 		l.setTree(t)
 		l.succeed(prev, false, 0)
 		return false, nil
@@ -280,7 +284,7 @@ func (l *Loop) Once(ctx context.Context) (changed bool, err error) {
 	counts := next.Counts()
 	log.Info("reloaded", "revision", rev, "generation", next.Gen(),
 		"tools", next.Len(), "enabled", counts[catalog.Enabled], "stale", counts[catalog.Stale],
-		"failed", counts[catalog.Failed], "disabled", counts[catalog.Disabled],
+		"failed", counts[catalog.Failed], "disabled", counts[catalog.Disabled], "untrusted", counts[catalog.Untrusted],
 		"parsed", rep.Parsed, "reused", rep.Reused, "took_ms", l.now().Sub(start).Milliseconds())
 	l.recordBuild(rep)
 	l.succeed(next, true, len(rep.Problems))

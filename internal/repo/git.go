@@ -87,6 +87,11 @@ type Git struct {
 	Auth Auth
 	// Logger receives clone, fetch and re-clone events; nil discards them.
 	Logger *slog.Logger
+	// History keeps the branch's whole history in the clone instead of
+	// its head commit alone, so that Tree.LastChanged can walk it (to
+	// check who signed the commit that last changed a tool). A clone an
+	// earlier process kept one commit deep is cloned again.
+	History bool
 
 	mu      sync.Mutex
 	cur     *clone // the clone Dir/current names; nil until opened
@@ -176,6 +181,12 @@ func (g *Git) Sync(ctx context.Context) (_ *Tree, err error) {
 		if err != nil {
 			s.log.Warn("git clone in state dir unusable, cloning again",
 				"dir", s.dir, "err", redact(err, s.secrets...))
+			g.cur = nil
+		}
+	}
+	if g.cur != nil && g.History {
+		if sh, err := g.cur.repo.Storer.Shallow(); err != nil || len(sh) > 0 {
+			s.log.Info("git clone in state dir is shallow; cloning again with the whole history", "dir", s.dir)
 			g.cur = nil
 		}
 	}
@@ -328,7 +339,7 @@ func (g *Git) plainFetchLocked(ctx context.Context, s gitSettings, auth transpor
 		RemoteName: remoteName,
 		RemoteURL:  s.url,
 		RefSpecs:   []config.RefSpec{spec},
-		Depth:      1,
+		Depth:      g.depth(),
 		Auth:       auth,
 		Tags:       git.NoTags,
 		Force:      true,
@@ -393,7 +404,7 @@ func (g *Git) recloneLocked(ctx context.Context, s gitSettings, auth transport.A
 		RemoteName:    remoteName,
 		ReferenceName: plumbing.NewBranchReferenceName(s.branch),
 		SingleBranch:  true,
-		Depth:         1,
+		Depth:         g.depth(),
 		Tags:          git.NoTags,
 		NoCheckout:    true,
 	})
@@ -468,6 +479,15 @@ func pointLocal(c *clone, branch string) (plumbing.Hash, error) {
 // name (deleted, or misspelt): the clone is fine, and re-cloning cannot
 // help.
 var ErrNoBranch = errors.New("repo: the remote has no such branch")
+
+// depth is how many commits a clone or fetch asks for: 0 (all) with
+// History, else 1.
+func (g *Git) depth() int {
+	if g.History {
+		return 0
+	}
+	return 1
+}
 
 // needsReclone reports whether err, from fetching into the clone and
 // reading the result, means the clone itself is unusable (objects missing

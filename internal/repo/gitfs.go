@@ -38,6 +38,7 @@ var errSymlink = errors.New("symbolic link not followed")
 // Tree indexed stay in place). The mutex serializes the storage, which is
 // not safe for concurrent use.
 type objects struct {
+	path string // the clone's directory
 	mu   sync.Mutex
 	s    *filesystem.Storage
 	dirs map[plumbing.Hash]*gitDir // decoded trees; guarded by mu
@@ -67,7 +68,7 @@ func openObjects(clonePath string, seed *objects) *objects {
 	// re-clone deletes its directory.
 	s := filesystem.NewStorageWithOptions(idxInMemory{osfs.New(clonePath)}, cache.NewObjectLRU(256*cache.KiByte),
 		filesystem.Options{KeepDescriptors: true})
-	o := &objects{s: s}
+	o := &objects{path: clonePath, s: s}
 	if seed != nil {
 		seed.mu.Lock()
 		o.dirs = maps.Clone(seed.dirs)
@@ -172,7 +173,7 @@ func newGitTree(clonePath string, commit plumbing.Hash, sub string, prev *Tree) 
 	for i, h := range c.ParentHashes {
 		parents[i] = h.String()
 	}
-	return &Tree{fsys: fsys, rev: commit.String(), treeHash: root.String(), hash: fsys.blobHash, parents: parents, isGit: true}, nil
+	return &Tree{fsys: fsys, rev: commit.String(), treeHash: root.String(), hash: fsys.blobHash, parents: parents, isGit: true, sub: sub}, nil
 }
 
 // gitFS is an fs.FS over a tree object. Directories are decoded when opened

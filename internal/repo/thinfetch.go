@@ -97,7 +97,7 @@ func (g *Git) thinFetchLocked(ctx context.Context, s gitSettings, auth transport
 				return st, err
 			}
 		}
-		req.Depth = packp.DepthCommits(1)
+		req.Depth = packp.DepthCommits(g.depth())
 		req.Wants = []plumbing.Hash{want}
 		if req.Shallows, err = sto.Shallow(); err != nil {
 			return st, err

@@ -12,6 +12,7 @@ type Tree struct {
 	hash     func(name string) (string, error)
 	parents  []string // the commit's parents, for git trees
 	isGit    bool
+	sub      string // the sub-tree's path in the commit, for git trees
 	// base, delta and hasDelta are Delta's.
 	base     string
 	delta    []string

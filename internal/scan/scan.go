@@ -76,6 +76,12 @@ type Options struct {
 	Check Checker
 	// Catalog is passed to catalog.New.
 	Catalog catalog.Options
+	// Vet, when set, is called with the tree and its entries after Check,
+	// to narrow them further (the daemon's signature check: an untrusted
+	// tool becomes catalog.Untrusted) and record their provenance
+	// (Entry.Signed). It may change the entries' Status, Reason and Signed
+	// only. A Build with Vet always scans the whole tree.
+	Vet func(t Tree, entries []catalog.Entry)
 }
 
 // Report says what a Build did.
@@ -124,8 +130,10 @@ func Build(prev *catalog.Snapshot, t Tree, c *cache.Cache, opts Options) (*catal
 	if opts.Prefix == "" {
 		opts.Prefix = "tools/"
 	}
-	if snap, rep, ok := buildDelta(prev, t, c, opts); ok {
-		return snap, rep, nil
+	if opts.Vet == nil {
+		if snap, rep, ok := buildDelta(prev, t, c, opts); ok {
+			return snap, rep, nil
+		}
 	}
 	var rep Report
 	fsys := t.FS()
@@ -196,6 +204,9 @@ func Build(prev *catalog.Snapshot, t Tree, c *cache.Cache, opts Options) (*catal
 	}
 	rep.Problems = append(rep.Problems, duplicates(declared, opts.Prefix)...)
 	check(entries, opts.Check)
+	if opts.Vet != nil {
+		opts.Vet(t, entries)
+	}
 	if c != nil {
 		// The definition each entry serves (a stale one's last good
 		// version) outlives this build in the cache, for a restart.

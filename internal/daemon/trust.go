@@ -1,0 +1,255 @@
+package daemon
+
+import (
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/toolagent/toolagent/internal/catalog"
+	"github.com/toolagent/toolagent/internal/repo"
+	"github.com/toolagent/toolagent/internal/scan"
+	"github.com/toolagent/toolagent/internal/trust"
+)
+
+// trustGate makes a tool untrusted unless the commit that last changed
+// its folder, on the served branch's first-parent history, is signed by a
+// key of trusted_signers or trusted_keyring that was valid at the commit's
+// time and may change that folder. It is scan's Vet for every build, and
+// records the signer of each trusted tool (catalog.Entry.Signed).
+//
+// The policy files are read again at every build, so an edited file (a
+// key added, one revoked) applies at the next reload. Verdicts and the
+// commit of each folder are kept in a trust.Cache under the state
+// directory: a restart, or a reload that changed one tool, verifies
+// nothing it verified before.
+type trustGate struct {
+	signers, keyring string
+	prefix           string // the tools folder's path in the repository, with a trailing slash ("" for the root)
+	cache            *trust.Cache
+	log              *slog.Logger
+
+	mu      sync.Mutex // one vet at a time
+	applied string     // Policy.Digest of the last judge; guarded by mu
+}
+
+// dirty reports whether the policy files changed since the last build
+// (reload.Loop.Dirty): a sync at the same commit then builds again, so an
+// added or removed key applies at the next sync.
+func (g *trustGate) dirty() bool {
+	pol, err := trust.Load(g.signers, g.keyring)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return err != nil || pol.Digest() != g.applied
+}
+
+// newTrustGate returns the gate cfg asks for, or nil when neither
+// trusted_signers nor trusted_keyring is set. It refuses policy files that
+// do not load, so that a typo stops the start rather than every tool.
+// cacheFile "" keeps the verdicts in memory only.
+func newTrustGate(cfg Config, cacheFile, prefix string, log *slog.Logger) (*trustGate, error) {
+	if cfg.TrustedSigners == "" && cfg.TrustedKeyring == "" {
+		return nil, nil
+	}
+	if _, err := trust.Load(cfg.TrustedSigners, cfg.TrustedKeyring); err != nil {
+		return nil, err
+	}
+	c, err := trust.OpenCache(cacheFile)
+	if err != nil {
+		log.Warn("trust cache not used; signatures are verified again", "err", err)
+	}
+	return &trustGate{signers: cfg.TrustedSigners, keyring: cfg.TrustedKeyring, prefix: prefix, cache: c, log: log}, nil
+}
+
+// vet is scan.Options.Vet.
+func (g *trustGate) vet(t scan.Tree, entries []catalog.Entry) {
+	rt, ok := t.(*repo.Tree)
+	if !ok {
+		untrustAll(entries, "the tools come from a directory without commits; trusted_signers needs a git repository (repo)")
+		return
+	}
+	names := make([]string, 0, len(entries))
+	for _, e := range entries {
+		names = append(names, e.Name)
+	}
+	verdicts, err := g.judge(rt, names)
+	if err != nil {
+		g.log.Error("no tool is trusted", "revision", rt.Rev(), "err", err)
+		untrustAll(entries, err.Error())
+		return
+	}
+	for i := range entries {
+		e := &entries[i]
+		v := verdicts[e.Name]
+		if v.signed == nil {
+			untrust(e, v.reason)
+			continue
+		}
+		e.Signed = v.signed
+	}
+}
+
+// toolTrust is the verdict on one tool: its provenance when trusted, else
+// why not.
+type toolTrust struct {
+	signed *catalog.Signature
+	reason string
+}
+
+// judge returns the verdict on each of names (tool folders of t). The
+// error is for a policy or a history that cannot be read: then no tool is
+// trusted.
+func (g *trustGate) judge(rt *repo.Tree, names []string) (map[string]toolTrust, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	start := time.Now()
+	pol, err := trust.Load(g.signers, g.keyring)
+	if err != nil {
+		g.applied = ""
+		return nil, fmt.Errorf("the trust policy cannot be read: %w", err)
+	}
+	g.applied = pol.Digest()
+	changes, err := g.lastChanged(rt, names)
+	if err != nil {
+		return nil, fmt.Errorf("the history of revision %s cannot be read: %w", rt.Rev(), err)
+	}
+	out := make(map[string]toolTrust, len(names))
+	signed := map[string]*catalog.Signature{} // one per commit, shared by its tools
+	verified, untrusted := 0, 0
+	for _, name := range names {
+		dir := g.prefix + name
+		commit := changes[name]
+		if commit == "" {
+			out[name] = toolTrust{reason: fmt.Sprintf("%s: no commit of the branch's first-parent history changed it (not committed?)", dir)}
+			untrusted++
+			continue
+		}
+		v, ok := g.cache.Verdict(pol.Digest(), commit)
+		if !ok {
+			c, err := rt.Commit(commit)
+			if err != nil {
+				out[name] = toolTrust{reason: fmt.Sprintf("%s last changed in %s, which cannot be read: %v", dir, short(commit), err)}
+				untrusted++
+				continue
+			}
+			v = pol.Verify(trust.Commit{Hash: c.Hash, When: c.When, Signature: c.Signature, Payload: c.Payload})
+			g.cache.PutVerdict(pol.Digest(), commit, v)
+			verified++
+		}
+		if ok, why := v.Allows(dir); !ok {
+			out[name] = toolTrust{reason: fmt.Sprintf("%s last changed in %s %s", dir, short(commit), why)}
+			untrusted++
+			continue
+		}
+		s := signed[commit]
+		if s == nil {
+			s = &catalog.Signature{Commit: commit, Method: v.Signer.Method, Principal: v.Signer.Principal, Fingerprint: v.Signer.Fingerprint}
+			signed[commit] = s
+		}
+		out[name] = toolTrust{signed: s}
+	}
+	if err := g.cache.Save(); err != nil {
+		g.log.Warn("trust cache not saved; a restart verifies again", "err", err)
+	}
+	g.log.Info("signatures checked", "revision", rt.Rev(), "tools", len(names), "untrusted", untrusted,
+		"verified", verified, "took_ms", time.Since(start).Milliseconds())
+	return out, nil
+}
+
+// lastChanged returns the commit that last changed each of names in t,
+// walking t's history back to the head the cache knows at most, and the
+// whole history for what is missing (after a force-push, or the first
+// time).
+func (g *trustGate) lastChanged(t *repo.Tree, names []string) (map[string]string, error) {
+	head, known := g.cache.Changes()
+	found, reached, err := t.LastChanged(names, head)
+	if err != nil {
+		return nil, err
+	}
+	if reached {
+		var missing []string
+		for _, n := range names {
+			if found[n] != "" {
+				continue
+			}
+			if c, ok := known[n]; ok {
+				found[n] = c
+			} else {
+				missing = append(missing, n)
+			}
+		}
+		if len(missing) > 0 {
+			more, _, err := t.LastChanged(missing, "")
+			if err != nil {
+				return nil, err
+			}
+			for n, c := range more {
+				found[n] = c
+			}
+		}
+	}
+	g.cache.SetChanges(t.Rev(), found)
+	return found, nil
+}
+
+// untrust makes e untrusted for reason; an entry with no definition at
+// all is not callable anyway and keeps its Failed status and reason.
+func untrust(e *catalog.Entry, reason string) {
+	e.Signed = nil
+	if e.Tool == nil {
+		return
+	}
+	e.Status, e.Reason = catalog.Untrusted, reason
+}
+
+func untrustAll(entries []catalog.Entry, reason string) {
+	for i := range entries {
+		untrust(&entries[i], reason)
+	}
+}
+
+// short is a commit hash's usual abbreviation.
+func short(h string) string {
+	if len(h) > 7 {
+		return h[:7]
+	}
+	return h
+}
+
+// TrustProblem is a tool of a checkout that is not trusted, and why.
+type TrustProblem struct {
+	Tool, Reason string
+}
+
+// CheckTrust checks, as serve with trusted_signers and trusted_keyring
+// would, the tools names of the tools folder dir of a git checkout at its
+// HEAD commit, and returns those that are not trusted (for validate in a
+// tools repository's CI), sorted by name, with the HEAD commit.
+func CheckTrust(signers, keyring, dir string, names []string) (string, []TrustProblem, error) {
+	t, sub, err := repo.OpenCheckout(dir)
+	if err != nil {
+		return "", nil, err
+	}
+	prefix := ""
+	if sub != "" {
+		prefix = sub + "/"
+	}
+	g, err := newTrustGate(Config{TrustedSigners: signers, TrustedKeyring: keyring}, "", prefix, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return "", nil, err
+	}
+	verdicts, err := g.judge(t, names)
+	if err != nil {
+		return "", nil, err
+	}
+	var out []TrustProblem
+	for _, n := range names {
+		if v := verdicts[n]; v.signed == nil {
+			out = append(out, TrustProblem{Tool: n, Reason: v.reason})
+		}
+	}
+	slices.SortFunc(out, func(a, b TrustProblem) int { return strings.Compare(a.Tool, b.Tool) })
+	return t.Rev(), out, nil
+}
