@@ -1,9 +1,15 @@
 package mcpserver
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -17,24 +23,146 @@ const DefaultSessionTimeout = 30 * time.Minute
 
 // HTTPHandler returns the streamable HTTP handler of the server. opts may
 // be nil; a copy is used, with the server's logger and
-// DefaultSessionTimeout filled in when unset. Keep Stateless false: stateful
-// sessions are what carry notifications/tools/list_changed to clients of
-// the 2025 protocol versions. Authentication is the caller's: wrap the
-// handler with RequireToken. So are the Host and Origin checks against DNS
-// rebinding and cross-site pages (the daemon's one guard in front of every
-// route does them).
+// DefaultSessionTimeout filled in when unset. With Stateless false the
+// endpoint serves both eras of the protocol (see newHTTPHandler): stateful
+// sessions for the clients of 2025-11-25 and before, which is what carries
+// notifications/tools/list_changed to them, and the sessionless revision
+// (2026-07-28) for requests that speak it. Authentication is the
+// caller's: wrap the handler with RequireToken. So are the Host and Origin
+// checks against DNS rebinding and cross-site pages (the daemon's one
+// guard in front of every route does them).
 func (s *Server) HTTPHandler(opts *mcp.StreamableHTTPOptions) http.Handler {
+	return newHTTPHandler(s.log, opts, func(*http.Request) (*Server, bool) { return s, true })
+}
+
+// Request headers of the streamable HTTP transport (the SDK keeps its
+// names unexported).
+const (
+	headerProtocolVersion = "Mcp-Protocol-Version"
+	headerSessionID       = "Mcp-Session-Id"
+)
+
+// newHTTPHandler is the streamable HTTP endpoint over the server that
+// serverOf picks for a request (ok false: 404, an unknown profile).
+//
+// The SDK (v1.8.0) serves the sessionless revision only from a handler
+// in its stateless mode: its stateful handler answers a 2026-07-28 request
+// with -32022 and a list of the handshake-era versions, although
+// server/discover on the same endpoint lists 2026-07-28. A dual-era server
+// "selects its behavior from how the client opens" (the revision's
+// versioning page): a request that carries the revision's per-request
+// _meta, or names a version that is not a handshake-era one in
+// MCP-Protocol-Version, without a session, is served statelessly; an
+// initialize, and every request of a session, by the stateful handler.
+// So, with Stateless false, this handler routes each POST to one of two
+// SDK handlers over the same mcp.Server: requests of the new revision (and
+// of versions nobody knows, which the stateless handler answers with
+// UnsupportedProtocolVersionError listing what server/discover lists) to
+// a stateless one, everything else to the stateful one. With Stateless
+// true, one stateless handler serves both eras, and GET is the
+// list_changed stream of serveListChanged.
+func newHTTPHandler(log *slog.Logger, opts *mcp.StreamableHTTPOptions, serverOf func(*http.Request) (*Server, bool)) http.Handler {
 	var o mcp.StreamableHTTPOptions
 	if opts != nil {
 		o = *opts
 	}
 	if o.Logger == nil {
-		o.Logger = s.log
+		o.Logger = log
 	}
 	if o.SessionTimeout == 0 {
 		o.SessionTimeout = DefaultSessionTimeout
 	}
-	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &o)
+	if o.MaxRequestBodyBytes == 0 {
+		o.MaxRequestBodyBytes = mcp.DefaultMaxRequestBodyBytes
+	}
+	getServer := func(r *http.Request) *mcp.Server {
+		s, ok := serverOf(r)
+		if !ok {
+			return nil
+		}
+		return s.mcp
+	}
+	legacy := mcp.NewStreamableHTTPHandler(getServer, &o)
+	modern := legacy
+	if !o.Stateless {
+		so := o
+		so.Stateless = true
+		modern = mcp.NewStreamableHTTPHandler(getServer, &so)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s, ok := serverOf(r)
+		if !ok {
+			http.Error(w, "no such MCP profile", http.StatusNotFound)
+			return
+		}
+		if o.Stateless {
+			if r.Method == http.MethodGet {
+				serveListChanged(w, r, s)
+				return
+			}
+			legacy.ServeHTTP(w, r)
+			return
+		}
+		isModern, err := sessionless(w, r, o.MaxRequestBodyBytes)
+		if err != nil {
+			var tooBig *http.MaxBytesError
+			if errors.As(err, &tooBig) {
+				http.Error(w, fmt.Sprintf("request body exceeds %d bytes", tooBig.Limit), http.StatusRequestEntityTooLarge)
+				return
+			}
+			http.Error(w, "reading the request body: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		if isModern {
+			modern.ServeHTTP(w, r)
+			return
+		}
+		legacy.ServeHTTP(w, r)
+	})
+}
+
+// handshakeVersions are the protocol versions of the initialize handshake
+// that the SDK serves (2025-11-25 and before); any other version a request
+// names is the sessionless revision's, or one nobody serves.
+var handshakeVersions = slices.DeleteFunc(mcp.SupportedProtocolVersions(), func(v string) bool { return v >= sessionlessVersion })
+
+// sessionlessVersion is the first protocol revision without sessions.
+const sessionlessVersion = "2026-07-28"
+
+// sessionless reports whether the POST r is a request of the sessionless
+// protocol: no session, and either a version in MCP-Protocol-Version that
+// is not of the handshake era, or the revision's _meta protocol version in
+// its body. The body is read (up to limit bytes) only for a POST without
+// a session whose header names a handshake-era version or none (an
+// initialize, or a client of the new revision that left the header out:
+// the SDK then answers -32020, as the revision requires); r.Body is
+// replaced by what was read.
+func sessionless(w http.ResponseWriter, r *http.Request, limit int64) (bool, error) {
+	if r.Method != http.MethodPost || r.Header.Get(headerSessionID) != "" {
+		return false, nil
+	}
+	if v := r.Header.Get(headerProtocolVersion); v != "" && !slices.Contains(handshakeVersions, v) {
+		return true, nil
+	}
+	if r.Body == nil {
+		return false, nil
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	r.Body.Close()
+	if err != nil {
+		return false, err
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	var msg struct {
+		Params struct {
+			Meta map[string]json.RawMessage `json:"_meta"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(body, &msg) != nil { // a batch, or not JSON: the SDK's to answer
+		return false, nil
+	}
+	_, ok := msg.Params.Meta[mcp.MetaKeyProtocolVersion]
+	return ok, nil
 }
 
 // TokenCheck looks up the secret of a bearer token: the caller's name (for
