@@ -75,6 +75,12 @@ func newHTTPHandler(log *slog.Logger, opts *mcp.StreamableHTTPOptions, serverOf 
 	if o.MaxRequestBodyBytes == 0 {
 		o.MaxRequestBodyBytes = mcp.DefaultMaxRequestBodyBytes
 	}
+	// The revision: "Closing the SSE response stream MUST be treated by
+	// the server as cancellation of that request" (it has no resumable
+	// streams). The SDK does so only when asked; it applies to requests
+	// of 2026-07-28 and later alone, so a 2025 session's stream that
+	// drops still leaves its call running.
+	o.PropagateRequestCancellation = true
 	getServer := func(r *http.Request) *mcp.Server {
 		s, ok := serverOf(r)
 		if !ok {

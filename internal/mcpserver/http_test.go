@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -348,6 +349,54 @@ func TestSubscriptionsListen(t *testing.T) {
 				if strings.Contains(prompts.Text(), "list_changed") {
 					t.Errorf("a stream that asked for prompt changes got %q", prompts.Text())
 				}
+			}
+		})
+	}
+}
+
+// TestCancelOnDisconnect: closing the response stream of a 2026-07-28
+// tools/call cancels the call (the revision: "Closing the SSE response
+// stream MUST be treated by the server as cancellation of that request"),
+// so its process does not run on for nobody: the dispatcher ends it as
+// cancelled, long before the tool's sleep would have.
+func TestCancelOnDisconnect(t *testing.T) {
+	for _, era := range eras {
+		t.Run(era.name, func(t *testing.T) {
+			f := newFixture(t, Options{})
+			ts := httptest.NewServer(f.srv.HTTPHandler(&mcp.StreamableHTTPOptions{Stateless: era.stateless}))
+			defer ts.Close()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			meta := modernMeta(nil)
+			meta["progressToken"] = "p1"
+			body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+				"params": map[string]any{"name": "shell-exec", "arguments": map[string]any{"cmd": "echo started; sleep 25"}, "_meta": meta}})
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, ts.URL, bytes.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+			req.Header.Set("Mcp-Method", "tools/call")
+			req.Header.Set("Mcp-Name", "shell-exec")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			// The tool runs once its first line came as progress.
+			sc := bufio.NewScanner(resp.Body)
+			for sc.Scan() && !strings.Contains(sc.Text(), "notifications/progress") {
+			}
+			if sc.Err() != nil {
+				t.Fatalf("reading the call's stream: %v", sc.Err())
+			}
+			cancel()
+
+			deadline := time.Now().Add(waitFor)
+			for !strings.Contains(f.audit.String(), `"status":"cancelled"`) {
+				if time.Now().After(deadline) {
+					t.Fatalf("the call was not cancelled within %v of its client going away; audit:\n%s", waitFor, f.audit)
+				}
+				time.Sleep(20 * time.Millisecond)
 			}
 		})
 	}
