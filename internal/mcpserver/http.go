@@ -10,6 +10,8 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -62,6 +64,12 @@ const (
 // true, one stateless handler serves both eras, and GET is the
 // list_changed stream of serveListChanged.
 func newHTTPHandler(log *slog.Logger, opts *mcp.StreamableHTTPOptions, serverOf func(*http.Request) (*Server, bool)) http.Handler {
+	return newHTTPHandlerKeepalive(log, opts, serverOf, listChangedKeepalive)
+}
+
+// newHTTPHandlerKeepalive is newHTTPHandler with the keepalive interval
+// of subscriptions/listen streams (tests shorten it).
+func newHTTPHandlerKeepalive(log *slog.Logger, opts *mcp.StreamableHTTPOptions, serverOf func(*http.Request) (*Server, bool), keepalive time.Duration) http.Handler {
 	var o mcp.StreamableHTTPOptions
 	if opts != nil {
 		o = *opts
@@ -101,6 +109,11 @@ func newHTTPHandler(log *slog.Logger, opts *mcp.StreamableHTTPOptions, serverOf 
 			http.Error(w, "no such MCP profile", http.StatusNotFound)
 			return
 		}
+		if r.Method == http.MethodPost && r.Header.Get("Mcp-Method") == "subscriptions/listen" {
+			kw := &keepaliveWriter{ResponseWriter: w}
+			defer kw.every(keepalive)()
+			w = kw
+		}
 		if o.Stateless {
 			if r.Method == http.MethodGet {
 				serveListChanged(w, r, s)
@@ -125,6 +138,70 @@ func newHTTPHandler(log *slog.Logger, opts *mcp.StreamableHTTPOptions, serverOf 
 		}
 		legacy.ServeHTTP(w, r)
 	})
+}
+
+// keepaliveWriter is the ResponseWriter of a subscriptions/listen stream:
+// the SDK sends nothing on it between notifications, so proxies and
+// clients with idle timeouts would close a quiet one; every writes an SSE
+// comment on it at an interval, as the revision encourages, between the
+// SDK's own writes (the mutex keeps the two apart).
+type keepaliveWriter struct {
+	http.ResponseWriter
+	mu     sync.Mutex
+	wrote  bool // the SDK began the response
+	failed bool // a write failed: the client is gone
+}
+
+func (k *keepaliveWriter) WriteHeader(code int) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.ResponseWriter.WriteHeader(code)
+}
+
+func (k *keepaliveWriter) Write(p []byte) (int, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.wrote = true
+	return k.ResponseWriter.Write(p)
+}
+
+func (k *keepaliveWriter) Flush() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	http.NewResponseController(k.ResponseWriter).Flush()
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (k *keepaliveWriter) Unwrap() http.ResponseWriter { return k.ResponseWriter }
+
+// every writes a keepalive comment each interval once the SDK has begun
+// an SSE response, until the returned stop is called (before the handler
+// returns: nothing is written after).
+func (k *keepaliveWriter) every(interval time.Duration) (stop func()) {
+	done := make(chan struct{})
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			k.mu.Lock()
+			if k.wrote && !k.failed && strings.HasPrefix(k.Header().Get("Content-Type"), "text/event-stream") {
+				if _, err := io.WriteString(k.ResponseWriter, ": keepalive\n\n"); err != nil {
+					k.failed = true
+				} else {
+					http.NewResponseController(k.ResponseWriter).Flush()
+				}
+			}
+			k.mu.Unlock()
+		}
+	}()
+	return func() { close(done); <-ended }
 }
 
 // handshakeVersions are the protocol versions of the initialize handshake

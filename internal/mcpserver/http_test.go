@@ -401,3 +401,46 @@ func TestCancelOnDisconnect(t *testing.T) {
 		})
 	}
 }
+
+// TestListenKeepalive: a quiet subscriptions/listen stream carries an SSE
+// comment at the keepalive interval after its acknowledgement, so idle
+// timeouts of proxies do not close it.
+func TestListenKeepalive(t *testing.T) {
+	for _, era := range eras {
+		t.Run(era.name, func(t *testing.T) {
+			f := newFixture(t, Options{})
+			h := newHTTPHandlerKeepalive(f.srv.log, &mcp.StreamableHTTPOptions{Stateless: era.stateless}, func(*http.Request) (*Server, bool) { return f.srv, true }, 20*time.Millisecond)
+			ts := httptest.NewServer(h)
+			defer ts.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+			defer cancel()
+			body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 3, "method": "subscriptions/listen",
+				"params": map[string]any{"notifications": map[string]any{"toolsListChanged": true}, "_meta": modernMeta(nil)}})
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, ts.URL, bytes.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+			req.Header.Set("Mcp-Method", "subscriptions/listen")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			sc := bufio.NewScanner(resp.Body)
+			acked := false
+			for sc.Scan() {
+				line := sc.Text()
+				if strings.Contains(line, "notifications/subscriptions/acknowledged") {
+					acked = true
+				}
+				if line == ": keepalive" {
+					if !acked {
+						t.Fatal("a keepalive came before the acknowledgement, which must be the stream's first message")
+					}
+					return
+				}
+			}
+			t.Fatalf("no keepalive on the listen stream within %v: %v", waitFor, sc.Err())
+		})
+	}
+}
