@@ -60,11 +60,13 @@ fi
 
 work=$(mktemp -d)
 server_pid=""
+# cleanup stops the server and removes all but the results.
 cleanup() {
 	if [ -n "$server_pid" ]; then
 		kill "$server_pid" 2>/dev/null || true
 		wait "$server_pid" 2>/dev/null || true
 	fi
+	rm -rf "$work/toolagent" "$work/stateful" "$work/stateless" "$work/suite"
 }
 trap cleanup EXIT
 
@@ -133,7 +135,7 @@ for mode in stateful stateless; do
 		set -e
 		sed -n '/=== SUMMARY ===/,$p' "$out.log"
 		[ $rc -eq 0 ] || status=1
-		summary+=("$mode $req: $(grep -E '^Total:' "$out.log" | tail -n 1) (exit $rc)")
+		summary+=("$mode $req: $(grep -E '^Total:' "$out.log" | tail -n 1); $(grep -c '^  ~ ' "$out.log") in the baseline (exit $rc)")
 	done
 	stop_server
 done
