@@ -109,6 +109,10 @@ func newHTTPHandlerKeepalive(log *slog.Logger, opts *mcp.StreamableHTTPOptions, 
 			http.Error(w, "no such MCP profile", http.StatusNotFound)
 			return
 		}
+		if v := r.Header.Get(headerProtocolVersion); r.Method == http.MethodPost && v != "" && v < sessionlessVersion && !slices.Contains(supportedVersions, v) {
+			unsupportedVersion(w, r, v, o.MaxRequestBodyBytes)
+			return
+		}
 		if r.Method == http.MethodPost && r.Header.Get("Mcp-Method") == "subscriptions/listen" {
 			kw := &keepaliveWriter{ResponseWriter: w}
 			defer kw.every(keepalive)()
@@ -138,6 +142,36 @@ func newHTTPHandlerKeepalive(log *slog.Logger, opts *mcp.StreamableHTTPOptions, 
 		}
 		legacy.ServeHTTP(w, r)
 	})
+}
+
+// supportedVersions are the versions the endpoint serves, as
+// server/discover lists them.
+var supportedVersions = mcp.SupportedProtocolVersions()
+
+// unsupportedVersion answers a POST whose MCP-Protocol-Version names a
+// version older than the sessionless revision that nobody serves (say
+// 1900-01-01): the SDK answers it with a plain-text 400, where the
+// revision wants UnsupportedProtocolVersionError (-32022, HTTP 400) listing
+// the supported versions, so that a client can pick one. (A newer unknown
+// version reaches the SDK's stateless handler, which answers so itself.)
+func unsupportedVersion(w http.ResponseWriter, r *http.Request, requested string, limit int64) {
+	var req struct {
+		ID json.RawMessage `json:"id"`
+	}
+	if r.Body != nil {
+		if body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit)); err == nil {
+			json.Unmarshal(body, &req) // no id (a batch, not JSON): the error has none
+		}
+	}
+	if len(req.ID) == 0 {
+		req.ID = json.RawMessage("null")
+	}
+	data, _ := json.Marshal(mcp.UnsupportedProtocolVersionData{Supported: supportedVersions, Requested: requested})
+	resp, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": req.ID, "error": map[string]any{
+		"code": mcp.CodeUnsupportedProtocolVersion, "message": "unsupported protocol version " + requested, "data": json.RawMessage(data)}})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusBadRequest)
+	w.Write(resp)
 }
 
 // keepaliveWriter is the ResponseWriter of a subscriptions/listen stream:

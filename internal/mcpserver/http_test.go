@@ -193,6 +193,8 @@ func TestProtocolErrors(t *testing.T) {
 
 			future := modernMeta(nil)
 			future[mcp.MetaKeyProtocolVersion] = "2099-01-01"
+			past := modernMeta(nil)
+			past[mcp.MetaKeyProtocolVersion] = "1900-01-01"
 			noCaps := modernMeta(nil)
 			delete(noCaps, mcp.MetaKeyClientCapabilities)
 			cases := []struct {
@@ -204,6 +206,7 @@ func TestProtocolErrors(t *testing.T) {
 				code   int
 			}{
 				{"unknown version", "tools/list", map[string]any{"_meta": future}, map[string]string{"Mcp-Protocol-Version": "2099-01-01"}, 400, mcp.CodeUnsupportedProtocolVersion},
+				{"old unknown version", "tools/list", map[string]any{"_meta": past}, map[string]string{"Mcp-Protocol-Version": "1900-01-01"}, 400, mcp.CodeUnsupportedProtocolVersion},
 				{"header and _meta disagree", "tools/list", map[string]any{"_meta": future}, nil, 400, mcp.CodeHeaderMismatch},
 				{"no version header", "tools/list", map[string]any{"_meta": modernMeta(nil)}, map[string]string{"Mcp-Protocol-Version": ""}, 400, mcp.CodeHeaderMismatch},
 				{"Mcp-Method disagrees", "tools/list", map[string]any{"_meta": modernMeta(nil)}, map[string]string{"Mcp-Method": "prompts/list"}, 400, mcp.CodeHeaderMismatch},
@@ -230,8 +233,9 @@ func TestProtocolErrors(t *testing.T) {
 				}
 				if tc.code == mcp.CodeUnsupportedProtocolVersion {
 					var data mcp.UnsupportedProtocolVersionData
-					if err := json.Unmarshal(resp.Error.Data, &data); err != nil || !slices.Equal(data.Supported, discovered.SupportedVersions) || data.Requested != "2099-01-01" {
-						t.Errorf("%s: data %s, want supported %v (as server/discover lists) and requested 2099-01-01", tc.name, resp.Error.Data, discovered.SupportedVersions)
+					requested := tc.header["Mcp-Protocol-Version"]
+					if err := json.Unmarshal(resp.Error.Data, &data); err != nil || !slices.Equal(data.Supported, discovered.SupportedVersions) || data.Requested != requested {
+						t.Errorf("%s: data %s, want supported %v (as server/discover lists) and requested %s", tc.name, resp.Error.Data, discovered.SupportedVersions, requested)
 					}
 				}
 			}
