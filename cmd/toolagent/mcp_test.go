@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -336,9 +337,10 @@ func TestMCPAnnotationsAndVersion(t *testing.T) {
 }
 
 // TestShutdownEndsIdleMCPStreams: an open GET /mcp stream (a client's
-// notification stream, nothing running) does not hold shutdown for the
-// grace period: the daemon stops without the "grace period over" warning,
-// and the stream ends (issue 20, item 4).
+// notification stream, nothing running) and an open subscriptions/listen
+// stream (the same of the sessionless revision) do not hold shutdown for
+// the grace period: the daemon stops without the "grace period over"
+// warning, and the streams end (issue 20, item 4).
 func TestShutdownEndsIdleMCPStreams(t *testing.T) {
 	tools := t.TempDir()
 	putTool(t, tools, "shell-exec", shellExec(t))
@@ -377,13 +379,42 @@ func TestShutdownEndsIdleMCPStreams(t *testing.T) {
 	ended := make(chan struct{})
 	go func() { io.Copy(io.Discard, stream.Body); close(ended) }()
 
+	// A subscriptions/listen stream of the sessionless revision, open
+	// once the server acknowledged it.
+	req, _ = http.NewRequest("POST", d.url+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":5,"method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true},`+
+		`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "subscriptions/listen")
+	listen, err := http.DefaultClient.Do(req)
+	if err != nil || listen.StatusCode != 200 {
+		t.Fatalf("subscriptions/listen: %v %v", listen, err)
+	}
+	acked, listenEnded := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(listenEnded)
+		sc := bufio.NewScanner(listen.Body)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "notifications/subscriptions/acknowledged") {
+				close(acked)
+			}
+		}
+	}()
+	select {
+	case <-acked:
+	case <-time.After(time.Minute):
+		t.Fatal("subscriptions/listen was not acknowledged")
+	}
+
 	if err := d.stop(t); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(d.logs.String(), "grace period over") {
 		t.Errorf("an idle MCP stream held the shutdown for the grace period:\n%s", d.logs)
 	}
-	<-ended // the stream was closed, not left hanging
+	<-ended // the streams were closed, not left hanging
+	<-listenEnded
 }
 
 // TestMCPStdioApprovalsWhileRunning: a call held over stdio is decided
@@ -528,25 +559,40 @@ func (a *alternate) RoundTrip(r *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(r)
 }
 
-// TestMCPStatelessAcrossReplicas: with --mcp-stateless, an MCP client whose
-// requests go to two replicas in turn (no sticky sessions) initializes,
-// lists the tools and calls one; without it, the second replica does not
-// know the first one's session.
+// TestMCPStatelessAcrossReplicas: an MCP client whose requests go to two
+// replicas in turn (no sticky sessions) lists the tools, calls one and
+// hears of a change of the catalog when it speaks the sessionless revision
+// (2026-07-28), on either endpoint, or 2025-11-25 with --mcp-stateless;
+// a 2025-11-25 client of the stateful endpoint does not get that far,
+// since the second replica does not know the first one's session.
 func TestMCPStatelessAcrossReplicas(t *testing.T) {
 	tools := t.TempDir()
 	putTool(t, tools, "shell-exec", shellExec(t))
-	for _, stateless := range []bool{true, false} {
-		t.Run(fmt.Sprintf("stateless=%t", stateless), func(t *testing.T) {
+	for i, tc := range []struct {
+		stateless bool
+		version   string
+		works     bool
+	}{
+		{true, "2026-07-28", true},
+		{true, "2025-11-25", true},
+		{false, "2026-07-28", true},
+		{false, "2025-11-25", false},
+	} {
+		t.Run(fmt.Sprintf("stateless=%t,%s", tc.stateless, tc.version), func(t *testing.T) {
 			args := []string{"--tools", tools}
-			if stateless {
+			if tc.stateless {
 				args = append(args, "--mcp-stateless")
 			}
 			one, two := startDaemon(t, nil, args...), startDaemon(t, nil, args...)
 			lb := &alternate{hosts: []string{strings.TrimPrefix(one.url, "http://"), strings.TrimPrefix(two.url, "http://")}}
 			listChanged := make(chan struct{}, 1)
-			cs, err := mcpClient(listChanged).Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: one.url + "/mcp", HTTPClient: &http.Client{Transport: lb}, DisableStandaloneSSE: !stateless}, nil)
+			cs, err := mcpClient(listChanged).Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: one.url + "/mcp", HTTPClient: &http.Client{Transport: lb}, DisableStandaloneSSE: !tc.works},
+				&mcp.ClientSessionOptions{ProtocolVersion: tc.version})
 			if err == nil {
 				defer cs.Close()
+				if got := cs.InitializeResult().ProtocolVersion; got != tc.version {
+					t.Fatalf("negotiated %s, want %s", got, tc.version)
+				}
 				var res *mcp.CallToolResult
 				pollUntil(t, "shell-exec in tools/list", func() bool { return slices.Contains(listNames(t, cs), "shell-exec") })
 				res, err = cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "shell-exec", Arguments: map[string]any{"cmd": "echo across"}})
@@ -554,23 +600,24 @@ func TestMCPStatelessAcrossReplicas(t *testing.T) {
 					err = fmt.Errorf("call result %+v", res.Content)
 				}
 			}
-			if stateless && err == nil {
+			if tc.works && err == nil {
 				// list_changed still reaches a client that holds the
-				// stream, from whichever replica it reached.
+				// stream (GET before 2026-07-28, subscriptions/listen
+				// since), from whichever replica it reached.
 				for len(listChanged) > 0 {
 					<-listChanged
 				}
-				putTool(t, tools, "added", versionTool("added", "v1"))
+				putTool(t, tools, fmt.Sprintf("added-%d", i), versionTool(fmt.Sprintf("added-%d", i), "v1"))
 				select {
 				case <-listChanged:
 				case <-time.After(2 * time.Minute):
-					t.Error("a tool added to the catalog sent no list_changed on the stateless stream")
+					t.Error("a tool added to the catalog sent no list_changed on the stream")
 				}
 			}
-			if stateless && err != nil {
-				t.Errorf("stateless, requests alternating between two replicas: %v; want it to work", err)
+			if tc.works && err != nil {
+				t.Errorf("requests alternating between two replicas: %v; want it to work", err)
 			}
-			if !stateless && err == nil {
+			if !tc.works && err == nil {
 				t.Errorf("with sessions, requests alternating between two replicas worked; the test proves nothing")
 			}
 		})

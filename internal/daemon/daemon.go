@@ -119,7 +119,7 @@ func New(cfg Config) (_ *Daemon, err error) {
 	streams, endStreams := context.WithCancel(context.Background())
 	d.endStreams = endStreams
 	mux := http.NewServeMux()
-	mcpH := endGetsOn(streams, mcpHandler(d.mcpSrv, tokens, cfg.Profiles, cfg.MaxBodyBytes, cfg.MCPStateless))
+	mcpH := endStreamsOn(streams, mcpHandler(d.mcpSrv, tokens, cfg.Profiles, cfg.MaxBodyBytes, cfg.MCPStateless))
 	mux.Handle("/mcp", mcpH)
 	mux.Handle("/mcp/{profile}", mcpH)
 	ui := console.New(store, disp, console.Options{

@@ -126,11 +126,14 @@ func toConsole(h http.Handler) http.Handler {
 	})
 }
 
-// endGetsOn ends the GET requests h serves when ctx is done (their
-// request contexts are cancelled); other methods are left alone.
-func endGetsOn(ctx context.Context, h http.Handler) http.Handler {
+// endStreamsOn ends the long-lived MCP streams h serves when ctx is done
+// (their request contexts are cancelled): the GET streams of the
+// handshake-era revisions and the subscriptions/listen POSTs of the
+// sessionless one (which carry their method in Mcp-Method, as that
+// revision requires); other requests are left alone to finish.
+func endStreamsOn(ctx context.Context, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet {
+		if r.Method != http.MethodGet && (r.Method != http.MethodPost || r.Header.Get("Mcp-Method") != "subscriptions/listen") {
 			h.ServeHTTP(w, r)
 			return
 		}

@@ -22,6 +22,23 @@
 //     a change replaces find_tool in the SDK, so connected clients get
 //     notifications/tools/list_changed after a reload.
 //
+// Protocol revisions: every version the SDK (go-sdk v1.8.0) serves, the
+// sessionless 2026-07-28 (server/discover, the per-request _meta fields,
+// the Mcp-Method/Mcp-Name headers, subscriptions/listen, its error codes
+// and HTTP statuses) and the initialize-handshake ones from 2025-11-25 back
+// to 2024-11-05, the SDK does itself. Where it lags, this package makes up
+// for it, and says so here:
+//
+//   - its stateful streamable HTTP handler refuses 2026-07-28 (-32022)
+//     though its server/discover lists it, so HTTPHandler serves both eras
+//     on one endpoint: requests of the sessionless revision go to a
+//     stateless SDK handler over the same server, sessions to the stateful
+//     one (http.go);
+//   - what the server declares (tools, prompts, resources, extensions) is
+//     made in one place for initialize and server/discover alike, and an
+//     extension's methods are refused with -32021 to clients that did not
+//     declare it (capabilities.go).
+//
 // It does not own transports, listeners or authentication: the daemon
 // (internal/daemon) runs MCP() over stdio, and mounts HTTPHandler behind
 // the API's auth.
@@ -100,6 +117,10 @@ type Options struct {
 	// offers them, and calling one answers not_found. Nil: every tool.
 	// Surfaces builds one Server per surface.
 	Surface catalog.Surface
+	// Extensions are the MCP extensions the server serves, declared in
+	// its capabilities (capabilities.go). New panics on one without an ID
+	// or on two of the same ID.
+	Extensions []Extension
 }
 
 // Server serves one catalog.Store over MCP. Build it with New.
@@ -164,6 +185,14 @@ func New(store *catalog.Store, inv Invoker, opts Options) *Server {
 		opts.Version = DefaultVersion
 	}
 	opts.Pinned = slices.Clone(opts.Pinned)
+	opts.Extensions = slices.Clone(opts.Extensions)
+	seen := map[string]bool{}
+	for _, e := range opts.Extensions {
+		if e.ID == "" || seen[e.ID] {
+			panic(fmt.Sprintf("mcpserver: extension ID %q empty or given twice", e.ID))
+		}
+		seen[e.ID] = true
+	}
 	s := &Server{
 		store:  store,
 		inv:    inv,
@@ -178,12 +207,12 @@ func New(store *catalog.Store, inv Invoker, opts Options) *Server {
 		Instructions: instructions(opts.MetaOnly),
 		Logger:       opts.Logger,
 		// Tools with listChanged, always: clients subscribe to list changes
-		// at connect time, and the catalog may be empty then. No logging
-		// capability: the server sends no log messages.
-		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+		// at connect time, and the catalog may be empty then.
+		Capabilities: capabilities(opts.Extensions),
+		SetCacheable: cacheable,
 	})
 	s.addMetaTools()
-	s.mcp.AddReceivingMiddleware(s.middleware)
+	s.mcp.AddReceivingMiddleware(s.middleware, extensionGate(opts.Extensions))
 	s.Sync()
 	return s
 }

@@ -158,27 +158,39 @@ func newClient(listChanged chan struct{}) *mcp.Client {
 // over a pipe), once at the SDK's newest protocol (2026-07-28: list changes
 // arrive on a subscriptions/listen stream) and once at 2025-06-18 (what
 // most desktop clients speak: notifications on the session), and
-// streamable HTTP on a real loopback listener (stateful sessions, which
-// negotiate 2025-11-25).
+// streamable HTTP on a real loopback listener, stateful and stateless,
+// each once at 2026-07-28 (sessionless requests, which the SDK client
+// chooses after server/discover) and once at 2025-11-25 (a session).
 var transports = []struct {
 	name    string
 	connect func(t *testing.T, s *Server) *client
 }{
 	{"in-memory", func(t *testing.T, s *Server) *client { return connectInMemory(t, s, "") }},
 	{"in-memory-2025-06-18", func(t *testing.T, s *Server) *client { return connectInMemory(t, s, "2025-06-18") }},
-	{"streamable-http", func(t *testing.T, s *Server) *client {
-		t.Helper()
-		ts := httptest.NewServer(s.HTTPHandler(nil))
-		t.Cleanup(ts.Close)
-		c := &client{listChanged: make(chan struct{}, 1)}
-		var err error
-		c.cs, err = newClient(c.listChanged).Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: ts.URL}, nil)
-		if err != nil {
-			t.Fatalf("client Connect: %v", err)
-		}
-		t.Cleanup(func() { c.cs.Close() }) // before ts.Close: cleanups run last-in first-out
-		return c
-	}},
+	{"streamable-http", func(t *testing.T, s *Server) *client { return connectHTTP(t, s, false, "2026-07-28") }},
+	{"streamable-http-2025-11-25", func(t *testing.T, s *Server) *client { return connectHTTP(t, s, false, "2025-11-25") }},
+	{"streamable-http-stateless", func(t *testing.T, s *Server) *client { return connectHTTP(t, s, true, "2026-07-28") }},
+	{"streamable-http-stateless-2025-11-25", func(t *testing.T, s *Server) *client { return connectHTTP(t, s, true, "2025-11-25") }},
+}
+
+// connectHTTP connects a client at protocol version over streamable HTTP
+// to s's handler (stateless or not) on a loopback listener, and checks
+// that version was the one agreed.
+func connectHTTP(t *testing.T, s *Server, stateless bool, version string) *client {
+	t.Helper()
+	ts := httptest.NewServer(s.HTTPHandler(&mcp.StreamableHTTPOptions{Stateless: stateless}))
+	t.Cleanup(ts.Close)
+	c := &client{listChanged: make(chan struct{}, 1)}
+	var err error
+	c.cs, err = newClient(c.listChanged).Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: ts.URL}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+	if err != nil {
+		t.Fatalf("client Connect: %v", err)
+	}
+	t.Cleanup(func() { c.cs.Close() }) // before ts.Close: cleanups run last-in first-out
+	if got := c.cs.InitializeResult().ProtocolVersion; got != version {
+		t.Fatalf("negotiated protocol %s, want %s", got, version)
+	}
+	return c
 }
 
 // connectInMemory connects a client at protocol version (empty: the SDK's

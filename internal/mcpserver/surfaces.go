@@ -72,39 +72,16 @@ func (p *Surfaces) Run(ctx context.Context) error {
 	}
 }
 
-// HTTPHandler is Server.HTTPHandler over the surfaces: each new session
-// is served by the server of the surface surfaceOf gives its first
-// request (after authentication, so the token is known); ok false
-// answers 404 (an unknown profile).
+// HTTPHandler is Server.HTTPHandler over the surfaces: each request is
+// served by the server of the surface surfaceOf gives it (after
+// authentication, so the token is known), and a session stays with the
+// server of its first request; ok false answers 404 (an unknown profile).
 func (p *Surfaces) HTTPHandler(opts *mcp.StreamableHTTPOptions, surfaceOf func(*http.Request) (catalog.Surface, bool)) http.Handler {
-	full := p.Server(nil)
-	var o mcp.StreamableHTTPOptions
-	if opts != nil {
-		o = *opts
-	}
-	if o.Logger == nil {
-		o.Logger = full.log
-	}
-	if o.SessionTimeout == 0 {
-		o.SessionTimeout = DefaultSessionTimeout
-	}
-	h := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
+	return newHTTPHandler(p.Server(nil).log, opts, func(r *http.Request) (*Server, bool) {
 		sf, ok := surfaceOf(r)
 		if !ok {
-			return nil // the SDK answers 400; the wrapper below answers 404 first
+			return nil, false
 		}
-		return p.Server(sf).mcp
-	}, &o)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sf, ok := surfaceOf(r)
-		if !ok {
-			http.Error(w, "no such MCP profile", http.StatusNotFound)
-			return
-		}
-		if o.Stateless && r.Method == http.MethodGet {
-			serveListChanged(w, r, p.Server(sf))
-			return
-		}
-		h.ServeHTTP(w, r)
+		return p.Server(sf), true
 	})
 }
