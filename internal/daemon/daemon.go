@@ -58,6 +58,7 @@ type Daemon struct {
 	open       bool   // no API tokens but the operator's
 	opToken    string // the operator token's file; "" when a configured token is the operator's
 	oneTime    string // the console's one-time sign-in link (open daemons)
+	base       string // the URL people reach the console by (public_hosts' first, else the listener's)
 	ran        bool   // Run began
 }
 
@@ -116,7 +117,9 @@ func New(cfg Config) (_ *Daemon, err error) {
 	// long-lived stream carries list_changed.
 	d.rel = newReleaser(store, log.With(slog.String("log", "memory")))
 	cr.loop.AfterAttempt = d.rel.synced // a sync that publishes nothing makes garbage too
-	d.mcpSrv = mcpserver.NewSurfaces(store, disp, mcpserver.Options{Version: Version(), Logger: log.With(slog.String("log", "mcp")), OnMatch: cr.onMatch(), AfterSync: d.rel.synced})
+	d.mcpSrv = mcpserver.NewSurfaces(store, disp, mcpserver.Options{Version: Version(), Logger: log.With(slog.String("log", "mcp")), OnMatch: cr.onMatch(), AfterSync: d.rel.synced,
+		// d.base is set once the listener is (below), before any call.
+		ApprovalURL: func(id string) string { return d.base + "/ui/approvals#" + id }})
 	// An MCP client's standalone GET /mcp stream carries notifications,
 	// never a call: it ends as soon as shutdown begins instead of holding
 	// the grace period that running calls get.
@@ -175,6 +178,7 @@ func New(cfg Config) (_ *Daemon, err error) {
 	if len(cfg.PublicHosts) > 0 {
 		base = "http://" + cfg.PublicHosts[0] // the name people reach the daemon by
 	}
+	d.base = base
 	cr.notifier.listening(base)
 	info := operator.Info{URL: d.url, PID: os.Getpid(), Source: cr.loop.Status().Source, Open: d.open, Version: Version()}
 	if cfg.Repo == "" {

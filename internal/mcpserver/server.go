@@ -100,6 +100,10 @@ type Options struct {
 	// synced): the daemon returns the memory a big reload left idle once
 	// the new lists are made (internal/daemon).
 	AfterSync func()
+	// ApprovalURL, when set, is the web page where an approver decides
+	// the approval id (the console's); held calls' results name it. Nil:
+	// no page is named (stdio, where approvals are decided with the CLI).
+	ApprovalURL func(id string) string
 	// Surface is what this server's clients may see and call (a token's
 	// scope, a profile): tools off it are not listed, find_tool never
 	// offers them, and calling one answers not_found. Nil: every tool.
@@ -317,9 +321,9 @@ func (s *Server) Sync() {
 func (s *Server) catalogHandler(name string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		out, stop := startProgress(ctx, req)
-		r := s.inv.Invoke(ctx, dispatch.Call{Tool: name, Params: req.Params.Arguments, Caller: s.opts.Caller(ctx, req), Door: dispatch.DoorMCP, Surface: s.opts.Surface, Output: out})
+		r := s.inv.Invoke(ctx, dispatch.Call{Tool: name, Params: req.Params.Arguments, Caller: s.opts.Caller(ctx, req), Door: dispatch.DoorMCP, Surface: s.opts.Surface, Output: out, CollectHeld: true})
 		stop()
-		return callResult(r), nil
+		return s.callResult(r), nil
 	}
 }
 

@@ -1,0 +1,214 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/toolagent/toolagent/internal/dispatch"
+	"github.com/toolagent/toolagent/internal/host"
+	"github.com/toolagent/toolagent/internal/operator"
+	"github.com/toolagent/toolagent/internal/pgstore/pgtest"
+	"github.com/toolagent/toolagent/internal/proc/proctest"
+)
+
+// tsDriver is testdata/mcp-ts-driver.mjs running under node: a client of
+// the official TypeScript SDK that the test drives one command at a time.
+type tsDriver struct {
+	in  io.WriteCloser
+	out *bufio.Scanner
+	cmd *exec.Cmd
+}
+
+// startTSDriver starts the driver, or skips without the SDK.
+func startTSDriver(t *testing.T) *tsDriver {
+	t.Helper()
+	sdk := os.Getenv("TOOLAGENT_TEST_MCP_SDK_DIR")
+	node, err := exec.LookPath("node")
+	if sdk == "" || err != nil {
+		t.Skip("set TOOLAGENT_TEST_MCP_SDK_DIR to a directory where `npm install @modelcontextprotocol/sdk` ran, with node on PATH, to run the TypeScript SDK client (.ci/run does)")
+	}
+	script, err := filepath.Abs("testdata/mcp-ts-driver.mjs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(t.Context(), node, script)
+	cmd.Env = append(os.Environ(), "MCP_SDK_DIR="+sdk, runMainEnv+"=1")
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	d := &tsDriver{in: in, out: bufio.NewScanner(out), cmd: cmd}
+	d.out.Buffer(nil, 4<<20)
+	t.Cleanup(func() { in.Close(); cmd.Wait() })
+	return d
+}
+
+// do sends one command and decodes its answer into v; an answer with an
+// error fails the test.
+func (d *tsDriver) do(t *testing.T, cmd map[string]any, v any) {
+	t.Helper()
+	b, _ := json.Marshal(cmd)
+	if _, err := d.in.Write(append(b, '\n')); err != nil {
+		t.Fatal(err)
+	}
+	if !d.out.Scan() {
+		t.Fatalf("the TypeScript client ended during %s: %v", b, d.out.Err())
+	}
+	var e struct{ Error string }
+	if json.Unmarshal(d.out.Bytes(), &e) == nil && e.Error != "" {
+		t.Fatalf("the TypeScript client, %s: %s", b, e.Error)
+	}
+	if v != nil {
+		if err := json.Unmarshal(d.out.Bytes(), v); err != nil {
+			t.Fatalf("answer %s: %v", d.out.Bytes(), err)
+		}
+	}
+}
+
+// tsCall is the driver's answer to a call.
+type tsCall struct {
+	IsError    bool
+	Text       string
+	Structured dispatch.Result
+}
+
+func (d *tsDriver) call(t *testing.T, cmd string) tsCall {
+	t.Helper()
+	var c tsCall
+	d.do(t, map[string]any{"op": "call", "name": "guarded", "arguments": map[string]any{"cmd": cmd}}, &c)
+	return c
+}
+
+// TestMCPHeldCallFinishesInsideMCP is the acceptance of a held call for
+// MCP clients without tasks, with the official TypeScript SDK: the call
+// is held; asked again while pending it is the same approval; the daemon
+// restarts (the client reconnects); it is approved (over HTTP through
+// the API by an approver, over stdio with the CLI on the host); the same
+// call again gets the raw result inside MCP, and the command ran once;
+// the call after that is a new request. Over stdio the hints name only
+// what works there. Files store over HTTP and stdio, PostgreSQL over HTTP.
+func TestMCPHeldCallFinishesInsideMCP(t *testing.T) {
+	tools := t.TempDir()
+	putTool(t, tools, "guarded", testTool("guarded", `intent: run a command after an approval, writing under the files root
+method: exec
+executor: shell
+params_schema:
+  cmd: { type: string, required: true, description: "the command" }
+sandbox:
+  write: ["${files_root}"]
+constraints:
+  require_confirm: true
+  shell_policy: none
+`))
+	env := map[string]string{"TOOLAGENT_TOKENS": "alice:call:" + aliceToken + ",bob:approve:" + bobToken}
+
+	check := func(t *testing.T, drv *tsDriver, marker string, connect func(), restart func(), approve func(id string)) {
+		cmd := "echo ran >> " + marker + " && echo finished-inside-mcp"
+		connect()
+		held := drv.call(t, cmd)
+		id := held.Structured.ApprovalID
+		if !held.IsError || held.Structured.Status != dispatch.ApprovalRequired || id == "" {
+			t.Fatalf("held call = %+v; want approval_required with an id", held)
+		}
+		if !strings.Contains(held.Text, "call this tool again with the same arguments") {
+			t.Errorf("held call text does not name the retry:\n%s", held.Text)
+		}
+		if again := drv.call(t, cmd); again.Structured.ApprovalID != id || again.Structured.Status != dispatch.ApprovalRequired {
+			t.Errorf("asked again while pending = %s %s; want the same approval %s", again.Structured.Status, again.Structured.ApprovalID, id)
+		}
+		drv.do(t, map[string]any{"op": "close"}, nil)
+		restart()
+		connect()
+		approve(id)
+		got := drv.call(t, cmd)
+		if got.IsError || got.Text != "finished-inside-mcp\n" || !got.Structured.Collected || got.Structured.ApprovalID != id {
+			t.Errorf("the call after approval = %+v; want the raw result of approval %s", got, id)
+		}
+		if b, _ := os.ReadFile(marker); string(b) != "ran\n" {
+			t.Errorf("the approved command ran %q; want once", b)
+		}
+		if next := drv.call(t, cmd); next.Structured.Status != dispatch.ApprovalRequired || next.Structured.ApprovalID == id {
+			t.Errorf("the call after the result was collected = %s %s; want a new approval", next.Structured.Status, next.Structured.ApprovalID)
+		}
+		drv.do(t, map[string]any{"op": "close"}, nil)
+	}
+
+	overHTTP := func(t *testing.T, env map[string]string, args ...string) {
+		drv := startTSDriver(t)
+		state, files := t.TempDir(), proctest.HostDir(t)
+		args = append([]string{"--tools", tools, "--state", state, "--files-root", files}, args...)
+		d := startDaemon(t, env, args...)
+		marker := filepath.Join(files, "ran")
+		check(t, drv, marker,
+			func() {
+				drv.do(t, map[string]any{"op": "connect", "mode": "http", "url": d.url + "/mcp", "token": aliceToken}, nil)
+			},
+			func() {
+				if err := d.stop(t); err != nil {
+					t.Fatalf("stop: %v", err)
+				}
+				d = startDaemon(t, env, args...)
+			},
+			func(id string) {
+				code, a, body := d.as(bobToken).approval(t, "POST", id, `{"decision":"approve"}`)
+				if code != 200 || a.res.Output != "finished-inside-mcp\n" {
+					t.Fatalf("bob approves %s = %d %s", id, code, body)
+				}
+			})
+	}
+	t.Run("http files", func(t *testing.T) { overHTTP(t, env) })
+	t.Run("http postgres", func(t *testing.T) {
+		url := pgtest.URL(t)
+		pg := map[string]string{"TOOLAGENT_STORE_URL": url}
+		for k, v := range env {
+			pg[k] = v
+		}
+		overHTTP(t, pg, "--store", "postgres")
+	})
+	t.Run("stdio", func(t *testing.T) {
+		drv := startTSDriver(t)
+		state := t.TempDir()
+		exe, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		files := proctest.HostDir(t)
+		marker := filepath.Join(files, "ran")
+		connect := func() {
+			drv.do(t, map[string]any{"op": "connect", "mode": "stdio", "command": exe, "args": []string{"mcp", "--tools", tools, "--state", state, "--files-root", files, "--log-level", "warn"}}, nil)
+		}
+		check(t, drv, marker, connect, func() {}, func(id string) {
+			pollUntil(t, "the control socket", func() bool { _, ok := operator.DialControl(host.ApprovalsDir(state)); return ok })
+			out, errOut, code := runCLI(t, nil, "approvals", "approve", id, "--state", state)
+			if code != 0 || !strings.Contains(out, "finished-inside-mcp") {
+				t.Fatalf("approvals approve %s = exit %d %s %s", id, code, out, errOut)
+			}
+		})
+		// Over stdio the hints name the retry and the CLI, not HTTP.
+		connect()
+		held := drv.call(t, "echo hint")
+		for _, bad := range []string{"GET /v1/approvals", "POST /v1/approvals"} {
+			if strings.Contains(held.Text, bad) {
+				t.Errorf("over stdio the held call names %q:\n%s", bad, held.Text)
+			}
+		}
+		if !strings.Contains(held.Text, "toolagent approvals approve "+held.Structured.ApprovalID) {
+			t.Errorf("over stdio the held call does not name the CLI:\n%s", held.Text)
+		}
+		drv.do(t, map[string]any{"op": "close"}, nil)
+	})
+}
