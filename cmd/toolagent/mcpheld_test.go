@@ -212,3 +212,209 @@ constraints:
 		drv.do(t, map[string]any{"op": "close"}, nil)
 	})
 }
+
+// tsTask is a Task as the TypeScript client gives it.
+type tsTask struct {
+	TaskID, Status, StatusMessage string
+}
+
+// TestMCPHeldCallAsTask is the acceptance of a held call for MCP clients
+// with tasks (2025-11-25), with the official TypeScript SDK's
+// experimental task API over HTTP (files, PostgreSQL) and stdio: the
+// server declares tasks and the catalog's tools take them; a held call
+// is a task in input_required naming its approval and where to decide
+// it; approved, the client's stream ends with the raw result; a task
+// survives a daemon restart between hold and approval; tasks/cancel
+// withdraws a pending request, which never runs.
+func TestMCPHeldCallAsTask(t *testing.T) {
+	tools := t.TempDir()
+	putTool(t, tools, "guarded", testTool("guarded", `intent: run a command after an approval, writing under the files root
+method: exec
+executor: shell
+params_schema:
+  cmd: { type: string, required: true, description: "the command" }
+sandbox:
+  write: ["${files_root}"]
+constraints:
+  require_confirm: true
+  shell_policy: none
+`))
+	env := map[string]string{"TOOLAGENT_TOKENS": "alice:call:" + aliceToken + ",bob:approve:" + bobToken}
+
+	type server struct {
+		connect map[string]any // the driver's connect command
+		restart func()         // nil: nothing to restart (stdio: a new process per connect)
+		approve func(id string)
+		where   func(id string) string // what the waiting message names
+	}
+	check := func(t *testing.T, drv *tsDriver, marker string, srv *server) {
+		connect := func() {
+			t.Helper()
+			var conn struct {
+				Capabilities struct {
+					Tasks struct {
+						Cancel   map[string]any
+						Requests struct{ Tools struct{ Call map[string]any } }
+					}
+				}
+				Tools []struct {
+					Name      string
+					Execution struct{ TaskSupport string }
+				}
+			}
+			drv.do(t, srv.connect, &conn)
+			if conn.Capabilities.Tasks.Requests.Tools.Call == nil || conn.Capabilities.Tasks.Cancel == nil {
+				t.Errorf("capabilities = %+v; want tasks with requests.tools.call and cancel", conn.Capabilities)
+			}
+			for _, tl := range conn.Tools {
+				want := "optional"
+				if tl.Name == "find_tool" || tl.Name == "call_tool" {
+					want = ""
+				}
+				if tl.Execution.TaskSupport != want {
+					t.Errorf("tool %s: execution.taskSupport %q; want %q", tl.Name, tl.Execution.TaskSupport, want)
+				}
+			}
+		}
+		call := func(cmd string) tsTask {
+			t.Helper()
+			var first struct {
+				Type string
+				Task tsTask
+			}
+			drv.do(t, map[string]any{"op": "callTask", "name": "guarded", "arguments": map[string]any{"cmd": cmd}}, &first)
+			if first.Type != "taskCreated" || first.Task.Status != "input_required" || first.Task.TaskID == "" {
+				t.Fatalf("a held call as a task = %+v; want taskCreated, input_required", first)
+			}
+			return first.Task
+		}
+		get := func(id string) tsTask {
+			t.Helper()
+			var tk tsTask
+			drv.do(t, map[string]any{"op": "getTask", "taskId": id}, &tk)
+			return tk
+		}
+		connect()
+		cmd := func(word string) string { return "echo " + word + " >> " + marker + " && echo " + word }
+
+		// Approved while the client's stream waits: the stream ends with
+		// the raw result.
+		tk := call(cmd("one"))
+		if w := get(tk.TaskID); w.Status != "input_required" || !strings.Contains(w.StatusMessage, tk.TaskID) || !strings.Contains(w.StatusMessage, srv.where(tk.TaskID)) {
+			t.Errorf("tasks/get of a held call = %+v; want input_required naming approval %s and %q", w, tk.TaskID, srv.where(tk.TaskID))
+		}
+		srv.approve(tk.TaskID)
+		var end struct {
+			Messages []struct {
+				Type, Text, Error string
+				IsError           bool
+				Task              tsTask
+				Meta              map[string]any
+			}
+		}
+		drv.do(t, map[string]any{"op": "awaitTask"}, &end)
+		last := end.Messages[len(end.Messages)-1]
+		if last.Type != "result" || last.IsError || last.Text != "one\n" {
+			t.Errorf("the task's stream ended with %+v; want the raw result", end.Messages)
+		}
+		if done := get(tk.TaskID); done.Status != "completed" {
+			t.Errorf("tasks/get after the run = %+v; want completed", done)
+		}
+
+		// A restart between hold and approval loses nothing.
+		tk = call(cmd("two"))
+		drv.do(t, map[string]any{"op": "close"}, nil)
+		if srv.restart != nil {
+			srv.restart()
+		}
+		connect()
+		if w := get(tk.TaskID); w.Status != "input_required" {
+			t.Errorf("tasks/get after a restart = %+v; want input_required", w)
+		}
+		srv.approve(tk.TaskID)
+		var res tsCall
+		drv.do(t, map[string]any{"op": "taskResult", "taskId": tk.TaskID}, &res)
+		if res.IsError || res.Text != "two\n" || res.Structured.ApprovalID != tk.TaskID {
+			t.Errorf("tasks/result after a restart = %+v; want the raw result", res)
+		}
+
+		// tasks/cancel withdraws a pending request; it never runs.
+		tk = call(cmd("three"))
+		var cancel struct {
+			OK       tsTask
+			RPCError *struct{ Code int }
+		}
+		drv.do(t, map[string]any{"op": "cancelTask", "taskId": tk.TaskID}, &cancel)
+		if cancel.OK.Status != "cancelled" || !strings.Contains(cancel.OK.StatusMessage, "withdrawn") {
+			t.Errorf("tasks/cancel = %+v; want cancelled, withdrawn", cancel)
+		}
+		end.Messages = nil
+		drv.do(t, map[string]any{"op": "awaitTask"}, &end)
+		// The stream saw the task cancelled (the client says so as an
+		// error), or it was waiting in tasks/result and gets what the
+		// call would have returned: a tool error saying it was withdrawn.
+		last = end.Messages[len(end.Messages)-1]
+		sawCancelled := last.Type == "error" && strings.Contains(last.Error, "was cancelled")
+		gotWithdrawn := last.Type == "result" && last.IsError && strings.Contains(last.Text, "withdrawn by its caller")
+		if !sawCancelled && !gotWithdrawn {
+			t.Errorf("the cancelled task's stream ended with %+v; want it cancelled or a tool error saying it was withdrawn", end.Messages)
+		}
+		drv.do(t, map[string]any{"op": "cancelTask", "taskId": tk.TaskID}, &cancel)
+		if cancel.RPCError == nil || cancel.RPCError.Code != -32602 {
+			t.Errorf("cancelling a cancelled task = %+v; want -32602", cancel)
+		}
+		if b, _ := os.ReadFile(marker); string(b) != "one\ntwo\n" {
+			t.Errorf("the commands that ran: %q; want one and two, once each", b)
+		}
+		drv.do(t, map[string]any{"op": "close"}, nil)
+	}
+	overHTTP := func(t *testing.T, env map[string]string, args ...string) {
+		drv := startTSDriver(t)
+		state, files := t.TempDir(), proctest.HostDir(t)
+		args = append([]string{"--tools", tools, "--state", state, "--files-root", files}, args...)
+		d := startDaemon(t, env, args...)
+		srv := &server{
+			where: func(id string) string { return "/ui/approvals#" + id },
+			approve: func(id string) {
+				if code, _, body := d.as(bobToken).approval(t, "POST", id, `{"decision":"approve"}`); code != 200 {
+					t.Fatalf("bob approves %s = %d %s", id, code, body)
+				}
+			},
+		}
+		srv.connect = map[string]any{"op": "connect", "mode": "http", "url": d.url + "/mcp", "token": aliceToken}
+		srv.restart = func() {
+			if err := d.stop(t); err != nil {
+				t.Fatalf("stop: %v", err)
+			}
+			d = startDaemon(t, env, args...)
+			srv.connect["url"] = d.url + "/mcp"
+		}
+		check(t, drv, filepath.Join(files, "ran"), srv)
+	}
+	t.Run("http files", func(t *testing.T) { overHTTP(t, env) })
+	t.Run("http postgres", func(t *testing.T) {
+		pg := map[string]string{"TOOLAGENT_STORE_URL": pgtest.URL(t)}
+		for k, v := range env {
+			pg[k] = v
+		}
+		overHTTP(t, pg, "--store", "postgres")
+	})
+	t.Run("stdio", func(t *testing.T) {
+		drv := startTSDriver(t)
+		state, files := t.TempDir(), proctest.HostDir(t)
+		exe, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, drv, filepath.Join(files, "ran"), &server{
+			connect: map[string]any{"op": "connect", "mode": "stdio", "command": exe, "args": []string{"mcp", "--tools", tools, "--state", state, "--files-root", files, "--log-level", "warn"}},
+			where:   func(id string) string { return "toolagent approvals approve " + id + " --state " + state },
+			approve: func(id string) {
+				pollUntil(t, "the control socket", func() bool { _, ok := operator.DialControl(host.ApprovalsDir(state)); return ok })
+				if out, errOut, code := runCLI(t, nil, "approvals", "approve", id, "--state", state); code != 0 {
+					t.Fatalf("approvals approve %s = exit %d %s %s", id, code, out, errOut)
+				}
+			},
+		})
+	})
+}

@@ -271,7 +271,10 @@ func (d *Daemon) ServeStdio(ctx context.Context, in io.Reader, out io.Writer, op
 	if _, err := d.loop.Once(ctx); err != nil {
 		return err
 	}
-	srv := mcpserver.New(d.store, d.disp, mcpserver.Options{Version: Version(), Logger: d.log.With(slog.String("log", "mcp")), MetaOnly: opts.MetaOnly, Surface: opts.Surface, OnMatch: d.onMatch()})
+	srv := mcpserver.New(d.store, d.disp, mcpserver.Options{Version: Version(), Logger: d.log.With(slog.String("log", "mcp")), MetaOnly: opts.MetaOnly, Surface: opts.Surface, OnMatch: d.onMatch(),
+		DecideHint: func(id string) string {
+			return fmt.Sprintf("an operator on this host decides it with `toolagent approvals approve %s --state %s` (or deny) while this MCP server runs", id, d.setup.State)
+		}})
 
 	// Calls learn why they end: a signal is a shutdown, the client closing
 	// in is the client gone (dispatch says which in the result).
@@ -289,7 +292,8 @@ func (d *Daemon) ServeStdio(ctx context.Context, in io.Reader, out io.Writer, op
 	}
 	g.Go(func() error {
 		defer stop(context.Canceled) // the client closed in: stop the loops too
-		t := &mcp.IOTransport{Reader: io.NopCloser(in), Writer: nopWriteCloser{out}}
+		// Task requests are answered below the SDK (mcpserver's tasks.go).
+		t := srv.Transport(&mcp.IOTransport{Reader: io.NopCloser(in), Writer: nopWriteCloser{out}})
 		if err := srv.MCP().Run(runCtx, t); err != nil && !clientGone(err) {
 			return err
 		}

@@ -104,6 +104,10 @@ type Options struct {
 	// the approval id (the console's); held calls' results name it. Nil:
 	// no page is named (stdio, where approvals are decided with the CLI).
 	ApprovalURL func(id string) string
+	// DecideHint, when set and ApprovalURL is not, says how the approval
+	// id is decided where there is no web page (stdio: the CLI on the
+	// host, with its state directory).
+	DecideHint func(id string) string
 	// Surface is what this server's clients may see and call (a token's
 	// scope, a profile): tools off it are not listed, find_tool never
 	// offers them, and calling one answers not_found. Nil: every tool.
@@ -140,6 +144,9 @@ type Server struct {
 	// changed is closed (and replaced) when Sync changes the list: the
 	// wake-up of the stateless list_changed streams (stateless.go).
 	changed chan struct{}
+	// tasks keeps the tasks of task-augmented calls that were not held
+	// (tasks.go); those of held calls are their approvals.
+	tasks memTasks
 }
 
 // ListChanged returns a channel closed at the next change of the listed

@@ -109,6 +109,7 @@ func (p *Surfaces) HTTPHandler(opts *mcp.StreamableHTTPOptions, surfaceOf func(*
 			serveListChanged(w, r, p.Server(sf))
 			return
 		}
-		h.ServeHTTP(w, r)
+		// Task requests are the surface's server's (tasks.go).
+		p.Server(sf).taskHTTP(h).ServeHTTP(w, r)
 	})
 }
