@@ -44,7 +44,7 @@ func (s *Server) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 			return s.listTools(ctx, method, r, next)
 		case *mcp.CallToolRequest:
 			if r.Params != nil && !isMetaName(r.Params.Name) && s.lists(r.Params.Name) {
-				return s.catalogHandler(r.Params.Name)(ctx, r)
+				return s.callCatalog(ctx, r.Params.Name, r)
 			}
 		}
 		return next(ctx, method, req)

@@ -193,15 +193,23 @@ func New(store *catalog.Store, inv Invoker, opts Options) *Server {
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Title: "toolagent tool catalog", Version: opts.Version}, &mcp.ServerOptions{
 		Instructions: instructions(opts.MetaOnly),
 		Logger:       opts.Logger,
-		// Tools with listChanged, always: clients subscribe to list changes
-		// at connect time, and the catalog may be empty then. No logging
-		// capability: the server sends no log messages.
-		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+		Capabilities: capabilities(),
 	})
 	s.addMetaTools()
 	s.mcp.AddReceivingMiddleware(s.middleware)
 	s.Sync()
 	return s
+}
+
+// capabilities are the server's: tools with listChanged, always (clients
+// subscribe to list changes at connect time, and the catalog may be
+// empty then), and the tasks extension (tasksext.go). No logging
+// capability: the server sends no log messages. 2025-11-25's tasks
+// capability is added to initialize's answer (taskwire.go).
+func capabilities() *mcp.ServerCapabilities {
+	c := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}
+	c.AddExtension(TasksExtension, nil)
+	return c
 }
 
 // Listed is how many catalog tools the server lists (meta-tools aside).
@@ -322,16 +330,19 @@ func (s *Server) Sync() {
 	}
 }
 
-// catalogHandler calls the catalog tool name through the dispatcher. The
+// callCatalog calls the catalog tool name through the dispatcher. The
 // tool is looked up by the dispatcher in the snapshot current at call
-// time, so a call never runs a definition older than the catalog's.
-func (s *Server) catalogHandler(name string) mcp.ToolHandler {
-	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		out, stop := startProgress(ctx, req)
-		r := s.inv.Invoke(ctx, dispatch.Call{Tool: name, Params: req.Params.Arguments, Caller: s.opts.Caller(ctx, req), Door: dispatch.DoorMCP, Surface: s.opts.Surface, Output: out, CollectHeld: true})
-		stop()
-		return s.callResult(r), nil
+// time, so a call never runs a definition older than the catalog's. A
+// held call of a client with the tasks extension answers a task
+// (tasksext.go).
+func (s *Server) callCatalog(ctx context.Context, name string, req *mcp.CallToolRequest) (mcp.Result, error) {
+	out, stop := startProgress(ctx, req)
+	r := s.inv.Invoke(ctx, dispatch.Call{Tool: name, Params: req.Params.Arguments, Caller: s.opts.Caller(ctx, req), Door: dispatch.DoorMCP, Surface: s.opts.Surface, Output: out, CollectHeld: true})
+	stop()
+	if t := s.heldAsTask(req.Params.Meta, r); t != nil {
+		return t, nil
 	}
+	return s.callResult(r), nil
 }
 
 // DefaultCaller names the caller: the token's name when the HTTP auth

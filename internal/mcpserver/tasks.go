@@ -160,7 +160,7 @@ type taskRequest struct {
 // requests (see the comment at the top of this file).
 func servesBelowSDK(method string, params json.RawMessage) bool {
 	switch method {
-	case "tasks/get", "tasks/result", "tasks/cancel", "tasks/list":
+	case "tasks/get", "tasks/result", "tasks/cancel", "tasks/list", "tasks/update":
 		return true
 	case "tools/call":
 		var p struct {
@@ -192,7 +192,15 @@ func (s *Server) serveTask(ctx context.Context, r taskRequest) (any, error) {
 	if err := json.Unmarshal(r.params, &p); err != nil || p.TaskID == "" {
 		return nil, invalidParams("%s: params.taskId is required: a string, the taskId of a CreateTaskResult", r.method)
 	}
+	if declaresTasks(paramsMeta(r.params)) { // the 2026-07-28 extension (tasksext.go)
+		if r.method == "tasks/result" {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "tasks/result is not part of the tasks extension: tasks/get carries the result"}
+		}
+		return s.serveExtTask(ctx, r.method, p.TaskID, caller)
+	}
 	switch r.method {
+	case "tasks/update":
+		return nil, missingTasks(r.method)
 	case "tasks/get":
 		t, _, err := s.taskState(p.TaskID, caller)
 		return t, err
