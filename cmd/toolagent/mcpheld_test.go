@@ -2,8 +2,12 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -213,6 +217,41 @@ constraints:
 	})
 }
 
+// consoleApprove signs in to the web console with token and approves id
+// there, as the approver's browser would (the form's CSRF token, the
+// console's own Origin).
+func consoleApprove(t *testing.T, base, token, id string) {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar}
+	resp, err := c.PostForm(base+"/ui/login", url.Values{"token": {token}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	resp, err = c.Get(base + "/ui/approvals")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	m := csrfField.FindSubmatch(page)
+	if m == nil || !bytes.Contains(page, []byte(id)) {
+		t.Fatalf("the console's approvals page does not show %s with a CSRF token", id)
+	}
+	req, _ := http.NewRequest("POST", base+"/ui/approvals/"+id, strings.NewReader(url.Values{"decision": {"approve"}, "csrf": {string(m[1])}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", base)
+	resp, err = c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("approving %s in the console = %d", id, resp.StatusCode)
+	}
+}
+
 // tsTask is a Task as the TypeScript client gives it.
 type tsTask struct {
 	TaskID, Status, StatusMessage string
@@ -373,9 +412,15 @@ constraints:
 		state, files := t.TempDir(), proctest.HostDir(t)
 		args = append([]string{"--tools", tools, "--state", state, "--files-root", files}, args...)
 		d := startDaemon(t, env, args...)
+		approvals := 0
 		srv := &server{
 			where: func(id string) string { return "/ui/approvals#" + id },
 			approve: func(id string) {
+				// The first through the web console, the next through the API.
+				if approvals++; approvals == 1 {
+					consoleApprove(t, d.url, bobToken, id)
+					return
+				}
 				if code, _, body := d.as(bobToken).approval(t, "POST", id, `{"decision":"approve"}`); code != 200 {
 					t.Fatalf("bob approves %s = %d %s", id, code, body)
 				}
