@@ -34,7 +34,7 @@ func (s *Server) HTTPHandler(opts *mcp.StreamableHTTPOptions) http.Handler {
 	if o.SessionTimeout == 0 {
 		o.SessionTimeout = DefaultSessionTimeout
 	}
-	return s.taskHTTP(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &o))
+	return s.taskHTTP(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &o), o.MaxRequestBodyBytes)
 }
 
 // TokenCheck looks up the secret of a bearer token: the caller's name (for

@@ -110,6 +110,6 @@ func (p *Surfaces) HTTPHandler(opts *mcp.StreamableHTTPOptions, surfaceOf func(*
 			return
 		}
 		// Task requests are the surface's server's (tasks.go).
-		p.Server(sf).taskHTTP(h).ServeHTTP(w, r)
+		p.Server(sf).taskHTTP(h, o.MaxRequestBodyBytes).ServeHTTP(w, r)
 	})
 }

@@ -389,12 +389,13 @@ func (s *Server) approvalResult(a dispatch.Approval, t wireTask) *mcp.CallToolRe
 			return s.callResult(r)
 		}
 	}
-	r := dispatch.Result{Tool: a.Tool, Revision: a.Revision, ExitCode: -1, ApprovalID: a.ID, Status: dispatch.Denied,
+	// Not run: withdrawn by its caller (cancelled), or without the
+	// approval it needed (denied by an approver, expired, void). No
+	// ApprovalID: the text of a held call would say to call again.
+	r := dispatch.Result{Tool: a.Tool, Revision: a.Revision, ExitCode: -1, Status: dispatch.ApprovalRequired,
 		Error: fmt.Sprintf("the call did not run: approval %s is %s: %s", a.ID, a.Status, t.StatusMessage)}
-	if a.Status == "denied" && a.Decider == a.Caller {
+	if t.Status == taskCancelled {
 		r.Status = dispatch.Cancelled
-	} else if a.Status != "denied" {
-		r.Status = dispatch.Error
 	}
 	return s.callResult(r)
 }

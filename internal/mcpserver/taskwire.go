@@ -98,19 +98,30 @@ func response(id jsonrpc.ID, res any, err error) *jsonrpc.Response {
 // bound to the same identity as calls. Tasks do not depend on the
 // session: a client whose session ended (a daemon restart) still reaches
 // its tasks.
-func (s *Server) taskHTTP(h http.Handler) http.Handler {
+//
+// maxBody is the SDK's limit of a request body (0: its default), kept
+// here too: the body is read before the SDK sees it. Only a body that
+// names a task method or a "task" field is decoded here.
+func (s *Server) taskHTTP(h http.Handler, maxBody int64) http.Handler {
+	if maxBody <= 0 {
+		maxBody = mcp.DefaultMaxRequestBodyBytes
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost || !strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
 			h.ServeHTTP(w, r)
 			return
 		}
-		body, err := io.ReadAll(r.Body)
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 		r.Body.Close()
 		if err != nil {
 			http.Error(w, "reading the request body: "+err.Error(), http.StatusRequestEntityTooLarge)
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
+		if !bytes.Contains(body, []byte(`"tasks/`)) && !bytes.Contains(body, []byte(`"task"`)) {
+			h.ServeHTTP(w, r)
+			return
+		}
 		msg, err := jsonrpc.DecodeMessage(body)
 		req, ok := msg.(*jsonrpc.Request)
 		if err != nil || !ok || !req.IsCall() || !servesBelowSDK(req.Method, req.Params) {
