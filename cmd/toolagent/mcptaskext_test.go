@@ -2,12 +2,17 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolagent/toolagent/internal/pgstore/pgtest"
 	"github.com/toolagent/toolagent/internal/proc/proctest"
@@ -165,4 +170,63 @@ constraints:
 		}
 		run(t, pg, "--store", "postgres")
 	})
+}
+
+// TestMCPHeldCallAsElicitation: a client of 2026-07-28 without tasks
+// that takes URL-mode elicitations (the official Go SDK's client, whose
+// multi-round-trip middleware fulfils input requests and retries) gets a
+// held call as an InputRequiredResult: one URL elicitation of the
+// console's page of the approval; the user approves there (here: the
+// approver through the API, from the elicitation handler) and accepts;
+// the retried call returns the raw result, and the command ran once.
+func TestMCPHeldCallAsElicitation(t *testing.T) {
+	tools := t.TempDir()
+	putTool(t, tools, "guarded", testTool("guarded", `intent: run a command after an approval, writing under the files root
+method: exec
+executor: shell
+params_schema:
+  cmd: { type: string, required: true, description: "the command" }
+sandbox:
+  write: ["${files_root}"]
+constraints:
+  require_confirm: true
+  shell_policy: none
+`))
+	files := proctest.HostDir(t)
+	d := startDaemon(t, map[string]string{"TOOLAGENT_TOKENS": "alice:call:" + aliceToken + ",bob:approve:" + bobToken}, "--tools", tools, "--files-root", files, "--mcp-stateless")
+	var asked []string
+	client := mcp.NewClient(&mcp.Implementation{Name: "elicit-test", Version: "0"}, &mcp.ClientOptions{
+		Capabilities: &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{URL: &mcp.URLElicitationCapabilities{}}},
+		ElicitationHandler: func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			asked = append(asked, req.Params.Mode+" "+req.Params.URL)
+			id := req.Params.ElicitationID
+			if code, _, body := d.as(bobToken).approval(t, "POST", id, `{"decision":"approve"}`); code != 200 {
+				t.Errorf("bob approves %s = %d %s", id, code, body)
+			}
+			return &mcp.ElicitResult{Action: "accept"}, nil
+		},
+	})
+	cs, err := client.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: d.url + "/mcp", HTTPClient: &http.Client{Transport: bearer{token: aliceToken, next: http.DefaultTransport}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
+		t.Skipf("the client negotiated %s, not 2026-07-28", v)
+	}
+	pollUntil(t, "guarded in tools/list", func() bool { return slices.Contains(listNames(t, cs), "guarded") })
+	marker := filepath.Join(files, "ran")
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "guarded", Arguments: map[string]any{"cmd": "echo ran >> " + marker + " && echo elicited"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(asked) != 1 || !strings.HasPrefix(asked[0], "url "+d.url+"/ui/approvals#") {
+		t.Errorf("elicitations = %q; want one URL elicitation of the console page", asked)
+	}
+	if res.IsError || len(res.Content) == 0 || res.Content[0].(*mcp.TextContent).Text != "elicited\n" {
+		t.Errorf("the call = %+v; want the raw result after the approval", res)
+	}
+	if b, _ := os.ReadFile(marker); string(b) != "ran\n" {
+		t.Errorf("the command ran %q; want once", b)
+	}
 }

@@ -333,14 +333,18 @@ func (s *Server) Sync() {
 // callCatalog calls the catalog tool name through the dispatcher. The
 // tool is looked up by the dispatcher in the snapshot current at call
 // time, so a call never runs a definition older than the catalog's. A
-// held call of a client with the tasks extension answers a task
-// (tasksext.go).
+// held call of a client with the tasks extension answers a task, one of
+// a client that takes multi-round-trip results an elicitation of the
+// approval's page (tasksext.go).
 func (s *Server) callCatalog(ctx context.Context, name string, req *mcp.CallToolRequest) (mcp.Result, error) {
 	out, stop := startProgress(ctx, req)
 	r := s.inv.Invoke(ctx, dispatch.Call{Tool: name, Params: req.Params.Arguments, Caller: s.opts.Caller(ctx, req), Door: dispatch.DoorMCP, Surface: s.opts.Surface, Output: out, CollectHeld: true})
 	stop()
 	if t := s.heldAsTask(req.Params.Meta, r); t != nil {
 		return t, nil
+	}
+	if ir := s.heldAsInput(req, r); ir != nil {
+		return ir, nil
 	}
 	return s.callResult(r), nil
 }

@@ -147,3 +147,48 @@ func missingTasks(method string) error {
 	data, _ := json.Marshal(map[string]any{"requiredCapabilities": map[string]any{"extensions": map[string]any{TasksExtension: map[string]any{}}}})
 	return &jsonrpc.Error{Code: codeMissingCapability, Message: fmt.Sprintf("Missing required client capability: %s needs the %s extension in the request's client capabilities", method, TasksExtension), Data: data}
 }
+
+// heldAsInput is, for a client of 2026-07-28 that takes multi-round-trip
+// results and URL-mode elicitations (and did not declare tasks), a held
+// call's InputRequiredResult: one URL elicitation of the console's page
+// of the approval, the approval id as the request state. The client
+// retries the same call once the user is done there; the retry is the
+// same call (Call.CollectHeld), so it gets the result once the approver
+// approved and it ran, or the same elicitation while the request waits.
+// A user who declines or cancels the elicitation gets the held call's
+// plain answer. Nil: answer as usual (no console to point at over stdio,
+// an older client, a call not held).
+func (s *Server) heldAsInput(req *mcp.CallToolRequest, r dispatch.Result) *mcp.CallToolResult {
+	if r.Status != dispatch.ApprovalRequired || r.ApprovalID == "" || s.opts.ApprovalURL == nil || !takesURLInput(req) {
+		return nil
+	}
+	key := "approval-" + r.ApprovalID
+	if resp, ok := req.Params.InputResponses[key].(*mcp.ElicitResult); ok && resp.Action != "accept" {
+		return nil
+	}
+	msg := fmt.Sprintf("The call of %s needs an approval (%s): an approver decides it on this page. Once it is approved it runs once on the server, and retrying the call returns its result. %s", r.Tool, r.ApprovalID, r.Suggestion)
+	return &mcp.CallToolResult{
+		InputRequests: mcp.InputRequestMap{key: &mcp.ElicitParams{Mode: "url", Message: msg, URL: s.opts.ApprovalURL(r.ApprovalID), ElicitationID: r.ApprovalID}},
+		RequestState:  r.ApprovalID,
+	}
+}
+
+// takesURLInput reports whether the client of req speaks 2026-07-28
+// (multi-round-trip results) and takes URL-mode elicitations, by its
+// session's or its request's capabilities.
+func takesURLInput(req *mcp.CallToolRequest) bool {
+	if req.Session == nil {
+		return false
+	}
+	ip := req.Session.InitializeParams()
+	if ip == nil || ip.ProtocolVersion < "2026-07-28" {
+		return false
+	}
+	if ip.Capabilities != nil && ip.Capabilities.Elicitation != nil && ip.Capabilities.Elicitation.URL != nil {
+		return true
+	}
+	caps, _ := req.Params.Meta[mcp.MetaKeyClientCapabilities].(map[string]any)
+	el, _ := caps["elicitation"].(map[string]any)
+	_, ok := el["url"]
+	return ok
+}
