@@ -20,7 +20,17 @@
 //     catalogs too large to list;
 //   - liveness: Run watches Store.Changed and diffs what clients see;
 //     a change replaces find_tool in the SDK, so connected clients get
-//     notifications/tools/list_changed after a reload.
+//     notifications/tools/list_changed after a reload;
+//   - held calls finishing inside MCP: every call retries into its held
+//     call's result (dispatch.Call.CollectHeld); a held call is a task
+//     backed by its approval for clients of 2025-11-25's tasks
+//     (tasks.go) and of 2026-07-28's tasks extension (tasksext.go), and
+//     an InputRequiredResult with a URL elicitation of the console's page
+//     for 2026-07-28 clients without tasks. go-sdk v1.8.0 has no tasks:
+//     it drops params.task and refuses the tasks/ methods, so those
+//     requests are answered below it (taskwire.go: Transport for stdio,
+//     the HTTP handler's wrapper), and the capability and the tools'
+//     execution field are added to its answers by the middleware.
 //
 // It does not own transports, listeners or authentication: the daemon
 // (internal/daemon) runs MCP() over stdio, and mounts HTTPHandler behind
