@@ -142,6 +142,10 @@ type Request struct {
 	// (status interrupted); Note says why.
 	InterruptedAt time.Time       `json:"interrupted_at,omitzero"`
 	Result        json.RawMessage `json:"result,omitempty"`
+	// CollectedAt is when a retry of the same call by its caller got the
+	// Result (Collect): the retry of an MCP client that cannot fetch it
+	// otherwise. Only one retry gets it; the next identical call is new.
+	CollectedAt time.Time `json:"collected_at,omitzero"`
 	// Note says why a request became invalid or expired.
 	Note string `json:"note,omitempty"`
 }
@@ -386,6 +390,83 @@ func (s *Store) Hold(in Request) (r Request, again bool, err error) {
 	}
 	s.reqs[n.ID] = n
 	return n.copy(), false, nil
+}
+
+// Collect returns what a retry of the call in (the same caller, tool,
+// revision and asked params as a request held before) gets instead of a
+// new hold, when ok: the newest request of that call if it is approved
+// and waiting to run, running, or executed less than the TTL ago and
+// not collected yet. An executed one is marked collected (saved), so of
+// two retries exactly one gets its result, and the next identical call
+// is a new one. Params edited by the approver do not matter: the call is
+// matched on the params it asked with. Pending requests are Hold's;
+// denied, expired, void and interrupted ones give nothing (a new call is
+// due).
+func (s *Store) Collect(in Request) (r Request, ok bool, err error) {
+	key, err := askedKey(in)
+	if err != nil {
+		return Request{}, false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var newest *Request
+	for _, p := range s.reqs {
+		if p.Caller != in.Caller || p.Tool != in.Tool || p.Revision != in.Revision {
+			continue
+		}
+		if k, err := askedKey(*p); err != nil || k != key {
+			continue
+		}
+		if newest == nil || p.CreatedAt.After(newest.CreatedAt) || p.CreatedAt.Equal(newest.CreatedAt) && p.ID > newest.ID {
+			newest = p
+		}
+	}
+	if newest == nil {
+		return Request{}, false, nil
+	}
+	cur, err := s.lookup(newest.ID) // expires it when its time is up
+	if err != nil {
+		return Request{}, false, err
+	}
+	next, ok := collected(*cur, s.opts.Now(), s.opts.TTL)
+	if !ok {
+		return Request{}, false, nil
+	}
+	if next.Status == Executed {
+		if err := s.save(&next); err != nil {
+			return Request{}, false, err
+		}
+		*cur = next
+	}
+	return cur.copy(), true, nil
+}
+
+// collected is r as a retry of its call collects it at now, when it may
+// (see Collect): approved or running as it is, executed and uncollected
+// marked collected.
+func collected(r Request, now time.Time, ttl time.Duration) (Request, bool) {
+	switch r.Status {
+	case Approved, Running:
+		return r, true
+	case Executed:
+		if !r.CollectedAt.IsZero() || now.Sub(r.CompletedAt) >= ttl {
+			return Request{}, false
+		}
+		r.CollectedAt = now
+		return r, true
+	}
+	return Request{}, false
+}
+
+// askedKey is the hold key of r on the params it was asked with (the
+// approver's edits aside).
+func askedKey(r Request) (string, error) {
+	hash, err := grant.HashParams(r.Params)
+	if err != nil {
+		return "", fmt.Errorf("approval: %w", err)
+	}
+	r.ParamsHash = hash
+	return r.holdKey(), nil
 }
 
 // newRequest is a new pending request from the Tool, Revision, Params,
@@ -724,6 +805,7 @@ type Queue interface {
 	Decide(id string, by Decider, approve bool, editedParams map[string]any, validate func(map[string]any) (map[string]any, error)) (Request, error)
 	Claim(id, tool, rev, paramsHash string) (Request, error)
 	Complete(id string, result json.RawMessage) (Request, error)
+	Collect(in Request) (r Request, ok bool, err error)
 }
 
 // ListRequests is List for Queue; the files are in memory, so it never

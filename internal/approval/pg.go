@@ -414,6 +414,57 @@ func (s *PGStore) Hold(in Request) (r Request, again bool, err error) {
 	return Request{}, false, fmt.Errorf("approval: hold %s: the pending request of this call kept changing", in.Tool)
 }
 
+// Collect returns what a retry of the call in gets instead of a new
+// hold (see Store.Collect), on any replica: the newest request held for
+// that call (its hold key, set when it was held) that is approved,
+// running, or executed and uncollected; marking it collected is a
+// conditional update, so of two replicas' retries exactly one gets the
+// result.
+func (s *PGStore) Collect(in Request) (r Request, ok bool, err error) {
+	key, err := askedKey(in)
+	if err != nil {
+		return Request{}, false, err
+	}
+	ctx, cancel := s.ctx()
+	defer cancel()
+	var id string
+	err = s.db.Pool.QueryRow(ctx, `SELECT id FROM toolagent_approvals WHERE hold_key = $1 ORDER BY created_at DESC, id DESC LIMIT 1`, key).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Request{}, false, nil
+	}
+	if err != nil {
+		return Request{}, false, fmt.Errorf("approval: collect: %w", err)
+	}
+	errNone := errors.New("nothing to collect")
+	got, err := s.change(id, false, false, func(rw row) (Request, error) {
+		next, ok := collected(rw.r, s.opts.Now(), s.opts.TTL)
+		if !ok {
+			return Request{}, errNone
+		}
+		if next.Status != Executed {
+			return Request{}, nil // as it is: nothing to write
+		}
+		return next, nil
+	})
+	if errors.Is(err, errNone) {
+		return Request{}, false, nil
+	}
+	if err != nil {
+		return Request{}, false, err
+	}
+	if got.ID == "" { // approved or running: read as it is
+		rw, err := s.current(ctx, id)
+		if err != nil {
+			return Request{}, false, err
+		}
+		if rw.r.Status != Approved && rw.r.Status != Running {
+			return Request{}, false, nil
+		}
+		return rw.r.copy(), true, nil
+	}
+	return got, true, nil
+}
+
 // Get returns the request with id, brought up to date.
 func (s *PGStore) Get(id string) (Request, error) {
 	if !validID(id) {

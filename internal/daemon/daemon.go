@@ -56,6 +56,7 @@ type Daemon struct {
 	open       bool   // no API tokens but the operator's
 	opToken    string // the operator token's file; "" when a configured token is the operator's
 	oneTime    string // the console's one-time sign-in link (open daemons)
+	base       string // the URL people reach the console by (public_hosts' first, else the listener's)
 	ran        bool   // Run began
 }
 
@@ -112,7 +113,9 @@ func New(cfg Config) (_ *Daemon, err error) {
 	// MCP over streamable HTTP beside the API (api may not import
 	// mcpserver: both sit on one layer). No write timeout applies: its
 	// long-lived stream carries list_changed.
-	d.mcpSrv = mcpserver.NewSurfaces(store, disp, mcpserver.Options{Version: Version(), Logger: log.With(slog.String("log", "mcp")), OnMatch: cr.onMatch()})
+	d.mcpSrv = mcpserver.NewSurfaces(store, disp, mcpserver.Options{Version: Version(), Logger: log.With(slog.String("log", "mcp")), OnMatch: cr.onMatch(),
+		// d.base is set once the listener is (below), before any call.
+		ApprovalURL: func(id string) string { return d.base + "/ui/approvals#" + id }})
 	// An MCP client's standalone GET /mcp stream carries notifications,
 	// never a call: it ends as soon as shutdown begins instead of holding
 	// the grace period that running calls get.
@@ -171,6 +174,7 @@ func New(cfg Config) (_ *Daemon, err error) {
 	if len(cfg.PublicHosts) > 0 {
 		base = "http://" + cfg.PublicHosts[0] // the name people reach the daemon by
 	}
+	d.base = base
 	cr.notifier.listening(base)
 	info := operator.Info{URL: d.url, PID: os.Getpid(), Source: cr.loop.Status().Source, Open: d.open, Version: Version()}
 	if cfg.Repo == "" {
@@ -262,7 +266,10 @@ func (d *Daemon) ServeStdio(ctx context.Context, in io.Reader, out io.Writer, op
 	if _, err := d.loop.Once(ctx); err != nil {
 		return err
 	}
-	srv := mcpserver.New(d.store, d.disp, mcpserver.Options{Version: Version(), Logger: d.log.With(slog.String("log", "mcp")), MetaOnly: opts.MetaOnly, Surface: opts.Surface, OnMatch: d.onMatch()})
+	srv := mcpserver.New(d.store, d.disp, mcpserver.Options{Version: Version(), Logger: d.log.With(slog.String("log", "mcp")), MetaOnly: opts.MetaOnly, Surface: opts.Surface, OnMatch: d.onMatch(),
+		DecideHint: func(id string) string {
+			return fmt.Sprintf("an operator on this host decides it with `toolagent approvals approve %s --state %s` (or deny) while this MCP server runs", id, d.setup.State)
+		}})
 
 	// Calls learn why they end: a signal is a shutdown, the client closing
 	// in is the client gone (dispatch says which in the result).
@@ -280,7 +287,8 @@ func (d *Daemon) ServeStdio(ctx context.Context, in io.Reader, out io.Writer, op
 	}
 	g.Go(func() error {
 		defer stop(context.Canceled) // the client closed in: stop the loops too
-		t := &mcp.IOTransport{Reader: io.NopCloser(in), Writer: nopWriteCloser{out}}
+		// Task requests are answered below the SDK (mcpserver's tasks.go).
+		t := srv.Transport(&mcp.IOTransport{Reader: io.NopCloser(in), Writer: nopWriteCloser{out}})
 		if err := srv.MCP().Run(runCtx, t); err != nil && !clientGone(err) {
 			return err
 		}

@@ -409,3 +409,70 @@ func (d *Dispatcher) callable(name string) (catalog.Entry, error) {
 	}
 	return e, nil
 }
+
+// collectWait bounds how long a retry of a held call waits for its
+// approved call to finish running.
+const collectWait = 30 * time.Second
+
+// collect answers a retry of a held call (Call.CollectHeld) from the
+// approval of the same call, when the store has one to give; it reports
+// whether r is the answer. An approved call that has not run runs now
+// (claimed once, so it cannot run twice); one that runs is waited for; a
+// stored result is given once. Anything else (pending, denied, void,
+// expired, a store error) is left to Hold.
+func (d *Dispatcher) collect(ctx context.Context, c Call, in approval.Request, r *Result) bool {
+	st := d.opts.Approvals
+	a, ok, err := st.Collect(in)
+	if err != nil || !ok {
+		return false
+	}
+	if a.Status == approval.Approved {
+		_, res, err := d.RunApproved(ctx, a.ID)
+		switch {
+		case err == nil && res != nil && (res.Status == Busy || res.Status == Disabled):
+			*r = *res // not claimed: the approval waits for the next retry
+			return true
+		case err == nil && res != nil:
+			// It ran now, under the approval, and its result is stored:
+			// this retry takes it, so the next one is a new call.
+			if _, _, err := st.Collect(in); err != nil {
+				d.opts.Audit.LogAttrs(ctx, slog.LevelWarn, "approval result not marked collected", slog.String("approval_id", a.ID), slog.String("err", err.Error()))
+			}
+			*r = *res
+			r.Collected = true
+			return true
+		case errors.Is(err, ErrApprovalUsed):
+			// The approver's own run claimed it first: wait for it below.
+		default:
+			return false // void or expired meanwhile: a new request is due
+		}
+	}
+	if a.Status != approval.Executed {
+		w, err := d.ApprovalWait(ctx, a.ID, c.Surface, collectWait)
+		if err != nil {
+			return false
+		}
+		if w.Status != approval.Executed {
+			if w.Status.Final() {
+				return false // interrupted or void: a new request is due
+			}
+			r.Status, r.ApprovalID = Busy, a.ID
+			r.Error = fmt.Sprintf("the approved call %s is still running (approved by %s at %s); call again with the same arguments for its result", a.ID, w.Decider, w.DecidedAt.UTC().Format(time.RFC3339))
+			return true
+		}
+		got, ok, err := st.Collect(in)
+		if err != nil || !ok || got.ID != a.ID || got.Status != approval.Executed {
+			return false
+		}
+		a = got
+	}
+	var res Result
+	if err := json.Unmarshal(a.Result, &res); err != nil {
+		r.Status, r.ApprovalID = Error, a.ID
+		r.Error = fmt.Sprintf("the approved call %s ran, but its stored result cannot be read: %v", a.ID, err)
+		return true
+	}
+	*r = res
+	r.ApprovalID, r.Collected = a.ID, true
+	return true
+}

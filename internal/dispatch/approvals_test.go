@@ -761,3 +761,68 @@ func TestStoreUnavailable(t *testing.T) {
 		t.Errorf("a max_concurrency call with the shared count unreadable: %s %q; want unavailable with the cause", r.Status, r.Error)
 	}
 }
+
+// TestRetryCollectsTheApprovedResult: with CollectHeld (the MCP door),
+// asking again while pending gives the same approval; once approved and
+// run, the retry gets the stored result, across a restart, and the call
+// ran once; the next identical call is new. An approval whose call did
+// not run yet (approved in the store alone) runs at the retry, once.
+func TestRetryCollectsTheApprovedResult(t *testing.T) {
+	e := setup(t)
+	counter := filepath.Join(e.tmp, "count")
+	cmd := "echo run >> " + counter + " && echo done"
+	retry := func(cmd string) Result {
+		t.Helper()
+		b, _ := json.Marshal(map[string]any{"cmd": cmd})
+		return e.d.Invoke(context.Background(), Call{Tool: "shell-exec", Caller: "alice", Door: DoorMCP, Params: b, CollectHeld: true})
+	}
+	runs := func() int {
+		b, _ := os.ReadFile(counter)
+		return strings.Count(string(b), "run\n")
+	}
+	first := retry(cmd)
+	if first.Status != ApprovalRequired || first.ApprovalID == "" {
+		t.Fatalf("first call = %s %q; want approval_required", first.Status, first.Error)
+	}
+	if !strings.Contains(first.Suggestion, "call this tool again with the same arguments") || strings.Contains(first.Suggestion, "GET /v1/approvals") {
+		t.Errorf("suggestion %q: want the retry named, not GET /v1/approvals", first.Suggestion)
+	}
+	if again := retry(cmd); again.Status != ApprovalRequired || again.ApprovalID != first.ApprovalID {
+		t.Errorf("retry while pending = %s %s; want approval_required %s", again.Status, again.ApprovalID, first.ApprovalID)
+	}
+	e.restart(t)
+	if _, res, err := e.d.Decide(context.Background(), first.ApprovalID, Decider{Name: "bob"}, true, nil); err != nil || res.Status != Success {
+		t.Fatalf("Decide = %+v, %v", res, err)
+	}
+	e.restart(t)
+	got := retry(cmd)
+	if got.Status != Success || got.Output != "done\n" || !got.Collected || got.ApprovalID != first.ApprovalID || !got.OK {
+		t.Errorf("retry after the run = %+v; want its collected result", got)
+	}
+	if n := runs(); n != 1 {
+		t.Errorf("the approved call ran %d times; want 1", n)
+	}
+	if next := retry(cmd); next.Status != ApprovalRequired || next.ApprovalID == first.ApprovalID {
+		t.Errorf("the call after its result was collected = %s %s; want a new approval", next.Status, next.ApprovalID)
+	}
+	if !strings.Contains(e.audit.String(), `"collected":true`) {
+		t.Errorf("no audit line says a result was collected:\n%s", e.audit.String())
+	}
+
+	// Approved in the store alone (its run answered busy, say): the
+	// retry runs it under the approval, once.
+	cmd2 := "echo run >> " + counter + " && echo later"
+	held := retry(cmd2)
+	if _, err := e.ap.Decide(held.ApprovalID, approval.Decider{Name: "bob"}, true, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := retry(cmd2); got.Status != Success || got.Output != "later\n" || !got.Collected || got.ApprovalID != held.ApprovalID {
+		t.Errorf("retry of an approved call not run yet = %+v; want it run now", got)
+	}
+	if n := runs(); n != 2 {
+		t.Errorf("runs = %d; want 2", n)
+	}
+	if next := retry(cmd2); next.Status != ApprovalRequired || next.ApprovalID == held.ApprovalID {
+		t.Errorf("after that = %s %s; want a new approval", next.Status, next.ApprovalID)
+	}
+}

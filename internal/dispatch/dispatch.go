@@ -166,6 +166,16 @@ type Call struct {
 	// Output, when set, receives the tool's output as it is written
 	// (executors.Request.Output).
 	Output func(stream string, p []byte)
+	// CollectHeld: a call the policy holds that repeats one of the same
+	// caller's held calls (tool, revision, params) gets that call's
+	// outcome instead of a new request once it is approved: the stored
+	// result of the approved call, which ran once when approved
+	// (Result.Collected; one retry gets it), or, if the approved call
+	// could not run then (busy), it runs now under the approval, still
+	// once (the approval is claimed once). While the request is pending
+	// every door gets it back. The MCP door sets it: a client of
+	// 2025-11-25 without tasks has no other way to the result.
+	CollectHeld bool
 }
 
 // Anonymous is the caller of a daemon without tokens (loopback only),
@@ -287,7 +297,7 @@ func (d *Dispatcher) invoke(ctx context.Context, c Call) (Result, map[string]any
 		return r, params
 	case policy.Confirm:
 		r.setVerdict(v)
-		d.hold(c, t, e.Rev, params, v, &r)
+		d.hold(ctx, c, t, e.Rev, params, v, &r)
 		return r, params
 	}
 	release, refused, why := d.acquire(ctx, t)
@@ -303,7 +313,7 @@ func (d *Dispatcher) invoke(ctx context.Context, c Call) (Result, map[string]any
 // hold turns a call the policy wants confirmed into approval_required:
 // with an approval queue, a pending request the caller can point an
 // approver to; without one, a plain refusal that says so.
-func (d *Dispatcher) hold(c Call, t *hldp.Tool, rev string, params map[string]any, v policy.Verdict, r *Result) {
+func (d *Dispatcher) hold(ctx context.Context, c Call, t *hldp.Tool, rev string, params map[string]any, v policy.Verdict, r *Result) {
 	r.Status = ApprovalRequired
 	r.Error = fmt.Sprintf("did not run: the call needs an approval: %s: %s", v.Rule, v.Reason)
 	if d.opts.Approvals == nil {
@@ -322,6 +332,9 @@ func (d *Dispatcher) hold(c Call, t *hldp.Tool, rev string, params map[string]an
 			in.Sandbox = g.DescribeGrant(t) // ${files_root} resolved, or "off"
 		}
 	}
+	if c.CollectHeld && d.collect(ctx, c, in, r) {
+		return
+	}
 	a, again, err := d.opts.Approvals.Hold(in)
 	if errors.Is(err, approval.ErrUnavailable) {
 		r.Status, r.Error = Unavailable, fmt.Sprintf("%v; the call needs an approval and did not run, and no approval was recorded: call again once the store answers", err)
@@ -336,7 +349,11 @@ func (d *Dispatcher) hold(c Call, t *hldp.Tool, rev string, params map[string]an
 	if d.opts.ApproveHint != nil {
 		how = d.opts.ApproveHint(a.ID)
 	}
-	r.Suggestion = fmt.Sprintf("%s; it expires at %s. Fetch the result with GET /v1/approvals/%s once it ran", how, a.ExpiresAt.UTC().Format(time.RFC3339), a.ID)
+	fetch := fmt.Sprintf("Fetch the result with GET /v1/approvals/%s once it ran", a.ID)
+	if c.CollectHeld {
+		fetch = "Once it is approved it runs once; call this tool again with the same arguments to get its result"
+	}
+	r.Suggestion = fmt.Sprintf("%s; it expires at %s. %s", how, a.ExpiresAt.UTC().Format(time.RFC3339), fetch)
 	if !again && d.opts.OnHeld != nil {
 		d.opts.OnHeld(a)
 	}
@@ -697,6 +714,10 @@ func (d *Dispatcher) audit(ctx context.Context, c Call, r Result, params map[str
 	}
 	if s := r.Signed; s != nil {
 		attrs = append(attrs, slog.String("signer", s.Principal), slog.String("signer_key", s.Fingerprint), slog.String("signed_commit", s.Commit))
+	}
+	if r.Collected {
+		// The approved run has its own line; this one gave its result.
+		attrs = append(attrs, slog.Bool("collected", true))
 	}
 	d.opts.Audit.LogAttrs(ctx, slog.LevelInfo, "call", append(attrs, extra...)...)
 }

@@ -130,6 +130,10 @@ type Result struct {
 	ParamsHash string `json:"params_hash,omitempty"`
 	// ExpiresAt is when the pending approval expires (approval_required).
 	ExpiresAt time.Time `json:"expires_at,omitzero"`
+	// Collected: this is the stored result of the approved call
+	// ApprovalID, which ran when it was approved, given to its caller's
+	// retry of the same call (Call.CollectHeld); nothing ran again.
+	Collected bool `json:"collected,omitempty"`
 }
 
 func newResult(name string, t *hldp.Tool, rev string) Result {

@@ -103,21 +103,8 @@ func newHTTPHandlerKeepalive(log *slog.Logger, opts *mcp.StreamableHTTPOptions, 
 		so.Stateless = true
 		modern = mcp.NewStreamableHTTPHandler(getServer, &so)
 	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s, ok := serverOf(r)
-		if !ok {
-			http.Error(w, "no such MCP profile", http.StatusNotFound)
-			return
-		}
-		if v := r.Header.Get(headerProtocolVersion); r.Method == http.MethodPost && v != "" && v < sessionlessVersion && !slices.Contains(supportedVersions, v) {
-			unsupportedVersion(w, r, v, o.MaxRequestBodyBytes)
-			return
-		}
-		if r.Method == http.MethodPost && r.Header.Get("Mcp-Method") == "subscriptions/listen" {
-			kw := &keepaliveWriter{ResponseWriter: w}
-			defer kw.every(keepalive)()
-			w = kw
-		}
+	// route serves a request of s's by the era it speaks.
+	route := func(s *Server, w http.ResponseWriter, r *http.Request) {
 		if o.Stateless {
 			if r.Method == http.MethodGet {
 				serveListChanged(w, r, s)
@@ -141,6 +128,25 @@ func newHTTPHandlerKeepalive(log *slog.Logger, opts *mcp.StreamableHTTPOptions, 
 			return
 		}
 		legacy.ServeHTTP(w, r)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s, ok := serverOf(r)
+		if !ok {
+			http.Error(w, "no such MCP profile", http.StatusNotFound)
+			return
+		}
+		if v := r.Header.Get(headerProtocolVersion); r.Method == http.MethodPost && v != "" && v < sessionlessVersion && !slices.Contains(supportedVersions, v) {
+			unsupportedVersion(w, r, v, o.MaxRequestBodyBytes)
+			return
+		}
+		if r.Method == http.MethodPost && r.Header.Get("Mcp-Method") == "subscriptions/listen" {
+			kw := &keepaliveWriter{ResponseWriter: w}
+			defer kw.every(keepalive)()
+			w = kw
+		}
+		// Task requests (both eras) are answered below the SDK, which has
+		// no tasks (taskwire.go); the rest go by era.
+		s.taskHTTP(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { route(s, w, r) }), o.MaxRequestBodyBytes).ServeHTTP(w, r)
 	})
 }
 

@@ -149,8 +149,11 @@ func TestDiscover(t *testing.T) {
 				caps = append(caps, k)
 			}
 			slices.Sort(caps)
-			if want := []string{"prompts", "resources", "tools"}; !slices.Equal(caps, want) {
+			if want := []string{"extensions", "prompts", "resources", "tools"}; !slices.Equal(caps, want) {
 				t.Errorf("capabilities %v, want exactly %v", caps, want)
+			}
+			if got := string(res.Capabilities["extensions"]); got != `{"`+TasksExtension+`":{}}` {
+				t.Errorf("capabilities.extensions = %s, want the tasks extension alone", got)
 			}
 			if got := string(res.Capabilities["tools"]); got != `{"listChanged":true}` {
 				t.Errorf("capabilities.tools = %s, want {\"listChanged\":true}", got)
@@ -219,7 +222,12 @@ func TestProtocolErrors(t *testing.T) {
 				{"removed resources/subscribe", "resources/subscribe", map[string]any{"uri": "x:y", "_meta": modernMeta(nil)}, nil, 404, -32601},
 				{"removed resources/unsubscribe", "resources/unsubscribe", map[string]any{"uri": "x:y", "_meta": modernMeta(nil)}, nil, 404, -32601},
 				{"unknown method", "unknown/method", map[string]any{"_meta": modernMeta(nil)}, nil, 404, -32601},
-				{"extension not served", "tasks/get", map[string]any{"taskId": "t1", "_meta": modernMeta(nil)}, nil, 404, -32601},
+				{"tasks/get without the extension declared", "tasks/get", map[string]any{"taskId": "t1", "_meta": modernMeta(nil)}, nil, 400, mcp.CodeMissingRequiredClientCapabilities},
+				{"tasks/update without the extension declared", "tasks/update", map[string]any{"taskId": "t1", "inputResponses": map[string]any{}, "_meta": modernMeta(nil)}, nil, 400, mcp.CodeMissingRequiredClientCapabilities},
+				{"tasks/cancel without the extension declared", "tasks/cancel", map[string]any{"taskId": "t1", "_meta": modernMeta(nil)}, nil, 400, mcp.CodeMissingRequiredClientCapabilities},
+				{"tasks/get of an unknown task", "tasks/get", map[string]any{"taskId": "t1", "_meta": modernMeta(map[string]any{"extensions": map[string]any{TasksExtension: map[string]any{}}})}, nil, 400, -32602},
+				{"tasks/result is not the extension's", "tasks/result", map[string]any{"taskId": "t1", "_meta": modernMeta(map[string]any{"extensions": map[string]any{TasksExtension: map[string]any{}}})}, nil, 404, -32601},
+				{"extension not served", "unknown-ext/do", map[string]any{"_meta": modernMeta(nil)}, nil, 404, -32601},
 				{"unknown tool", "tools/call", map[string]any{"name": "no-such-tool", "arguments": map[string]any{}, "_meta": modernMeta(nil)}, nil, 400, -32602},
 			}
 			for _, tc := range cases {

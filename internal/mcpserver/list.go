@@ -32,12 +32,19 @@ var errInvalidCursor = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: 
 // other method, and the meta-tools' calls, go on to the SDK.
 func (s *Server) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method == "initialize" {
+			res, err := next(ctx, method, req)
+			if ir, ok := res.(*mcp.InitializeResult); ok && err == nil {
+				return initializeResult{ir}, nil // tasks.go: capabilities.tasks
+			}
+			return res, err
+		}
 		switch r := req.(type) {
 		case *mcp.ListToolsRequest:
 			return s.listTools(ctx, method, r, next)
 		case *mcp.CallToolRequest:
 			if r.Params != nil && !isMetaName(r.Params.Name) && s.lists(r.Params.Name) {
-				return s.catalogHandler(r.Params.Name)(ctx, r)
+				return s.callCatalog(ctx, r.Params.Name, r)
 			}
 		}
 		return next(ctx, method, req)
@@ -104,5 +111,14 @@ func (s *Server) listTools(ctx context.Context, method string, req *mcp.ListTool
 	if len(metas)+len(rest) > 0 {
 		out.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(tools[len(tools)-1].Name))
 	}
-	return out, nil
+	// The catalog's tools may be called as tasks (tasks.go); the
+	// meta-tools may not.
+	page := listToolsResult{ListToolsResult: out, Tools: make([]taskTool, len(tools))}
+	for i, t := range tools {
+		page.Tools[i] = taskTool{Tool: t}
+		if !isMetaName(t.Name) {
+			page.Tools[i].Execution = &toolExecution{TaskSupport: "optional"}
+		}
+	}
+	return page, nil
 }

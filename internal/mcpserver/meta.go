@@ -135,9 +135,9 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 		return errorText("call_tool: " + err.Error()), nil
 	}
 	out, stop := startProgress(ctx, req)
-	r := s.inv.Invoke(ctx, dispatch.Call{Tool: in.Tool, Params: in.Params, Caller: s.opts.Caller(ctx, req), Door: dispatch.DoorMCP, Surface: s.opts.Surface, Output: out})
+	r := s.inv.Invoke(ctx, dispatch.Call{Tool: in.Tool, Params: in.Params, Caller: s.opts.Caller(ctx, req), Door: dispatch.DoorMCP, Surface: s.opts.Surface, Output: out, CollectHeld: true})
 	stop()
-	return callResult(r), nil
+	return s.callResult(r), nil
 }
 
 // findDescription is find_tool's description, generated from the tools a

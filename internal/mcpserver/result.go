@@ -48,15 +48,22 @@ func headline(st dispatch.ResultStatus) string {
 	return "the call did not succeed"
 }
 
+// callResult is callResult with the server's approval page.
+func (s *Server) callResult(r dispatch.Result) *mcp.CallToolResult {
+	return callResult(r, s.opts.ApprovalURL)
+}
+
 // callResult maps a dispatch result to MCP. The whole Result is the
 // structured content. A successful call's first text block is the raw
 // output, as it came; stderr, truncation and everything about a failure
 // follow in labelled blocks, never merged into the output.
-func callResult(r dispatch.Result) *mcp.CallToolResult {
+// approvalURL, when not nil, names the web page of a held call's
+// approval.
+func callResult(r dispatch.Result, approvalURL func(id string) string) *mcp.CallToolResult {
 	res := &mcp.CallToolResult{IsError: isError(r.Status), StructuredContent: r}
 	text := func(s string) { res.Content = append(res.Content, &mcp.TextContent{Text: s}) }
 	if res.IsError {
-		text(failureText(r))
+		text(failureText(r, approvalURL))
 		return res
 	}
 	switch {
@@ -79,7 +86,7 @@ func callResult(r dispatch.Result) *mcp.CallToolResult {
 // failureText is one block saying what went wrong, every field labelled:
 // status and what it means, the error, the exit code, the real stderr, the
 // output, the params problems, and what to do next.
-func failureText(r dispatch.Result) string {
+func failureText(r dispatch.Result, approvalURL func(id string) string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: %s — %s\n", r.Tool, r.Status, headline(r.Status))
 	if r.Rule != "" {
@@ -90,8 +97,12 @@ func failureText(r dispatch.Result) string {
 	}
 	if r.Status == dispatch.ApprovalRequired && r.ApprovalID != "" {
 		fmt.Fprintf(&b, "approval_id: %s\n", r.ApprovalID)
-		fmt.Fprintf(&b, "approve: POST /v1/approvals/%[1]s {\"decision\":\"approve\"} with an approve-role token, or on the daemon's host `toolagent approvals approve %[1]s` for a call held by the CLI\n", r.ApprovalID)
-		fmt.Fprintf(&b, "outcome: GET /v1/approvals/%s holds the result once it ran", r.ApprovalID)
+		if approvalURL != nil {
+			fmt.Fprintf(&b, "approve in the web console: %s\n", approvalURL(r.ApprovalID))
+		}
+		// Every MCP call is a dispatch.Call with CollectHeld: the retry
+		// is how a client without tasks gets the result, on any transport.
+		b.WriteString("result: once approved, the call runs once on the server; call this tool again with the same arguments to get its result (until then the same call returns this approval, never a new one)")
 		if !r.ExpiresAt.IsZero() {
 			fmt.Fprintf(&b, "; the request expires at %s", r.ExpiresAt.UTC().Format(time.RFC3339))
 		}

@@ -20,7 +20,17 @@
 //     catalogs too large to list;
 //   - liveness: Run watches Store.Changed and diffs what clients see;
 //     a change replaces find_tool in the SDK, so connected clients get
-//     notifications/tools/list_changed after a reload.
+//     notifications/tools/list_changed after a reload;
+//   - held calls finishing inside MCP: every call retries into its held
+//     call's result (dispatch.Call.CollectHeld); a held call is a task
+//     backed by its approval for clients of 2025-11-25's tasks
+//     (tasks.go) and of 2026-07-28's tasks extension (tasksext.go), and
+//     an InputRequiredResult with a URL elicitation of the console's page
+//     for 2026-07-28 clients without tasks. go-sdk v1.8.0 has no tasks:
+//     it drops params.task and refuses the tasks/ methods, so those
+//     requests are answered below it (taskwire.go: Transport for stdio,
+//     the HTTP handler's wrapper), and the capability and the tools'
+//     execution field are added to its answers by the middleware.
 //
 // Protocol revisions: every version the SDK (go-sdk v1.8.0) serves, the
 // sessionless 2026-07-28 (server/discover, the per-request _meta fields,
@@ -112,6 +122,14 @@ type Options struct {
 	// Name and Version identify the server to clients (defaults
 	// DefaultName, DefaultVersion).
 	Name, Version string
+	// ApprovalURL, when set, is the web page where an approver decides
+	// the approval id (the console's); held calls' results name it. Nil:
+	// no page is named (stdio, where approvals are decided with the CLI).
+	ApprovalURL func(id string) string
+	// DecideHint, when set and ApprovalURL is not, says how the approval
+	// id is decided where there is no web page (stdio: the CLI on the
+	// host, with its state directory).
+	DecideHint func(id string) string
 	// Surface is what this server's clients may see and call (a token's
 	// scope, a profile): tools off it are not listed, find_tool never
 	// offers them, and calling one answers not_found. Nil: every tool.
@@ -152,6 +170,9 @@ type Server struct {
 	// changed is closed (and replaced) when Sync changes the list: the
 	// wake-up of the stateless list_changed streams (stateless.go).
 	changed chan struct{}
+	// tasks keeps the tasks of task-augmented calls that were not held
+	// (tasks.go); those of held calls are their approvals.
+	tasks memTasks
 }
 
 // ListChanged returns a channel closed at the next change of the listed
@@ -185,7 +206,9 @@ func New(store *catalog.Store, inv Invoker, opts Options) *Server {
 		opts.Version = DefaultVersion
 	}
 	opts.Pinned = slices.Clone(opts.Pinned)
-	opts.Extensions = slices.Clone(opts.Extensions)
+	// The tasks extension is always served (held calls become tasks);
+	// append copies the caller's slice.
+	opts.Extensions = append([]Extension{tasksExtension}, opts.Extensions...)
 	seen := map[string]bool{}
 	for _, e := range opts.Extensions {
 		if e.ID == "" || seen[e.ID] {
@@ -332,16 +355,23 @@ func (s *Server) Sync() {
 	}
 }
 
-// catalogHandler calls the catalog tool name through the dispatcher. The
+// callCatalog calls the catalog tool name through the dispatcher. The
 // tool is looked up by the dispatcher in the snapshot current at call
-// time, so a call never runs a definition older than the catalog's.
-func (s *Server) catalogHandler(name string) mcp.ToolHandler {
-	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		out, stop := startProgress(ctx, req)
-		r := s.inv.Invoke(ctx, dispatch.Call{Tool: name, Params: req.Params.Arguments, Caller: s.opts.Caller(ctx, req), Door: dispatch.DoorMCP, Surface: s.opts.Surface, Output: out})
-		stop()
-		return callResult(r), nil
+// time, so a call never runs a definition older than the catalog's. A
+// held call of a client with the tasks extension answers a task, one of
+// a client that takes multi-round-trip results an elicitation of the
+// approval's page (tasksext.go).
+func (s *Server) callCatalog(ctx context.Context, name string, req *mcp.CallToolRequest) (mcp.Result, error) {
+	out, stop := startProgress(ctx, req)
+	r := s.inv.Invoke(ctx, dispatch.Call{Tool: name, Params: req.Params.Arguments, Caller: s.opts.Caller(ctx, req), Door: dispatch.DoorMCP, Surface: s.opts.Surface, Output: out, CollectHeld: true})
+	stop()
+	if t := s.heldAsTask(req.Params.Meta, r); t != nil {
+		return t, nil
 	}
+	if ir := s.heldAsInput(req, r); ir != nil {
+		return ir, nil
+	}
+	return s.callResult(r), nil
 }
 
 // DefaultCaller names the caller: the token's name when the HTTP auth

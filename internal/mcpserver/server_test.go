@@ -602,7 +602,7 @@ func TestCallResult(t *testing.T) {
 		{"approval held", dispatch.Result{Tool: "t", Status: dispatch.ApprovalRequired, ExitCode: -1, Decision: "confirm", Rule: "constraints.require_confirm: true",
 			Reason: "every call needs an approval", ApprovalID: "0123abcd", ExpiresAt: time.Date(2026, 6, 1, 12, 15, 0, 0, time.UTC)}, true,
 			[]string{"rule: constraints.require_confirm: true", "reason: every call needs an approval", "approval_id: 0123abcd",
-				`POST /v1/approvals/0123abcd {"decision":"approve"}`, "toolagent approvals approve 0123abcd", "GET /v1/approvals/0123abcd", "2026-06-01T12:15:00Z"}, false},
+				"call this tool again with the same arguments to get its result", "2026-06-01T12:15:00Z"}, false},
 		{"denied", dispatch.Result{Tool: "t", Status: dispatch.Denied, ExitCode: -1, Decision: "deny", Rule: "param cmd: deny pattern `rm\\s+-rf`",
 			Reason: "the value matches a deny pattern", Error: "refused by policy"}, true,
 			[]string{"t: denied — the call did not run: a policy rule refuses it", "rule: param cmd: deny pattern `rm\\s+-rf`", "reason: the value matches a deny pattern"}, false},
@@ -611,7 +611,7 @@ func TestCallResult(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			res := callResult(tt.r)
+			res := callResult(tt.r, nil)
 			if res.IsError != tt.isError {
 				t.Errorf("callResult(%s).IsError = %v, want %v", tt.r.Status, res.IsError, tt.isError)
 			}
