@@ -74,7 +74,8 @@ func rpc2026(t *testing.T, url, token, method, name string, params map[string]an
 // URL-mode elicitation of the console's page, then completed with the
 // raw result inline, after a restart between hold and approval (files
 // and PostgreSQL); tasks/cancel withdraws a pending one; a client that
-// does not declare it gets the tool result (and -32021 for tasks/update).
+// does not declare it gets the tool result (and -32021 for the extension's
+// methods); an unknown task, or another caller's, is -32602.
 func TestMCPTasksExtension(t *testing.T) {
 	tools := t.TempDir()
 	putTool(t, tools, "guarded", testTool("guarded", `intent: run a command after an approval, writing under the files root
@@ -91,7 +92,7 @@ constraints:
 	env := map[string]string{"TOOLAGENT_TOKENS": "alice:call:" + aliceToken + ",bob:approve:" + bobToken}
 	run := func(t *testing.T, env map[string]string, extra ...string) {
 		state, files := t.TempDir(), proctest.HostDir(t)
-		args := append([]string{"--tools", tools, "--state", state, "--files-root", files, "--mcp-stateless"}, extra...)
+		args := append([]string{"--tools", tools, "--state", state, "--files-root", files}, extra...)
 		d := startDaemon(t, env, args...)
 		// The MCP list follows the catalog a moment after /readyz.
 		listed := func() {
@@ -158,17 +159,27 @@ constraints:
 		if plain["resultType"] == "task" || plain["isError"] != true {
 			t.Errorf("a held call without the extension = %v; want the tool result", plain)
 		}
-		if _, e := rpc2026(t, d.url+"/mcp", aliceToken, "tasks/update", "", map[string]any{"taskId": cid, "inputResponses": map[string]any{}}, false); e == nil || e["code"] != float64(-32021) {
-			t.Errorf("tasks/update without the extension: %v; want -32021", e)
+		for _, m := range []string{"tasks/update", "tasks/get", "tasks/cancel"} {
+			if _, e := rpc2026(t, d.url+"/mcp", aliceToken, m, "", map[string]any{"taskId": cid, "inputResponses": map[string]any{}}, false); e == nil || e["code"] != float64(-32021) {
+				t.Errorf("%s without the extension: %v; want -32021", m, e)
+			}
+		}
+		if _, e := rpc2026(t, d.url+"/mcp", aliceToken, "tasks/get", "", map[string]any{"taskId": "no-such-task"}, true); e == nil || e["code"] != float64(-32602) {
+			t.Errorf("tasks/get of an unknown task: %v; want -32602", e)
+		}
+		if _, e := rpc2026(t, d.url+"/mcp", bobToken, "tasks/get", "", map[string]any{"taskId": cid}, true); e == nil || e["code"] != float64(-32602) {
+			t.Errorf("tasks/get of alice's task by bob: %v; want -32602 (not found)", e)
 		}
 	}
+	// Files on the stateful endpoint (2026-07-28 requests routed to the
+	// sessionless handler), PostgreSQL on --mcp-stateless.
 	t.Run("files", func(t *testing.T) { run(t, env) })
 	t.Run("postgres", func(t *testing.T) {
 		pg := map[string]string{"TOOLAGENT_STORE_URL": pgtest.URL(t)}
 		for k, v := range env {
 			pg[k] = v
 		}
-		run(t, pg, "--store", "postgres")
+		run(t, pg, "--store", "postgres", "--mcp-stateless")
 	})
 }
 
