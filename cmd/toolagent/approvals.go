@@ -32,38 +32,15 @@ func (a *approvalFlags) register(fs *flag.FlagSet, e env) {
 	fs.DurationVar(&a.ttl, "approval-ttl", a.ttl, "how long a held call waits for a decision (env TOOLAGENT_APPROVAL_TTL)")
 }
 
-// noSelfApprovalFlag refuses the --allow-self-approval that call and
-// approvals once took, saying what replaced it: on this host the user is
-// the operator and confirms their own held calls, and
-// allow_self_approval is the daemon's setting for tokens of other roles.
-func noSelfApprovalFlag(cmd string, args []string) error {
-	for _, a := range args {
-		if a == "--" {
-			break
-		}
-		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		if strings.HasPrefix(a, "-") && name == "allow-self-approval" {
-			return usageError{Err: fmt.Errorf("%s: --allow-self-approval is gone: on this host you are the operator, and `toolagent approvals approve ID` confirms a call you asked for yourself (recorded as %q); to let tokens of other roles approve their own calls, start the daemon with allow_self_approval (serve --allow-self-approval)", cmd, dispatch.ReasonOperatorOwn)}
-		}
-	}
-	return nil
-}
-
-// cliCaller is who a CLI command acts as: $USER, the same name at every
-// door (the door, cli, is recorded apart).
-func cliCaller(e env) string {
-	if u := e.getenv("USER"); u != "" {
-		return u
-	}
-	return dispatch.Anonymous
-}
+// cliCaller is who a CLI command acts as: $USER (cli.Caller).
+func cliCaller(e env) string { return cli.Caller(e.getenv) }
 
 // runApprovals decides the approvals of the local queue, STATE/approvals,
 // as the operator on the host: the ones `toolagent call` held, and those
 // of a running `toolagent mcp`, through its control socket. A running
 // daemon owns its state directory's queue; decide those through its API.
 func runApprovals(ctx context.Context, e env, args []string) error {
-	if err := noSelfApprovalFlag("approvals", args); err != nil {
+	if err := cli.NoSelfApprovalFlag("approvals", args); err != nil {
 		return err
 	}
 	var c common

@@ -18,7 +18,7 @@ import (
 // k=v params take the types the tool's params_schema declares. It
 // prints the result and exits by its status.
 func runCall(ctx context.Context, e env, args []string) error {
-	if err := noSelfApprovalFlag("call", args); err != nil {
+	if err := cli.NoSelfApprovalFlag("call", args); err != nil {
 		return err
 	}
 	var c common

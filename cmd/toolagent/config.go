@@ -5,8 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"log/slog"
 	"slices"
 
 	"github.com/toolagent/toolagent/internal/cli"
@@ -83,20 +81,8 @@ var placeholders = map[string]string{
 // daemonConfig is cfg with what the process gives the daemon of role.
 func daemonConfig(e env, cfg daemon.Config, role daemon.Role) daemon.Config {
 	cfg.Role = role
-	cfg.Logger = newLogger(cfg.LogFormat, cfg.LogLevel, e.stderr)
+	cfg.Logger, _ = cli.NewLogger(cfg.LogFormat, cfg.LogLevel, e.stderr) // Config.Validate checked both
 	cfg.Getenv, cfg.Unsetenv = e.getenv, e.unsetenv
 	cfg.Embedded = embeddedTools()
 	return cfg
-}
-
-// newLogger builds a long-running command's logger; format and level
-// were validated.
-func newLogger(format, level string, w io.Writer) *slog.Logger {
-	var lv slog.Level
-	_ = lv.UnmarshalText([]byte(level))
-	opts := &slog.HandlerOptions{Level: lv}
-	if format == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
-	}
-	return slog.New(slog.NewTextHandler(w, opts))
 }

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/toolagent/toolagent/internal/cli"
@@ -54,11 +52,10 @@ func runGatekeeper(ctx context.Context, e env, args []string) error {
 	if len(pos) > 0 {
 		return usageError{Err: fmt.Errorf("gatekeeper takes no arguments; got %q", pos)}
 	}
-	var lv slog.Level
-	if err := lv.UnmarshalText([]byte(*logLevel)); err != nil || (*logFormat != "text" && *logFormat != "json") {
-		return usageError{Err: fmt.Errorf("--log-format %q / --log-level %q: want text or json, and debug, info, warn or error", *logFormat, *logLevel)}
+	log, err := cli.NewLogger(*logFormat, *logLevel, e.stderr)
+	if err != nil {
+		return usageError{Err: err}
 	}
-	log := newLogger(*logFormat, *logLevel, e.stderr)
 
 	if tok := e.getenv(gatekeeperTokenEnv); tok != "" {
 		opts.Tokens = append(opts.Tokens, tok)
@@ -74,11 +71,7 @@ func runGatekeeper(ctx context.Context, e env, args []string) error {
 		}
 		opts.Tokens = append(opts.Tokens, tok)
 	}
-	for _, p := range strings.Split(*allow, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			opts.Allow = append(opts.Allow, p)
-		}
-	}
+	opts.Allow = cli.SplitList(*allow)
 	if err := opts.Validate(); err != nil {
 		return usageError{Err: err}
 	}

@@ -13,6 +13,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 
 	"github.com/toolagent/toolagent/internal/settings"
@@ -176,6 +177,32 @@ type ListFlag []string
 
 func (l *ListFlag) String() string     { return strings.Join(*l, ",") }
 func (l *ListFlag) Set(s string) error { *l = append(*l, s); return nil }
+
+// SplitList splits a comma-separated flag value, dropping blanks.
+func SplitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// NewLogger builds a long-running command's logger: format text or json,
+// level debug, info, warn or error; anything else is an error naming both,
+// with a text logger at info level, never nil.
+func NewLogger(format, level string, w io.Writer) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil || (format != "text" && format != "json") {
+		return slog.New(slog.NewTextHandler(w, nil)), fmt.Errorf("log format %q / log level %q: want text or json, and debug, info, warn or error", format, level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return slog.New(slog.NewTextHandler(w, opts)), nil
+}
 
 // HelpFlags returns the flags a help text (WriteHelp's) lists, as --name.
 func HelpFlags(help string) []string {

@@ -1,11 +1,13 @@
 package cli
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"io"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -56,5 +58,27 @@ func TestDidYouMean(t *testing.T) {
 		if got := DidYouMean(typed, names); got != want {
 			t.Errorf("DidYouMean(%q) = %q; want %q", typed, got, want)
 		}
+	}
+}
+
+func TestNewLoggerAndSplitList(t *testing.T) {
+	var buf bytes.Buffer
+	log, err := NewLogger("json", "warn", &buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.Info("hidden")
+	log.Warn("shown")
+	if s := buf.String(); strings.Contains(s, "hidden") || !strings.Contains(s, `"msg":"shown"`) {
+		t.Errorf("json logger at warn wrote %q", s)
+	}
+	for _, bad := range [][2]string{{"xml", "info"}, {"text", "loud"}} {
+		log, err := NewLogger(bad[0], bad[1], &buf)
+		if err == nil || log == nil || !strings.Contains(err.Error(), bad[0]) || !strings.Contains(err.Error(), bad[1]) {
+			t.Errorf("NewLogger(%q, %q) = %v, %v; want an error naming both and a usable logger", bad[0], bad[1], log, err)
+		}
+	}
+	if got := SplitList(" git, ,curl,"); !slices.Equal(got, []string{"git", "curl"}) {
+		t.Errorf("SplitList = %q", got)
 	}
 }

@@ -111,3 +111,29 @@ func ApprovalAnswerExit(code int, body []byte) error {
 		return ExitError{Code: ExitRefused, Msg: msg}
 	}
 }
+
+// NoSelfApprovalFlag refuses the --allow-self-approval that call and
+// approvals once took, saying what replaced it: on this host the user is
+// the operator and confirms their own held calls, and
+// allow_self_approval is the daemon's setting for tokens of other roles.
+func NoSelfApprovalFlag(cmd string, args []string) error {
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if strings.HasPrefix(a, "-") && name == "allow-self-approval" {
+			return UsageError{Err: fmt.Errorf("%s: --allow-self-approval is gone: on this host you are the operator, and `toolagent approvals approve ID` confirms a call you asked for yourself (recorded as %q); to let tokens of other roles approve their own calls, start the daemon with allow_self_approval (serve --allow-self-approval)", cmd, dispatch.ReasonOperatorOwn)}
+		}
+	}
+	return nil
+}
+
+// Caller is who a CLI command acts as: $USER, the same name at every
+// door (the door, cli, is recorded apart); anonymous without one.
+func Caller(getenv func(string) string) string {
+	if u := getenv("USER"); u != "" {
+		return u
+	}
+	return dispatch.Anonymous
+}
