@@ -190,24 +190,7 @@ const (
 // every completeRetryMin doubling to completeRetryMax, until Close.
 func (s *PGStore) storeOwed() {
 	defer close(s.stored)
-	wait := completeRetryMin
-	t := time.NewTimer(0)
-	defer t.Stop()
-	<-t.C
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-s.kick:
-			wait = completeRetryMin
-		case <-t.C:
-		}
-		if s.completeOwed(context.Background()) {
-			continue // none owed: wait for the next kick
-		}
-		t.Reset(wait)
-		wait = min(2*wait, completeRetryMax)
-	}
+	pgstore.RetryOwed(s.stop, s.kick, completeRetryMin, completeRetryMax, func() bool { return s.completeOwed(context.Background()) })
 }
 
 // completeOwed tries to store every owed result once, stopping at the

@@ -168,23 +168,32 @@ func (s *Slots) free(ctx context.Context, k slotLease) error {
 // ReleaseRetryMin, doubling to ReleaseRetryMax, between rounds.
 func (s *Slots) retry() {
 	defer s.done.Done()
-	wait := ReleaseRetryMin
+	RetryOwed(s.stop, s.kick, ReleaseRetryMin, ReleaseRetryMax, func() bool { return s.freeOwed(context.Background()) })
+}
+
+// RetryOwed runs try each time kick fires, and again after minWait,
+// doubling to maxWait, while try reports that work is still owed (the
+// database does not answer), until stop is closed. A kick resets the wait.
+// It is the one retry loop of what a replica owes the database after an
+// outage (slot releases here, approved calls' results in approval).
+func RetryOwed(stop, kick <-chan struct{}, minWait, maxWait time.Duration, try func() (done bool)) {
+	wait := minWait
 	t := time.NewTimer(0)
 	defer t.Stop()
 	<-t.C
 	for {
 		select {
-		case <-s.stop:
+		case <-stop:
 			return
-		case <-s.kick:
-			wait = ReleaseRetryMin
+		case <-kick:
+			wait = minWait
 		case <-t.C:
 		}
-		if s.freeOwed(context.Background()) {
-			continue // all taken: wait for the next kick
+		if try() {
+			continue // nothing owed: wait for the next kick
 		}
 		t.Reset(wait)
-		wait = min(2*wait, ReleaseRetryMax)
+		wait = min(2*wait, maxWait)
 	}
 }
 
