@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
+	"github.com/ProtonMail/go-crypto/openpgp/armor"
 	pgperrors "github.com/ProtonMail/go-crypto/openpgp/errors"
 	"github.com/ProtonMail/go-crypto/openpgp/packet"
 	"github.com/hiddeco/sshsig"
@@ -219,8 +220,17 @@ func (p *Policy) verifyPGP(c Commit, armored string) Verdict {
 		return Verdict{Problem: "signed with OpenPGP, but no trusted_keyring is set"}
 	}
 	// The commit's time, not now: a key that expired after the commit
-	// still vouches for it, one that expired before does not.
-	cfg := &packet.Config{Time: func() time.Time { return c.When }}
+	// still vouches for it, one that expired before does not. git stamps
+	// the committer time before gpg signs, so the signature can be a
+	// second younger than the commit, and go-crypto reads a signature
+	// made after its check time as expired: check at the later of the two.
+	// Never earlier than the commit, so a key must still be valid, and not
+	// yet revoked, when it signed.
+	at := c.When
+	if made, ok := pgpSignedAt(armored); ok && made.After(at) {
+		at = made
+	}
+	cfg := &packet.Config{Time: func() time.Time { return at }}
 	e, err := openpgp.CheckArmoredDetachedSignature(p.keyring, bytes.NewReader(c.Payload), strings.NewReader(armored), cfg)
 	switch {
 	case errors.Is(err, pgperrors.ErrUnknownIssuer):
@@ -235,6 +245,23 @@ func (p *Policy) verifyPGP(c Commit, armored string) Verdict {
 		return Verdict{Problem: fmt.Sprintf("with an OpenPGP signature that does not verify against trusted_keyring: %v", err)}
 	}
 	return Verdict{Signer: &Signer{Method: OpenPGP, Principal: pgpPrincipal(e), Fingerprint: pgpFingerprint(e)}}
+}
+
+// pgpSignedAt is the creation time an armored detached signature claims.
+func pgpSignedAt(armored string) (time.Time, bool) {
+	b, err := armor.Decode(strings.NewReader(armored))
+	if err != nil {
+		return time.Time{}, false
+	}
+	p, err := packet.Read(b.Body)
+	if err != nil {
+		return time.Time{}, false
+	}
+	sig, ok := p.(*packet.Signature)
+	if !ok {
+		return time.Time{}, false
+	}
+	return sig.CreationTime, true
 }
 
 func pgpPrincipal(e *openpgp.Entity) string {

@@ -183,6 +183,11 @@ func TestVerifyOpenPGP(t *testing.T) {
 	if v.Signer == nil || v.Signer.Principal != "pat@example.com" || v.Signer.Method != trust.OpenPGP || len(v.Signer.Fingerprint) != 40 {
 		t.Fatalf("want signed by pat, got %+v", v)
 	}
+	// git stamps the committer time before gpg signs: a signature a few
+	// seconds younger than its commit is the normal case, not an expired one.
+	if v := p.Verify(trust.Commit{When: time.Now().Add(-5 * time.Second), Payload: payload, Signature: sig}); v.Signer == nil {
+		t.Fatalf("a commit stamped just before its signature: want signed by pat, got %+v", v)
+	}
 	if v := p.Verify(trust.Commit{When: time.Now().Add(72 * time.Hour), Payload: payload, Signature: sig}); v.Signer != nil || !strings.Contains(v.Problem, "expired") {
 		t.Fatalf("a commit after the key's expiry: want expired, got %+v", v)
 	}
