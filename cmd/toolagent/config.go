@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/toolagent/toolagent/internal/cli"
 	"github.com/toolagent/toolagent/internal/daemon"
@@ -25,6 +26,7 @@ var (
 
 // flagFor reports whether command takes the setting's flag.
 func flagFor(flagName, command string) bool {
+	command = strings.Replace(command, "doctor", "serve", 1) // doctor checks what serve would use
 	switch {
 	case flagName == "store" || flagName == "store-url-env" || flagName == "store-lease":
 		return command == "serve" || command == "audit"

@@ -3,13 +3,9 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
-	"os"
 
 	"github.com/toolagent/toolagent/internal/cli"
-	"github.com/toolagent/toolagent/internal/host"
 	"github.com/toolagent/toolagent/internal/lint"
-	"github.com/toolagent/toolagent/internal/match/matcheval"
 )
 
 // runEval measures intent matching alone: it indexes every tool whose
@@ -40,43 +36,11 @@ func runEval(ctx context.Context, e env, args []string) error {
 	if err := c.resolve(e); err != nil {
 		return err
 	}
-	vocab, err := host.LoadVocab(*vocabFile)
-	if err != nil {
-		return err
-	}
-	f, err := os.Open(*queries)
-	if err != nil {
-		return err
-	}
-	qs, err := matcheval.ReadQueries(f)
-	f.Close()
-	if err != nil {
-		return err
-	}
 	tree, closeTree, err := c.OpenTree()
 	if err != nil {
 		return err
 	}
 	defer closeTree()
-	out, problems, err := lint.Eval(tree, vocab, qs)
-	if err != nil {
-		return err
-	}
-	if !*byLang {
-		out.ByLang, out.WithoutExamples.ByLang = nil, nil
-	}
-	fmt.Fprintf(e.stderr, "indexed %d tools from %s (%d examples in %d tools); %d queries\n", out.Tools, c.Tools, out.Examples, out.ToolsWithExamples, len(qs))
-	for _, p := range problems {
-		fmt.Fprintf(e.stderr, "could not read: %s\n", p)
-	}
-	if *asJSON {
-		return cli.PrintJSON(e.stdout, out)
-	}
-	if err := out.WriteText(e.stdout); err != nil {
-		return err
-	}
-	if *misses {
-		return out.WriteMisses(e.stdout)
-	}
-	return nil
+	return lint.EvalRun{Tree: tree, ToolsDir: c.Tools, VocabFile: *vocabFile, QueriesFile: *queries,
+		ByLang: *byLang, JSON: *asJSON, Misses: *misses, Stdout: e.stdout, Stderr: e.stderr}.Run()
 }

@@ -71,6 +71,7 @@ func commands() []command {
 		{"eval", "--queries FILE", "measure intent matching on a queries.jsonl", runEval},
 		{"completion", "bash | zsh | fish", "print a shell completion script", runCompletion},
 		{"version", "", "print the build's version (also --version)", runVersion},
+		{"doctor", "", "check this host as serve would use it (sandbox, kernel, git, source, store, listen, state, tokens): OK/WARN/FAIL with the fix", runDoctor},
 	}
 }
 

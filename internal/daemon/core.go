@@ -132,6 +132,24 @@ func approveHint(mode approvalMode, state string, open bool) func(id string) str
 	}
 }
 
+// hostSetup is how the daemon cfg describes finds its paths and runs
+// tools on this host: paths resolved, the sandbox's settings, the shell
+// policy.
+func (cfg Config) hostSetup() (host.Setup, error) {
+	c := host.Setup{Paths: host.Paths{Tools: cfg.Tools, State: cfg.State, FilesRoot: cfg.FilesRoot, Embedded: cfg.Embedded}, Sandbox: cfg.Sandbox, Hidden: cfg.secretFiles()}
+	if err := c.Resolve(cfg.getenv); err != nil {
+		return c, err
+	}
+	user, err := host.SandboxUser(cfg.SandboxUser)
+	if err != nil {
+		return c, err
+	}
+	c.SandboxOptions = proc.SandboxOptions{Bwrap: cfg.SandboxBwrap, User: user, Mechanism: host.SandboxMechanism(cfg.SandboxMechanism),
+		UIDBase: uint32(cfg.SandboxUIDBase), UIDCount: cfg.SandboxUIDs, Limits: proc.Limits{MaxProcs: cfg.SandboxMaxProcs, MaxMemory: cfg.SandboxMaxMemory}}
+	c.ShellPolicy, err = cfg.shellPolicy()
+	return c, err
+}
+
 // retryJitter is the random part of a retry's wait after a failed
 // reload: up to 20 % more, so replicas that failed together spread out.
 const retryJitter = 0.2
@@ -139,21 +157,10 @@ const retryJitter = 0.2
 // newCore wires the catalog, executors, dispatcher and reload loop from
 // cfg. Nothing runs until start; close releases what it opened.
 func newCore(cfg Config, log *slog.Logger, mode approvalMode) (_ *core, err error) {
-	c := host.Setup{Paths: host.Paths{Tools: cfg.Tools, State: cfg.State, FilesRoot: cfg.FilesRoot, Embedded: cfg.Embedded}, Sandbox: cfg.Sandbox, Hidden: cfg.secretFiles()}
-	if err := c.Resolve(cfg.getenv); err != nil {
-		return nil, err
-	}
-	user, err := host.SandboxUser(cfg.SandboxUser)
+	c, err := cfg.hostSetup()
 	if err != nil {
 		return nil, err
 	}
-	c.SandboxOptions = proc.SandboxOptions{Bwrap: cfg.SandboxBwrap, User: user, Mechanism: host.SandboxMechanism(cfg.SandboxMechanism),
-		UIDBase: uint32(cfg.SandboxUIDBase), UIDCount: cfg.SandboxUIDs, Limits: proc.Limits{MaxProcs: cfg.SandboxMaxProcs, MaxMemory: cfg.SandboxMaxMemory}}
-	sp, err := cfg.shellPolicy()
-	if err != nil {
-		return nil, err
-	}
-	c.ShellPolicy = sp
 	src, err := newSource(cfg, c, log)
 	if err != nil {
 		return nil, err
@@ -287,7 +294,7 @@ func newCore(cfg Config, log *slog.Logger, mode approvalMode) (_ *core, err erro
 		Audit:         auditLog,
 		Approvals:     ap,
 		SharedSlots:   sharedSlots(slots),
-		ShellPolicy:   sp,
+		ShellPolicy:   c.ShellPolicy,
 		NoQueueReason: noQueue,
 		ApproveHint:   approveHint(mode, c.State, cfg.Tokens == "" && cfg.TokensFile == ""),
 	})

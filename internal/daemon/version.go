@@ -2,10 +2,19 @@ package daemon
 
 import "runtime/debug"
 
+// version is set at link time by scripts/release.sh
+// (-ldflags "-X github.com/toolagent/toolagent/internal/daemon.version=vX.Y.Z"),
+// from git describe; "" in other builds.
+var version string
+
 // Version is the version of this binary, for MCP's serverInfo: the
-// module version of a released build, else "devel" with the VCS revision
-// the binary was built from (and "-dirty" for uncommitted changes).
+// release's (scripts/release.sh), else the module version of a build by
+// go install, else "devel" with the VCS revision the binary was built
+// from (and "-dirty" for uncommitted changes).
 func Version() string {
+	if version != "" {
+		return version
+	}
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return "devel"

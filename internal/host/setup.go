@@ -52,6 +52,10 @@ func (s *Setup) newSandbox() (*proc.Sandbox, error) {
 	return OpenSandbox(s.Sandbox, opts)
 }
 
+// ProbeSandbox builds the sandbox Executors would (nil when it is off)
+// without making a directory: toolagent doctor. The caller closes it.
+func (s *Setup) ProbeSandbox() (*proc.Sandbox, error) { return s.newSandbox() }
+
 // Executors makes the state directory and the files root, and builds the
 // executors configured on this host (the shell executor) with, for a
 // command that runs tools, the sandbox their processes run in (nil

@@ -872,3 +872,7 @@ func (s *Sandbox) insideHidden(p string) bool {
 	}
 	return false
 }
+
+// LandlockABI is the kernel's Landlock ABI version, 0 without Landlock
+// (toolagent doctor).
+func LandlockABI() int { return landlockABI() }
