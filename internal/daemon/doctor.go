@@ -161,7 +161,7 @@ func (h doctorHost) cgroups(sb *proc.Sandbox) Check {
 	where, err := sb.Cgroups()
 	if err != nil {
 		c.Level, c.Detail = CheckWarn, "no control group per call, rlimits only: "+err.Error()
-		c.Fix = "run the daemon as the packaged systemd unit (Delegate=yes), or in a cgroup v2 group it owns"
+		c.Fix = "the limits hold as rlimits; for a group per call run the daemon as root (cgroup v1), or where its cgroup v2 group offers pids and memory to its children (cgroup.subtree_control)"
 		return c
 	}
 	c.Detail = "a control group per call: " + where
