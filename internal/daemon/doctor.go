@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -325,8 +326,18 @@ func stateCheck(state string) Check {
 		return c
 	}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
-		c.Level, c.Detail, c.Fix = CheckFail, fmt.Sprintf("%s belongs to uid %d, not to this user (uid %d)", state, st.Uid, os.Geteuid()),
-			fmt.Sprintf("chown -R %d %s, or run as its owner (the package's daemon runs as user toolagent: sudo -u toolagent toolagent doctor)", os.Geteuid(), state)
+		owner := strconv.Itoa(int(st.Uid))
+		if u, err := user.LookupId(owner); err == nil {
+			owner = u.Username
+		}
+		// root may use it, but the daemon that owns it runs as its owner
+		// (the package's as user toolagent): check as that user.
+		c.Level = CheckFail
+		if os.Geteuid() == 0 {
+			c.Level = CheckWarn
+		}
+		c.Detail = fmt.Sprintf("%s belongs to %s, not to this user (uid %d)", state, owner, os.Geteuid())
+		c.Fix = fmt.Sprintf("run doctor as its owner (runuser -u %s -- toolagent doctor ...), or chown -R %d %s", owner, os.Geteuid(), state)
 		return c
 	}
 	if err := unix.Access(state, unix.W_OK|unix.X_OK); err != nil {

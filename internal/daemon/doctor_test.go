@@ -146,6 +146,14 @@ func TestDoctorStateDir(t *testing.T) {
 	if c := checkOf(t, Doctor(t.Context(), cfg), "state"); c.Level != CheckOK {
 		t.Errorf("state 0700: %+v; want OK", c)
 	}
+	if os.Geteuid() == 0 { // another user's state directory: root may use it, but says to check as its owner
+		if err := os.Chown(cfg.State, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		if c := checkOf(t, Doctor(t.Context(), cfg), "state"); c.Level != CheckWarn || !strings.Contains(c.Fix, "runuser -u ") {
+			t.Errorf("state of uid 65534, as root: %+v; want WARN saying to run as its owner", c)
+		}
+	}
 	if err := os.Remove(cfg.State); err != nil {
 		t.Fatal(err)
 	}
