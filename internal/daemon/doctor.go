@@ -156,7 +156,7 @@ func (h doctorHost) cgroups(sb *proc.Sandbox) Check {
 		if !v2 {
 			c.Detail = "cgroup v1 or hybrid; " + c.Detail
 		}
-		c.Fix = "fix the sandbox first"
+		c.Fix = "a sandbox that builds (the sandbox line) to probe them"
 		return c
 	}
 	where, err := sb.Cgroups()
