@@ -202,6 +202,14 @@ func TestDoctorSource(t *testing.T) {
 		t.Errorf("doctor made %s (%v); it clones nothing", host.RepoDir(cfg.State), err)
 	}
 
+	// A server that does not answer: FAIL, and the URL's password is not
+	// in what doctor prints.
+	cfg.Repo = "http://user:pw-never-printed@" + freeAddr(t) + "/tools.git"
+	c := checkOf(t, Doctor(t.Context(), cfg), "source")
+	if c.Level != CheckFail || !strings.Contains(c.Fix, "credentials") || strings.Contains(c.Detail+c.Fix, "pw-never-printed") {
+		t.Errorf("unreachable repo: %+v; want FAIL without the password", c)
+	}
+
 	cfg.Repo, cfg.Tools = "", filepath.Join(t.TempDir(), "nothing-here")
 	if c := checkOf(t, Doctor(t.Context(), cfg), "source"); c.Level != CheckFail {
 		t.Errorf("missing tools directory: %+v; want FAIL", c)
