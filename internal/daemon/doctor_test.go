@@ -12,6 +12,7 @@ import (
 
 	"github.com/toolagent/toolagent/internal/host"
 	"github.com/toolagent/toolagent/internal/operator"
+	"github.com/toolagent/toolagent/internal/pgstore/pgtest"
 	"github.com/toolagent/toolagent/internal/settings"
 )
 
@@ -266,5 +267,28 @@ func TestDoctorSandbox(t *testing.T) {
 	}
 	if c := checkOf(t, cs, "bubblewrap"); c.Level != CheckFail || c.Fix != "apt-get install bubblewrap" {
 		t.Errorf("bubblewrap missing: %+v; want FAIL with apt-get install bubblewrap", c)
+	}
+}
+
+// TestDoctorStorePostgres: a shared store that answers is migrated and
+// says its schema version; one that does not fails, without the
+// password of its URL.
+func TestDoctorStorePostgres(t *testing.T) {
+	url := pgtest.URL(t)
+	cfg := doctorConfig(t)
+	cfg.Store, cfg.StoreURLEnv = "postgres", "DOCTOR_DB"
+	cfg.Getenv = func(k string) string {
+		if k == "DOCTOR_DB" {
+			return url
+		}
+		return ""
+	}
+	if c := checkOf(t, Doctor(t.Context(), cfg), "store"); c.Level != CheckOK || !strings.Contains(c.Detail, "schema version") {
+		t.Errorf("store postgres: %+v; want OK with the schema version", c)
+	}
+	url = "postgres://toolagent:pw-never-printed@" + freeAddr(t) + "/none?connect_timeout=5"
+	c := checkOf(t, Doctor(t.Context(), cfg), "store")
+	if c.Level != CheckFail || strings.Contains(c.Detail+c.Fix, "pw-never-printed") {
+		t.Errorf("store postgres, no server: %+v; want FAIL without the password", c)
 	}
 }
