@@ -1,0 +1,171 @@
+package console
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+
+	"github.com/toolagent/toolagent/internal/dispatch"
+)
+
+// approvalView is one approval as the inbox shows it.
+type approvalView struct {
+	dispatch.Approval
+	// Params are the params as asked, each value as written (a string as
+	// it is: a command reads as the command).
+	Params     []paramValue
+	ParamsJSON string
+	Changes    []change
+	Pending    bool
+	// Count is how many pending requests ask for this same call (tool,
+	// revision, params, caller, door); the inbox shows them once.
+	Count int
+	// Own: the session's operator asked for this call; the page offers
+	// "Confirm and run" (the call as asked) instead of Approve.
+	Own bool
+	// MayApprove: the approval rules let the session approve (or, Own,
+	// confirm) it; NotWhy says why not. MayDeny: the session may deny it
+	// (or withdraw its own).
+	MayApprove, MayDeny bool
+	NotWhy              string
+	// The decided call's result, in brief.
+	ResultStatus string
+	ExitCode     string
+	RunID        string
+}
+
+// paramValue is one param of a request.
+type paramValue struct {
+	Name, Value string
+	// Long values are shown as a block.
+	Long bool
+}
+
+func paramValues(m map[string]any) []paramValue {
+	var out []paramValue
+	for _, k := range slices.Sorted(mapsKeys(m)) {
+		v := ""
+		if s, ok := m[k].(string); ok {
+			v = s
+		} else {
+			v = compactJSON(m[k])
+		}
+		out = append(out, paramValue{Name: k, Value: v, Long: len(v) > 60 || bytes.ContainsRune([]byte(v), '\n')})
+	}
+	return out
+}
+
+// change is one param an approver edited: asked vs approved.
+type change struct{ Name, Asked, Approved string }
+
+func diffParams(asked, edited map[string]any) []change {
+	if edited == nil {
+		return nil
+	}
+	names := map[string]bool{}
+	for k := range asked {
+		names[k] = true
+	}
+	for k := range edited {
+		names[k] = true
+	}
+	var out []change
+	for _, k := range slices.Sorted(mapsKeys(names)) {
+		a, _ := json.Marshal(asked[k])
+		b, _ := json.Marshal(edited[k])
+		if !bytes.Equal(a, b) {
+			_, inA := asked[k]
+			_, inB := edited[k]
+			ch := change{Name: k, Asked: string(a), Approved: string(b)}
+			if !inA {
+				ch.Asked = "—"
+			}
+			if !inB {
+				ch.Approved = "—"
+			}
+			out = append(out, ch)
+		}
+	}
+	return out
+}
+
+// view is a as session s sees it: which buttons it may use is the
+// approval rules' answer (Backend.MayApprove), not the page's.
+func (c *Console) view(a dispatch.Approval, s *session) approvalView {
+	u := s.user
+	v := approvalView{Approval: a, Pending: a.Status == "pending", Own: u.owns(a), Count: 1}
+	v.Params = paramValues(a.Params)
+	if v.Pending {
+		v.ParamsJSON = pretty(a.Params)
+		if u.CanApprove {
+			v.MayDeny = true
+			if err := c.be.MayApprove(a, u.decider()); err != nil {
+				v.NotWhy = err.Error()
+			} else {
+				v.MayApprove = true
+			}
+		}
+	}
+	if a.EditedParams != nil {
+		v.Changes = diffParams(a.Params, a.EditedParams)
+	}
+	if len(a.Result) > 0 {
+		var res dispatch.Result
+		if json.Unmarshal(a.Result, &res) == nil {
+			v.ResultStatus, v.ExitCode, v.RunID = string(res.Status), fmt.Sprint(res.ExitCode), res.RunID
+		}
+	}
+	return v
+}
+
+// maxDecided is how many decided requests the inbox lists.
+const maxDecided = 50
+
+func (c *Console) approvalLists(s *session) (pending, decided []approvalView, err error) {
+	list, err := c.be.ApprovalsOn(false, s.user.surface())
+	if err != nil {
+		return nil, nil, err
+	}
+	same := map[string]int{} // the same call asked again: index in pending
+	for _, a := range list {
+		if !s.user.CanApprove && a.Caller != s.user.Name {
+			continue // a caller sees its own calls only, as at the API
+		}
+		if a.Status != "pending" {
+			decided = append(decided, c.view(a, s))
+			continue
+		}
+		key := a.Tool + "\x00" + a.Revision + "\x00" + a.ParamsHash + "\x00" + a.Caller + "\x00" + a.Door
+		if i, ok := same[key]; ok {
+			pending[i].Count++
+			continue
+		}
+		same[key] = len(pending)
+		pending = append(pending, c.view(a, s))
+	}
+	slices.Reverse(decided) // newest first
+	if len(decided) > maxDecided {
+		decided = decided[:maxDecided]
+	}
+	return pending, decided, nil
+}
+
+// approvalPage shows one approval, decided or not, with its result when
+// its call ran: what a decided line of the inbox links to.
+func (c *Console) approvalPage(w http.ResponseWriter, r *http.Request, s *session) {
+	a, err := c.be.ApprovalOn(r.PathValue("id"), s.user.surface())
+	if err != nil || (!s.user.CanApprove && a.Caller != s.user.Name) {
+		c.render(w, r, s, http.StatusNotFound, "error", map[string]any{"Message": c.t(r, s, "err.noapproval")})
+		return
+	}
+	data := map[string]any{"A": c.view(a, s)}
+	if len(a.Result) > 0 {
+		var res dispatch.Result
+		if json.Unmarshal(a.Result, &res) == nil {
+			data["Result"], data["ResultJSON"] = &res, pretty(json.RawMessage(a.Result))
+		}
+	}
+	c.render(w, r, s, http.StatusOK, "approval", data)
+}
