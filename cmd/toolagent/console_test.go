@@ -130,7 +130,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	if u := get("user", chromedp.Text(`#user`)); u != "bob" {
 		t.Errorf("signed in as %q; want bob", u)
 	}
-	if text := get("catalog", chromedp.Text(`#tools`)); !strings.Contains(text, "shell-exec") || !strings.Contains(text, "git, read-only") {
+	if text := get("catalog", chromedp.Text(`#tools`)); !strings.Contains(text, "shell-exec") || !strings.Contains(text, "read-only") {
 		t.Errorf("catalog lacks shell-exec:\n%s", text)
 	}
 	screenshot(t, ctx, "catalog")
@@ -152,6 +152,9 @@ func TestConsoleInABrowser(t *testing.T) {
 		t.Errorf("try-a-call status %q exit %q; want success 0", st, code)
 	}
 	screenshot(t, ctx, "try-a-call")
+	if note := get("history note", chromedp.Text(`#log-note`)); !strings.Contains(note, "local directory") {
+		t.Errorf("the tool page of a local tools directory says %q; want that a local directory has no history", note)
+	}
 	run("the raw file", chromedp.Click(`#raw-link`), chromedp.WaitVisible(`body pre`))
 	if file := get("the file as committed", chromedp.Text(`body pre`)); !strings.Contains(file, "name: shell-exec") || !strings.Contains(file, "method: exec") {
 		t.Errorf("tool page's raw file:\n%s\nwant shell-exec's TOOL.hdlp as in the tree", file)

@@ -20,7 +20,7 @@ type approvalView struct {
 	Changes    []change
 	Pending    bool
 	// Count is how many pending requests ask for this same call (tool,
-	// revision, params, caller, door); the inbox shows them once.
+	// revision, params, caller); the inbox shows them once.
 	Count int
 	// Own: the session's operator asked for this call; the page offers
 	// "Confirm and run" (the call as asked) instead of Approve.
@@ -137,7 +137,7 @@ func (c *Console) approvalLists(s *session) (pending, decided []approvalView, er
 			decided = append(decided, c.view(a, s))
 			continue
 		}
-		key := a.Tool + "\x00" + a.Revision + "\x00" + a.ParamsHash + "\x00" + a.Caller + "\x00" + a.Door
+		key := a.Tool + "\x00" + a.Revision + "\x00" + a.ParamsHash + "\x00" + a.Caller // as approval.Request.holdKey: doors do not count
 		if i, ok := same[key]; ok {
 			pending[i].Count++
 			continue
