@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"regexp"
 	"slices"
+	"strings"
 
 	"github.com/toolagent/toolagent/internal/dispatch"
 )
@@ -30,6 +32,10 @@ type approvalView struct {
 	// (or withdraw its own).
 	MayApprove, MayDeny bool
 	NotWhy              string
+	// Command is the argv the call will run (a run-method tool's template
+	// filled with the params, each word quoted as a shell would need),
+	// when the definition served is the one asked for.
+	Command string
 	// The decided call's result, in brief.
 	ResultStatus string
 	ExitCode     string
@@ -99,6 +105,7 @@ func (c *Console) view(a dispatch.Approval, s *session) approvalView {
 	v.Params = paramValues(a.Params)
 	if v.Pending {
 		v.ParamsJSON = pretty(a.Params)
+		v.Command = c.command(a)
 		if u.CanApprove {
 			v.MayDeny = true
 			if err := c.be.MayApprove(a, u.decider()); err != nil {
@@ -118,6 +125,65 @@ func (c *Console) view(a dispatch.Approval, s *session) approvalView {
 		}
 	}
 	return v
+}
+
+// command is the argv a's call will run, quoted for reading, or "" when
+// the tool has no argv template or its served definition is not the one
+// asked for.
+func (c *Console) command(a dispatch.Approval) string {
+	snap := c.store.Load()
+	if snap == nil {
+		return ""
+	}
+	e, ok := snap.Lookup(a.Tool)
+	if !ok || e.Tool == nil || e.Rev != a.Revision || len(e.Tool.Argv) == 0 {
+		return ""
+	}
+	argv, err := e.Tool.RenderArgv(a.RunParams())
+	if err != nil {
+		return ""
+	}
+	words := make([]string, len(argv))
+	for i, w := range argv {
+		words[i] = shellQuote(w)
+	}
+	return strings.Join(words, " ")
+}
+
+// plainWord is a word a shell reads as it is.
+var plainWord = regexp.MustCompile(`^[A-Za-z0-9_@%+=:,./-]+$`)
+
+// shellQuote is w as a shell (bash) would need it written to mean one
+// word: as it is when plain, in single quotes, or, when it holds a
+// control character (a newline), in $'…' with the character escaped, so
+// that what the approver reads is every byte. It is for reading: the call
+// runs argv directly, never through a shell.
+func shellQuote(w string) string {
+	if plainWord.MatchString(w) {
+		return w
+	}
+	if !strings.ContainsFunc(w, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
+	}
+	var b strings.Builder
+	b.WriteString("$'")
+	for _, r := range w {
+		switch {
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r == '\\' || r == '\'':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('\'')
+	return b.String()
 }
 
 // maxDecided is how many decided requests the inbox lists.

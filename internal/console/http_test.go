@@ -116,7 +116,7 @@ func TestConsoleApproveButtonsFollowTheRules(t *testing.T) {
 	alice := tc.signIn(t, "alice-secret")
 	_, page := alice.do("GET", "/ui/approvals", nil)
 	card := article(page, id)
-	for _, want := range []string{"web &amp;&amp; rm -rf /", "rev1", "Expires", "Asked by", "alice"} {
+	for _, want := range []string{"web &amp;&amp; rm -rf /", "rev1", "Expires", "Asked by", "alice", `<pre class="command">printf $&#39;deployed %s\n&#39; &#39;web &amp;&amp; rm -rf /&#39;</pre>`} {
 		if !strings.Contains(card, want) {
 			t.Errorf("alice's view of her call lacks %q:\n%s", want, card)
 		}
