@@ -1,6 +1,11 @@
 package main
 
 import (
+	"html"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -64,6 +69,35 @@ func TestConsoleDailyUse(t *testing.T) {
 	opToken, err := os.ReadFile(operator.TokenPath(state))
 	if err != nil {
 		t.Fatal(err)
+	}
+
+	// Without a browser: the operator's session, the tool's history and a
+	// diff, as plain HTTP.
+	jar, _ := cookiejar.New(nil)
+	hc := &http.Client{Jar: jar}
+	if resp, err := hc.PostForm(d.url+"/ui/login", url.Values{"token": {strings.TrimSpace(string(opToken))}}); err != nil {
+		t.Fatal(err)
+	} else {
+		resp.Body.Close()
+	}
+	page := func(path string) string {
+		t.Helper()
+		resp, err := hc.Get(d.url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 {
+			t.Fatalf("GET %s = %d\n%s", path, resp.StatusCode, b)
+		}
+		return html.UnescapeString(string(b))
+	}
+	if p := page("/ui/tools/git-log"); !strings.Contains(p, "git-log: 中文意图") || !strings.Contains(p, "alice@example.com (ssh)") || !strings.Contains(p, c1) {
+		t.Errorf("the tool page over HTTP lacks its history:\n%s", p)
+	}
+	if p := page("/ui/tools/git-log/diff?from=" + c1 + "&to=" + c2); !strings.Contains(p, "+intent: 查看最近的提交记录") {
+		t.Errorf("the diff page over HTTP:\n%s", p)
 	}
 
 	ctx, _ := browser(t)

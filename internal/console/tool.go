@@ -109,13 +109,13 @@ func (c *Console) rawFile(w http.ResponseWriter, r *http.Request, s *session) {
 }
 
 // diffLine is one line of a diff with its kind (add, del, hunk, file,
-// or "" for context), for the page's colours.
+// or ctx), for the page's colours.
 type diffLine struct{ Kind, Text string }
 
 func diffLines(d string) []diffLine {
 	var out []diffLine
 	for _, l := range strings.Split(strings.TrimSuffix(d, "\n"), "\n") {
-		k := ""
+		k := "ctx"
 		switch {
 		case strings.HasPrefix(l, "+++"), strings.HasPrefix(l, "---"), strings.HasPrefix(l, "diff "):
 			k = "file"
