@@ -220,4 +220,9 @@ func TestConsoleDailyUse(t *testing.T) {
 	}
 	run("status on a phone", phone, chromedp.Navigate(d.url+"/ui/status"), chromedp.WaitVisible(`#facts`))
 	screenshot(t, ctx, "status-390")
+	run("the tool in Chinese on a phone", chromedp.Navigate(d.url+"/ui/tools/git-log?lang=zh"), chromedp.WaitVisible(`#log`))
+	if nav, intent := get("nav", chromedp.Text(`#nav-catalog`)), get("intent", chromedp.Text(`#intent`)); nav != "工具目录" || intent != "列出最近的提交" {
+		t.Errorf("in Chinese: nav %q, intent %q; want 工具目录 and the synced intent 列出最近的提交", nav, intent)
+	}
+	screenshot(t, ctx, "tool-zh-390")
 }
