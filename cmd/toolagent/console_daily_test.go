@@ -180,12 +180,18 @@ func TestConsoleDailyUse(t *testing.T) {
 	if st := get("decided", chromedp.Text(sel+` .approval-status`)); st != "executed" {
 		t.Errorf("after approving: %q; want executed", st)
 	}
-	run("history on the phone", chromedp.Navigate(d.url+"/ui/history?tool=deploy"), chromedp.WaitVisible(`#history`))
-	screenshot(t, ctx, "history-390")
-	run("catalog on the phone", chromedp.Navigate(d.url+"/ui/"), chromedp.WaitVisible(`#tools`))
-	screenshot(t, ctx, "catalog-390")
-	run("tool on the phone", chromedp.Navigate(d.url+"/ui/tools/git-log"), chromedp.WaitVisible(`#log`))
-	screenshot(t, ctx, "tool-390")
+	for _, p := range []struct{ name, path, sel string }{
+		{"history-390", "/ui/history?tool=deploy", "#history"},
+		{"catalog-390", "/ui/", "#tools"},
+		{"tool-390", "/ui/tools/git-log", "#log"},
+		{"diff-390", "/ui/tools/git-log/diff?from=" + c1 + "&to=" + c2, "#diff"},
+	} {
+		run(p.name, chromedp.Navigate(d.url+p.path), chromedp.WaitVisible(p.sel))
+		if width, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.documentElement.scrollWidth`)); err != nil || width > 390 {
+			t.Errorf("%s is %d px wide on a 390 px screen (%v); want no sideways scrolling", p.path, width, err)
+		}
+		screenshot(t, ctx, p.name)
+	}
 
 	// History: local times, a link to the approval and the result.
 	run("history", wide, chromedp.Navigate(d.url+"/ui/history?tool=deploy"), chromedp.WaitVisible(`#history`))
@@ -218,7 +224,14 @@ func TestConsoleDailyUse(t *testing.T) {
 			t.Errorf("status facts lack %q:\n%s", want, facts)
 		}
 	}
+	noSideways := func(what string) {
+		t.Helper()
+		if width, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.documentElement.scrollWidth`)); err != nil || width > 390 {
+			t.Errorf("%s is %d px wide on a 390 px screen (%v); want no sideways scrolling", what, width, err)
+		}
+	}
 	run("status on a phone", phone, chromedp.Navigate(d.url+"/ui/status"), chromedp.WaitVisible(`#facts`))
+	noSideways("the status page")
 	screenshot(t, ctx, "status-390")
 	run("the tool in Chinese on a phone", chromedp.Navigate(d.url+"/ui/tools/git-log?lang=zh"), chromedp.WaitVisible(`#log`))
 	if nav, intent := get("nav", chromedp.Text(`#nav-catalog`)), get("intent", chromedp.Text(`#intent`)); nav != "工具目录" || intent != "列出最近的提交" {
