@@ -250,3 +250,30 @@ func TestConsoleHistoryFilters(t *testing.T) {
 		t.Errorf("a bad from = %d; want the page saying what was expected", code)
 	}
 }
+
+// TestConsoleDiffIsBounded: a diff longer than maxDiffShown is cut at a
+// line's end and the page says so; a diff of a tool off the visitor's
+// surface, or without a "to", is refused.
+func TestConsoleDiffIsBounded(t *testing.T) {
+	tl, err := hldp.Parse("tools/deploy/TOOL.hdlp", []byte(deployTool))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := new(catalog.Store)
+	st.Swap(catalog.New("rev1", []catalog.Entry{{Name: "deploy", Tool: tl, Rev: "rev1", Status: catalog.Enabled}}, catalog.Options{LazyIndex: true}))
+	big := strings.Repeat("+"+strings.Repeat("x", 99)+"\n", 2*maxDiffShown/100)
+	c := New(st, nil, Options{Open: true, ToolDiff: func(_ context.Context, name, from, to string) (string, error) { return big, nil }})
+	srv := httptest.NewServer(c.Handler())
+	t.Cleanup(srv.Close)
+	v := newVisitor(t, srv)
+	code, page := v.do("GET", "/ui/tools/deploy/diff?to=abc", nil)
+	if code != 200 || !strings.Contains(page, `id="diff-cut"`) || len(page) > 2*maxDiffShown {
+		t.Errorf("a %d-byte diff = %d, %d bytes, cut note %v; want cut", len(big), code, len(page), strings.Contains(page, `id="diff-cut"`))
+	}
+	if code, _ := v.do("GET", "/ui/tools/nosuch/diff?to=abc", nil); code != http.StatusNotFound {
+		t.Errorf("the diff of no such tool = %d; want 404", code)
+	}
+	if code, _ := v.do("GET", "/ui/tools/deploy/diff", nil); code != http.StatusBadRequest {
+		t.Errorf("a diff without to = %d; want 400", code)
+	}
+}

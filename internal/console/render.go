@@ -52,7 +52,7 @@ var messages = map[string]map[string]string{
 		"newer": "newer", "older": "older", "page": "page", "dups": "the same call asked more than once", "age": "Asked",
 		"expires": "Expires", "ago": "ago", "in": "in", "expired": "expired", "cannot_decide": "You cannot decide this call: it waits for an approver.",
 		"details": "details", "note": "Note", "source": "Source", "last_sync": "Last sync", "next_sync": "Next sync",
-		"sync_now": "Sync now", "command": "Will run", "sync_done": "Synced.", "sync_asked": "Sync asked; it is still running.", "host": "This host",
+		"sync_now": "Sync now", "command": "Will run", "diff_cut": "The diff is longer than this page shows; it is cut here", "sync_done": "Synced.", "sync_asked": "Sync asked; it is still running.", "host": "This host",
 		"open_help": "Anonymous visitors can use this console on the loopback default; sign in as the operator with the one-time link the daemon printed at start, or with a token.",
 	},
 	"zh": {
@@ -91,7 +91,7 @@ var messages = map[string]map[string]string{
 		"newer": "较新", "older": "较早", "page": "第", "dups": "同一调用被请求了多次", "age": "发起于",
 		"expires": "过期时间", "ago": "前", "in": "还有", "expired": "已过期", "cannot_decide": "你不能决定这个调用：它在等待审批人。",
 		"details": "详情", "note": "备注", "source": "来源", "last_sync": "上次同步", "next_sync": "下次同步",
-		"sync_now": "立即同步", "command": "将执行", "sync_done": "已同步。", "sync_asked": "已请求同步，仍在进行中。", "host": "本机",
+		"sync_now": "立即同步", "command": "将执行", "diff_cut": "差异太长，此处截断", "sync_done": "已同步。", "sync_asked": "已请求同步，仍在进行中。", "host": "本机",
 		"open_help": "在默认的本机回环地址上，匿名访客可以使用控制台；用守护进程启动时打印的一次性链接或令牌以操作员身份登录。",
 	},
 }

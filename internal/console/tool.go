@@ -155,8 +155,19 @@ func (c *Console) diffPage(w http.ResponseWriter, r *http.Request, s *session) {
 		c.render(w, r, s, http.StatusBadRequest, "error", map[string]any{"Message": err.Error()})
 		return
 	}
-	c.render(w, r, s, http.StatusOK, "diff", map[string]any{"Name": name, "From": from, "To": to, "Lines": diffLines(d), "Empty": strings.TrimSpace(d) == ""})
+	data := map[string]any{"Name": name, "From": from, "To": to, "Empty": strings.TrimSpace(d) == ""}
+	if len(d) > maxDiffShown {
+		// Cut at a line's end; the page says it is cut.
+		d = d[:strings.LastIndexByte(d[:maxDiffShown], '\n')+1]
+		data["Cut"] = maxDiffShown
+	}
+	data["Lines"] = diffLines(d)
+	c.render(w, r, s, http.StatusOK, "diff", data)
 }
+
+// maxDiffShown bounds the diff a page shows (a folder may hold large
+// files).
+const maxDiffShown = 1 << 20
 
 func compactJSON(v any) string {
 	b, err := json.Marshal(v)

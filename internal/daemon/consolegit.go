@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/toolagent/toolagent/internal/console"
 	"github.com/toolagent/toolagent/internal/repo"
@@ -33,6 +34,48 @@ func (cr *core) toolLog(name string, limit int) (console.ToolLog, error) {
 	if err != nil {
 		return console.ToolLog{}, err
 	}
+	// A revision's history does not change: kept per served revision, so
+	// a page view walks and verifies once. The trust policy may change
+	// (a key added or revoked): its digest is part of the key.
+	key := rt.Rev() + "\x00" + name + "\x00" + fmt.Sprint(limit)
+	if g := cr.trust; g != nil {
+		if pol, err := trust.Load(g.signers, g.keyring); err == nil {
+			key += "\x00" + pol.Digest()
+		}
+	}
+	if l, ok := cr.logs.get(key); ok {
+		return l, nil
+	}
+	l, err := cr.walkToolLog(rt, name, limit)
+	if err == nil {
+		cr.logs.put(key, l)
+	}
+	return l, err
+}
+
+// logCache keeps the tool histories the console showed, a few hundred.
+type logCache struct {
+	mu sync.Mutex
+	m  map[string]console.ToolLog
+}
+
+func (c *logCache) get(k string) (console.ToolLog, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	l, ok := c.m[k]
+	return l, ok
+}
+
+func (c *logCache) put(k string, l console.ToolLog) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= 256 {
+		c.m = map[string]console.ToolLog{} // dropped whole: a new revision makes the old keys useless anyway
+	}
+	c.m[k] = l
+}
+
+func (cr *core) walkToolLog(rt *repo.Tree, name string, limit int) (console.ToolLog, error) {
 	changes, complete, err := rt.FolderLog(name, limit)
 	if errors.Is(err, repo.ErrNoHistory) {
 		return console.ToolLog{}, errLocalHistory

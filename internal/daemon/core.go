@@ -80,6 +80,8 @@ type core struct {
 	// trust checks signatures (nil without a trust policy); the console
 	// shows who signed each commit of a tool's history with it.
 	trust *trustGate
+	// logs keeps the tool histories the console showed.
+	logs logCache
 }
 
 // history is where the console reads the audit trail, or nil.
