@@ -806,6 +806,23 @@ type Queue interface {
 	Claim(id, tool, rev, paramsHash string) (Request, error)
 	Complete(id string, result json.RawMessage) (Request, error)
 	Collect(in Request) (r Request, ok bool, err error)
+	MayApprove(r Request, by Decider) error
+}
+
+// MayApprove reports whether by may approve r as asked (nil), or why not
+// (Decide's error for it): the rules Decide applies, without deciding, so
+// that a page offers Approve only to who may use it. Anyone who may decide
+// may deny, and a caller may always withdraw its own call.
+func (s *Store) MayApprove(r Request, by Decider) error {
+	return mayApprove(r, by, s.opts)
+}
+
+func mayApprove(r Request, by Decider, o Options) error {
+	if strings.TrimSpace(by.Name) == "" {
+		return ErrNoIdentity
+	}
+	_, err := decided(r, decision{by: by, approve: true, allowSelf: o.AllowSelfApproval, now: o.Now(), ttl: o.TTL})
+	return err
 }
 
 // ListRequests is List for Queue; the files are in memory, so it never

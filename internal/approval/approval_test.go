@@ -432,3 +432,39 @@ func TestRunningBecomesInterrupted(t *testing.T) {
 		s2.Close()
 	}
 }
+
+// TestMayApproveFollowsDecide: MayApprove answers as Decide would, and
+// decides nothing: the caller may not approve its own call (unless the
+// store allows it), another approver and the operator confirming their
+// own console call may; a decided request may not be approved again.
+func TestMayApproveFollowsDecide(t *testing.T) {
+	s, _, _ := newStore(t)
+	r := create(t, s)
+	if err := s.MayApprove(r, Decider{Name: r.Caller}); !errors.Is(err, ErrSelfApproval) {
+		t.Errorf("its caller = %v; want ErrSelfApproval", err)
+	}
+	if err := s.MayApprove(r, Decider{Name: "bob"}); err != nil {
+		t.Errorf("another approver = %v; want nil", err)
+	}
+	if err := s.MayApprove(r, Decider{Name: ""}); !errors.Is(err, ErrNoIdentity) {
+		t.Errorf("no name = %v; want ErrNoIdentity", err)
+	}
+	if err := s.MayApprove(r, Decider{Name: r.Caller, Operator: true}); err != nil {
+		t.Errorf("the operator's own call = %v; want nil", err)
+	}
+	if got, _ := s.Get(r.ID); got.Status != Pending {
+		t.Fatalf("MayApprove changed the request: %s", got.Status)
+	}
+	if _, err := s.Decide(r.ID, Decider{Name: "bob"}, false, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	r, _ = s.Get(r.ID)
+	if err := s.MayApprove(r, Decider{Name: "carol"}); !errors.Is(err, ErrAlreadyDecided) {
+		t.Errorf("a denied request = %v; want ErrAlreadyDecided", err)
+	}
+	self, _, _ := newStore(t, func(o *Options) { o.AllowSelfApproval = true })
+	r = create(t, self)
+	if err := self.MayApprove(r, Decider{Name: r.Caller}); err != nil {
+		t.Errorf("its caller with AllowSelfApproval = %v; want nil", err)
+	}
+}

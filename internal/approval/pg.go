@@ -508,6 +508,9 @@ func (s *PGStore) Decide(id string, by Decider, approve bool, editedParams map[s
 	})
 }
 
+// MayApprove is Store.MayApprove.
+func (s *PGStore) MayApprove(r Request, by Decider) error { return mayApprove(r, by, s.opts) }
+
 // Claim marks an approved request running under this store's lease,
 // exactly once across replicas (see Store.Claim).
 func (s *PGStore) Claim(id, tool, rev, paramsHash string) (Request, error) {

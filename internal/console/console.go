@@ -53,6 +53,9 @@ type Backend interface {
 	ApprovalsOn(pendingOnly bool, sf catalog.Surface) ([]dispatch.Approval, error)
 	ApprovalOn(id string, sf catalog.Surface) (dispatch.Approval, error)
 	DecideOn(ctx context.Context, id string, by dispatch.Decider, sf catalog.Surface, approve bool, edited json.RawMessage) (dispatch.Approval, *dispatch.Result, error)
+	// MayApprove is the approval rules' answer to whether by may approve
+	// a (nil) or why not: the page offers Approve or Confirm only then.
+	MayApprove(a dispatch.Approval, by dispatch.Decider) error
 }
 
 var _ Backend = (*dispatch.Dispatcher)(nil)
@@ -119,6 +122,19 @@ type Options struct {
 	LastWebhook func() (time.Time, string)
 	// Executors reports the executors' last health checks (nil: not shown).
 	Executors func() []ExecutorHealth
+	// ToolLog returns the commits that changed a tool's folder, newest
+	// first, at most limit; its error says why there is no history (a
+	// local directory has none). Nil: the tool page says so.
+	ToolLog func(name string, limit int) (ToolLog, error)
+	// ToolDiff returns the unified diff of a tool's folder between two
+	// commits (full hashes; from "" for none). Nil: no diffs.
+	ToolDiff func(ctx context.Context, name, from, to string) (string, error)
+	// Sync asks the reload loop for a sync now (the status page's "Sync
+	// now", for the operator); nil: no button.
+	Sync func()
+	// Facts are the status page's lines about the host: the sandbox's
+	// mechanism and limits, the store, the listen address (nil: none).
+	Facts func(ctx context.Context) []Fact
 	// Version and Sandbox are shown on the status page.
 	Version string
 	Sandbox string
@@ -136,6 +152,33 @@ type ExecutorHealth struct {
 	Name   string
 	OK     bool
 	Reason string
+}
+
+// Fact is one line of the status page: a name and its value; Bad marks
+// a problem.
+type Fact struct {
+	Name, Value string
+	Bad         bool
+}
+
+// ToolLog is a tool folder's history in git.
+type ToolLog struct {
+	Changes []Revision
+	// Complete is false when the history goes further back than listed
+	// (more commits, or a clone kept one commit deep); Note says why.
+	Complete bool
+	Note     string
+}
+
+// Revision is one commit that changed a tool's folder.
+type Revision struct {
+	Hash, Parent, Author, Message string
+	When                          time.Time
+	// Signed: the commit carries a signature. Signer is who signed it
+	// when the trust policy knows the key ("" otherwise), SignerNote why
+	// it is not trusted when a policy is set.
+	Signed             bool
+	Signer, SignerNote string
 }
 
 // maxSessions bounds the session table; the oldest go first.
@@ -205,10 +248,14 @@ func (c *Console) Handler() http.Handler {
 	mux.HandleFunc("POST /ui/logout", c.withUser(c.logout))
 	mux.HandleFunc("GET /ui/{$}", c.withUser(c.catalogPage))
 	mux.HandleFunc("GET /ui/tools/{name}", c.withUser(c.toolPage))
+	mux.HandleFunc("GET /ui/tools/{name}/raw", c.withUser(c.rawFile))
+	mux.HandleFunc("GET /ui/tools/{name}/diff", c.withUser(c.diffPage))
+	mux.HandleFunc("POST /ui/sync", c.withUser(c.syncNow))
 	mux.HandleFunc("POST /ui/tools/{name}", c.withUser(c.callTool))
 	mux.HandleFunc("POST /ui/tools/{name}/stream", c.withUser(c.streamCall))
 	mux.HandleFunc("GET /ui/approvals", c.withUser(c.approvalsPage))
 	mux.HandleFunc("GET /ui/approvals/events", c.withUser(c.approvalEvents))
+	mux.HandleFunc("GET /ui/approvals/{id}", c.withUser(c.approvalPage))
 	mux.HandleFunc("POST /ui/approvals/{id}", c.withUser(c.decide))
 	mux.HandleFunc("GET /ui/status", c.withUser(c.statusPage))
 	mux.HandleFunc("GET /ui/history", c.withUser(c.historyPage))
@@ -328,7 +375,7 @@ func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/ui/", http.StatusSeeOther)
 		return
 	}
-	c.render(w, r, nil, http.StatusOK, "login", nil)
+	c.render(w, r, nil, http.StatusOK, "login", map[string]any{"Open": c.opts.Open})
 }
 
 func (c *Console) login(w http.ResponseWriter, r *http.Request) {

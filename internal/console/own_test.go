@@ -146,8 +146,11 @@ func TestOperatorConfirmsOwnCall(t *testing.T) {
 
 	code, page = op.do("POST", "/ui/approvals/"+own, url.Values{"decision": {"approve"}})
 	decided := article(page, own)
-	if code != 200 || !strings.Contains(decided, "executed") || !strings.Contains(decided, dispatch.ReasonOperatorOwn) || !strings.Contains(decided, "deployed web") {
-		t.Errorf("confirm = %d; the entry shows:\n%s\nwant executed, %q, the output", code, decided, dispatch.ReasonOperatorOwn)
+	if code != 200 || !strings.Contains(decided, "executed") || !strings.Contains(decided, dispatch.ReasonOperatorOwn) || strings.Contains(decided, "deployed web") {
+		t.Errorf("confirm = %d; the entry shows:\n%s\nwant one line: executed, %q, no output", code, decided, dispatch.ReasonOperatorOwn)
+	}
+	if code, page = op.do("GET", "/ui/approvals/"+own, nil); code != 200 || !strings.Contains(page, "deployed web") || !strings.Contains(page, dispatch.ReasonOperatorOwn) {
+		t.Errorf("the decided approval's page = %d; want its output and reason:\n%s", code, page)
 	}
 	if a, err := d.Approval(own); err != nil || a.DecisionReason != dispatch.ReasonOperatorOwn || a.Decider != "operator" {
 		t.Errorf("approval = %+v, %v", a, err)

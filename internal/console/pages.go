@@ -12,34 +12,45 @@ import (
 	"sync"
 	"time"
 
-	"github.com/toolagent/toolagent/internal/audit"
 	"github.com/toolagent/toolagent/internal/catalog"
 	"github.com/toolagent/toolagent/internal/dispatch"
 	"github.com/toolagent/toolagent/internal/hldp"
 )
 
+// catalogPage lists the tools on the session's surface, the callable
+// first, filtered by status and tag (?status=, ?tag=), with the intent
+// search (?q=, the matcher's 1–3 candidates).
 func (c *Console) catalogPage(w http.ResponseWriter, r *http.Request, s *session) {
 	snap := c.store.Load()
-	data := map[string]any{}
 	if snap == nil {
 		c.render(w, r, s, http.StatusServiceUnavailable, "error", map[string]any{"Message": c.t(r, s, "err.notloaded")})
 		return
 	}
+	q := r.URL.Query()
+	status, tag := q.Get("status"), q.Get("tag")
 	sf := s.user.surface()
-	var enabled, other []catalog.ToolView
+	var callable, other []catalog.ToolView
+	tags, statuses := map[string]bool{}, map[string]bool{}
 	for _, e := range sf.Filter(snap.All()) {
 		v := e.View(false)
+		for _, t := range v.Tags {
+			tags[t] = true
+		}
+		statuses[string(v.Status)] = true
+		if (status != "" && string(v.Status) != status) || (tag != "" && !slices.Contains(v.Tags, tag)) {
+			continue
+		}
 		if e.Status.Callable() {
-			enabled = append(enabled, v)
+			callable = append(callable, v)
 		} else {
 			other = append(other, v)
 		}
 	}
-	data["Tools"], data["Other"], data["Revision"] = enabled, other, snap.Rev()
-	if q := strings.TrimSpace(r.URL.Query().Get("q")); q != "" {
-		data["Query"] = q
-		m := snap.MatchIntentOn(q, catalog.MaxCandidates, sf)
-		data["Match"] = m
+	data := map[string]any{"Tools": append(callable, other...), "Revision": snap.Rev(), "Status": status, "Tag": tag,
+		"Tags": slices.Sorted(mapsKeys(tags)), "Statuses": slices.Sorted(mapsKeys(statuses)), "Total": snap.Len()}
+	if qs := strings.TrimSpace(q.Get("q")); qs != "" {
+		data["Query"] = qs
+		data["Match"] = snap.MatchIntentOn(qs, catalog.MaxCandidates, sf)
 	}
 	c.render(w, r, s, http.StatusOK, "catalog", data)
 }
@@ -97,34 +108,6 @@ func (c *Console) lookup(s *session, name string) (*catalog.Snapshot, catalog.En
 
 func (c *Console) toolPage(w http.ResponseWriter, r *http.Request, s *session) {
 	c.showTool(w, r, s, http.StatusOK, nil, nil)
-}
-
-func (c *Console) showTool(w http.ResponseWriter, r *http.Request, s *session, code int, sent map[string]string, res *dispatch.Result) {
-	name := r.PathValue("name")
-	_, e, ok := c.lookup(s, name)
-	if !ok {
-		c.render(w, r, s, http.StatusNotFound, "error", map[string]any{"Message": fmt.Sprintf(c.t(r, s, "err.notool"), name)})
-		return
-	}
-	v := e.View(true)
-	data := map[string]any{"Tool": v, "Definition": pretty(v)}
-	if c.opts.Source != nil && e.File != "" {
-		if b, err := c.opts.Source(e.File); err == nil && len(b) <= maxFileShown {
-			data["File"] = string(b)
-		}
-	}
-	if c.opts.Links != nil {
-		data["CommitURL"], data["FileURL"] = c.opts.Links(e.Rev, e.File)
-	}
-	if e.Tool != nil {
-		data["Fields"] = formFields(e.Tool, sent)
-		data["Schema"] = pretty(json.RawMessage(e.Tool.InputSchema()))
-	}
-	if res != nil {
-		data["Result"] = res
-		data["ResultJSON"] = pretty(res)
-	}
-	c.render(w, r, s, code, "tool", data)
 }
 
 // maxFileShown bounds the definition file a tool page shows.
@@ -236,96 +219,6 @@ func (c *Console) streamCall(w http.ResponseWriter, r *http.Request, s *session)
 
 // DoorConsole is the door of calls and decisions made in the console.
 const DoorConsole = "console"
-
-// approvalView is one approval as the page shows it.
-type approvalView struct {
-	dispatch.Approval
-	ParamsJSON string
-	EditedJSON string
-	ResultJSON string
-	Changes    []change
-	TimeLeft   string
-	Pending    bool
-	// Own: the session's operator asked for this call; the page offers
-	// "Confirm and run" (the call as asked) instead of Approve.
-	Own bool
-}
-
-// change is one param an approver edited: asked vs approved.
-type change struct{ Name, Asked, Approved string }
-
-func diffParams(asked, edited map[string]any) []change {
-	if edited == nil {
-		return nil
-	}
-	names := map[string]bool{}
-	for k := range asked {
-		names[k] = true
-	}
-	for k := range edited {
-		names[k] = true
-	}
-	var out []change
-	for _, k := range slices.Sorted(mapsKeys(names)) {
-		a, _ := json.Marshal(asked[k])
-		b, _ := json.Marshal(edited[k])
-		if !bytes.Equal(a, b) {
-			_, inA := asked[k]
-			_, inB := edited[k]
-			ch := change{Name: k, Asked: string(a), Approved: string(b)}
-			if !inA {
-				ch.Asked = "—"
-			}
-			if !inB {
-				ch.Approved = "—"
-			}
-			out = append(out, ch)
-		}
-	}
-	return out
-}
-
-func view(a dispatch.Approval, u User, now time.Time) approvalView {
-	v := approvalView{Approval: a, Pending: a.Status == "pending", Own: u.owns(a)}
-	v.ParamsJSON = pretty(a.Params)
-	if a.EditedParams != nil {
-		v.EditedJSON = pretty(a.EditedParams)
-		v.Changes = diffParams(a.Params, a.EditedParams)
-	}
-	if len(a.Result) > 0 {
-		var buf bytes.Buffer
-		if json.Indent(&buf, a.Result, "", "  ") == nil {
-			v.ResultJSON = buf.String()
-		}
-	}
-	if v.Pending {
-		v.TimeLeft = a.ExpiresAt.Sub(now).Round(time.Second).String()
-	}
-	return v
-}
-
-func (c *Console) approvalLists(s *session) (pending, decided []approvalView, err error) {
-	list, err := c.be.ApprovalsOn(false, s.user.surface())
-	if err != nil {
-		return nil, nil, err
-	}
-	now := time.Now()
-	for _, a := range list {
-		if !s.user.CanApprove && a.Caller != s.user.Name {
-			continue // a caller sees its own calls only, as at the API
-		}
-		if a.Status == "pending" {
-			pending = append(pending, view(a, s.user, now))
-		} else {
-			decided = append(decided, view(a, s.user, now))
-		}
-	}
-	slices.Reverse(decided) // newest first
-	if len(decided) > 50 {
-		decided = decided[:50]
-	}
-	return pending, decided, nil
-}
 
 func (c *Console) approvalsPage(w http.ResponseWriter, r *http.Request, s *session) {
 	c.showApprovals(w, r, s, http.StatusOK, nil)
@@ -460,95 +353,6 @@ func jsonEqual(a, b []byte) bool {
 	xa, _ := json.Marshal(x)
 	ya, _ := json.Marshal(y)
 	return bytes.Equal(xa, ya)
-}
-
-func (c *Console) statusPage(w http.ResponseWriter, r *http.Request, s *session) {
-	data := map[string]any{"Version": c.opts.Version, "Sandbox": c.opts.Sandbox}
-	if c.opts.Status != nil {
-		st := c.opts.Status()
-		data["Status"], data["StatusJSON"] = st, pretty(st)
-	}
-	if snap := c.store.Load(); snap != nil {
-		counts := snap.Counts()
-		data["Counts"] = map[string]int{"enabled": counts[catalog.Enabled], "stale": counts[catalog.Stale], "failed": counts[catalog.Failed], "disabled": counts[catalog.Disabled], "untrusted": counts[catalog.Untrusted]}
-		// The reload's problems, file:line, of the tools this session sees.
-		var problems []string
-		for _, e := range s.user.surface().Filter(snap.All()) {
-			if e.LoadErr != nil {
-				problems = append(problems, e.LoadErr.Error())
-			}
-		}
-		data["Problems"] = problems
-	}
-	if c.opts.Executors != nil {
-		data["Executors"] = c.opts.Executors()
-	}
-	if c.opts.LastWebhook != nil {
-		if at, result := c.opts.LastWebhook(); !at.IsZero() {
-			data["Webhook"] = at.UTC().Format(time.RFC3339) + ": " + result
-		} else {
-			data["Webhook"] = "—"
-		}
-	}
-	c.render(w, r, s, http.StatusOK, "status", data)
-}
-
-// historyRow is one audit record as the history page shows it.
-type historyRow struct {
-	Time, Kind, Tool, Caller, Door, Status, Exit, Duration, Revision, ApprovalID, RunID string
-}
-
-// historyPage lists recent calls and decisions from the audit trail,
-// filtered by tool, caller and status; a session sees only the tools on
-// its surface, and a caller without the approve role only its own calls.
-func (c *Console) historyPage(w http.ResponseWriter, r *http.Request, s *session) {
-	if c.opts.History == nil {
-		c.render(w, r, s, http.StatusOK, "error", map[string]any{"Message": c.t(r, s, "err.nohistory")})
-		return
-	}
-	q := r.URL.Query()
-	f := audit.Filter{Tool: q.Get("tool"), Caller: q.Get("caller"), Status: q.Get("status")}
-	if !s.user.CanApprove {
-		f.Caller = s.user.Name
-	}
-	recs, err := c.opts.History.Recent(f, 500)
-	if err != nil {
-		c.render(w, r, s, http.StatusInternalServerError, "error", map[string]any{"Message": err.Error()})
-		return
-	}
-	snap := c.store.Load()
-	sf := s.user.surface()
-	var rows []historyRow
-	for _, rec := range recs {
-		tool := rec.Str("tool")
-		if len(sf) > 0 {
-			var t *hldp.Tool
-			if snap != nil {
-				if e, ok := snap.Lookup(tool); ok {
-					t = e.Tool
-				}
-			}
-			if !sf.Allows(tool, t) {
-				continue
-			}
-		}
-		row := historyRow{Time: rec.Str("time"), Kind: rec.Str("msg"), Tool: tool, Caller: rec.Str("caller"), Door: rec.Str("door"),
-			Status: rec.Str("status"), Revision: rec.Str("revision"), ApprovalID: rec.Str("approval_id"), RunID: rec.Str("run_id")}
-		if row.Kind == "approval" {
-			row.Status, row.Caller = rec.Str("event"), rec.Str("decided_by")
-		}
-		if v, ok := rec["exit_code"].(float64); ok {
-			row.Exit = strconv.Itoa(int(v))
-		}
-		if v, ok := rec["duration_ms"].(float64); ok {
-			row.Duration = strconv.Itoa(int(v)) + " ms"
-		}
-		rows = append(rows, row)
-		if len(rows) == 100 {
-			break
-		}
-	}
-	c.render(w, r, s, http.StatusOK, "history", map[string]any{"Rows": rows, "Filter": f})
 }
 
 // runPage shows a recent call's result as it came, to its caller, or to

@@ -8,6 +8,9 @@ import (
 	"maps"
 	"net/http"
 	"strings"
+	"time"
+
+	"github.com/toolagent/toolagent/internal/dispatch"
 )
 
 // messages are the interface texts, by language; tool data is shown as
@@ -37,8 +40,20 @@ var messages = map[string]map[string]string{
 		"nav_history": "History", "tags": "Tags", "executors": "Executors", "on_server": "on the git server", "webhook": "Last push webhook", "err.norun": "no such call is kept (the console keeps the last 256 results)", "problems": "Files that do not load", "time": "Time", "kind": "Kind", "caller": "Caller", "filter": "Filter",
 		"err.nohistory": "this daemon keeps no audit file",
 		"confirm":       "Confirm and run", "withdraw": "Withdraw", "approval": "Approval",
-		"own_help": "You asked for this call yourself. Check what will run; confirming runs it exactly as asked, with these params.",
-		"err.own":  "refused: you asked for this call, and only the operator confirms their own calls; sign in as the operator (the one-time link the daemon printed, or the token in STATE/operator.token), or ask another approver",
+		"own_help":  "You asked for this call yourself. Check what will run; confirming runs it exactly as asked, with these params.",
+		"err.own":   "refused: you asked for this call, and only the operator confirms their own calls; sign in as the operator (the one-time link the daemon printed, or the token in STATE/operator.token), or ask another approver",
+		"nohistory": "history unavailable: this daemon does not read the tools' git history", "err.noapproval": "no such approval request",
+		"err.operator": "refused: only the operator may do this; sign in with the operator token (STATE/operator.token) or the one-time link the daemon printed",
+		"all":          "all", "policy": "Policy", "timeout": "timeout", "max_output": "output up to", "require_confirm": "every call needs an approval",
+		"requires": "Requires", "examples": "Examples", "why": "Why", "type": "Type", "default": "Default",
+		"git_history": "History in git", "from": "From", "to": "To", "author": "Author", "message": "Message",
+		"signed_unchecked": "signed (not checked: no trust policy)", "compare": "Compare the two chosen revisions",
+		"log_more": "Older commits are not listed.", "recent_calls": "Recent calls", "nodiff": "No change in this folder between these revisions.",
+		"newer": "newer", "older": "older", "page": "page", "dups": "the same call asked more than once", "age": "Asked",
+		"expires": "Expires", "ago": "ago", "in": "in", "expired": "expired", "cannot_decide": "You cannot decide this call: it waits for an approver.",
+		"details": "details", "note": "Note", "source": "Source", "last_sync": "Last sync", "next_sync": "Next sync",
+		"sync_now": "Sync now", "command": "Will run", "diff_cut": "The diff is longer than this page shows; it is cut here", "sync_done": "Synced.", "sync_asked": "Sync asked; it is still running.", "host": "This host",
+		"open_help": "Anonymous visitors can use this console on the loopback default; sign in as the operator with the one-time link the daemon printed at start, or with a token.",
 	},
 	"zh": {
 		"title": "toolagent 控制台", "nav_catalog": "工具目录", "nav_approvals": "审批", "nav_status": "状态",
@@ -64,8 +79,20 @@ var messages = map[string]map[string]string{
 		"nav_history": "历史", "tags": "标签", "executors": "执行器", "on_server": "在 git 服务器上查看", "webhook": "最近一次推送 webhook", "err.norun": "没有保留这次调用的结果（控制台只保留最近 256 个结果）", "problems": "无法加载的文件", "time": "时间", "kind": "类别", "caller": "调用者", "filter": "筛选",
 		"err.nohistory": "本守护进程没有审计文件",
 		"confirm":       "确认并执行", "withdraw": "撤回", "approval": "审批",
-		"own_help": "这是你自己发起的调用。请核对将要执行的内容；确认后它将完全按原参数执行。",
-		"err.own":  "已拒绝：这是你自己发起的调用，只有操作员可以确认自己的调用；请以操作员身份登录（守护进程打印的一次性链接，或 STATE/operator.token 中的令牌），或请其他审批人决定",
+		"own_help":  "这是你自己发起的调用。请核对将要执行的内容；确认后它将完全按原参数执行。",
+		"err.own":   "已拒绝：这是你自己发起的调用，只有操作员可以确认自己的调用；请以操作员身份登录（守护进程打印的一次性链接，或 STATE/operator.token 中的令牌），或请其他审批人决定",
+		"nohistory": "没有历史：本守护进程不读取工具的 git 历史", "err.noapproval": "没有这个审批请求",
+		"err.operator": "已拒绝：只有操作员可以这样做；请用操作员令牌（STATE/operator.token）或守护进程打印的一次性链接登录",
+		"all":          "全部", "policy": "策略", "timeout": "超时", "max_output": "输出上限", "require_confirm": "每次调用都需要审批",
+		"requires": "依赖", "examples": "示例", "why": "缘由", "type": "类型", "default": "默认值",
+		"git_history": "git 历史", "from": "从", "to": "到", "author": "作者", "message": "说明",
+		"signed_unchecked": "已签名（未校验：没有信任策略）", "compare": "比较选中的两个版本",
+		"log_more": "更早的提交没有列出。", "recent_calls": "最近的调用", "nodiff": "这两个版本之间此目录没有变化。",
+		"newer": "较新", "older": "较早", "page": "第", "dups": "同一调用被请求了多次", "age": "发起于",
+		"expires": "过期时间", "ago": "前", "in": "还有", "expired": "已过期", "cannot_decide": "你不能决定这个调用：它在等待审批人。",
+		"details": "详情", "note": "备注", "source": "来源", "last_sync": "上次同步", "next_sync": "下次同步",
+		"sync_now": "立即同步", "command": "将执行", "diff_cut": "差异太长，此处截断", "sync_done": "已同步。", "sync_asked": "已请求同步，仍在进行中。", "host": "本机",
+		"open_help": "在默认的本机回环地址上，匿名访客可以使用控制台；用守护进程启动时打印的一次性链接或令牌以操作员身份登录。",
 	},
 }
 
@@ -99,10 +126,22 @@ func (c *Console) t(r *http.Request, s *session, key string) string {
 	return messages[c.lang(r, s)][key]
 }
 
-var pages = []string{"login", "catalog", "tool", "approvals", "status", "history", "run", "error"}
+var pages = []string{"login", "catalog", "tool", "diff", "approvals", "approval", "status", "history", "run", "error"}
 
 func parseTemplates() map[string]*template.Template {
-	funcs := template.FuncMap{"join": strings.Join}
+	funcs := template.FuncMap{"join": strings.Join, "when": localTime, "short": shortHash, "first": firstLine,
+		"since":  func(t time.Time) string { s, _ := ago(time.Now(), t); return s },
+		"future": func(t time.Time) bool { _, f := ago(time.Now(), t); return f },
+		"iso":    func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+		"anon":   func(u User) bool { return u.Name == dispatch.Anonymous && !u.Operator },
+		"dict": func(kv ...any) map[string]any {
+			m := map[string]any{}
+			for i := 0; i+1 < len(kv); i += 2 {
+				m[kv[i].(string)] = kv[i+1]
+			}
+			return m
+		},
+	}
 	out := map[string]*template.Template{}
 	for _, p := range pages {
 		out[p] = template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/result.html", "templates/"+p+".html"))

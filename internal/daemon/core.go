@@ -77,6 +77,11 @@ type core struct {
 	// store, where auditPG keeps it in the database.
 	auditFile *audit.File
 	auditPG   *audit.PG
+	// trust checks signatures (nil without a trust policy); the console
+	// shows who signed each commit of a tool's history with it.
+	trust *trustGate
+	// logs keeps the tool histories the console showed.
+	logs logCache
 }
 
 // history is where the console reads the audit trail, or nil.
@@ -364,6 +369,7 @@ func newCore(cfg Config, log *slog.Logger, mode approvalMode) (_ *core, err erro
 		cfg: cfg, log: log, setup: c, sandbox: sb, reg: reg, store: store, execs: execs, disp: disp,
 		loop: loop, trigger: trigger, watchDir: src.watchDir, health: hc, src: src,
 		approvals: ap, db: db, slots: slots, broadcast: bc, auditFile: af, auditPG: apg, runs: runs, runReg: runReg, saver: saver, notifier: an, feedback: fb,
+		trust: tg,
 	}, nil
 }
 

@@ -144,6 +144,7 @@ func New(cfg Config) (_ *Daemon, err error) {
 			}
 			return fs.ReadFile(t.FS(), file)
 		},
+		ToolLog: cr.toolLog, ToolDiff: cr.toolDiff, Sync: cr.syncer().Poke, Facts: cr.consoleFacts(func() string { return d.url }),
 		Links:   forgeLinks(cfg.Repo, cfg.ToolsPath),
 		Version: Version(),
 		Sandbox: sandboxLine(sandboxStatus(cr.sandbox)),

@@ -76,6 +76,17 @@ func (d *Dispatcher) Approval(id string) (Approval, error) {
 	return d.opts.Approvals.Get(id)
 }
 
+// MayApprove reports whether by may approve a as asked (nil), or why
+// not: the approval store's rules (approval.Queue.MayApprove), asked
+// without deciding, so that a page shows Approve or Confirm only to who
+// may use it. The role is the caller's to check, as for Decide.
+func (d *Dispatcher) MayApprove(a Approval, by Decider) error {
+	if d.opts.Approvals == nil {
+		return ErrNoApprovals
+	}
+	return d.opts.Approvals.MayApprove(a, by)
+}
+
 // onSurface reports whether the approval's tool is on sf (judged by the
 // tool's current definition; a tool gone from the catalog is judged by
 // its name alone).

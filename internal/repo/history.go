@@ -233,20 +233,29 @@ func (t *Tree) Commit(hash string) (Commit, error) {
 	if err != nil {
 		return Commit{}, err
 	}
+	data, err := commitPayload(c)
+	if err != nil {
+		return Commit{}, err
+	}
+	return Commit{Hash: hash, When: c.Committer.When, Signature: c.PGPSignature, Payload: data}, nil
+}
+
+// commitPayload is c without its signature: the bytes that were signed.
+func commitPayload(c *object.Commit) ([]byte, error) {
 	payload := &plumbing.MemoryObject{}
 	if err := c.EncodeWithoutSignature(payload); err != nil {
-		return Commit{}, fmt.Errorf("encode commit %s: %w", hash, err)
+		return nil, fmt.Errorf("encode commit %s: %w", c.Hash, err)
 	}
 	r, err := payload.Reader()
 	if err != nil {
-		return Commit{}, err
+		return nil, err
 	}
 	defer r.Close()
 	data, err := io.ReadAll(r)
 	if err != nil {
-		return Commit{}, fmt.Errorf("encode commit %s: %w", hash, err)
+		return nil, fmt.Errorf("encode commit %s: %w", c.Hash, err)
 	}
-	return Commit{Hash: hash, When: c.Committer.When, Signature: c.PGPSignature, Payload: data}, nil
+	return data, nil
 }
 
 // OpenCheckout returns the tree of dir, a folder of a git work tree, at
