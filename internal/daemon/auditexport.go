@@ -1,7 +1,11 @@
 package daemon
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/url"
@@ -129,4 +133,55 @@ func auditExporters(cfg Config, state string, db *pgstore.DB, log *slog.Logger) 
 		add("otlp", &audit.OTLPSink{URL: o.Endpoint})
 	}
 	return out, nil
+}
+
+// AuditCommand is `toolagent audit verify|export` (cmd/toolagent wraps
+// it). verify checks the shared store's hash chain and prints the row
+// count and head hash (an error names where the chain breaks). export
+// writes the trail as JSON lines: on the shared store without --follow,
+// every row with its hashes (as kept); with --follow (or on the file
+// store), each record with its seq, then, with --follow, new ones as they
+// come, resuming after the seq kept in cursorFile.
+func AuditCommand(ctx context.Context, cfg Config, verb string, w io.Writer, follow bool, cursorFile string) error {
+	if verb == "verify" || (verb == "export" && !follow && cursorFile == "" && cfg.Store != "files") {
+		db, err := OpenStore(cfg)
+		if err != nil {
+			return fmt.Errorf("audit %s: %w", verb, err)
+		}
+		defer db.Close()
+		if verb == "export" {
+			_, err := audit.Export(ctx, db, w)
+			return err
+		}
+		res, err := audit.Verify(ctx, db)
+		if err != nil {
+			return err
+		}
+		b, _ := json.MarshalIndent(res, "", "  ")
+		fmt.Fprintln(w, string(b))
+		if res.Broken != "" {
+			return errors.New("audit verify: the chain is broken: " + res.Broken)
+		}
+		return nil
+	}
+	var src audit.Source
+	if cfg.Store == "files" {
+		p := host.Paths{State: cfg.State, Tools: "-"}
+		if err := p.Resolve(cfg.getenv); err != nil {
+			return err
+		}
+		src = &audit.FileSource{Dir: host.AuditDir(p.State)}
+	} else {
+		db, err := OpenStore(cfg)
+		if err != nil {
+			return fmt.Errorf("audit export: %w", err)
+		}
+		defer db.Close()
+		src = audit.PGSource{DB: db}
+	}
+	var cur *audit.FileCursor
+	if cursorFile != "" {
+		cur = &audit.FileCursor{Path: cursorFile}
+	}
+	return audit.Follow(ctx, src, cur, w, follow, cfg.AuditExport.Poll)
 }
