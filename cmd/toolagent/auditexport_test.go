@@ -66,6 +66,13 @@ func newSyslogServer(t *testing.T) *syslogServer {
 	return s
 }
 
+// all returns every message received.
+func (s *syslogServer) all() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return []byte(strings.Join(s.msgs, "\n"))
+}
+
 // seqs returns the seq of every record received, in order.
 func (s *syslogServer) seqs(t *testing.T) []int64 {
 	s.mu.Lock()
