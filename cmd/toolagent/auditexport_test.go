@@ -15,7 +15,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/toolagent/toolagent/internal/audit"
+	"github.com/toolagent/toolagent/internal/pgstore"
+	"github.com/toolagent/toolagent/internal/pgstore/pgtest"
 )
 
 // syslogServer is a syslog receiver on loopback (TCP) that parses
@@ -115,10 +119,22 @@ const hiTool = "intent: say hi\nmethod: run\nexecutor: shell\nargv: [echo, hi]\n
 // lost, and what came twice is at most one batch (the in-flight window
 // the cursor had not recorded yet).
 func TestAuditExportSyslogAcrossRestart(t *testing.T) {
+	t.Run("files", func(t *testing.T) { testExportAcrossRestart(t, "") })
+	t.Run("postgres", func(t *testing.T) { testExportAcrossRestart(t, pgtest.URL(t)) })
+}
+
+func testExportAcrossRestart(t *testing.T, dbURL string) {
 	rcv := newSyslogServer(t)
 	tools, state := t.TempDir(), t.TempDir()
 	putTool(t, tools, "hi", testTool("hi", hiTool))
 	env := map[string]string{"TOOLAGENT_AUDIT_EXPORT": fmt.Sprintf("{syslog: {address: %q}, poll: 20ms}", rcv.addr)}
+	store := []string{"--store", "files"}
+	trailSeqs := func(t *testing.T, state string) []int64 { return trailSeqs(t, state) }
+	if dbURL != "" {
+		env["TOOLAGENT_STORE_URL"] = dbURL
+		store = []string{"--store", "postgres"}
+		trailSeqs = func(t *testing.T, _ string) []int64 { return dbSeqs(t, dbURL) }
+	}
 	burst := func(d *liveDaemon, n int) {
 		var wg sync.WaitGroup
 		for range 4 {
@@ -133,7 +149,7 @@ func TestAuditExportSyslogAcrossRestart(t *testing.T) {
 		}
 		wg.Wait()
 	}
-	d := startDaemon(t, env, "--tools", tools, "--state", state)
+	d := startDaemon(t, env, append(store, "--tools", tools, "--state", state)...)
 	// The daemon stops while calls run and the exporter sends.
 	stopped := make(chan struct{})
 	go func() {
@@ -161,11 +177,11 @@ func TestAuditExportSyslogAcrossRestart(t *testing.T) {
 	<-stopped
 	wg.Wait()
 	t.Logf("records before the restart: %d, received: %d", len(trailSeqs(t, state)), len(rcv.seqs(t)))
-	d = startDaemon(t, env, "--tools", tools, "--state", state)
+	d = startDaemon(t, env, append(store, "--tools", tools, "--state", state)...)
 	burst(d, 40)
-	want := trailSeqs(t, state)
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
+		want := trailSeqs(t, state)
 		got := map[int64]int{}
 		for _, s := range rcv.seqs(t) {
 			got[s]++
@@ -196,15 +212,34 @@ func TestAuditExportSyslogAcrossRestart(t *testing.T) {
 	}
 }
 
+// dbSeqs reads the seq of every row of toolagent_audit.
+func dbSeqs(t *testing.T, url string) []int64 {
+	t.Helper()
+	db, err := pgstore.Open(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Pool.Query(t.Context(), `SELECT seq FROM toolagent_audit ORDER BY seq`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seqs, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return seqs
+}
+
 // runFollow runs `audit export --follow` in-process until it has written
 // n lines, then stops it, and returns its lines.
-func runFollow(t *testing.T, n int, args ...string) []string {
+func runFollow(t *testing.T, env map[string]string, n int, args ...string) []string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	out := &syncBuffer{}
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, append([]string{"audit", "export", "--follow"}, args...), func(string) string { return "" }, strings.NewReader(""), out, io.Discard)
+		done <- run(ctx, append([]string{"audit", "export", "--follow"}, args...), func(k string) string { return env[k] }, strings.NewReader(""), out, io.Discard)
 	}()
 	pollUntil(t, fmt.Sprintf("%d exported lines", n), func() bool { return strings.Count(out.String(), "\n") >= n })
 	cancel()
@@ -218,18 +253,25 @@ func runFollow(t *testing.T, n int, args ...string) []string {
 // --cursor-file F` on the file store writes every record as a JSON line
 // and, run again, goes on after the last one it wrote: each record once.
 func TestAuditExportFollowResumes(t *testing.T) {
+	t.Run("files", func(t *testing.T) { testFollowResumes(t, nil, "--store", "files") })
+	t.Run("postgres", func(t *testing.T) {
+		testFollowResumes(t, map[string]string{"TOOLAGENT_STORE_URL": pgtest.URL(t)}, "--store", "postgres")
+	})
+}
+
+func testFollowResumes(t *testing.T, env map[string]string, store ...string) {
 	tools, state := t.TempDir(), t.TempDir()
 	putTool(t, tools, "hi", testTool("hi", hiTool))
-	d := startDaemon(t, nil, "--tools", tools, "--state", state)
+	d := startDaemon(t, env, append(store, "--tools", tools, "--state", state)...)
 	for range 5 {
 		d.call(t, "hi", nil)
 	}
 	cursor := filepath.Join(t.TempDir(), "cursor")
-	first := runFollow(t, 5, "--state", state, "--cursor-file", cursor)
+	first := runFollow(t, env, 5, append(store, "--state", state, "--cursor-file", cursor)...)
 	for range 3 {
 		d.call(t, "hi", nil)
 	}
-	second := runFollow(t, 3, "--state", state, "--cursor-file", cursor)
+	second := runFollow(t, env, 3, append(store, "--state", state, "--cursor-file", cursor)...)
 	all := append(first, second...)
 	if len(all) != 8 {
 		t.Fatalf("%d lines in two runs; want 8:\n%s", len(all), strings.Join(all, "\n"))
