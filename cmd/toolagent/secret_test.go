@@ -10,14 +10,21 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/toolagent/toolagent/internal/dispatch"
+	"github.com/toolagent/toolagent/internal/pgstore"
+	"github.com/toolagent/toolagent/internal/pgstore/pgtest"
 )
 
 // secretTool passes its secret param to the tool as an argument; the
@@ -70,6 +77,11 @@ func (r *recorder) server(t *testing.T) string {
 // A held call keeps the value in memory alone: approved after a restart,
 // it does not run and says to ask again; an approver cannot edit it.
 func TestSecretParamNeverLeaves(t *testing.T) {
+	t.Run("files", func(t *testing.T) { testSecretNeverLeaves(t, "") })
+	t.Run("postgres", func(t *testing.T) { testSecretNeverLeaves(t, pgtest.URL(t)) })
+}
+
+func testSecretNeverLeaves(t *testing.T, dbURL string) {
 	const secret = "s3cr3t-VALUE-7f1c9e2a"
 	sum := sha256.Sum256([]byte(secret))
 	wantOut := hex.EncodeToString(sum[:]) + "  -\n"
@@ -85,12 +97,16 @@ func TestSecretParamNeverLeaves(t *testing.T) {
 		"TOOLAGENT_APPROVAL_NOTIFY": fmt.Sprintf(`{ops: {url: %q, format: json}}`, hookURL),
 		"TOOLAGENT_AUDIT_EXPORT":    fmt.Sprintf(`{syslog: {address: %q}, otlp: {endpoint: %q}, poll: 20ms}`, rcv.addr, otlpURL+"/v1/logs"),
 	}
+	store := "files"
+	if dbURL != "" {
+		env["TOOLAGENT_STORE_URL"], store = dbURL, "postgres"
+	}
 	var stdout, logs syncBuffer
 	start := func() (*liveDaemon, func()) {
 		ctx, cancel := context.WithCancel(context.Background())
 		p := &inProcess{name: "serve", logs: &syncBuffer{}, done: make(chan error, 1), cancel: cancel}
 		go func() {
-			p.done <- run(ctx, []string{"serve", "--listen", "127.0.0.1:0", "--log-format", "json", "--tools", tools, "--state", state},
+			p.done <- run(ctx, []string{"serve", "--listen", "127.0.0.1:0", "--log-format", "json", "--tools", tools, "--state", state, "--store", store},
 				func(k string) string { return env[k] }, strings.NewReader(""), &stdout, io.MultiWriter(p.logs, &logs))
 		}()
 		pollUntil(t, "the listening line", func() bool {
@@ -178,15 +194,51 @@ func TestSecretParamNeverLeaves(t *testing.T) {
 	}
 	req(bobToken, "GET", "/metrics", "")
 
+	// Through MCP, and what the console shows.
+	cs, err := mcpClient(make(chan struct{}, 1)).Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: d.url + "/mcp", HTTPClient: &http.Client{Transport: bearer{aliceCallToken, http.DefaultTransport}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, _ := callText(t, cs, "login", map[string]any{"user": "alice", "token": secret})
+	answers.add([]byte(text))
+	if !strings.Contains(text, wantOut[:64]) {
+		t.Errorf("MCP call: %s; want the tool run with the secret", text)
+	}
+	text, _ = callText(t, cs, "login-held", map[string]any{"user": "mcp", "token": secret})
+	answers.add([]byte(text))
+	cs.Close()
+	jar, _ := cookiejar.New(nil)
+	browser := &http.Client{Jar: jar}
+	if resp, err := browser.PostForm(d.url+"/ui/login", url.Values{"token": {bobToken}}); err == nil {
+		resp.Body.Close()
+	}
+	for _, page := range []string{"/ui/approvals", "/ui/history", "/ui/runs/" + held.RunID} {
+		resp, err := browser.Get(d.url + page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		answers.add(b)
+		if page == "/ui/approvals" && (resp.StatusCode != 200 || !bytes.Contains(b, []byte("[redacted]"))) {
+			t.Errorf("the console's approvals page: %d; want the held calls, their token [redacted]", resp.StatusCode)
+		}
+	}
+
 	// Everything the export sends arrived (its last record is the last
 	// audit line), then `audit export` reads the trail too.
 	pollUntil(t, "the export to catch up", func() bool {
-		tr := trailSeqs(t, state)
+		var tr []int64
+		if dbURL != "" {
+			tr = dbSeqs(t, dbURL)
+		} else {
+			tr = trailSeqs(t, state)
+		}
 		s := rcv.seqs(t)
 		return len(s) > 0 && s[len(s)-1] == tr[len(tr)-1] && bytes.Contains(sent.bytes(), fmt.Appendf(nil, `{"seq":%d,`, tr[len(tr)-1]))
 	})
 	var exported bytes.Buffer
-	if err := run(t.Context(), []string{"audit", "export", "--state", state}, func(string) string { return "" }, strings.NewReader(""), &exported, io.Discard); err != nil {
+	if err := run(t.Context(), []string{"audit", "export", "--follow=false", "--cursor-file", filepath.Join(t.TempDir(), "c"), "--state", state, "--store", store}, func(k string) string { return env[k] }, strings.NewReader(""), &exported, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Contains(exported.Bytes(), []byte(`"tool":"login-held"`)) {
@@ -205,6 +257,24 @@ func TestSecretParamNeverLeaves(t *testing.T) {
 		}
 		return nil
 	})
+	if dbURL != "" {
+		db, err := pgstore.Open(t.Context(), dbURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		for _, q := range []string{`SELECT doc FROM toolagent_approvals`, `SELECT record FROM toolagent_audit`, `SELECT sink || seq FROM toolagent_audit_export`} {
+			rows, err := db.Pool.Query(t.Context(), q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err != nil || len(got) == 0 {
+				t.Fatalf("%s: %d rows, %v", q, len(got), err)
+			}
+			where["the database: "+q] = []byte(strings.Join(got, "\n"))
+		}
+	}
 	for name, b := range where {
 		if i := bytes.Index(b, []byte(secret)); i >= 0 {
 			t.Errorf("the secret is in %s: …%s…", name, b[max(0, i-200):min(len(b), i+100)])

@@ -23,6 +23,9 @@ func TestSecretParam(t *testing.T) {
 	if !tool.IsSecret("token") || tool.IsSecret("host") || !tool.HasSecrets() {
 		t.Fatalf("secret flags: token %v host %v", tool.IsSecret("token"), tool.IsSecret("host"))
 	}
+	if sch := string(tool.InputSchema()); !strings.Contains(sch, `"token":{"type":"string","writeOnly":true,`) {
+		t.Errorf("input schema %s: want the token writeOnly", sch)
+	}
 	// The parse memo keeps the field.
 	b, err := tool.MarshalBinary()
 	if err != nil {
