@@ -2,49 +2,34 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
+	"flag"
 	"fmt"
 
-	"github.com/toolagent/toolagent/internal/audit"
 	"github.com/toolagent/toolagent/internal/daemon"
 )
 
-// runAudit reads the shared store's audit trail: `audit verify` checks
-// its hash chain (exit status 1 when it is broken, naming the row) and
-// prints the row count and the head hash to keep elsewhere; `audit
-// export` writes every row as a JSON line. Both need store postgres (the
-// file store's STATE/audit/audit.jsonl is a plain log, not a chain).
+// runAudit is `audit verify` (the shared store's hash chain: exit status
+// 1 when it is broken, naming the row) and `audit export [--follow]
+// [--cursor-file F]` (the trail as JSON lines, on either store; with
+// --follow new records as they come, resuming after the cursor's seq):
+// daemon.AuditCommand.
 func runAudit(ctx context.Context, e env, args []string) error {
+	var follow bool
+	var cursor string
+	flags := func(fs *flag.FlagSet) {
+		fs.BoolVar(&follow, "follow", false, "export: keep writing new records as they come (for a log shipper)")
+		fs.StringVar(&cursor, "cursor-file", "", "export: `FILE` keeping the seq of the last record written; start after it")
+	}
 	if len(args) == 0 || args[0] != "verify" && args[0] != "export" {
-		if _, err := loadConfig(e, "audit", args, nil); err != nil {
+		if _, err := loadConfig(e, "audit", args, flags); err != nil {
 			return err // -h prints the usage; a bad flag says so
 		}
 		return usageError{Err: fmt.Errorf("audit: want verify or export")}
 	}
-	verb := args[0]
-	cfg, err := loadConfig(e, "audit", args[1:], nil)
+	cfg, err := loadConfig(e, "audit", args[1:], flags)
 	if err != nil {
 		return err
 	}
 	cfg.Getenv, cfg.Unsetenv = e.getenv, e.unsetenv
-	db, err := daemon.OpenStore(cfg)
-	if err != nil {
-		return fmt.Errorf("audit %s: %w", verb, err)
-	}
-	defer db.Close()
-	if verb == "export" {
-		_, err := audit.Export(ctx, db, e.stdout)
-		return err
-	}
-	res, err := audit.Verify(ctx, db)
-	if err != nil {
-		return err
-	}
-	b, _ := json.MarshalIndent(res, "", "  ")
-	fmt.Fprintln(e.stdout, string(b))
-	if res.Broken != "" {
-		return errors.New("audit verify: the chain is broken: " + res.Broken)
-	}
-	return nil
+	return daemon.AuditCommand(ctx, cfg, args[0], e.stdout, follow, cursor)
 }

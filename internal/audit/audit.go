@@ -64,6 +64,9 @@ type File struct {
 	mu   sync.Mutex
 	f    *os.File
 	size int64
+	// seq is the last record's "seq": every record the file store writes
+	// is numbered, in order, for the export's cursor (export.go).
+	seq int64
 }
 
 // Defaults of Open.
@@ -89,6 +92,7 @@ func Open(dir string, maxBytes int64, keep int) (*File, error) {
 	if err := a.open(); err != nil {
 		return nil, err
 	}
+	a.seq = lastSeq(dir, keep)
 	return a, nil
 }
 
@@ -114,7 +118,8 @@ func (a *File) open() error {
 }
 
 // Write appends one record (slog's JSON handler writes a record with one
-// Write), rotating first when the file would pass maxBytes.
+// Write), numbered with the next "seq", rotating first when the file
+// would pass maxBytes.
 func (a *File) Write(p []byte) (int, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -126,9 +131,25 @@ func (a *File) Write(p []byte) (int, error) {
 			return 0, err
 		}
 	}
-	n, err := a.f.Write(p)
+	if fi, err := a.f.Stat(); err == nil && fi.Size() != a.size {
+		// Another process (toolagent mcp beside the daemon) appended:
+		// number on from its last record.
+		a.size, a.seq = fi.Size(), max(a.seq, lastSeq(a.dir, a.keep))
+	}
+	line := p
+	if len(p) > 1 && p[0] == '{' {
+		// {"seq":N, then the record's own fields.
+		line = append(fmt.Appendf(nil, `{"seq":%d,`, a.seq+1), p[1:]...)
+	}
+	n, err := a.f.Write(line)
 	a.size += int64(n)
-	return n, err
+	if err != nil {
+		return 0, err
+	}
+	if len(line) != len(p) {
+		a.seq++
+	}
+	return len(p), nil
 }
 
 // rotate shifts audit.jsonl.i to .i+1 (dropping the oldest) and starts a

@@ -110,6 +110,7 @@ type Config struct {
 	GatekeeperDefault   string                      `yaml:"gatekeeper.default" env:"TOOLAGENT_GATEKEEPER_DEFAULT" flag:"gatekeeper-default" default:"" usage:"gatekeeper target of the tools that name none (default: main, or the only target)"`
 	GatekeeperTargets   map[string]GatekeeperTarget `yaml:"gatekeeper.targets" env:"TOOLAGENT_GATEKEEPER_TARGETS" flag:"-" default:"" usage:"more gatekeeper targets: NAME: {url, token_file or token_env}"`
 	ApprovalNotify      map[string]NotifyTarget     `yaml:"approval_notify" env:"TOOLAGENT_APPROVAL_NOTIFY" flag:"-" default:"" usage:"who hears of held calls and decisions: NAME: {url or url_env, format json or slack, secret_file or secret_env (json: the HMAC-SHA256 key)}"`
+	AuditExport         AuditExport                 `yaml:"audit_export" env:"TOOLAGENT_AUDIT_EXPORT" flag:"-" default:"" usage:"send the audit trail on, at least once from a kept cursor: {syslog: {address: HOST:PORT, tls: true|false, ca_file: FILE, app_name: NAME}, otlp: {endpoint: URL of OTLP/HTTP logs}, poll: DURATION}"`
 	HlpdURL             string                      `yaml:"hlpd.url" env:"TOOLAGENT_HLPD_URL" flag:"hlpd-url" default:"" usage:"base URL of the HLDP API (hlpd-api executor)"`
 	HlpdToken           string                      `yaml:"-" env:"TOOLAGENT_HLPD_TOKEN" flag:"-" default:"" usage:"token of the HLDP API (environment only)"`
 	HlpdTokenFile       string                      `yaml:"hlpd.token_file" env:"TOOLAGENT_HLPD_TOKEN_FILE" flag:"hlpd-token-file" default:"" usage:"FILE holding the token of the HLDP API"`
@@ -222,6 +223,7 @@ func (c Config) Validate() error {
 	}
 	errs = append(errs, c.validateExecutors()...)
 	errs = append(errs, c.validateNotify()...)
+	errs = append(errs, c.AuditExport.validate()...)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}

@@ -82,6 +82,8 @@ type core struct {
 	trust *trustGate
 	// logs keeps the tool histories the console showed.
 	logs logCache
+	// exporters send the audit trail on (audit_export); serve only.
+	exporters []*audit.Exporter
 }
 
 // history is where the console reads the audit trail, or nil.
@@ -245,6 +247,12 @@ func newCore(cfg Config, log *slog.Logger, mode approvalMode) (_ *core, err erro
 			auditLog = slog.New(slog.NewMultiHandler(log.Handler(), af.Handler())).With(slog.String("log", "audit"))
 		}
 	}
+	var exporters []*audit.Exporter
+	if mode == approvalsRequired {
+		if exporters, err = auditExporters(cfg, c.State, db, log); err != nil {
+			return nil, err
+		}
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	store := new(catalog.Store)
@@ -369,7 +377,8 @@ func newCore(cfg Config, log *slog.Logger, mode approvalMode) (_ *core, err erro
 		cfg: cfg, log: log, setup: c, sandbox: sb, reg: reg, store: store, execs: execs, disp: disp,
 		loop: loop, trigger: trigger, watchDir: src.watchDir, health: hc, src: src,
 		approvals: ap, db: db, slots: slots, broadcast: bc, auditFile: af, auditPG: apg, runs: runs, runReg: runReg, saver: saver, notifier: an, feedback: fb,
-		trust: tg,
+		trust:     tg,
+		exporters: exporters,
 	}, nil
 }
 
@@ -595,6 +604,9 @@ func (cr *core) start(ctx context.Context, g *errgroup.Group) {
 		g.Go(func() error { return cr.src.sched.Run(ctx, cr.trigger) })
 	}
 	g.Go(func() error { return cr.health.Run(ctx, cr.store, cr.loop.Rebuild) })
+	for _, x := range cr.exporters {
+		g.Go(func() error { x.Run(ctx); return nil })
+	}
 	if cr.watchDir != "" {
 		g.Go(func() error {
 			var tr reload.Tracker

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strings"
 	"time"
 
@@ -245,14 +246,28 @@ func (d *Dispatcher) Decide(ctx context.Context, id string, by Decider, approve 
 		if err != nil {
 			return nil, err
 		}
-		params, err := e.Tool.CheckParams(m)
+		if err := checkSecretEdits(e.Tool, m); err != nil {
+			return nil, err
+		}
+		// A secret param keeps its asked value, which the store holds
+		// as hldp.Redacted and this process in memory.
+		m = maps.Clone(m)
+		for _, p := range e.Tool.Params {
+			if v, ok := a.Params[p.Name]; p.Secret && ok {
+				m[p.Name] = v
+			}
+		}
+		held, _ := d.held.get(id)
+		full, _ := withSecrets(e.Tool, m, held)
+		params, err := e.Tool.CheckParams(full)
 		if err != nil {
 			return nil, fmt.Errorf("the edited params do not fit tool %s: %s", e.Tool.Name, strings.Join(splitErrors(err), "; "))
 		}
 		if v := policy.Evaluate(e.Tool, params, policy.ForTool(e.Tool, d.opts.ShellPolicy)); v.Decision == policy.Deny {
 			return nil, fmt.Errorf("the edited params are refused by policy: %s: %s", v.Rule, v.Reason)
 		}
-		return params, nil
+		stored, _ := e.Tool.RedactParams(params)
+		return stored, nil
 	}
 	a, err := st.Decide(id, by, approve, editedParams, validate)
 	if err != nil {
@@ -278,6 +293,7 @@ func (d *Dispatcher) Decide(ctx context.Context, id string, by Decider, approve 
 		slog.String("why", a.Why),
 	}, decisionReason(a)...)...)
 	if !approve {
+		d.held.forget(id)
 		return a, nil, nil
 	}
 	return d.RunApproved(ctx, id)
@@ -323,12 +339,16 @@ func (d *Dispatcher) RunApproved(ctx context.Context, id string) (Approval, *Res
 	}
 	start := d.opts.Now()
 	call := Call{Tool: a.Tool, Caller: a.Caller, Door: a.Door}
+	var tool *hldp.Tool // the definition that runs, once looked up
 	finish := func(r Result, params map[string]any) *Result {
 		if r.DurationMS == 0 && r.ExitCode >= 0 {
 			r.DurationMS = d.opts.Now().Sub(start).Milliseconds()
 		}
 		r.OK = r.Status == Success || r.Status == NoData
 		r.ApprovalID = id
+		var secrets map[string]any
+		params, secrets = tool.RedactParams(params)
+		scrubResult(&r, secrets)
 		d.audit(ctx, call, r, params, d.opts.Now().Sub(start), append([]slog.Attr{
 			slog.String("asked_by", a.Caller), slog.String("decided_by", a.Decider), slog.Time("decided_at", a.DecidedAt)}, decisionReason(a)...)...)
 		return &r
@@ -343,6 +363,7 @@ func (d *Dispatcher) RunApproved(ctx context.Context, id string) (Approval, *Res
 		return a, nil, err
 	}
 	e, lerr := d.callable(a.Tool)
+	tool = e.Tool
 	if lerr != nil {
 		// Not claimed: the tool may come back before the approval expires.
 		r := newResult(a.Tool, e.Tool, e.Rev)
@@ -352,10 +373,21 @@ func (d *Dispatcher) RunApproved(ctx context.Context, id string) (Approval, *Res
 	t := e.Tool
 	r := newResult(a.Tool, t, e.Rev)
 	r.Signed = e.Signed
-	params, perr := t.CheckParams(a.RunParams())
+	held, _ := d.held.get(id)
+	full, missing := withSecrets(t, a.RunParams(), held)
+	if len(missing) > 0 {
+		// Not claimed: a repeat of the call by its caller gives the
+		// values again (Hold keeps them for this approval).
+		r.Status = Error
+		r.Error = fmt.Sprintf("the secret params (%s) of held call %s were kept in the memory of the daemon that held it, which restarted since (or is another replica): they are gone; it must be asked again (the caller repeats the call)", strings.Join(missing, ", "), id)
+		return a, finish(r, nil), nil
+	}
+	params, perr := t.CheckParams(full)
 	hash := "invalid params"
 	if perr == nil {
-		hash = ParamsHash(params)
+		// The approval binds to the params as stored: secrets redacted.
+		stored, _ := t.RedactParams(params)
+		hash = ParamsHash(stored)
 	}
 	ex, ok := d.execs[t.Executor]
 	if !ok {
@@ -392,6 +424,7 @@ func (d *Dispatcher) RunApproved(ctx context.Context, id string) (Approval, *Res
 		d.execute(rctx, ex, executors.Request{Tool: t, Params: params, Rev: e.Rev, Approval: id}, &r)
 	}
 	res := finish(r, params)
+	d.held.forget(id)
 	b, err := json.Marshal(res)
 	if err == nil {
 		claimed, err = st.Complete(id, b)
@@ -431,12 +464,14 @@ const collectWait = 30 * time.Second
 // (claimed once, so it cannot run twice); one that runs is waited for; a
 // stored result is given once. Anything else (pending, denied, void,
 // expired, a store error) is left to Hold.
-func (d *Dispatcher) collect(ctx context.Context, c Call, in approval.Request, r *Result) bool {
+func (d *Dispatcher) collect(ctx context.Context, c Call, in approval.Request, keepSecrets func(approval.Request), r *Result) bool {
 	st := d.opts.Approvals
 	a, ok, err := st.Collect(in)
 	if err != nil || !ok {
 		return false
 	}
+	keepSecrets(a) // a restarted daemon gets the secret values again
+
 	if a.Status == approval.Approved {
 		_, res, err := d.RunApproved(ctx, a.ID)
 		switch {

@@ -116,6 +116,9 @@ type Dispatcher struct {
 
 	mu    sync.Mutex
 	perTo map[string]chan struct{} // "name\x00cap" -> slots
+
+	// held keeps held calls' secret params in memory (secrets.go).
+	held heldSecrets
 }
 
 // New returns a dispatcher over store. execs maps each configured executor
@@ -239,7 +242,16 @@ func NewRunID() string {
 	return hex.EncodeToString(b[:])
 }
 
-func (d *Dispatcher) invoke(ctx context.Context, c Call) (Result, map[string]any) {
+// invoke runs c; it returns the Result and, for the audit line, the
+// params with each secret param's value replaced by hldp.Redacted (the
+// Result's own words are scrubbed of the secret values too).
+func (d *Dispatcher) invoke(ctx context.Context, c Call) (res Result, audited map[string]any) {
+	var tool *hldp.Tool
+	defer func() {
+		var secrets map[string]any
+		audited, secrets = tool.RedactParams(audited)
+		scrubResult(&res, secrets)
+	}()
 	snap := d.store.Load()
 	if snap == nil {
 		r := newResult(c.Tool, nil, "")
@@ -258,6 +270,7 @@ func (d *Dispatcher) invoke(ctx context.Context, c Call) (Result, map[string]any
 		return r, nil
 	}
 	t := e.Tool
+	tool = t
 	raw, err := decodeParams(c.Params)
 	if err != nil {
 		r.Status, r.Error, r.Problems = InvalidParams, err.Error(), []string{err.Error()}
@@ -323,7 +336,15 @@ func (d *Dispatcher) hold(ctx context.Context, c Call, t *hldp.Tool, rev string,
 		}
 		return
 	}
-	in := approval.Request{Tool: t.Name, Revision: rev, Params: params, Caller: c.Caller, Door: c.Door, Why: v.Rule + ": " + v.Reason}
+	// A secret param's value stays in this process (d.held): the store,
+	// the approver and the notifications see hldp.Redacted.
+	stored, secrets := t.RedactParams(params)
+	in := approval.Request{Tool: t.Name, Revision: rev, Params: stored, Caller: c.Caller, Door: c.Door, Why: v.Rule + ": " + v.Reason}
+	keepSecrets := func(a approval.Request) {
+		if secrets != nil {
+			d.held.keep(a.ID, secrets, a.ExpiresAt, d.opts.Now())
+		}
+	}
 	if t.Executor == hldp.Shell || t.Executor == hldp.Gatekeeper {
 		// Once approved, the call runs with the tool's declared grant;
 		// the approver sees it before deciding.
@@ -332,7 +353,7 @@ func (d *Dispatcher) hold(ctx context.Context, c Call, t *hldp.Tool, rev string,
 			in.Sandbox = g.DescribeGrant(t) // ${files_root} resolved, or "off"
 		}
 	}
-	if c.CollectHeld && d.collect(ctx, c, in, r) {
+	if c.CollectHeld && d.collect(ctx, c, in, keepSecrets, r) {
 		return
 	}
 	a, again, err := d.opts.Approvals.Hold(in)
@@ -344,6 +365,7 @@ func (d *Dispatcher) hold(ctx context.Context, c Call, t *hldp.Tool, rev string,
 		r.Status, r.Error = Error, fmt.Sprintf("the call needs an approval, and the approval could not be recorded: %v", err)
 		return
 	}
+	keepSecrets(a)
 	r.ApprovalID, r.Params, r.ParamsHash, r.ExpiresAt = a.ID, a.Params, a.ParamsHash, a.ExpiresAt
 	how := fmt.Sprintf("an approver with the approve role: POST /v1/approvals/%[1]s {\"decision\":\"approve\"} (or \"deny\"; \"params\" to approve with edits) or `toolagent approvals approve %[1]s`", a.ID)
 	if d.opts.ApproveHint != nil {

@@ -223,6 +223,7 @@ func (e *encoder) param(p *Param) {
 	e.str(string(p.Type))
 	e.str(p.Description)
 	e.bool(p.Required)
+	e.bool(p.Secret)
 	e.count(p.Ext == nil, 0)
 	x := p.Ext
 	if x == nil {
@@ -402,6 +403,7 @@ func (d *decoder) float() float64 {
 func (d *decoder) param(p *Param) {
 	p.Name, p.Type, p.Description = in(d.str()), ParamType(in(d.str())), in(d.str())
 	p.Required = d.bool()
+	p.Secret = d.bool()
 	if _, ok := d.count(); !ok {
 		return
 	}

@@ -99,6 +99,7 @@ func (t *Tool) CheckParams(params map[string]any) (map[string]any, error) {
 		t.sortErrs(errs)
 		all := make([]error, len(errs))
 		for i, e := range errs {
+			t.redactErr(e)
 			all[i] = e
 		}
 		return nil, errors.Join(all...)

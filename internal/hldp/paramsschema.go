@@ -94,6 +94,13 @@ func (p *parser) param(n *yaml.Node, field string, inItems bool) *Param {
 			}
 		}
 	}
+	if e, has := by["secret"]; has {
+		if pr.Type != TypeString {
+			p.add(e.k, e.field, "only allowed on string params", "secret on a param of type string", "type "+string(pr.Type), "")
+		} else {
+			pr.Secret, _ = p.boolean(e.v, e.field)
+		}
+	}
 	numeric := pr.Type == TypeInteger || pr.Type == TypeNumber
 	for _, k := range []string{"minimum", "maximum"} {
 		e, has := by[k]

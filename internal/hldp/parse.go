@@ -49,7 +49,7 @@ var (
 	constraintKs = []string{"timeout_ms", "max_output_bytes", "output", "require_confirm", "max_concurrency", "rules", "shell_policy"}
 	outputKs     = []string{"keep"}
 	ruleKeys     = []string{"allow", "confirm", "deny"}
-	paramKeys    = []string{"type", "required", "description", "enum", "default", "pattern", "minimum", "maximum", "items"}
+	paramKeys    = []string{"type", "required", "description", "enum", "default", "pattern", "minimum", "maximum", "items", "secret"}
 	itemKeys     = []string{"type", "description", "enum", "pattern", "minimum", "maximum", "items"}
 	paramTypes   = []string{"string", "integer", "number", "boolean", "array", "object"}
 )

@@ -165,7 +165,7 @@ var expectedErrors = map[string][]string{
 	"missing-params-schema":    {"TOOL.hdlp:2:1: params_schema: missing required field; want a mapping of param name to {type, required, description} ({} for none)"},
 	"missing-why":              {"TOOL.hdlp:2:1: why: missing required field"},
 	"misspelt-intent":          {`TOOL.hdlp:4:1: intnet: unknown key; want one of name, display, intent,`, `(did you mean "intent"?)`},
-	"misspelt-param-required":  {`TOOL.hdlp:8:24: params_schema.cmd.requried: unknown key; want one of type, required, description, enum, default, pattern, minimum, maximum, items (did you mean "required"?)`},
+	"misspelt-param-required":  {`TOOL.hdlp:8:24: params_schema.cmd.requried: unknown key; want one of type, required, description, enum, default, pattern, minimum, maximum, items, secret (did you mean "required"?)`},
 	"misspelt-params-schema":   {`TOOL.hdlp:7:1: params_shema: unknown key`, `(did you mean "params_schema"?)`},
 	"misspelt-require-confirm": {`misspelt-require-confirm/TOOL.hdlp:12:3: constraints.require_confrim: unknown key; want one of timeout_ms, max_output_bytes, output, require_confirm, max_concurrency, rules, shell_policy (did you mean "require_confirm"?)`},
 	"name-folder-mismatch":     {`TOOL.hdlp:2:7: name: name does not match its folder; want "name-folder-mismatch" (the folder name), got "shell-exec"`},

@@ -112,6 +112,11 @@ func writeParamSchema(b *bytes.Buffer, p *Param) {
 		b.WriteString(`,"description":`)
 		writeJSON(b, p.Description)
 	}
+	if p.Secret {
+		// JSON Schema's mark of a value sent, never shown back (a client
+		// may mask it).
+		b.WriteString(`,"writeOnly":true`)
+	}
 	if len(p.Enum()) > 0 {
 		if s, err := marshalCompact(p.Enum()); err == nil {
 			b.WriteString(`,"enum":`)

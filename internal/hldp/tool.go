@@ -37,8 +37,8 @@ const FileName = "TOOL.hdlp"
 // and requires a *Requires. 9: target, sandbox, requires, tags and
 // examples are in Tool.Ext. 10: a param's enum, default, pattern,
 // minimum, maximum and items are in Param.Ext. 11: a Tool persists in its
-// binary form (MarshalBinary).
-const FormatVersion = 11
+// binary form (MarshalBinary). 12: a param may be secret (Param.Secret).
+const FormatVersion = 12
 
 // ExecutorKind names an executor; the value is the wire word used in
 // TOOL.hdlp and in results.
@@ -277,6 +277,10 @@ type Param struct {
 	Type        ParamType
 	Description string
 	Required    bool
+	// Secret (secret: true, string params only) marks a value that
+	// reaches the tool alone: audit records, logs, approvals, notifications,
+	// the console and results show Redacted instead (RedactParams).
+	Secret bool
 	// Ext holds the keys most params leave out: enum, default, pattern,
 	// minimum, maximum and items. Nil when every one is absent; read them
 	// through the methods of the same names. A pointer: inline they made

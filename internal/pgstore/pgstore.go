@@ -90,6 +90,15 @@ var migrations = []string{
 	// after an outage never frees a later hold of the same slot. Rows
 	// made before have none and are released by holder, as before.
 	`ALTER TABLE toolagent_slots ADD COLUMN lease_id text`,
+	// 7: audit export cursors (internal/audit's export): per sink, the
+	// seq of toolagent_audit up to which records were sent. A replica
+	// sends a batch while it holds the sink's row (FOR UPDATE SKIP
+	// LOCKED), so replicas never send the same batch twice.
+	`CREATE TABLE toolagent_audit_export (
+		sink       text PRIMARY KEY,
+		seq        bigint NOT NULL DEFAULT 0,
+		updated_at timestamptz NOT NULL DEFAULT now()
+	)`,
 }
 
 // DB is an open, migrated database.
