@@ -11,7 +11,11 @@
 # (wall time from the request to the last byte, the call's sandbox set-up
 # included). It prints the times, MB/s and the ratio stream/cat of
 # throughput per round, and checks every stream: all N lines arrived, in
-# order, with no gap event.
+# order, with no gap event. On a loaded host the wall times say more about
+# the load than about the daemon, so it also prints the CPU time each way
+# took (cat: seq and cat; stream: the daemon with the tool it ran, and
+# curl) and their ratio cat/stream: the throughput ratio a host with no
+# idle core gets.
 #
 #   scripts/bench-stream.sh [ROUNDS] [N]
 #   scripts/bench-stream.sh 5 6000000        # the defaults
@@ -24,6 +28,7 @@ cd "$(dirname "$0")/.."
 rounds=${1:-5}
 n=${2:-6000000}
 port=${PORT:-18775}
+[ -x /usr/bin/time ] || { echo "bench-stream: needs /usr/bin/time (Debian package time)" >&2; exit 1; }
 command -v python3 >/dev/null || { echo "bench-stream: needs python3 to check the streams" >&2; exit 1; }
 
 work=$(mktemp -d)
@@ -64,6 +69,9 @@ start off "$port"
 start on "$((port + 1))"
 
 now() { date +%s%N; }
+# ticks PID: the CPU ticks of PID and its reaped children (the tools).
+ticks() { awk '{print $14 + $15 + $16 + $17}' "/proc/$1/stat"; }
+hz=$(getconf CLK_TCK)
 stream() { # stream PORT FILE
 	curl -sfN -H 'Accept: application/x-ndjson' -H 'Content-Type: application/json' \
 		"http://127.0.0.1:$1/v1/call" -d '{"tool":"seq"}' -o "$2"
@@ -90,15 +98,22 @@ stream "$port" "$work/out" >/dev/null
 stream "$((port + 1))" "$work/out" >/dev/null
 bytes=$(seq 1 "$n" | wc -c)
 mbs() { awk -v b="$bytes" -v ns="$1" 'BEGIN{printf "%.1f", b/1e6/(ns/1e9)}'; }
-printf '%-6s %-8s %9s %9s %7s\n' round what seconds MB/s ratio
+printf '%-6s %-8s %9s %9s %7s %7s %9s\n' round what seconds MB/s ratio cpu_s cpu_ratio
 for r in $(seq "$rounds"); do
 	for mode in off on; do
 		p=$port; [ "$mode" = off ] || p=$((port + 1))
-		t0=$(now); seq 1 "$n" | cat >"$work/cat.out"; t1=$(now)
-		stream "$p" "$work/stream.out"; t2=$(now)
+		pid=${pids[0]}; [ "$mode" = off ] || pid=${pids[1]}
+		t0=$(now)
+		ccpu=$( { /usr/bin/time -f '%U %S' sh -c 'seq 1 "$1" | cat >"$2"' sh "$n" "$work/cat.out"; } 2>&1 | awk '{print $1 + $2}')
+		t1=$(now); d0=$(ticks "$pid")
+		scpu=$( { /usr/bin/time -f '%U %S' curl -sfN -H 'Accept: application/x-ndjson' -H 'Content-Type: application/json' \
+			"http://127.0.0.1:$p/v1/call" -d '{"tool":"seq"}' -o "$work/stream.out"; } 2>&1 | awk '{print $1 + $2}')
+		t2=$(now); d1=$(ticks "$pid")
+		scpu=$(awk -v c="$scpu" -v d="$((d1 - d0))" -v hz="$hz" 'BEGIN{print c + d/hz}')
 		check "$work/stream.out"
 		c=$((t1 - t0)) s=$((t2 - t1))
-		printf '%-6s %-8s %9.3f %9s\n' "$r" cat "$(awk -v x="$c" 'BEGIN{print x/1e9}')" "$(mbs "$c")"
-		printf '%-6s %-8s %9.3f %9s %7.2f\n' "$r" "sb-$mode" "$(awk -v x="$s" 'BEGIN{print x/1e9}')" "$(mbs "$s")" "$(awk -v c="$c" -v s="$s" 'BEGIN{print c/s}')"
+		printf '%-6s %-8s %9.3f %9s %7s %7.2f\n' "$r" cat "$(awk -v x="$c" 'BEGIN{print x/1e9}')" "$(mbs "$c")" "" "$ccpu"
+		printf '%-6s %-8s %9.3f %9s %7.2f %7.2f %9.2f\n' "$r" "sb-$mode" "$(awk -v x="$s" 'BEGIN{print x/1e9}')" "$(mbs "$s")" \
+			"$(awk -v c="$c" -v s="$s" 'BEGIN{print c/s}')" "$scpu" "$(awk -v c="$ccpu" -v s="$scpu" 'BEGIN{print c/s}')"
 	done
 done

@@ -134,13 +134,13 @@ func (s *server) followRun(w http.ResponseWriter, r *http.Request, media string,
 	var buf []byte
 	for {
 		evs, ended, changed := rd.Next()
-		buf = buf[:0]
 		for i := range evs {
 			buf = appendRunEvent(buf, media, &evs[i])
-		}
-		if len(buf) > 0 {
-			if _, err := w.Write(buf); err != nil {
-				return false
+			if len(buf) >= streamBatch || i == len(evs)-1 {
+				if _, err := w.Write(buf); err != nil {
+					return false
+				}
+				buf = buf[:0]
 			}
 		}
 		if rc.Flush() != nil {
@@ -148,9 +148,6 @@ func (s *server) followRun(w http.ResponseWriter, r *http.Request, media string,
 		}
 		if ended {
 			return true
-		}
-		if cap(buf) > 4*streamBatch {
-			buf = nil // a burst's buffer is not kept for the whole run
 		}
 		select {
 		case <-changed:
@@ -170,7 +167,8 @@ func (s *server) followRun(w http.ResponseWriter, r *http.Request, media string,
 // before it takes it: a delay no reader sees, and fewer, larger events.
 const streamLinger = 2 * time.Millisecond
 
-// streamBatch is the write buffer a stream keeps between batches.
+// streamBatch is how many bytes of events a stream writes at once: its
+// buffer stays about that size, however many events a batch has.
 const streamBatch = 256 << 10
 
 // writeRunEvent writes one event as an NDJSON line or an SSE message.

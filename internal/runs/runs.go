@@ -429,7 +429,7 @@ func (r *Run) Output(stream string, p []byte) {
 	if last := r.lastLocked(); text && last != nil && last.Event == stream && last.Encoding == "" &&
 		last.Seq > r.taken && last.size()+len(p) <= mergeMax {
 		if last.raw == nil {
-			last.raw = append(make([]byte, 0, min(mergeMax, 4*(len(last.Data)+len(p)))), last.Data...)
+			last.raw = append(make([]byte, 0, mergeMax), last.Data...)
 			last.Data = ""
 		}
 		last.raw = append(last.raw, p...)
