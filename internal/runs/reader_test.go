@@ -90,7 +90,10 @@ func TestReaderLosesNothing(t *testing.T) {
 // it missed; what it has before and after the gap is the output with that
 // many bytes cut out. A reader that reads meanwhile loses nothing.
 func TestReaderStalled(t *testing.T) {
-	g := New(Options{MaxBytes: 64 << 10, StallWindow: 50 * time.Millisecond})
+	// The window is long enough that the reading reader, however the
+	// host schedules it, takes something within it: it is the stalled one
+	// alone that the producer stops waiting for.
+	g := New(Options{MaxBytes: 64 << 10, StallWindow: 2 * time.Second})
 	r := g.Start("a", "t", "c")
 	stalled := r.Attach(0)
 	var reading []byte
