@@ -84,7 +84,9 @@ type Spec struct {
 	Keep Keep
 	// OnOutput, when set, gets every chunk read from stdout ("stdout")
 	// and stderr ("stderr") as it is read, before any cap; it runs on
-	// the reading goroutines and must not keep p or block for long.
+	// the reading goroutines and must not keep p. While it blocks, the
+	// child's pipe fills and the child waits in its write (a follower's
+	// back-pressure): the caller bounds how long.
 	OnOutput func(stream string, p []byte)
 	// Followed, when set, says whether someone follows OnOutput: while
 	// it returns true, a stream past MaxOutput+DrainLimit is read on (and

@@ -233,3 +233,42 @@ func TestAppendJSON(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkFollow: a run's output through a reader that encodes every
+// event as the API writes it, chunks as a pipe gives them.
+func BenchmarkFollow(b *testing.B) {
+	var all bytes.Buffer
+	for i := 1; all.Len() < 8<<20; i++ {
+		fmt.Fprintf(&all, "%d\n", i)
+	}
+	data := all.Bytes()
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		r := New(Options{}).Start("a", "t", "c")
+		rd := r.Attach(0)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			defer rd.Close()
+			var buf []byte
+			for {
+				evs, ended, changed := rd.Next()
+				for i := range evs {
+					buf = evs[i].AppendJSON(buf[:0])
+				}
+				if ended {
+					return
+				}
+				<-changed
+			}
+		}()
+		for p := data; len(p) > 0; {
+			n := min(len(p), 8<<10)
+			r.Output(EventStdout, p[:n])
+			p = p[n:]
+		}
+		r.Finish("done")
+		<-done
+	}
+}
