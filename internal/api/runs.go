@@ -61,7 +61,7 @@ func (s *server) streamCall(w http.ResponseWriter, r *http.Request, media string
 	run := s.startRun(c.RunID, c.Tool, c.Caller)
 	if run == nil { // no registry: a run of this call's own
 		run = runs.New(runs.Options{MaxRuns: 1}).Start(c.RunID, c.Tool, c.Caller)
-		c.Output = run.Output
+		c.Output, c.Followed = run.Output, run.Followed
 	}
 	// The call outlives its stream's connection for a grace period, so a
 	// client whose connection dropped can re-attach (GET
@@ -86,6 +86,8 @@ func (s *server) streamCall(w http.ResponseWriter, r *http.Request, media string
 			cancel(context.Canceled) // client gone
 		}
 	})
+	// A cancelled call's output waits for no reader.
+	defer context.AfterFunc(ctx, run.Abandon)()
 	done := make(chan dispatch.Result, 1)
 	go func() {
 		defer cancel(nil)
@@ -116,19 +118,32 @@ func (s *server) reattachGrace() time.Duration {
 const DefaultReattachGrace = 10 * time.Second
 
 // followRun writes run's events after seq after until the run ends (true)
-// or the client goes away (false).
+// or the client goes away (false). It follows the run as a runs.Reader:
+// while the client reads, the tool's output waits for it rather than
+// being dropped (runs.Options.StallWindow). Once the run changed, the
+// stream waits streamLinger before it takes the new events, so a tool
+// that writes fast gathers into few large events (runs.Run.Output joins
+// chunks no reader took), written at once: a write and a flush per
+// batch, not per chunk of the tool's pipe.
 func (s *server) followRun(w http.ResponseWriter, r *http.Request, media string, run *runs.Run, after int64) bool {
-	defer run.Attach()()
+	rd := run.Attach(after)
+	defer rd.Close()
 	rc := http.NewResponseController(w)
+	linger := time.NewTimer(streamLinger)
+	defer linger.Stop()
+	var buf []byte
 	for {
-		evs, ended, changed := run.Since(after)
-		for _, e := range evs {
-			if err := writeRunEvent(w, media, e); err != nil {
-				return false
+		evs, ended, changed := rd.Next()
+		for i := range evs {
+			buf = appendRunEvent(buf, media, &evs[i])
+			if len(buf) >= streamBatch || i == len(evs)-1 {
+				if _, err := w.Write(buf); err != nil {
+					return false
+				}
+				buf = buf[:0]
 			}
-			after = e.Seq
 		}
-		if err := rc.Flush(); err != nil {
+		if rc.Flush() != nil {
 			return false
 		}
 		if ended {
@@ -139,21 +154,36 @@ func (s *server) followRun(w http.ResponseWriter, r *http.Request, media string,
 		case <-r.Context().Done():
 			return false
 		}
+		linger.Reset(streamLinger)
+		select {
+		case <-linger.C:
+		case <-r.Context().Done():
+			return false
+		}
 	}
 }
 
+// streamLinger is how long a stream lets a run's new output gather
+// before it takes it: a delay no reader sees, and fewer, larger events.
+const streamLinger = 2 * time.Millisecond
+
+// streamBatch is how many bytes of events a stream writes at once: its
+// buffer stays about that size, however many events a batch has.
+const streamBatch = 256 << 10
+
 // writeRunEvent writes one event as an NDJSON line or an SSE message.
 func writeRunEvent(w http.ResponseWriter, media string, e runs.Event) error {
-	b, err := json.Marshal(e)
-	if err != nil {
-		return err
-	}
-	if media == mediaSSE {
-		_, err = fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", e.Seq, e.Event, b)
-		return err
-	}
-	_, err = w.Write(append(b, '\n'))
+	_, err := w.Write(appendRunEvent(nil, media, &e))
 	return err
+}
+
+// appendRunEvent appends one event as an NDJSON line or an SSE message.
+func appendRunEvent(b []byte, media string, e *runs.Event) []byte {
+	if media == mediaSSE {
+		b = fmt.Appendf(b, "id: %d\nevent: %s\ndata: ", e.Seq, e.Event)
+		return append(e.AppendJSON(b), "\n\n"...)
+	}
+	return append(e.AppendJSON(b), '\n')
 }
 
 // runFor returns the run the request names, if the caller may see it: its

@@ -72,6 +72,7 @@ type Config struct {
 
 	// Approvals and policy.
 	ReattachGrace       time.Duration     `yaml:"stream_reattach_grace" env:"TOOLAGENT_STREAM_REATTACH_GRACE" flag:"stream-reattach-grace" default:"10s" usage:"how long a streaming call goes on once no client follows it, so a dropped connection can re-attach; then it is cancelled as a hung-up call"`
+	StallWindow         time.Duration     `yaml:"stream_stall_window" env:"TOOLAGENT_STREAM_STALL_WINDOW" flag:"stream-stall-window" default:"10s" usage:"how long a streaming call's output waits for a client that stopped reading before events are dropped for it (it then gets a gap event with the bytes it missed); a client that reads loses nothing"`
 	RunKeep             time.Duration     `yaml:"run_keep" env:"TOOLAGENT_RUN_KEEP" flag:"run-keep" default:"10m" usage:"how long a call's run (its output events and result) is kept after it ends, for GET /v1/runs/{id}"`
 	Store               string            `yaml:"store" env:"TOOLAGENT_STORE" flag:"store" default:"files" usage:"where held calls (approvals) live: files (STATE/approvals, one daemon), postgres (the database whose URL is in the variable store_url_env names; replicas share it), or a postgres:// URL without a password"`
 	StoreURLEnv         string            `yaml:"store_url_env" env:"TOOLAGENT_STORE_URL_ENV" flag:"store-url-env" default:"TOOLAGENT_STORE_URL" usage:"the environment variable that holds the database URL for store postgres (it may carry the password, which never goes in a flag or this file)"`
@@ -194,7 +195,7 @@ func (c Config) Validate() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"reload_debounce", c.ReloadDebounce}, {"reload_max_wait", c.ReloadMaxWait}, {"reload_retry_min", c.RetryMin}, {"reload_retry_max", c.RetryMax}, {"run_keep", c.RunKeep}, {"stream_reattach_grace", c.ReattachGrace}} {
+	}{{"reload_debounce", c.ReloadDebounce}, {"reload_max_wait", c.ReloadMaxWait}, {"reload_retry_min", c.RetryMin}, {"reload_retry_max", c.RetryMax}, {"run_keep", c.RunKeep}, {"stream_reattach_grace", c.ReattachGrace}, {"stream_stall_window", c.StallWindow}} {
 		if d.v <= 0 {
 			errs = append(errs, fmt.Errorf("%s %s: want more than 0", d.name, d.v))
 		}

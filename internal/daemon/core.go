@@ -257,7 +257,7 @@ func newCore(cfg Config, log *slog.Logger, mode approvalMode) (_ *core, err erro
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	store := new(catalog.Store)
 	runs := new(keptRuns)
-	runReg := runsreg.New(runsreg.Options{Keep: cfg.RunKeep})
+	runReg := runsreg.New(runsreg.Options{Keep: cfg.RunKeep, StallWindow: cfg.StallWindow})
 	// Learning from use: a request by intent followed by a call of one of
 	// its candidates joins that tool's text (internal/feedback).
 	var fb *feedback.Store

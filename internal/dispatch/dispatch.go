@@ -169,6 +169,9 @@ type Call struct {
 	// Output, when set, receives the tool's output as it is written
 	// (executors.Request.Output).
 	Output func(stream string, p []byte)
+	// Followed, when set, says whether someone follows the output as it
+	// comes (executors.Request.Followed).
+	Followed func() bool
 	// CollectHeld: a call the policy holds that repeats one of the same
 	// caller's held calls (tool, revision, params) gets that call's
 	// outcome instead of a new request once it is approved: the stored
@@ -211,6 +214,9 @@ func (d *Dispatcher) Invoke(ctx context.Context, c Call) (result Result) {
 			if out != nil {
 				out(stream, p)
 			}
+		}
+		if c.Followed == nil {
+			c.Followed = run.Followed
 		}
 		defer func() { run.Finish(result) }()
 	}
@@ -289,7 +295,7 @@ func (d *Dispatcher) invoke(ctx context.Context, c Call) (res Result, audited ma
 		r.Status, r.Error = Disabled, fmt.Sprintf("executor %s is not configured", t.Executor)
 		return r, params
 	}
-	req := executors.Request{Tool: t, Params: params, Rev: e.Rev, Output: c.Output}
+	req := executors.Request{Tool: t, Params: params, Rev: e.Rev, Output: c.Output, Followed: c.Followed}
 	v := policy.Evaluate(t, params, policy.ForTool(t, d.opts.ShellPolicy))
 	if c.DryRun {
 		// A dry run never creates an approval; it says what the policy

@@ -46,6 +46,10 @@ type Request struct {
 	// call). Executors that start a process call it from their readers;
 	// the others call nothing, and the result carries the output.
 	Output func(stream string, p []byte)
+	// Followed, when set, says whether someone follows Output as it
+	// comes: an executor that stops reading a process past its output
+	// cap then reads on, since the follower is shown all of it.
+	Followed func() bool
 	// Started, when set, is called once when the tool's own work starts:
 	// an executor that starts a process calls it when the process runs,
 	// as its timeout starts (the time before is the call's queue). The

@@ -84,8 +84,14 @@ type Spec struct {
 	Keep Keep
 	// OnOutput, when set, gets every chunk read from stdout ("stdout")
 	// and stderr ("stderr") as it is read, before any cap; it runs on
-	// the reading goroutines and must not keep p or block for long.
+	// the reading goroutines and must not keep p. While it blocks, the
+	// child's pipe fills and the child waits in its write (a follower's
+	// back-pressure): the caller bounds how long.
 	OnOutput func(stream string, p []byte)
+	// Followed, when set, says whether someone follows OnOutput: while
+	// it returns true, a stream past MaxOutput+DrainLimit is read on (and
+	// discarded) rather than cut, since the follower is shown all of it.
+	Followed func() bool
 	// Started, when set, is called when the process runs (in a sandbox:
 	// set up and released), as its Timeout starts.
 	Started func()
@@ -286,6 +292,9 @@ func Run(ctx context.Context, s Spec) (Outcome, error) {
 		return Outcome{}, fmt.Errorf("start %q: %w", s.Argv[0], err)
 	}
 	cmd.Stdout, cmd.Stderr = outW, errW
+	if s.OnOutput != nil {
+		growPipe(outR)
+	}
 
 	if iso != nil {
 		err = iso.start(cmd)
@@ -420,6 +429,21 @@ func Run(ctx context.Context, s Spec) (Outcome, error) {
 	return out, nil
 }
 
+// streamPipeSize is the stdout pipe's buffer of a child whose output is
+// followed (Spec.OnOutput): the pipe is the buffer while the follower
+// catches up, and a bigger one means fewer, larger chunks.
+const streamPipeSize = 256 << 10
+
+// growPipe raises p's buffer to streamPipeSize where the host allows it
+// (fs.pipe-max-size, the user's pipe quota); the default stays otherwise.
+func growPipe(p *os.File) {
+	if sc, err := p.SyscallConn(); err == nil {
+		_ = sc.Control(func(fd uintptr) {
+			_, _ = unix.FcntlInt(fd, unix.F_SETPIPE_SZ, streamPipeSize)
+		})
+	}
+}
+
 // signalGroup sends sig to the process group led by pid. A group that no
 // longer exists is not an error.
 func signalGroup(pid int, sig syscall.Signal) error {
@@ -470,11 +494,13 @@ type capture struct {
 	cut     bool   // reading stopped at the drain limit and the pipe was closed
 	// on, when set, sees every chunk read (Spec.OnOutput).
 	on func(p []byte)
+	// followed is Spec.Followed.
+	followed func() bool
 }
 
 // newCaptures returns the captures of stdout and stderr for s.
 func newCaptures(s Spec, maxOut int64) (stdout, stderr capture) {
-	stdout, stderr = capture{max: maxOut, keep: s.Keep}, capture{max: maxOut, keep: s.Keep}
+	stdout, stderr = capture{max: maxOut, keep: s.Keep, followed: s.Followed}, capture{max: maxOut, keep: s.Keep, followed: s.Followed}
 	if f := s.OnOutput; f != nil {
 		stdout.on = func(p []byte) { f("stdout", p) }
 		stderr.on = func(p []byte) { f("stderr", p) }
@@ -500,7 +526,7 @@ func (c *capture) tailMax() int64 { return c.max - c.headMax() }
 func (c *capture) drain(r *os.File) {
 	defer r.Close()
 	head := c.headMax()
-	for c.keep != KeepHead || c.n <= c.max+DrainLimit {
+	for c.keep != KeepHead || c.n <= c.max+DrainLimit || (c.followed != nil && c.followed()) {
 		var p []byte
 		if int64(len(c.buf)) < head {
 			if len(c.buf) == cap(c.buf) {
@@ -509,7 +535,11 @@ func (c *capture) drain(r *os.File) {
 			p = c.buf[len(c.buf):cap(c.buf)]
 		} else {
 			if c.discard == nil {
-				c.discard = make([]byte, 32<<10)
+				n := 32 << 10
+				if c.on != nil {
+					n = streamPipeSize // a whole pipe's worth per chunk
+				}
+				c.discard = make([]byte, n)
 			}
 			p = c.discard
 		}

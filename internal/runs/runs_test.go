@@ -18,7 +18,7 @@ func TestRunEvents(t *testing.T) {
 		t.Fatalf("a live run: done %v, changed %v", done, changed)
 	}
 	want := []Event{
-		{Seq: 1, Event: EventGap, Dropped: 1},
+		{Seq: 1, Event: EventGap, Dropped: 1, DroppedBytes: 6},
 		{Seq: 2, Event: EventStderr, Data: "//4=", Encoding: "base64"},
 		{Seq: 3, Event: EventStdout, Data: "world"},
 	}
@@ -91,8 +91,9 @@ func TestProgressEvents(t *testing.T) {
 		}
 	}
 	want := []Event{
-		{Seq: 3, Event: EventProgress, Progress: 40, Total: 100, Message: "copying files"},
-		{Seq: 4, Event: EventProgress, Progress: 3},
+		// The two stderr chunks, untaken, are one event (seq 1).
+		{Seq: 2, Event: EventProgress, Progress: 40, Total: 100, Message: "copying files"},
+		{Seq: 3, Event: EventProgress, Progress: 3},
 	}
 	if mustJSON(got) != mustJSON(want) {
 		t.Errorf("progress events %s; want %s", mustJSON(got), mustJSON(want))

@@ -228,6 +228,8 @@ type call struct {
 	append    bool       // write
 	// output is Request.Output: the process's output as it comes.
 	output func(stream string, p []byte)
+	// followed is Request.Followed.
+	followed func() bool
 	// started is Request.Started.
 	started func()
 }
@@ -389,7 +391,7 @@ func (e *Executor) Execute(ctx context.Context, req executors.Request) (executor
 	if err != nil {
 		return executors.Outcome{}, err
 	}
-	c.output, c.started = req.Output, req.Started
+	c.output, c.followed, c.started = req.Output, req.Followed, req.Started
 	if err := ctx.Err(); err != nil {
 		return executors.Outcome{}, err
 	}
@@ -428,6 +430,7 @@ func (e *Executor) run(ctx context.Context, c call) (executors.Outcome, error) {
 		MaxOutput: p.MaxOutputBytes,
 		Keep:      proc.Keep(p.OutputKeep), // "" is the head
 		OnOutput:  c.output,
+		Followed:  c.followed,
 		Started:   c.started,
 	}
 	if c.sandboxed {

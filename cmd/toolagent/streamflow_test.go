@@ -1,0 +1,150 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"io"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/toolagent/toolagent/internal/dispatch"
+	"github.com/toolagent/toolagent/internal/runs"
+)
+
+// seqLines is what `seq 1 n` prints.
+func seqLines(n int) []byte {
+	var b []byte
+	for i := 1; i <= n; i++ {
+		b = strconv.AppendInt(b, int64(i), 10)
+		b = append(b, '\n')
+	}
+	return b
+}
+
+// seqTool is a tool that prints seq 1 n with the default head cap of 64
+// KiB.
+func seqTool(n int) string {
+	return testTool("seq", "intent: count\nmethod: run\nexecutor: shell\nargv: [seq, \"1\", \""+strconv.Itoa(n)+"\"]\nparams_schema: {}\nconstraints:\n  timeout_ms: 600000\n  max_output_bytes: 65536\n")
+}
+
+// streamEvents reads NDJSON events from r, calling each for every one
+// until the result event, which it returns.
+func streamEvents(t *testing.T, r io.Reader, each func(runs.Event)) dispatch.Result {
+	t.Helper()
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for sc.Scan() {
+		var e runs.Event
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			t.Fatalf("a stream line is not an event: %.200q: %v", sc.Bytes(), err)
+		}
+		if e.Event == runs.EventResult {
+			var res dispatch.Result
+			if err := json.Unmarshal(e.Result, &res); err != nil {
+				t.Fatalf("result event %s: %v", e.Result, err)
+			}
+			return res
+		}
+		each(e)
+	}
+	t.Fatalf("the stream ended without a result: %v", sc.Err())
+	return dispatch.Result{}
+}
+
+// TestServeStreamWhole: 47 MB of a tool's output through NDJSON to a
+// client that reads as fast as it can arrives byte for byte (the same
+// SHA-256), with no gap, though the tool's max_output_bytes is 64 KiB: a
+// followed tool is read to its end; the result carries the head as
+// declared and counts every byte.
+func TestServeStreamWhole(t *testing.T) {
+	const n = 6000000
+	want := seqLines(n)
+	tools := t.TempDir()
+	putTool(t, tools, "seq", seqTool(n))
+	d := startDaemon(t, nil, "--tools", tools)
+	resp := streamReq(t, d, "POST", "/v1/call", `{"tool":"seq"}`, "application/x-ndjson", "")
+	h := sha256.New()
+	got := 0
+	res := streamEvents(t, resp.Body, func(e runs.Event) {
+		switch e.Event {
+		case runs.EventStdout:
+			if e.Encoding != "" {
+				t.Fatalf("a chunk of ASCII output came %s", e.Encoding)
+			}
+			h.Write([]byte(e.Data))
+			got += len(e.Data)
+		case runs.EventGap:
+			t.Fatalf("a gap in the stream of a client that reads: %+v", e)
+		}
+	})
+	if sum := sha256.Sum256(want); !bytes.Equal(h.Sum(nil), sum[:]) || got != len(want) {
+		t.Errorf("the stream brought %d bytes, SHA-256 %x; want %d bytes, %x", got, h.Sum(nil), len(want), sum)
+	}
+	if res.Status != dispatch.Success || res.OutputBytes != int64(len(want)) || res.Output != string(want[:65536]) || !res.Truncated {
+		t.Errorf("result: status %s, output_bytes %d, %d bytes of output, truncated %v, error %q; want success, %d, the first 65536",
+			res.Status, res.OutputBytes, len(res.Output), res.Truncated, res.Error, len(want))
+	}
+}
+
+// TestServeStreamStalled: a client that stops reading holds the tool back
+// for the stall window (here 300ms) only: the tool runs to its end while
+// the client reads nothing, and when the client reads again it gets a
+// gap naming exactly the bytes it missed: every chunk it has sits where
+// the output has it, and the gaps skip exactly the bytes they name.
+func TestServeStreamStalled(t *testing.T) {
+	const n = 6000000
+	want := seqLines(n)
+	tools := t.TempDir()
+	putTool(t, tools, "seq", seqTool(n))
+	d := startDaemon(t, nil, "--tools", tools, "--stream-stall-window", "300ms")
+	resp := streamReq(t, d, "POST", "/v1/call", `{"tool":"seq"}`, "application/x-ndjson", "")
+	id := resp.Header.Get("X-Run-Id")
+	br := bufio.NewReaderSize(resp.Body, 64<<10)
+	// Read up to the first chunk of output, then stop reading.
+	for {
+		line, err := br.ReadBytes('\n')
+		if err != nil {
+			t.Fatalf("the stream ended before any output: %v", err)
+		}
+		if bytes.Contains(line, []byte(`"event":"stdout"`)) {
+			br = bufio.NewReaderSize(io.MultiReader(bytes.NewReader(line), br), 64<<10)
+			break
+		}
+	}
+	pollUntil(t, "the tool to end while its client reads nothing", func() bool {
+		code, body := d.request(t, "GET", "/v1/runs/"+id, "")
+		return code == 200 && strings.Contains(string(body), `"state":"done"`)
+	})
+	// Each chunk must sit where the output has it, each gap skip exactly
+	// the bytes it names: off is where the next chunk belongs.
+	var off, dropped, events int64
+	gaps := 0
+	res := streamEvents(t, br, func(e runs.Event) {
+		switch e.Event {
+		case runs.EventStdout:
+			if end := off + int64(len(e.Data)); end > int64(len(want)) || string(want[off:end]) != e.Data {
+				t.Fatalf("a chunk of %d bytes at offset %d is not the output there", len(e.Data), off)
+			}
+			off += int64(len(e.Data))
+		case runs.EventGap:
+			if e.DroppedBytes <= 0 {
+				t.Fatalf("gap %+v; want it to name the bytes dropped", e)
+			}
+			gaps++
+			off += e.DroppedBytes
+			dropped += e.DroppedBytes
+			events += e.Dropped
+		}
+	})
+	if gaps == 0 || off != int64(len(want)) {
+		t.Errorf("%d gap(s); the chunks and the gaps' bytes make %d; want a gap, and %d", gaps, off, len(want))
+	}
+	if res.Status != dispatch.Success || res.OutputBytes != int64(len(want)) || res.Output != string(want[:65536]) {
+		t.Errorf("result: status %s, output_bytes %d, %d bytes of output, error %q; want success with the head as declared",
+			res.Status, res.OutputBytes, len(res.Output), res.Error)
+	}
+	t.Logf("stalled client: %d gap(s) of %d bytes (%d events) in all; %d bytes came", gaps, dropped, events, int64(len(want))-dropped)
+}

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# bench-stream.sh: how fast a call's output streams to a client that reads
+# as fast as it can, against the same output through `cat` to a pipe.
+#
+# Builds the binary, starts `toolagent serve` twice (sandbox off and on),
+# each serving one `run` tool that prints `seq 1 N` (N=6000000: 46.9 MB),
+# then in interleaved rounds times, on the same machine and in the same
+# round:
+#   cat:    seq 1 N | cat > FILE
+#   stream: curl -sN -H 'Accept: application/x-ndjson' POST /v1/call > FILE
+# (wall time from the request to the last byte, the call's sandbox set-up
+# included). It prints the times, MB/s and the ratio stream/cat of
+# throughput per round, and checks every stream: all N lines arrived, in
+# order, with no gap event. On a loaded host the wall times say more about
+# the load than about the daemon, so it also prints the CPU time each way
+# took (cat: seq and cat; stream: the daemon with the tool it ran, and
+# curl) and their ratio cat/stream: the throughput ratio a host with no
+# idle core gets.
+#
+#   scripts/bench-stream.sh [ROUNDS] [N]
+#   scripts/bench-stream.sh 5 6000000        # the defaults
+#
+# Environment: PORT (default 18775; PORT and PORT+1 are used), BIN (a
+# built binary; default: go build).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+rounds=${1:-5}
+n=${2:-6000000}
+port=${PORT:-18775}
+[ -x /usr/bin/time ] || { echo "bench-stream: needs /usr/bin/time (Debian package time)" >&2; exit 1; }
+command -v python3 >/dev/null || { echo "bench-stream: needs python3 to check the streams" >&2; exit 1; }
+
+work=$(mktemp -d)
+pids=()
+trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"' EXIT
+bin=${BIN:-$work/toolagent}
+[ -n "${BIN:-}" ] || go build -o "$bin" ./cmd/toolagent
+
+mkdir -p "$work/tools/seq"
+cat > "$work/tools/seq/TOOL.hdlp" <<HDLP
+name: seq
+display: seq
+intent: print the numbers from 1 to $n, one a line
+method: run
+executor: shell
+argv: [seq, "1", "$n"]
+params_schema: {}
+constraints:
+  timeout_ms: 120000
+  max_output_bytes: 65536
+keywords: [seq]
+author: bench
+created: 2026-12-01
+why: bench-stream.sh streams its output
+HDLP
+
+start() { # start MODE PORT
+	"$bin" serve --listen "127.0.0.1:$2" --state "$work/state-$1" --tools "$work/tools" \
+		--sandbox "$1" --log-level warn >"$work/serve-$1.log" 2>&1 &
+	pids+=($!)
+	for _ in $(seq 300); do
+		curl -sf "http://127.0.0.1:$2/readyz" >/dev/null 2>&1 && return 0
+		sleep 0.1
+	done
+	echo "serve did not become ready:" >&2; cat "$work/serve-$1.log" >&2; exit 1
+}
+start off "$port"
+start on "$((port + 1))"
+
+now() { date +%s%N; }
+# ticks PID: the CPU ticks of PID and its reaped children (the tools).
+ticks() { awk '{print $14 + $15 + $16 + $17}' "/proc/$1/stat"; }
+hz=$(getconf CLK_TCK)
+stream() { # stream PORT FILE
+	curl -sfN -H 'Accept: application/x-ndjson' -H 'Content-Type: application/json' \
+		"http://127.0.0.1:$1/v1/call" -d '{"tool":"seq"}' -o "$2"
+}
+# check FILE: the stream holds seq 1 N exactly and no gap.
+check() {
+	python3 - "$1" "$n" <<'PY'
+import json, sys
+want = "".join(f"{i}\n" for i in range(1, int(sys.argv[2]) + 1)).encode()
+got, gaps = [], 0
+for line in open(sys.argv[1], encoding="utf-8"):
+    e = json.loads(line)
+    if e["event"] == "stdout":
+        got.append(e["data"].encode())
+    gaps += e["event"] == "gap"
+got = b"".join(got)
+if got != want or gaps:
+    sys.exit(f"stream {sys.argv[1]}: {len(got)} of {len(want)} bytes, {'equal' if got == want else 'different'}, {gaps} gap(s)")
+PY
+}
+
+# warm-up: page the binary, the tool and the sandbox in
+stream "$port" "$work/out" >/dev/null
+stream "$((port + 1))" "$work/out" >/dev/null
+bytes=$(seq 1 "$n" | wc -c)
+mbs() { awk -v b="$bytes" -v ns="$1" 'BEGIN{printf "%.1f", b/1e6/(ns/1e9)}'; }
+printf '%-6s %-8s %9s %9s %7s %7s %9s\n' round what seconds MB/s ratio cpu_s cpu_ratio
+for r in $(seq "$rounds"); do
+	for mode in off on; do
+		p=$port; [ "$mode" = off ] || p=$((port + 1))
+		pid=${pids[0]}; [ "$mode" = off ] || pid=${pids[1]}
+		t0=$(now)
+		ccpu=$( { /usr/bin/time -f '%U %S' sh -c 'seq 1 "$1" | cat >"$2"' sh "$n" "$work/cat.out"; } 2>&1 | awk '{print $1 + $2}')
+		t1=$(now); d0=$(ticks "$pid")
+		scpu=$( { /usr/bin/time -f '%U %S' curl -sfN -H 'Accept: application/x-ndjson' -H 'Content-Type: application/json' \
+			"http://127.0.0.1:$p/v1/call" -d '{"tool":"seq"}' -o "$work/stream.out"; } 2>&1 | awk '{print $1 + $2}')
+		t2=$(now); d1=$(ticks "$pid")
+		scpu=$(awk -v c="$scpu" -v d="$((d1 - d0))" -v hz="$hz" 'BEGIN{print c + d/hz}')
+		check "$work/stream.out"
+		c=$((t1 - t0)) s=$((t2 - t1))
+		printf '%-6s %-8s %9.3f %9s %7s %7.2f\n' "$r" cat "$(awk -v x="$c" 'BEGIN{print x/1e9}')" "$(mbs "$c")" "" "$ccpu"
+		printf '%-6s %-8s %9.3f %9s %7.2f %7.2f %9.2f\n' "$r" "sb-$mode" "$(awk -v x="$s" 'BEGIN{print x/1e9}')" "$(mbs "$s")" \
+			"$(awk -v c="$c" -v s="$s" 'BEGIN{print c/s}')" "$scpu" "$(awk -v c="$ccpu" -v s="$scpu" 'BEGIN{print c/s}')"
+	done
+done
