@@ -233,8 +233,8 @@ func (l *Loop) logger() *slog.Logger {
 }
 
 // tracer makes the spans of a reload (reload, sync, build): the global
-// provider's, a no-op one unless the daemon turned tracing on.
-var tracer = otel.Tracer("github.com/toolagent/toolagent")
+// provider's as it is now, a no-op one unless the daemon turned tracing on.
+func tracer() trace.Tracer { return otel.Tracer("github.com/toolagent/toolagent") }
 
 // Once syncs the source, and when the tree's revision differs from the
 // snapshot in the store, builds a new snapshot and swaps it in. changed
@@ -248,7 +248,7 @@ func (l *Loop) Once(ctx context.Context) (changed bool, err error) {
 	l.onceMu.Lock()
 	defer l.onceMu.Unlock()
 	log := l.logger()
-	ctx, span := tracer.Start(ctx, "reload")
+	ctx, span := tracer().Start(ctx, "reload")
 	defer func() {
 		span.SetAttributes(attribute.Bool("toolagent.changed", changed))
 		if err != nil {
@@ -267,7 +267,7 @@ func (l *Loop) Once(ctx context.Context) (changed bool, err error) {
 	}()
 	log.Info("sync started")
 
-	sctx, sspan := tracer.Start(ctx, "sync")
+	sctx, sspan := tracer().Start(ctx, "sync")
 	t, err := l.Source.Sync(sctx)
 	if err == nil {
 		sspan.SetAttributes(attribute.String("toolagent.revision", t.Rev()))
@@ -291,7 +291,7 @@ func (l *Loop) Once(ctx context.Context) (changed bool, err error) {
 			return scan.Build(prev, t, nil, scan.Options{})
 		}
 	}
-	_, bspan := tracer.Start(ctx, "build", trace.WithAttributes(attribute.String("toolagent.revision", rev)))
+	_, bspan := tracer().Start(ctx, "build", trace.WithAttributes(attribute.String("toolagent.revision", rev)))
 	next, rep, err := build(prev, t)
 	bspan.SetAttributes(attribute.Int("toolagent.parsed", rep.Parsed), attribute.Int("toolagent.reused", rep.Reused))
 	bspan.End()

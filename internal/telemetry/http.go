@@ -1,6 +1,7 @@
 package telemetry
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 
@@ -10,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/embedded"
 )
 
 // Handler wraps a server's handler: while tracing is on, every request
@@ -17,7 +19,7 @@ import (
 // header names; off, requests go straight to h. The span records the
 // method, the path (never the query) and the status, not headers.
 func Handler(h http.Handler, server string) http.Handler {
-	traced := otelhttp.NewHandler(h, server,
+	traced := otelhttp.NewHandler(h, server, otelhttp.WithTracerProvider(current{}), otelhttp.WithPropagators(currentPropagator{}),
 		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method + " " + r.URL.Path }))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if Enabled() {
@@ -43,6 +45,38 @@ func Transport(base http.RoundTripper) http.RoundTripper {
 }
 
 type transport struct{ base http.RoundTripper }
+
+// current is the global tracer provider as it is at each span's start
+// (otelhttp takes its provider and propagator when a handler is built,
+// which may be before Setup, or after a stop).
+type current struct{ embedded.TracerProvider }
+
+func (current) Tracer(name string, opts ...trace.TracerOption) trace.Tracer {
+	return currentTracer{name: name, opts: opts}
+}
+
+type currentTracer struct {
+	embedded.Tracer
+	name string
+	opts []trace.TracerOption
+}
+
+func (t currentTracer) Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+	return otel.GetTracerProvider().Tracer(t.name, t.opts...).Start(ctx, name, opts...)
+}
+
+// currentPropagator is the global propagator as it is at each request.
+type currentPropagator struct{}
+
+func (currentPropagator) Inject(ctx context.Context, c propagation.TextMapCarrier) {
+	otel.GetTextMapPropagator().Inject(ctx, c)
+}
+
+func (currentPropagator) Extract(ctx context.Context, c propagation.TextMapCarrier) context.Context {
+	return otel.GetTextMapPropagator().Extract(ctx, c)
+}
+
+func (currentPropagator) Fields() []string { return otel.GetTextMapPropagator().Fields() }
 
 func (t transport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if !Enabled() {

@@ -89,6 +89,9 @@ func ReadEnv(getenv func(string) string) (Config, error) {
 	default:
 		return Config{}, fmt.Errorf("OTEL_TRACES_EXPORTER=%q: toolagent exports traces by otlp only; want otlp or none", exp)
 	}
+	if !c.On {
+		return Config{}, nil
+	}
 	c.Protocol = strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"))
 	name := "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
 	if c.Protocol == "" {
