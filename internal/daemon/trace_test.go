@@ -297,6 +297,16 @@ func TestTraces(t *testing.T) {
 		}
 	}
 
+	// A webhook delivery's span says what became of it (this daemon has
+	// no webhook: not_configured).
+	tp, id = traceparent(7)
+	var answer map[string]any
+	r.post(t, "/v1/hooks/forgejo", `{}`, tp, "", &answer)
+	spans = r.waitTree(t, id, "POST /v1/hooks/forgejo\n  webhook\n")
+	if s := find(spans, id, "webhook"); s.Attrs["toolagent.webhook_result"] != "not_configured" {
+		t.Errorf("webhook span result = %q; want not_configured", s.Attrs["toolagent.webhook_result"])
+	}
+
 	// The reload loop's work has spans: reload, with sync and build.
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()

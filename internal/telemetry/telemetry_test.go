@@ -1,8 +1,12 @@
 package telemetry
 
 import (
+	"context"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/toolagent/toolagent/internal/telemetry/otlptest"
 )
 
 // TestReadEnv: tracing is on only when the OTEL_* environment names an
@@ -38,5 +42,38 @@ func TestReadEnv(t *testing.T) {
 		if err != nil || c.On != tc.on || c.Protocol != tc.proto {
 			t.Errorf("%v: %+v, %v; want on %v protocol %q", tc.env, c, err, tc.on, tc.proto)
 		}
+	}
+}
+
+// TestSetupExports: Setup with an endpoint exports the spans of the
+// process by the protocol asked for (a real receiver of each in the test),
+// continues a traceparent of an MCP _meta, and its stop turns tracing off.
+func TestSetupExports(t *testing.T) {
+	for _, proto := range []string{"http/protobuf", "grpc"} {
+		t.Run(proto, func(t *testing.T) {
+			rcv := otlptest.Start(t)
+			if proto == "grpc" {
+				rcv = otlptest.StartGRPC(t)
+			}
+			t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rcv.URL)
+			t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", proto)
+			stop, err := Setup(nil)
+			if err != nil || !Enabled() {
+				t.Fatalf("Setup: %v, enabled %v", err, Enabled())
+			}
+			ctx := FromMeta(context.Background(), map[string]any{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "tracestate": "k=v"})
+			_, span := Tracer().Start(ctx, "test span")
+			span.End()
+			stop()
+			if Enabled() {
+				t.Error("still enabled after stop")
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer cancel()
+			spans, ok := rcv.Wait(ctx, func(s []otlptest.Span) bool { return len(s) > 0 })
+			if !ok || spans[0].Name != "test span" || spans[0].TraceID != "0af7651916cd43dd8448eb211c80319c" || spans[0].ParentID != "b7ad6b7169203331" || spans[0].Service != ServiceName {
+				t.Errorf("received %+v (problems %v); want the span under the _meta's trace, service %s", spans, rcv.Problems(), ServiceName)
+			}
+		})
 	}
 }

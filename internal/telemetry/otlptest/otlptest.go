@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sort"
@@ -22,6 +23,7 @@ import (
 	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -90,6 +92,14 @@ func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	r.add(&msg, b)
+	out, _ := proto.Marshal(&coltrace.ExportTraceServiceResponse{})
+	w.Header().Set("Content-Type", "application/x-protobuf")
+	w.Write(out)
+}
+
+// add keeps the spans of msg, received as b.
+func (r *Receiver) add(msg *coltrace.ExportTraceServiceRequest, b []byte) {
 	var got []Span
 	for _, rs := range msg.ResourceSpans {
 		svc := attrs(rs.GetResource().GetAttributes())["service.name"]
@@ -113,9 +123,34 @@ func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
 	close(r.wake)
 	r.wake = make(chan struct{})
 	r.mu.Unlock()
-	out, _ := proto.Marshal(&coltrace.ExportTraceServiceResponse{})
-	w.Header().Set("Content-Type", "application/x-protobuf")
-	w.Write(out)
+}
+
+// StartGRPC starts a receiver of OTLP over gRPC (the collector's
+// TraceService) on 127.0.0.1 for the length of t; its URL is
+// http://ADDRESS (plain text).
+func StartGRPC(t testing.TB) *Receiver {
+	r := &Receiver{wake: make(chan struct{})}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	coltrace.RegisterTraceServiceServer(srv, grpcService{r: r})
+	go srv.Serve(ln)
+	t.Cleanup(srv.Stop)
+	r.URL = "http://" + ln.Addr().String()
+	return r
+}
+
+type grpcService struct {
+	coltrace.UnimplementedTraceServiceServer
+	r *Receiver
+}
+
+func (g grpcService) Export(_ context.Context, msg *coltrace.ExportTraceServiceRequest) (*coltrace.ExportTraceServiceResponse, error) {
+	b, _ := proto.Marshal(msg)
+	g.r.add(msg, b)
+	return &coltrace.ExportTraceServiceResponse{}, nil
 }
 
 func (r *Receiver) problem(s string) {
