@@ -387,9 +387,12 @@ func (r *Result) setVerdict(v policy.Verdict) {
 // outcome. The caller holds the concurrency slots.
 func (d *Dispatcher) execute(ctx context.Context, ex executors.Executor, req executors.Request, r *Result) {
 	t := req.Tool
-	ctx, span := step(ctx, "execute "+string(t.Executor), attribute.String("toolagent.executor", string(t.Executor)))
+	ctx, span := step(ctx, "execute "+string(t.Executor))
+	span.SetAttributes(attribute.String("toolagent.executor", string(t.Executor)))
 	defer func() {
-		span.SetAttributes(attribute.String("toolagent.status", string(r.Status)), attribute.Int("toolagent.exit_code", r.ExitCode), attribute.Int64("toolagent.output_bytes", r.OutputBytes))
+		if span.IsRecording() {
+			span.SetAttributes(attribute.String("toolagent.status", string(r.Status)), attribute.Int("toolagent.exit_code", r.ExitCode), attribute.Int64("toolagent.output_bytes", r.OutputBytes))
+		}
 		span.End()
 	}()
 	if req.Approval != "" {

@@ -41,6 +41,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/embedded"
 	"go.opentelemetry.io/otel/trace/noop"
 )
 
@@ -62,9 +63,21 @@ var (
 // Enabled reports whether tracing is on in this process.
 func Enabled() bool { return enabled.Load() }
 
-// Tracer is the tracer of toolagent's spans (the global provider's: a
-// no-op one while tracing is off).
-func Tracer() trace.Tracer { return otel.Tracer(Scope) }
+// Tracer is the tracer of toolagent's spans: the global provider's while
+// tracing is on; off, one whose spans cost nothing (ctx is returned as it
+// is, with a no-op span: no lookup, no allocation).
+func Tracer() trace.Tracer {
+	if !enabled.Load() {
+		return off{}
+	}
+	return otel.Tracer(Scope)
+}
+
+type off struct{ embedded.Tracer }
+
+func (off) Start(ctx context.Context, _ string, _ ...trace.SpanStartOption) (context.Context, trace.Span) {
+	return ctx, noop.Span{}
+}
 
 // Config is what the OTEL_* variables ask for, read by ReadEnv.
 type Config struct {
