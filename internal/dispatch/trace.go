@@ -88,6 +88,9 @@ func step(ctx context.Context, name string, attrs ...attribute.KeyValue) (contex
 // it reports the tool's process started (executors.Request.Started): the
 // sandbox's start.
 func sandboxStarted(ctx context.Context, since time.Time) {
+	if !telemetry.Enabled() {
+		return
+	}
 	_, span := telemetry.Tracer().Start(ctx, "sandbox start", trace.WithTimestamp(since))
 	span.End()
 }
