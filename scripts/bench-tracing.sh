@@ -45,9 +45,10 @@ import http.server, sys
 class H(http.server.BaseHTTPRequestHandler):
     def do_POST(self):
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        open(sys.argv[2], "a").write(self.path + "\n")
         self.send_response(200); self.send_header("Content-Type", "application/x-protobuf"); self.end_headers()
     def log_message(self, *a): pass
-http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()' $((port + 1)) &
+http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()' $((port + 1)) "$work/exports" &
 	sink=$!
 fi
 
@@ -111,4 +112,5 @@ echo
 echo "new/base, same round (tracing ${TRACING:-off}; base $(git rev-parse --short "$base")):"
 echo "  calls/s:      $rr median $(tr ' ' '\n' <<<"$rr" | grep . | median)"
 echo "  CPU per call: $cr median $(tr ' ' '\n' <<<"$cr" | grep . | median)"
+[ -z "$sink" ] || echo "OTLP exports the sink received: $(wc -l <"$work/exports" 2>/dev/null || echo 0)"
 echo "binary size: base $(stat -c %s "$work/base") bytes, new $(stat -c %s "$work/new") bytes"

@@ -279,6 +279,19 @@ func TestTraces(t *testing.T) {
 	if hold.Attrs["toolagent.approval_id"] != res.ApprovalID {
 		t.Errorf("hold span approval_id = %q; want %s", hold.Attrs["toolagent.approval_id"], res.ApprovalID)
 	}
+	// A caller waits for the outcome meanwhile: its span ends with it.
+	tp3, id3 := traceparent(8)
+	waited := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodGet, r.url+"/v1/approvals/"+res.ApprovalID+"?wait=30s", nil)
+		req.Header.Set("Traceparent", tp3)
+		req.Header.Set("Authorization", "Bearer "+r.opToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		waited <- err
+	}()
 	tp2, id2 := traceparent(6)
 	var decided struct {
 		Status string          `json:"status"`
@@ -290,6 +303,13 @@ func TestTraces(t *testing.T) {
 	}
 	path := "POST /v1/approvals/" + res.ApprovalID
 	spans = r.waitTree(t, id2, path+"\n  approved call held-echo\n    execute shell\n      sandbox start\n")
+	if err := <-waited; err != nil {
+		t.Fatal(err)
+	}
+	spans = r.waitTree(t, id3, "GET /v1/approvals/"+res.ApprovalID+"\n  approval wait\n")
+	if s := find(spans, id3, "approval wait"); s.Attrs["toolagent.approval_status"] != "executed" || s.Attrs["toolagent.approval_id"] != res.ApprovalID {
+		t.Errorf("approval wait span %v; want approval %s executed", s.Attrs, res.ApprovalID)
+	}
 	link := id + "/" + hold.SpanID
 	for _, name := range []string{"approved call held-echo", "execute shell"} {
 		if s := find(spans, id2, name); len(s.Links) != 1 || s.Links[0] != link {
