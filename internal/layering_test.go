@@ -39,17 +39,17 @@ var allowed = map[string][]string{
 	"internal/approval":             {"internal/hldp", "internal/grant", "internal/pgstore"},
 	"internal/pgstore":              {},
 	"internal/pgstore/pgtest":       {},
-	"internal/dispatch":             {"internal/catalog", "internal/executors", "internal/hldp", "internal/policy", "internal/approval", "internal/runs"},
+	"internal/dispatch":             {"internal/catalog", "internal/executors", "internal/hldp", "internal/policy", "internal/approval", "internal/runs", "internal/telemetry"},
 	"internal/reload":               {"internal/catalog", "internal/scan"},
 	"internal/health":               {"internal/catalog", "internal/executors", "internal/hldp", "internal/scan"},
-	"internal/api":                  {"internal/catalog", "internal/dispatch", "internal/reload", "internal/hldp", "internal/runs", "internal/feedback"},
-	"internal/mcpserver":            {"internal/catalog", "internal/dispatch", "internal/hldp", "internal/runs"},
+	"internal/api":                  {"internal/catalog", "internal/dispatch", "internal/reload", "internal/hldp", "internal/runs", "internal/feedback", "internal/telemetry"},
+	"internal/mcpserver":            {"internal/catalog", "internal/dispatch", "internal/hldp", "internal/runs", "internal/telemetry"},
 	"internal/console":              {"internal/catalog", "internal/dispatch", "internal/hldp", "internal/reload", "internal/audit"},
 	"internal/audit":                {"internal/pgstore"},
 	"internal/runs":                 {},
 	"internal/notify":               {},
 	"internal/feedback":             {},
-	"internal/gatekeeper":           {"internal/proc", "internal/policy", "internal/grant", "internal/httpserve"},
+	"internal/gatekeeper":           {"internal/proc", "internal/policy", "internal/grant", "internal/httpserve", "internal/telemetry"},
 
 	// Beside the request path, below the daemon and the commands: host is
 	// what a process finds on its host (paths, sandbox, shell executor,
@@ -63,6 +63,10 @@ var allowed = map[string][]string{
 	"internal/settings":  {},
 	"internal/httpserve": {},
 
+	// OpenTelemetry set up from OTEL_*, and the OTLP receiver of its tests.
+	"internal/telemetry":          {},
+	"internal/telemetry/otlptest": {},
+
 	// The command line's conventions, and what validate and eval check.
 	"internal/cli":  {"internal/dispatch", "internal/hldp", "internal/settings"},
 	"internal/lint": {"internal/catalog", "internal/hldp", "internal/host", "internal/match", "internal/match/matcheval", "internal/scan"},
@@ -72,7 +76,8 @@ var allowed = map[string][]string{
 	"internal/daemon": {"internal/api", "internal/approval", "internal/audit", "internal/cache", "internal/catalog", "internal/console",
 		"internal/dispatch", "internal/executors", "internal/executors/forgejo", "internal/executors/gatekeeper", "internal/executors/hlpdapi",
 		"internal/feedback", "internal/health", "internal/hldp", "internal/host", "internal/httpserve", "internal/mcpserver", "internal/notify", "internal/operator",
-		"internal/pgstore", "internal/policy", "internal/proc", "internal/reload", "internal/repo", "internal/runs", "internal/scan", "internal/settings", "internal/trust"},
+		"internal/pgstore", "internal/policy", "internal/proc", "internal/reload", "internal/repo", "internal/runs", "internal/scan", "internal/settings", "internal/trust",
+		"internal/telemetry"},
 
 	// Development commands beside the product binary (go run ./internal/cmd/...).
 	"internal/cmd/benchcatalog": {"internal/catalog", "internal/daemon", "internal/mcpserver", "internal/repo", "internal/scan", "internal/settings"},

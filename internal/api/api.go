@@ -174,7 +174,7 @@ func New(opts Options, store *catalog.Store, inv Invoker, sync Syncer, log *slog
 	s := &server{opts: opts, store: store, inv: inv, sync: sync, log: log}
 	s.metrics = newMetrics(opts.Registry, store, sync, opts.Now)
 	s.webhooks = newWebhookCounter(opts.Registry)
-	s.prom = promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{Registry: opts.Registry})
+	s.prom = promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{Registry: opts.Registry, EnableOpenMetrics: true}) // OpenMetrics when asked: exemplars
 	mux := http.NewServeMux()
 	methods := map[string][]string{} // path -> the methods it serves
 	var paths []string
@@ -485,7 +485,7 @@ func (s *server) handleCall(w http.ResponseWriter, r *http.Request) {
 	// was given).
 	res := s.inv.Invoke(r.Context(), c)
 	s.metrics.inFlight.Dec()
-	s.metrics.observe(res, s.opts.Now().Sub(start))
+	s.metrics.observe(r.Context(), res, s.opts.Now().Sub(start))
 	code := resultHTTPStatus(res)
 	switch code {
 	case http.StatusTooManyRequests:

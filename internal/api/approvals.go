@@ -145,7 +145,7 @@ func (s *server) handleDecide(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if res != nil {
-		s.metrics.observe(*res, time.Duration(res.DurationMS)*time.Millisecond)
+		s.metrics.observe(r.Context(), *res, time.Duration(res.DurationMS)*time.Millisecond)
 	}
 	encode(w, s.log, http.StatusOK, a)
 }

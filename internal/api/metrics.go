@@ -1,12 +1,14 @@
 package api
 
 import (
+	"context"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/toolagent/toolagent/internal/catalog"
 	"github.com/toolagent/toolagent/internal/dispatch"
+	"github.com/toolagent/toolagent/internal/telemetry"
 )
 
 // unknownTool is the tool label of calls to names not in the catalog, so
@@ -42,14 +44,20 @@ func newMetrics(reg prometheus.Registerer, store *catalog.Store, sync Syncer, no
 	return m
 }
 
-// observe counts one finished call.
-func (m *metrics) observe(res dispatch.Result, took time.Duration) {
+// observe counts one finished call. The duration carries the trace id of
+// ctx's span as its exemplar when the span is sampled (tracing on).
+func (m *metrics) observe(ctx context.Context, res dispatch.Result, took time.Duration) {
 	tool := res.Tool
 	if res.Status == dispatch.NotFound {
 		tool = unknownTool
 	}
 	m.calls.WithLabelValues(tool, string(res.Status)).Inc()
-	m.duration.WithLabelValues(tool).Observe(took.Seconds())
+	h := m.duration.WithLabelValues(tool)
+	if id := telemetry.SampledTraceID(ctx); id != "" {
+		h.(prometheus.ExemplarObserver).ObserveWithExemplar(took.Seconds(), prometheus.Labels{"trace_id": id})
+		return
+	}
+	h.Observe(took.Seconds())
 }
 
 var (

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -12,6 +13,10 @@ import (
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/toolagent/toolagent/internal/telemetry"
 )
 
 // Webhook configures POST /v1/hooks/forgejo, the push webhook of a
@@ -77,9 +82,12 @@ func newWebhookCounter(reg prometheus.Registerer) *prometheus.CounterVec {
 // happens in the handler. The signature is checked before the body is
 // parsed, and compared in constant time.
 func (s *server) handleWebhook(w http.ResponseWriter, r *http.Request) {
+	ctx, span := telemetry.Tracer().Start(r.Context(), "webhook")
+	defer span.End()
+	r = r.WithContext(ctx)
 	wh := s.opts.Webhook
 	refuse := func(result string, err *apiError) {
-		s.sawWebhook(result)
+		s.sawWebhook(r.Context(), result)
 		s.log.WarnContext(r.Context(), "webhook refused", "result", result, "status", err.status, "remote", r.RemoteAddr)
 		writeError(w, s.log, err)
 	}
@@ -112,7 +120,7 @@ func (s *server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 	}
 
 	if event, ok := firstHeader(r.Header, eventHeaders); ok && event != "push" {
-		s.sawWebhook(whIgnored)
+		s.sawWebhook(r.Context(), whIgnored)
 		encode(w, s.log, http.StatusOK, webhookBody{Status: whIgnored, Reason: "event " + event + " is not a push"})
 		return
 	}
@@ -126,7 +134,7 @@ func (s *server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 	}
 	want := "refs/heads/" + wh.Branch
 	if push.Ref != want {
-		s.sawWebhook(whIgnored)
+		s.sawWebhook(r.Context(), whIgnored)
 		s.log.DebugContext(r.Context(), "webhook ignored", "ref", push.Ref, "serving", want)
 		encode(w, s.log, http.StatusAccepted, webhookBody{Status: whIgnored, Reason: "push to " + push.Ref + "; this daemon serves " + want})
 		return
@@ -139,7 +147,7 @@ func (s *server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 		exact = true
 	}
 	s.sync.Poke()
-	s.sawWebhook(whQueued)
+	s.sawWebhook(r.Context(), whQueued)
 	s.log.InfoContext(r.Context(), "webhook push", "ref", push.Ref, "after", push.After, "at_once", exact)
 	encode(w, s.log, http.StatusAccepted, webhookBody{Status: whQueued})
 }
@@ -198,7 +206,9 @@ func validSignature(secret, body []byte, sig string) bool {
 }
 
 // sawWebhook counts a delivery by its result and tells Options.OnWebhook.
-func (s *server) sawWebhook(result string) {
+// The delivery's span (tracing on) records the result.
+func (s *server) sawWebhook(ctx context.Context, result string) {
+	trace.SpanFromContext(ctx).SetAttributes(attribute.String("toolagent.webhook_result", result))
 	s.webhooks.WithLabelValues(result).Inc()
 	if s.opts.OnWebhook != nil {
 		s.opts.OnWebhook(result)

@@ -148,6 +148,9 @@ type Request struct {
 	CollectedAt time.Time `json:"collected_at,omitzero"`
 	// Note says why a request became invalid or expired.
 	Note string `json:"note,omitempty"`
+	// TraceParent is the W3C traceparent of the span that held the call
+	// (tracing on): its approved run's spans link to it.
+	TraceParent string `json:"traceparent,omitempty"`
 }
 
 // RunParams returns the params the approved call runs with: the edited
@@ -484,7 +487,7 @@ func newRequest(in Request, now time.Time, ttl time.Duration) (*Request, error) 
 	if err != nil {
 		return nil, fmt.Errorf("approval: %w", err)
 	}
-	return &Request{ID: id, Tool: in.Tool, Revision: in.Revision, Params: params, ParamsHash: hash, Why: in.Why, Sandbox: in.Sandbox, Caller: in.Caller, Door: in.Door,
+	return &Request{ID: id, Tool: in.Tool, Revision: in.Revision, Params: params, ParamsHash: hash, Why: in.Why, Sandbox: in.Sandbox, Caller: in.Caller, Door: in.Door, TraceParent: in.TraceParent,
 		CreatedAt: now, ExpiresAt: now.Add(ttl), Status: Pending}, nil
 }
 

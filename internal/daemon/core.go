@@ -32,6 +32,7 @@ import (
 	"github.com/toolagent/toolagent/internal/repo"
 	runsreg "github.com/toolagent/toolagent/internal/runs"
 	"github.com/toolagent/toolagent/internal/scan"
+	"github.com/toolagent/toolagent/internal/telemetry"
 )
 
 // core is what a daemon of every role (Serve, Stdio, Sync) is built on:
@@ -84,6 +85,9 @@ type core struct {
 	logs logCache
 	// exporters send the audit trail on (audit_export); serve only.
 	exporters []*audit.Exporter
+	// stopTracing flushes the spans (internal/telemetry; a no-op when
+	// the OTEL_* environment asks for no tracing).
+	stopTracing func()
 }
 
 // history is where the console reads the audit trail, or nil.
@@ -184,6 +188,11 @@ func newCore(cfg Config, log *slog.Logger, mode approvalMode) (_ *core, err erro
 		}
 	}()
 	undo = append(undo, src.close)
+	stopTracing, err := telemetry.Setup(log.With(slog.String("log", "tracing")))
+	if err != nil {
+		return nil, err
+	}
+	undo = append(undo, stopTracing)
 	c.RunsTools = mode != noApprovals // sync runs no tool
 	execs, sb, err := c.Executors()
 	if err != nil {
@@ -377,8 +386,9 @@ func newCore(cfg Config, log *slog.Logger, mode approvalMode) (_ *core, err erro
 		cfg: cfg, log: log, setup: c, sandbox: sb, reg: reg, store: store, execs: execs, disp: disp,
 		loop: loop, trigger: trigger, watchDir: src.watchDir, health: hc, src: src,
 		approvals: ap, db: db, slots: slots, broadcast: bc, auditFile: af, auditPG: apg, runs: runs, runReg: runReg, saver: saver, notifier: an, feedback: fb,
-		trust:     tg,
-		exporters: exporters,
+		trust:       tg,
+		exporters:   exporters,
+		stopTracing: stopTracing,
 	}, nil
 }
 
@@ -411,6 +421,7 @@ func (cr *core) close() {
 	if cr.db != nil {
 		cr.db.Close()
 	}
+	cr.stopTracing() // last: the spans of everything closed above
 }
 
 // OpenStore opens the shared database of cfg.Store (postgres: the URL in

@@ -39,6 +39,7 @@ import (
 	"github.com/toolagent/toolagent/internal/operator"
 	"github.com/toolagent/toolagent/internal/repo"
 	"github.com/toolagent/toolagent/internal/scan"
+	"github.com/toolagent/toolagent/internal/telemetry"
 )
 
 // Daemon is a toolagent service built by New.
@@ -166,6 +167,7 @@ func New(cfg Config) (_ *Daemon, err error) {
 	if d.handler, err = api.Guard(gopts, mux); err != nil { // Validate checked the settings; the addresses are the listener's
 		return nil, err
 	}
+	d.handler = telemetry.Handler(d.handler, "toolagent") // a span per request when tracing is on
 	if everyAddress(cfg.Listen) && len(cfg.PublicHosts) == 0 {
 		log.Warn("listening on every address, but only loopback names and the listen address are accepted as Host: "+
 			"clients reaching the daemon by another name or address get 421; name those in public_hosts", "listen", cfg.Listen)

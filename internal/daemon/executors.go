@@ -16,6 +16,7 @@ import (
 	"github.com/toolagent/toolagent/internal/health"
 	"github.com/toolagent/toolagent/internal/hldp"
 	"github.com/toolagent/toolagent/internal/host"
+	"github.com/toolagent/toolagent/internal/telemetry"
 )
 
 // remoteExecutors adds to execs the executors configured in cfg —
@@ -24,7 +25,7 @@ import (
 // without it its tools are disabled ("executor X is not configured").
 // Errors are configuration errors, reported at start.
 func remoteExecutors(execs map[hldp.ExecutorKind]executors.Executor, cfg Config, log *slog.Logger) (*health.Monitor, error) {
-	client := &http.Client{} // each call is bounded by its context
+	client := &http.Client{Transport: telemetry.Transport(nil)} // each call is bounded by its context; traced when tracing is on
 	var probes []health.Probe
 	gkDefault := cfg.DefaultTarget()
 

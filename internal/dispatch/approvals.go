@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/toolagent/toolagent/internal/approval"
 	"github.com/toolagent/toolagent/internal/catalog"
 	"github.com/toolagent/toolagent/internal/executors"
@@ -128,7 +130,12 @@ const approvalReread = 5 * time.Second
 // held call in one request instead of polling. The store says when the
 // request changes (approval.Watcher: across replicas on the shared store);
 // the request is read again on every wake-up, never taken from it.
-func (d *Dispatcher) ApprovalWait(ctx context.Context, id string, sf catalog.Surface, wait time.Duration) (Approval, error) {
+func (d *Dispatcher) ApprovalWait(ctx context.Context, id string, sf catalog.Surface, wait time.Duration) (a Approval, err error) {
+	ctx, span := step(ctx, "approval wait", attribute.String("toolagent.approval_id", id))
+	defer func() {
+		span.SetAttributes(attribute.String("toolagent.approval_status", string(a.Status)))
+		span.End()
+	}()
 	wait = min(wait, MaxApprovalWait)
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
@@ -340,6 +347,8 @@ func (d *Dispatcher) RunApproved(ctx context.Context, id string) (Approval, *Res
 	start := d.opts.Now()
 	call := Call{Tool: a.Tool, Caller: a.Caller, Door: a.Door}
 	var tool *hldp.Tool // the definition that runs, once looked up
+	ctx, span := startCall(ctx, call, id, a.TraceParent)
+	ctx = withHeldAt(ctx, a.TraceParent)
 	finish := func(r Result, params map[string]any) *Result {
 		if r.DurationMS == 0 && r.ExitCode >= 0 {
 			r.DurationMS = d.opts.Now().Sub(start).Milliseconds()
@@ -349,6 +358,7 @@ func (d *Dispatcher) RunApproved(ctx context.Context, id string) (Approval, *Res
 		var secrets map[string]any
 		params, secrets = tool.RedactParams(params)
 		scrubResult(&r, secrets)
+		endCall(span, r, false)
 		d.audit(ctx, call, r, params, d.opts.Now().Sub(start), append([]slog.Attr{
 			slog.String("asked_by", a.Caller), slog.String("decided_by", a.Decider), slog.Time("decided_at", a.DecidedAt)}, decisionReason(a)...)...)
 		return &r
@@ -360,6 +370,7 @@ func (d *Dispatcher) RunApproved(ctx context.Context, id string) (Approval, *Res
 		if err == nil {
 			err = fmt.Errorf("%w: %s is %s", ErrNotApproved, id, a.Status)
 		}
+		span.End()
 		return a, nil, err
 	}
 	e, lerr := d.callable(a.Tool)
@@ -414,6 +425,7 @@ func (d *Dispatcher) RunApproved(ctx context.Context, id string) (Approval, *Res
 		if gerr != nil {
 			cur = a
 		}
+		span.End()
 		return cur, nil, err
 	}
 	if v := policy.Evaluate(t, params, policy.ForTool(t, d.opts.ShellPolicy)); v.Decision == policy.Deny {

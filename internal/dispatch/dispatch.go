@@ -33,12 +33,15 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/toolagent/toolagent/internal/approval"
 	"github.com/toolagent/toolagent/internal/catalog"
 	"github.com/toolagent/toolagent/internal/executors"
 	"github.com/toolagent/toolagent/internal/hldp"
 	"github.com/toolagent/toolagent/internal/policy"
 	"github.com/toolagent/toolagent/internal/runs"
+	"github.com/toolagent/toolagent/internal/telemetry"
 )
 
 // DefaultMaxConcurrent is the global cap on calls running at once.
@@ -203,6 +206,8 @@ func (d *Dispatcher) Invoke(ctx context.Context, c Call) (result Result) {
 	if id == "" {
 		id = NewRunID()
 	}
+	ctx, span := startCall(ctx, c, "", "")
+	defer func() { endCall(span, result, c.DryRun) }()
 	if d.opts.Runs != nil && !c.DryRun {
 		run, ok := d.opts.Runs.Get(id)
 		if !ok {
@@ -277,12 +282,15 @@ func (d *Dispatcher) invoke(ctx context.Context, c Call) (res Result, audited ma
 	}
 	t := e.Tool
 	tool = t
+	_, pspan := step(ctx, "params")
 	raw, err := decodeParams(c.Params)
 	if err != nil {
+		pspan.End()
 		r.Status, r.Error, r.Problems = InvalidParams, err.Error(), []string{err.Error()}
 		return r, nil
 	}
 	params, err := t.CheckParams(raw)
+	pspan.End()
 	if err != nil {
 		r.Status = InvalidParams
 		probs := splitErrors(err)
@@ -296,7 +304,10 @@ func (d *Dispatcher) invoke(ctx context.Context, c Call) (res Result, audited ma
 		return r, params
 	}
 	req := executors.Request{Tool: t, Params: params, Rev: e.Rev, Output: c.Output, Followed: c.Followed}
+	_, vspan := step(ctx, "policy")
 	v := policy.Evaluate(t, params, policy.ForTool(t, d.opts.ShellPolicy))
+	vspan.SetAttributes(attribute.String("toolagent.decision", v.Decision.String()))
+	vspan.End()
 	if c.DryRun {
 		// A dry run never creates an approval; it says what the policy
 		// would decide.
@@ -333,6 +344,11 @@ func (d *Dispatcher) invoke(ctx context.Context, c Call) (res Result, audited ma
 // with an approval queue, a pending request the caller can point an
 // approver to; without one, a plain refusal that says so.
 func (d *Dispatcher) hold(ctx context.Context, c Call, t *hldp.Tool, rev string, params map[string]any, v policy.Verdict, r *Result) {
+	ctx, span := step(ctx, "approval hold")
+	defer func() {
+		span.SetAttributes(attribute.String("toolagent.status", string(r.Status)), attribute.String("toolagent.approval_id", r.ApprovalID))
+		span.End()
+	}()
 	r.Status = ApprovalRequired
 	r.Error = fmt.Sprintf("did not run: the call needs an approval: %s: %s", v.Rule, v.Reason)
 	if d.opts.Approvals == nil {
@@ -345,7 +361,7 @@ func (d *Dispatcher) hold(ctx context.Context, c Call, t *hldp.Tool, rev string,
 	// A secret param's value stays in this process (d.held): the store,
 	// the approver and the notifications see hldp.Redacted.
 	stored, secrets := t.RedactParams(params)
-	in := approval.Request{Tool: t.Name, Revision: rev, Params: stored, Caller: c.Caller, Door: c.Door, Why: v.Rule + ": " + v.Reason}
+	in := approval.Request{Tool: t.Name, Revision: rev, Params: stored, Caller: c.Caller, Door: c.Door, Why: v.Rule + ": " + v.Reason, TraceParent: telemetry.TraceParent(ctx)}
 	keepSecrets := func(a approval.Request) {
 		if secrets != nil {
 			d.held.keep(a.ID, secrets, a.ExpiresAt, d.opts.Now())
@@ -399,17 +415,33 @@ func (r *Result) setVerdict(v policy.Verdict) {
 // outcome. The caller holds the concurrency slots.
 func (d *Dispatcher) execute(ctx context.Context, ex executors.Executor, req executors.Request, r *Result) {
 	t := req.Tool
+	ctx, span := step(ctx, "execute "+string(t.Executor))
+	span.SetAttributes(attribute.String("toolagent.executor", string(t.Executor)))
+	defer func() {
+		if span.IsRecording() {
+			span.SetAttributes(attribute.String("toolagent.status", string(r.Status)), attribute.Int("toolagent.exit_code", r.ExitCode), attribute.Int64("toolagent.output_bytes", r.OutputBytes))
+		}
+		span.End()
+	}()
+	if req.Approval != "" {
+		span.SetAttributes(attribute.String("toolagent.approval_id", req.Approval))
+		if l, ok := telemetry.Link(heldAt(ctx)); ok {
+			span.AddLink(l)
+		}
+	}
 	xctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var started atomic.Bool
 	bound := time.AfterFunc(t.Constraints.Timeout+backstop+startWait, func() { cancel(errBackstop) })
 	defer bound.Stop()
+	start := d.opts.Now()
+	begun := time.Now()
 	req.Started = func() {
 		if started.CompareAndSwap(false, true) {
 			bound.Reset(t.Constraints.Timeout + backstop)
+			sandboxStarted(xctx, begun)
 		}
 	}
-	start := d.opts.Now()
 	out, err := ex.Execute(xctx, req)
 	backstopped := errors.Is(context.Cause(xctx), errBackstop)
 	r.fill(out)

@@ -62,6 +62,7 @@ import (
 	"github.com/toolagent/toolagent/internal/grant"
 	"github.com/toolagent/toolagent/internal/policy"
 	"github.com/toolagent/toolagent/internal/proc"
+	"github.com/toolagent/toolagent/internal/telemetry"
 )
 
 // Defaults of Options fields left zero.
@@ -337,7 +338,9 @@ func NewHandler(opts Options, logger *slog.Logger) http.Handler {
 		}
 		writeError(w, http.StatusNotFound, CodeNotFound, "no such endpoint "+r.URL.Path+" (the gatekeeper serves POST /exec and GET /healthz)")
 	})
-	return mux
+	// Tracing on (telemetry.Setup), a request continues the caller's
+	// trace (its traceparent header) in a server span.
+	return telemetry.Handler(mux, "gatekeeper")
 }
 
 // newBootID returns a fresh random boot id: 32 hex digits, so a grant

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/toolagent/toolagent/internal/httpserve"
+	"github.com/toolagent/toolagent/internal/telemetry"
 )
 
 // Serve serves the protocol with opts on the address listen until ctx
@@ -24,6 +25,11 @@ func Serve(ctx context.Context, listen string, opts Options, grace time.Duration
 	if err := ListenCheck(listen, hasToken); err != nil {
 		return err
 	}
+	stopTracing, err := telemetry.Setup(log.With(slog.String("log", "tracing")))
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	handler := NewHandler(opts, log.With(slog.String("log", "audit")))
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {

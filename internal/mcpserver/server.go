@@ -235,7 +235,7 @@ func New(store *catalog.Store, inv Invoker, opts Options) *Server {
 		SetCacheable: cacheable,
 	})
 	s.addMetaTools()
-	s.mcp.AddReceivingMiddleware(s.middleware, extensionGate(opts.Extensions))
+	s.mcp.AddReceivingMiddleware(traceCalls, s.middleware, extensionGate(opts.Extensions))
 	s.Sync()
 	return s
 }

@@ -13,9 +13,11 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolagent/toolagent/internal/catalog"
 	"github.com/toolagent/toolagent/internal/dispatch"
+	"github.com/toolagent/toolagent/internal/telemetry"
 )
 
 // Tasks (MCP 2025-11-25, experimental): a client that declares nothing
@@ -234,6 +236,11 @@ func (s *Server) createTask(ctx context.Context, r taskRequest, caller string) (
 	if isMetaName(p.Name) || !s.lists(p.Name) {
 		// Only the listed catalog tools say taskSupport "optional".
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("tool %q does not support task-augmented calls (its execution.taskSupport is not optional): call it without params.task", p.Name)}
+	}
+	if telemetry.Enabled() {
+		var span trace.Span
+		ctx, span = startCallSpan(ctx, p.Name, taskMeta(r.params))
+		defer span.End()
 	}
 	res := s.inv.Invoke(ctx, dispatch.Call{Tool: p.Name, Params: p.Arguments, Caller: caller, Door: dispatch.DoorMCP, Surface: s.opts.Surface})
 	now := time.Now()

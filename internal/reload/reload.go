@@ -27,6 +27,11 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/toolagent/toolagent/internal/catalog"
 	"github.com/toolagent/toolagent/internal/scan"
 )
@@ -227,6 +232,10 @@ func (l *Loop) logger() *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
+// tracer makes the spans of a reload (reload, sync, build): the global
+// provider's as it is now, a no-op one unless the daemon turned tracing on.
+func tracer() trace.Tracer { return otel.Tracer("github.com/toolagent/toolagent") }
+
 // Once syncs the source, and when the tree's revision differs from the
 // snapshot in the store, builds a new snapshot and swaps it in. changed
 // reports a swap. On error nothing is published, the previous snapshot
@@ -239,6 +248,14 @@ func (l *Loop) Once(ctx context.Context) (changed bool, err error) {
 	l.onceMu.Lock()
 	defer l.onceMu.Unlock()
 	log := l.logger()
+	ctx, span := tracer().Start(ctx, "reload")
+	defer func() {
+		span.SetAttributes(attribute.Bool("toolagent.changed", changed))
+		if err != nil {
+			span.SetStatus(codes.Error, "reload failed") // the error may name the source's URL: not recorded
+		}
+		span.End()
+	}()
 	start := l.now()
 	l.mu.Lock()
 	l.status.SyncingSince = start
@@ -250,7 +267,12 @@ func (l *Loop) Once(ctx context.Context) (changed bool, err error) {
 	}()
 	log.Info("sync started")
 
-	t, err := l.Source.Sync(ctx)
+	sctx, sspan := tracer().Start(ctx, "sync")
+	t, err := l.Source.Sync(sctx)
+	if err == nil {
+		sspan.SetAttributes(attribute.String("toolagent.revision", t.Rev()))
+	}
+	sspan.End()
 	if err != nil {
 		log.Info("sync ended", "ok", false, "took_ms", l.now().Sub(start).Milliseconds())
 		return false, l.fail(fmt.Errorf("sync: %w", err))
@@ -269,7 +291,10 @@ func (l *Loop) Once(ctx context.Context) (changed bool, err error) {
 			return scan.Build(prev, t, nil, scan.Options{})
 		}
 	}
+	_, bspan := tracer().Start(ctx, "build", trace.WithAttributes(attribute.String("toolagent.revision", rev)))
 	next, rep, err := build(prev, t)
+	bspan.SetAttributes(attribute.Int("toolagent.parsed", rep.Parsed), attribute.Int("toolagent.reused", rep.Reused))
+	bspan.End()
 	if err != nil {
 		return false, l.fail(fmt.Errorf("build %s: %w", rev, err))
 	}
