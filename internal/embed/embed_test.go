@@ -199,10 +199,11 @@ func names(r catalog.MatchResponse) []string {
 // TestFusionReordersAsDocumented: the fused ranking is the reciprocal
 // rank fusion (k=60) of the lexical ranking and the cosine ranking,
 // recomputed here from the two rankings, and differs from the lexical
-// order for a request whose words the lexical matcher reads otherwise.
+// order for a request whose words the lexical matcher reads otherwise
+// (at weight 1; at the default weight 0.1 the same formula holds).
 func TestFusionReordersAsDocumented(t *testing.T) {
 	e := newEndpoint(t)
-	m := newMatcher(t, e, Options{})
+	m := newMatcher(t, e, Options{Weight: 1})
 	snap := snapshot("r1", baseTools...)
 	if err := m.Refresh(t.Context(), snap); err != nil {
 		t.Fatal(err)
@@ -240,7 +241,7 @@ func TestFusionReordersAsDocumented(t *testing.T) {
 		return 0
 	})
 	for i, tl := range byCos {
-		score[tl.Name] += 1 / float64(RRFK+i+1)
+		score[tl.Name] += m.opts.Weight / float64(RRFK+i+1)
 	}
 	want := slices.Collect(func(yield func(string) bool) {
 		for _, tl := range baseTools {

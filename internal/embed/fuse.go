@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"unicode"
 
 	"github.com/toolagent/toolagent/internal/catalog"
 	"github.com/toolagent/toolagent/internal/match"
@@ -39,8 +40,7 @@ const (
 // lexical ranking fused with the ranking of the tools by the cosine of
 // their vectors and the request's, when the endpoint answers within the
 // timeout (see docs/matching.md). resp.Embeddings says which it was.
-// Found is the lexical decision, unless Options.Accept overturns a
-// refusal. It never waits on the endpoint past Options.Timeout, nor at all
+// Found is always the lexical decision. It never waits on the endpoint past Options.Timeout, nor at all
 // while the circuit breaker is open.
 func (m *Matcher) Match(ctx context.Context, snap *catalog.Snapshot, q string, limit int, sf catalog.Surface) catalog.MatchResponse {
 	if limit <= 0 || limit > catalog.MaxCandidates {
@@ -48,21 +48,20 @@ func (m *Matcher) Match(ctx context.Context, snap *catalog.Snapshot, q string, l
 	}
 	lex := snap.Ranking(q, sf, LexicalDepth)
 	set := m.set.Load()
-	qv, status := m.queryVector(ctx, q, set)
+	var qv []float32
+	status := ""
+	if lang := Language(q); len(m.opts.Languages) > 0 && !slices.Contains(m.opts.Languages, lang) {
+		status = fmt.Sprintf("skipped: the request is in %s, not in the model's languages (%s)", lang, strings.Join(m.opts.Languages, ", "))
+	} else {
+		qv, status = m.queryVector(ctx, q, set)
+	}
 	if qv == nil {
 		lex.Candidates = lex.Candidates[:min(limit, len(lex.Candidates))]
 		resp := snap.Respond(q, lex)
 		resp.Embeddings = status
 		return resp
 	}
-	res, sims := fuse(snap, sf, set, lex, qv, limit)
-	if !res.Found && m.opts.Accept > 0 && len(sims) > 0 {
-		best, next := sims[0], float32(0)
-		if len(sims) > 1 {
-			next = sims[1]
-		}
-		res.Found = float64(best) >= m.opts.Accept && float64(best-next) >= m.opts.AcceptMargin
-	}
+	res, _ := fuse(snap, sf, set, lex, qv, limit, m.opts.Weight)
 	resp := snap.Respond(q, res.Result)
 	resp.Embeddings = status
 	for i := range resp.Candidates {
@@ -131,7 +130,7 @@ var simsPool = sync.Pool{New: func() any { return new([]float32) }}
 // ranking of set's vectors against qv, over the tools of snap on sf, and
 // returns the limit best (Found as lex's) and the cosines of the best
 // tools by the embeddings, best first.
-func fuse(snap *catalog.Snapshot, sf catalog.Surface, set *toolSet, lex match.Result, qv []float32, limit int) (fused, []float32) {
+func fuse(snap *catalog.Snapshot, sf catalog.Surface, set *toolSet, lex match.Result, qv []float32, limit int, weight float64) (fused, []float32) {
 	n, d := len(set.names), set.dims
 	sp := simsPool.Get().(*[]float32)
 	defer simsPool.Put(sp)
@@ -211,11 +210,11 @@ func fuse(snap *catalog.Snapshot, sf catalog.Surface, set *toolSet, lex match.Re
 			e.score += 1 / float64(RRFK+e.lexR)
 			if !set.has[e.c.ID] {
 				// No vector yet: its lexical rank stands for both.
-				e.score += 1 / float64(RRFK+e.lexR)
+				e.score += weight / float64(RRFK+e.lexR)
 			}
 		}
 		if e.hasSim {
-			e.score += 1 / float64(RRFK+rank(e.sim))
+			e.score += weight / float64(RRFK+rank(e.sim))
 		}
 	}
 	slices.SortFunc(all, func(a, b entry) int {
@@ -261,4 +260,27 @@ func dot(a, b []float32) float32 {
 		s0 += a[i] * b[i]
 	}
 	return s0 + s1 + s2 + s3
+}
+
+// Language tells a request's language as far as Options.Languages needs:
+// "zh" when it holds Han characters at least a third as many as Latin
+// letters (a Han character is about a word), else "en" when it holds
+// Latin letters, else "".
+func Language(q string) string {
+	han, latin := 0, 0
+	for _, r := range q {
+		switch {
+		case unicode.Is(unicode.Han, r):
+			han++
+		case unicode.Is(unicode.Latin, r):
+			latin++
+		}
+	}
+	switch {
+	case han > 0 && 3*han >= latin:
+		return "zh"
+	case latin > 0:
+		return "en"
+	}
+	return ""
 }

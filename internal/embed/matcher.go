@@ -19,6 +19,9 @@ import (
 // Defaults of Options.
 const (
 	DefaultTimeout = 300 * time.Millisecond
+	// DefaultWeight is Options.Weight's default, measured on the
+	// development set (docs/matching.md, "Embeddings").
+	DefaultWeight = 0.1
 	// reloadTimeout bounds one batch of tool texts at reload.
 	reloadTimeout = 30 * time.Second
 	// batchSize is how many tool texts one reload request carries.
@@ -39,11 +42,13 @@ type Options struct {
 	// CacheFile, when set, is where the tools' vectors are kept across
 	// restarts (beside the parse cache in STATE).
 	CacheFile string
-	// Accept is the cosine similarity at or above which the best tool by
-	// the embeddings overturns a lexical refusal, provided it leads the
-	// next tool by AcceptMargin (see docs/matching.md); 0: the lexical
-	// decision stands.
-	Accept, AcceptMargin float64
+	// Languages, when not empty, are the languages of the model: a
+	// request in another ("en": mostly Latin letters, "zh": mostly Han
+	// characters) is matched lexically alone.
+	Languages []string
+	// Weight is the weight of the embeddings' ranking in the fusion, the
+	// lexical one's being 1 (0: DefaultWeight).
+	Weight float64
 	// HTTP is the client (nil: a new one).
 	HTTP *http.Client
 	// Log gets reload outcomes (nil: discarded).
@@ -86,6 +91,14 @@ func New(opts Options) (*Matcher, error) {
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout
 	}
+	if opts.Weight <= 0 {
+		opts.Weight = DefaultWeight
+	}
+	for _, l := range opts.Languages {
+		if l != "en" && l != "zh" {
+			return nil, fmt.Errorf("match_embeddings.languages: %q is not a language told apart; want en or zh", l)
+		}
+	}
 	if strings.TrimSpace(opts.Model) == "" {
 		return nil, errors.New("match_embeddings.model is required with match_embeddings.url: the model name the endpoint serves")
 	}
@@ -109,11 +122,12 @@ func New(opts Options) (*Matcher, error) {
 	return m, nil
 }
 
-// ToolText is what is embedded of a tool: its display name, intent,
-// keywords and examples, one a line.
-func ToolText(t *hldp.Tool) string {
+// ToolText is what is embedded of a tool: its name's words, display
+// name, intent, keywords and examples, one a line.
+var ToolText = func(t *hldp.Tool) string {
 	var b strings.Builder
-	for _, s := range append([]string{t.Display, t.Intent, strings.Join(t.Keywords, ", ")}, t.Examples()...) {
+	name := strings.NewReplacer("-", " ", "_", " ").Replace(t.Name)
+	for _, s := range append([]string{name, t.Display, t.Intent, strings.Join(t.Keywords, ", ")}, t.Examples()...) {
 		if s = strings.TrimSpace(s); s != "" {
 			b.WriteString(s)
 			b.WriteByte('\n')
