@@ -20,6 +20,7 @@ import (
 	"github.com/toolagent/toolagent/internal/cache"
 	"github.com/toolagent/toolagent/internal/catalog"
 	"github.com/toolagent/toolagent/internal/dispatch"
+	"github.com/toolagent/toolagent/internal/embed"
 	"github.com/toolagent/toolagent/internal/executors"
 	"github.com/toolagent/toolagent/internal/feedback"
 	"github.com/toolagent/toolagent/internal/health"
@@ -77,6 +78,8 @@ type core struct {
 	// store, where auditPG keeps it in the database.
 	auditFile *audit.File
 	auditPG   *audit.PG
+	// embed is the embeddings backend of matching (nil: none).
+	embed *embed.Matcher
 }
 
 // history is where the console reads the audit trail, or nil.
@@ -154,6 +157,10 @@ func newCore(cfg Config, log *slog.Logger, mode approvalMode) (_ *core, err erro
 		return nil, err
 	}
 	c.ShellPolicy = sp
+	em, err := newEmbeddings(cfg, c.State, log)
+	if err != nil {
+		return nil, err
+	}
 	src, err := newSource(cfg, c, log)
 	if err != nil {
 		return nil, err
@@ -354,7 +361,7 @@ func newCore(cfg Config, log *slog.Logger, mode approvalMode) (_ *core, err erro
 		}
 	}
 	return &core{
-		cfg: cfg, log: log, setup: c, sandbox: sb, reg: reg, store: store, execs: execs, disp: disp,
+		embed: em, cfg: cfg, log: log, setup: c, sandbox: sb, reg: reg, store: store, execs: execs, disp: disp,
 		loop: loop, trigger: trigger, watchDir: src.watchDir, health: hc, src: src,
 		approvals: ap, db: db, slots: slots, broadcast: bc, auditFile: af, auditPG: apg, runs: runs, runReg: runReg, saver: saver, notifier: an, feedback: fb,
 	}, nil
@@ -582,6 +589,7 @@ func (cr *core) start(ctx context.Context, g *errgroup.Group) {
 		g.Go(func() error { return cr.src.sched.Run(ctx, cr.trigger) })
 	}
 	g.Go(func() error { return cr.health.Run(ctx, cr.store, cr.loop.Rebuild) })
+	g.Go(func() error { return cr.watchEmbeddings(ctx) })
 	if cr.watchDir != "" {
 		g.Go(func() error {
 			var tr reload.Tracker

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"slices"
 	"sort"
@@ -22,14 +23,27 @@ const (
 	// ranking it is not in. 60 is the value of Cormack, Clarke and
 	// Büttcher (SIGIR 2009), used unchanged by most hybrid search engines.
 	RRFK = 60
-	// LexicalDepth is how deep the lexical ranking is read: all of it
-	// for a request that shares terms with at most this many tools; past
-	// it a tool counts as lexically unranked. Its share there is below
-	// 1/(RRFK+LexicalDepth+1), and reading the whole ranking of a request
-	// touching 5,000 of 10,000 tools costs 30 ms (the lexical matcher
-	// explains every candidate), against 0.2 ms for this depth.
+	// LexicalDepth bounds how deep the lexical ranking is read (see
+	// lexicalDepth): past it a tool counts as lexically unranked, its
+	// share there being below 1/(RRFK+LexicalDepth+1). Reading the whole
+	// ranking of a request touching 5,000 of 10,000 tools costs 30 ms
+	// (the lexical matcher explains every candidate).
 	LexicalDepth = 100
 )
+
+// lexicalDepth is how deep the lexical ranking must be read for the
+// limit best fused tools to be those of the full rankings: a tool past
+// it has at most 1/(RRFK+depth+1) + weight/(RRFK+1), below the least the
+// limit-th lexical tool has, 1/(RRFK+limit). 11 at weight 0.1 and 3
+// candidates; at a weight of (RRFK+1)/(RRFK+limit) or more no depth is
+// enough, and LexicalDepth applies.
+func lexicalDepth(weight float64, limit int) int {
+	room := 1/float64(RRFK+limit) - weight/float64(RRFK+1)
+	if room <= 0 {
+		return LexicalDepth
+	}
+	return min(LexicalDepth, max(limit, int(math.Ceil(1/room))-RRFK))
+}
 
 // Status words of MatchResponse.Embeddings.
 const (
@@ -46,7 +60,7 @@ func (m *Matcher) Match(ctx context.Context, snap *catalog.Snapshot, q string, l
 	if limit <= 0 || limit > catalog.MaxCandidates {
 		limit = catalog.MaxCandidates
 	}
-	lex := snap.Ranking(q, sf, LexicalDepth)
+	lex := snap.Ranking(q, sf, lexicalDepth(m.opts.Weight, limit))
 	set := m.set.Load()
 	var qv []float32
 	status := ""
@@ -134,11 +148,14 @@ func fuse(snap *catalog.Snapshot, sf catalog.Surface, set *toolSet, lex match.Re
 	n, d := len(set.names), set.dims
 	sp := simsPool.Get().(*[]float32)
 	defer simsPool.Put(sp)
-	sims := slices.Grow((*sp)[:0], 2*n)[:2*n]
+	sims := slices.Grow((*sp)[:0], n)[:n]
 	*sp = sims
-	sims, sorted := sims[:n], sims[n:2*n]
 	check := set.gen != snap.Gen() || len(sf) > 0
-	k := 0
+	// top holds the best similarities, best first: the embeddings'
+	// ranking as deep as a tool only it holds could reach the limit
+	// (see depth below); the ranks of other tools are counted.
+	depth := RRFK + 2*limit
+	top := make([]float32, 0, depth+1)
 	for i := range n {
 		if check {
 			e, ok := snap.Lookup(set.names[i])
@@ -147,16 +164,32 @@ func fuse(snap *catalog.Snapshot, sf catalog.Surface, set *toolSet, lex match.Re
 				continue
 			}
 		}
-		sims[i] = dot(qv, set.vecs[i*d:(i+1)*d])
-		sorted[k] = sims[i]
-		k++
+		x := dot(qv, set.vecs[i*d:(i+1)*d])
+		sims[i] = x
+		if len(top) == depth && x <= top[depth-1] {
+			continue
+		}
+		j := len(top)
+		for j > 0 && top[j-1] < x {
+			j--
+		}
+		top = slices.Insert(top, j, x)
+		if len(top) > depth {
+			top = top[:depth]
+		}
 	}
-	sorted = sorted[:k]
-	slices.Sort(sorted)
-	slices.Reverse(sorted)
 	// rank is a tool's 1-based rank by similarity (ties share the best).
-	rank := func(s float32) int {
-		return 1 + sort.Search(len(sorted), func(j int) bool { return sorted[j] <= s })
+	rank := func(x float32) int {
+		if len(top) > 0 && x >= top[len(top)-1] {
+			return 1 + sort.Search(len(top), func(j int) bool { return top[j] <= x })
+		}
+		r := 1
+		for _, y := range sims {
+			if y > x {
+				r++
+			}
+		}
+		return r
 	}
 	lexRank := make(map[string]int, len(lex.Candidates))
 	for i, c := range lex.Candidates {
@@ -186,13 +219,13 @@ func fuse(snap *catalog.Snapshot, sf catalog.Surface, set *toolSet, lex match.Re
 		all[j].c, all[j].lexR, all[j].fromLexical = c, lexRank[c.ID], true
 	}
 	// A tool past the embeddings' rank RRFK+2*limit has at most
-	// 1/(RRFK+RRFK+2*limit+1) there; unless the lexical ranking holds it,
-	// it cannot pass the limit-th tool of the lexical ranking, which has
-	// at least 1/(RRFK+limit).
-	depth := min(len(sorted), RRFK+2*limit)
+	// weight/(RRFK+RRFK+2*limit+1) there; unless the lexical ranking
+	// holds it, it cannot pass the limit-th tool of the lexical ranking,
+	// which has at least 1/(RRFK+limit) (weight <= 1; above, fewer
+	// lexical tools than limit, it may be missed: DefaultWeight is 0.1).
 	var cut float32 = -2
-	if depth > 0 {
-		cut = sorted[depth-1]
+	if len(top) == depth {
+		cut = top[depth-1]
 	}
 	for i := range n {
 		if sims[i] < -1 {
@@ -241,7 +274,7 @@ func fuse(snap *catalog.Snapshot, sf catalog.Surface, set *toolSet, lex match.Re
 			out.sim[e.c.ID] = e.sim
 		}
 	}
-	return out, slices.Clone(sorted[:min(len(sorted), 2)])
+	return out, slices.Clone(top[:min(len(top), 2)])
 }
 
 // dot is the dot product of two vectors of one length: their cosine, as
