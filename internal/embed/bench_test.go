@@ -23,7 +23,7 @@ const benchDims = 512
 
 // benchCatalog returns n synthetic tools and a Matcher holding a random
 // unit vector for each, as after a reload.
-func benchCatalog(b *testing.B, n int) (*catalog.Snapshot, *Matcher, *httptest.Server) {
+func benchCatalog(b testing.TB, n int) (*catalog.Snapshot, *Matcher, *httptest.Server) {
 	r := rand.New(rand.NewPCG(1, 2))
 	verbs := []string{"restart", "list", "show", "delete", "create", "renew", "export", "restore", "search", "tail", "deploy", "merge"}
 	objs := []string{"service", "file", "certificate", "database", "table", "issue", "log", "port", "process", "disk", "container", "backup"}

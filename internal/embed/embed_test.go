@@ -529,3 +529,31 @@ func TestCanceledCaller(t *testing.T) {
 		t.Fatalf("after canceled callers embeddings = %q, want used: they are no sign of the endpoint's health", got.Embeddings)
 	}
 }
+
+// TestLexicalDepthIsExact: reading the lexical ranking only as deep as
+// lexicalDepth says gives the same fused candidates as reading all of
+// it, at every weight.
+func TestLexicalDepthIsExact(t *testing.T) {
+	snap, m, _ := benchCatalog(t, 400)
+	set := m.set.Load()
+	for _, w := range []float64{0.05, 0.1, 0.3, 0.6, 0.95, 1} {
+		for i, q := range append(benchRequests, "restart", "show the table", "delete file log container", "merge") {
+			qv := set.vecs[(i%len(set.names))*set.dims : (i%len(set.names)+1)*set.dims]
+			for limit := 1; limit <= 3; limit++ {
+				d := lexicalDepth(w, limit)
+				part, _ := fuse(snap, nil, set, snap.Ranking(q, nil, d), qv, limit, w)
+				full, _ := fuse(snap, nil, set, snap.Ranking(q, nil, 0), qv, limit, w)
+				var a, b []string
+				for _, c := range part.Candidates {
+					a = append(a, c.ID)
+				}
+				for _, c := range full.Candidates {
+					b = append(b, c.ID)
+				}
+				if !slices.Equal(a, b) {
+					t.Errorf("weight %g, limit %d, %q: depth %d gives %v, the full ranking %v", w, limit, q, d, a, b)
+				}
+			}
+		}
+	}
+}
