@@ -557,3 +557,24 @@ func TestLexicalDepthIsExact(t *testing.T) {
 		}
 	}
 }
+
+// TestSurfaceHoldsWithEmbeddings: a tool off the caller's surface is
+// never a candidate, however close its vector.
+func TestSurfaceHoldsWithEmbeddings(t *testing.T) {
+	e := newEndpoint(t)
+	m := newMatcher(t, e, Options{Weight: 1})
+	snap := snapshot("r1", baseTools...)
+	if err := m.Refresh(t.Context(), snap); err != nil {
+		t.Fatal(err)
+	}
+	sf := catalog.Surface{{Tools: []string{"svc-status", "log-tail", "disk-usage"}}}
+	for _, q := range []string{"zorp the service", "restart the systemd service", "zorp zorp zorp"} {
+		got := m.Match(t.Context(), snap, q, 3, sf)
+		if got.Embeddings != StatusUsed {
+			t.Fatalf("%q: embeddings = %q", q, got.Embeddings)
+		}
+		if slices.Contains(names(got), "svc-restart") {
+			t.Errorf("%q: candidates %v hold svc-restart, which is off the surface", q, names(got))
+		}
+	}
+}
