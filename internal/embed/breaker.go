@@ -66,10 +66,3 @@ func (b *breaker) done(err error) {
 		b.openUntil = b.now().Add(b.cooldown)
 	}
 }
-
-// open reports whether the breaker skips the endpoint now.
-func (b *breaker) open() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.fails >= breakerFailures && b.now().Before(b.openUntil)
-}
