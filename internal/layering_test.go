@@ -41,6 +41,7 @@ var allowed = map[string][]string{
 	"internal/pgstore/pgtest":       {},
 	"internal/dispatch":             {"internal/catalog", "internal/executors", "internal/hldp", "internal/policy", "internal/approval", "internal/runs", "internal/telemetry"},
 	"internal/reload":               {"internal/catalog", "internal/scan"},
+	"internal/embed":                {"internal/catalog", "internal/hldp", "internal/match"},
 	"internal/health":               {"internal/catalog", "internal/executors", "internal/hldp", "internal/scan"},
 	"internal/api":                  {"internal/catalog", "internal/dispatch", "internal/reload", "internal/hldp", "internal/runs", "internal/feedback", "internal/telemetry"},
 	"internal/mcpserver":            {"internal/catalog", "internal/dispatch", "internal/hldp", "internal/runs", "internal/telemetry"},
@@ -74,7 +75,7 @@ var allowed = map[string][]string{
 	// The daemon wires everything below it; only commands import it
 	// (no other entry of this table lists it).
 	"internal/daemon": {"internal/api", "internal/approval", "internal/audit", "internal/cache", "internal/catalog", "internal/console",
-		"internal/dispatch", "internal/executors", "internal/executors/forgejo", "internal/executors/gatekeeper", "internal/executors/hlpdapi",
+		"internal/dispatch", "internal/embed", "internal/executors", "internal/executors/forgejo", "internal/executors/gatekeeper", "internal/executors/hlpdapi",
 		"internal/feedback", "internal/health", "internal/hldp", "internal/host", "internal/httpserve", "internal/mcpserver", "internal/notify", "internal/operator",
 		"internal/pgstore", "internal/policy", "internal/proc", "internal/reload", "internal/repo", "internal/runs", "internal/scan", "internal/settings", "internal/trust",
 		"internal/telemetry"},

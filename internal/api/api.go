@@ -100,6 +100,9 @@ type Options struct {
 	// (dispatch.Options.Runs), for GET /v1/runs/{id} and streams (nil: a
 	// streaming call still streams, and /v1/runs answers 404).
 	Runs *runs.Registry
+	// Match, when set, answers intent queries in place of the
+	// snapshot's lexical matcher (the daemon's embeddings backend).
+	Match catalog.MatchFunc
 	// OnMatch, when set, sees every intent query's caller, request and
 	// answer (learning from use: internal/feedback).
 	OnMatch func(caller, request string, resp catalog.MatchResponse)
@@ -445,7 +448,12 @@ func (s *server) handleMatch(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	resp := snap.MatchIntentOn(req.Intent, req.Limit, surfaceFrom(r.Context()))
+	var resp catalog.MatchResponse
+	if s.opts.Match != nil {
+		resp = s.opts.Match(r.Context(), snap, req.Intent, req.Limit, surfaceFrom(r.Context()))
+	} else {
+		resp = snap.MatchIntentOn(req.Intent, req.Limit, surfaceFrom(r.Context()))
+	}
 	if s.opts.OnMatch != nil {
 		s.opts.OnMatch(callerFrom(r.Context()), req.Intent, resp)
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 
 	"github.com/toolagent/toolagent/internal/hldp"
+	"github.com/toolagent/toolagent/internal/match"
 )
 
 // ToolView is the JSON shape of one catalog entry, shared by the CLI
@@ -125,6 +126,10 @@ type MatchCandidate struct {
 	Executor     string          `json:"executor"`
 	Revision     string          `json:"revision"`
 	ParamsSchema json.RawMessage `json:"params_schema"`
+
+	// Similarity is the cosine of the request's and the tool's vectors
+	// when an embeddings backend ranked it too (internal/embed).
+	Similarity *float64 `json:"similarity,omitempty"`
 }
 
 // MatchResponse is the answer to an intent query: 1 to 3 candidates, or
@@ -135,6 +140,10 @@ type MatchResponse struct {
 	Revision   string           `json:"revision"`
 	Candidates []MatchCandidate `json:"candidates,omitempty"`
 	Suggestion string           `json:"suggestion,omitempty"`
+	// Embeddings says what the embeddings backend (match_embeddings,
+	// internal/embed) did for this answer: "used", or why it was not
+	// ("unavailable: timeout after 300ms"); absent when none is configured.
+	Embeddings string `json:"embeddings,omitempty"`
 }
 
 // MaxCandidates is the most candidates an intent query returns.
@@ -158,7 +167,13 @@ func (s *Snapshot) MatchIntentOn(q string, limit int, sf Surface) MatchResponse 
 		allow = func(id string) bool { e, ok := s.Lookup(id); return ok && sf.AllowsEntry(e) }
 	}
 	s.BuildIndex()
-	res := s.index.MatchIn(q, limit, allow)
+	return s.Respond(q, s.index.MatchIn(q, limit, allow))
+}
+
+// Respond turns a ranking of this snapshot's tools into the answer to the
+// intent query q: the candidates of res in its order, or found false with
+// a suggestion.
+func (s *Snapshot) Respond(q string, res match.Result) MatchResponse {
 	resp := MatchResponse{Found: res.Found && len(res.Candidates) > 0, Query: q, Revision: s.rev}
 	if !resp.Found {
 		resp.Suggestion = "no registered tool fits this request; it has to be written: add tools/<name>/" + hldp.FileName +

@@ -19,6 +19,7 @@ import (
 
 	"github.com/toolagent/toolagent/internal/api"
 	"github.com/toolagent/toolagent/internal/catalog"
+	"github.com/toolagent/toolagent/internal/embed"
 	"github.com/toolagent/toolagent/internal/executors/hlpdapi"
 	"github.com/toolagent/toolagent/internal/pgstore"
 	"github.com/toolagent/toolagent/internal/policy"
@@ -69,6 +70,15 @@ type Config struct {
 	MCPAllowedOrigins []string           `yaml:"mcp_allowed_origins" env:"TOOLAGENT_MCP_ALLOWED_ORIGINS" flag:"mcp-allowed-origins" default:"" usage:"the former name of allowed_origins, still read: its origins are allowed like those of allowed_origins, on every route"`
 	Profiles          map[string]Profile `yaml:"profiles" env:"TOOLAGENT_PROFILES" flag:"-" default:"" usage:"named MCP surfaces: NAME: {tools: [GLOB...], tags: [TAG...]}, served at /mcp/NAME and by mcp --profile NAME"`
 	VocabFile         string             `yaml:"vocab_file" env:"TOOLAGENT_VOCAB" flag:"vocab" default:"" usage:"extra intent-matching vocabulary FILE, merged with the built-in one (format: internal/match/vocab.txt)"`
+
+	// The optional embeddings backend of matching (internal/embed).
+	EmbeddingsURL       string        `yaml:"match_embeddings.url" env:"TOOLAGENT_MATCH_EMBEDDINGS_URL" flag:"-" default:"" usage:"base URL of an OpenAI-compatible embeddings endpoint (POST URL/v1/embeddings: Ollama, llama.cpp server, TEI, vLLM) whose ranking is fused with the lexical one; unset: lexical matching alone"`
+	EmbeddingsModel     string        `yaml:"match_embeddings.model" env:"TOOLAGENT_MATCH_EMBEDDINGS_MODEL" flag:"-" default:"" usage:"the model name sent to the embeddings endpoint"`
+	EmbeddingsTimeout   time.Duration `yaml:"match_embeddings.timeout" env:"TOOLAGENT_MATCH_EMBEDDINGS_TIMEOUT" flag:"-" default:"300ms" usage:"how long a query waits for its vector; then it is answered lexically, saying so"`
+	EmbeddingsWeight    float64       `yaml:"match_embeddings.weight" env:"TOOLAGENT_MATCH_EMBEDDINGS_WEIGHT" flag:"-" default:"0.1" usage:"weight of the embeddings' ranking in the fusion, the lexical one's being 1"`
+	EmbeddingsLanguages []string      `yaml:"match_embeddings.languages" env:"TOOLAGENT_MATCH_EMBEDDINGS_LANGUAGES" flag:"-" default:"" usage:"the model's languages (en, zh): a request in another is matched lexically alone (default: every request is fused)"`
+	EmbeddingsKeyFile   string        `yaml:"match_embeddings.key_file" env:"TOOLAGENT_MATCH_EMBEDDINGS_KEY_FILE" flag:"-" default:"" usage:"FILE holding the embeddings endpoint's API key (sent as a bearer token)"`
+	EmbeddingsKey       string        `yaml:"-" env:"TOOLAGENT_MATCH_EMBEDDINGS_KEY" flag:"-" default:"" usage:"the embeddings endpoint's API key (environment only)"`
 
 	// Approvals and policy.
 	ReattachGrace       time.Duration     `yaml:"stream_reattach_grace" env:"TOOLAGENT_STREAM_REATTACH_GRACE" flag:"stream-reattach-grace" default:"10s" usage:"how long a streaming call goes on once no client follows it, so a dropped connection can re-attach; then it is cancelled as a hung-up call"`
@@ -457,6 +467,7 @@ func (c Config) validateExecutors() []error {
 	oneToken("gatekeeper target main (TOOLAGENT_GATEKEEPER_TOKEN, gatekeeper.token_file)", c.GatekeeperToken, c.GatekeeperTokenFile)
 	oneToken("hlpd (TOOLAGENT_HLPD_TOKEN, hlpd.token_file)", c.HlpdToken, c.HlpdTokenFile)
 	oneToken("forgejo (TOOLAGENT_FORGEJO_TOKEN, forgejo.token_file)", c.ForgejoToken, c.ForgejoTokenFile)
+	oneToken("match_embeddings (TOOLAGENT_MATCH_EMBEDDINGS_KEY, match_embeddings.key_file)", c.EmbeddingsKey, c.EmbeddingsKeyFile)
 	needsURL := func(what, url string, set ...string) {
 		if url == "" && slices.ContainsFunc(set, func(s string) bool { return s != "" }) {
 			errs = append(errs, fmt.Errorf("%s is not set, but other settings of that executor are", what))
@@ -465,6 +476,16 @@ func (c Config) validateExecutors() []error {
 	needsURL("gatekeeper.url (TOOLAGENT_GATEKEEPER_URL)", c.GatekeeperURL, c.GatekeeperToken, c.GatekeeperTokenFile)
 	needsURL("hlpd.url (TOOLAGENT_HLPD_URL)", c.HlpdURL, c.HlpdToken, c.HlpdTokenFile)
 	needsURL("forgejo.url (TOOLAGENT_FORGEJO_URL)", c.ForgejoURL, c.ForgejoToken, c.ForgejoTokenFile, c.ForgejoOwner, c.ForgejoRepo)
+	needsURL("match_embeddings.url (TOOLAGENT_MATCH_EMBEDDINGS_URL)", c.EmbeddingsURL, c.EmbeddingsModel, c.EmbeddingsKey, c.EmbeddingsKeyFile)
+	if c.EmbeddingsURL != "" {
+		_, err := embed.New(embed.Options{URL: c.EmbeddingsURL, Model: c.EmbeddingsModel, Languages: c.EmbeddingsLanguages})
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if c.EmbeddingsTimeout <= 0 || c.EmbeddingsWeight <= 0 {
+			errs = append(errs, fmt.Errorf("match_embeddings.timeout %s, match_embeddings.weight %g: want both more than 0", c.EmbeddingsTimeout, c.EmbeddingsWeight))
+		}
+	}
 	for _, name := range slices.Sorted(maps.Keys(c.GatekeeperTargets)) {
 		t := c.GatekeeperTargets[name]
 		switch {
@@ -590,7 +611,7 @@ func (cfg Config) secretFiles() []string {
 	// The trust files are no secret, but no tool may read or change
 	// what decides which tools run.
 	files := []string{cfg.TokensFile, cfg.WebhookSecretFile, cfg.RepoTokenFile, cfg.RepoSSHKeyFile,
-		cfg.GatekeeperTokenFile, cfg.HlpdTokenFile, cfg.ForgejoTokenFile, cfg.TrustedSigners, cfg.TrustedKeyring}
+		cfg.GatekeeperTokenFile, cfg.HlpdTokenFile, cfg.ForgejoTokenFile, cfg.EmbeddingsKeyFile, cfg.TrustedSigners, cfg.TrustedKeyring}
 	for _, t := range cfg.GatekeeperTargets {
 		files = append(files, t.TokenFile)
 	}
@@ -609,7 +630,7 @@ func (cfg Config) secretFiles() []string {
 // secretEnv names the environment variables holding the daemon's secrets;
 // the daemon removes them from its own environment once read.
 func (cfg Config) secretEnv() []string {
-	out := []string{"TOOLAGENT_TOKENS", "TOOLAGENT_REPO_TOKEN", "TOOLAGENT_GATEKEEPER_TOKEN", "TOOLAGENT_HLPD_TOKEN", "TOOLAGENT_FORGEJO_TOKEN"}
+	out := []string{"TOOLAGENT_TOKENS", "TOOLAGENT_REPO_TOKEN", "TOOLAGENT_GATEKEEPER_TOKEN", "TOOLAGENT_HLPD_TOKEN", "TOOLAGENT_FORGEJO_TOKEN", "TOOLAGENT_MATCH_EMBEDDINGS_KEY"}
 	for _, t := range cfg.GatekeeperTargets {
 		if t.TokenEnv != "" {
 			out = append(out, t.TokenEnv)

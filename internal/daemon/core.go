@@ -20,6 +20,7 @@ import (
 	"github.com/toolagent/toolagent/internal/cache"
 	"github.com/toolagent/toolagent/internal/catalog"
 	"github.com/toolagent/toolagent/internal/dispatch"
+	"github.com/toolagent/toolagent/internal/embed"
 	"github.com/toolagent/toolagent/internal/executors"
 	"github.com/toolagent/toolagent/internal/feedback"
 	"github.com/toolagent/toolagent/internal/health"
@@ -88,6 +89,8 @@ type core struct {
 	// stopTracing flushes the spans (internal/telemetry; a no-op when
 	// the OTEL_* environment asks for no tracing).
 	stopTracing func()
+	// embed is the embeddings backend of matching (nil: none).
+	embed *embed.Matcher
 }
 
 // history is where the console reads the audit trail, or nil.
@@ -169,6 +172,10 @@ const retryJitter = 0.2
 // cfg. Nothing runs until start; close releases what it opened.
 func newCore(cfg Config, log *slog.Logger, mode approvalMode) (_ *core, err error) {
 	c, err := cfg.hostSetup()
+	if err != nil {
+		return nil, err
+	}
+	em, err := newEmbeddings(cfg, c.State, log)
 	if err != nil {
 		return nil, err
 	}
@@ -383,7 +390,7 @@ func newCore(cfg Config, log *slog.Logger, mode approvalMode) (_ *core, err erro
 		}
 	}
 	return &core{
-		cfg: cfg, log: log, setup: c, sandbox: sb, reg: reg, store: store, execs: execs, disp: disp,
+		embed: em, cfg: cfg, log: log, setup: c, sandbox: sb, reg: reg, store: store, execs: execs, disp: disp,
 		loop: loop, trigger: trigger, watchDir: src.watchDir, health: hc, src: src,
 		approvals: ap, db: db, slots: slots, broadcast: bc, auditFile: af, auditPG: apg, runs: runs, runReg: runReg, saver: saver, notifier: an, feedback: fb,
 		trust:       tg,
@@ -618,6 +625,7 @@ func (cr *core) start(ctx context.Context, g *errgroup.Group) {
 	for _, x := range cr.exporters {
 		g.Go(func() error { x.Run(ctx); return nil })
 	}
+	g.Go(func() error { return cr.watchEmbeddings(ctx) })
 	if cr.watchDir != "" {
 		g.Go(func() error {
 			var tr reload.Tracker

@@ -109,12 +109,12 @@ func New(cfg Config) (_ *Daemon, err error) {
 	store, disp := cr.store, cr.disp
 	var hooks lastDelivery
 	apiHandler := api.New(api.Options{OnWebhook: hooks.saw, Tokens: tokens, MaxBodyBytes: cfg.MaxBodyBytes, Registry: cr.reg, Webhook: cr.src.webhook, Approvals: disp, Sandbox: sandboxStatus(cr.sandbox), Version: Version(),
-		Runs: cr.runReg, ReattachGrace: cfg.ReattachGrace, OnMatch: cr.onMatch(), Feedback: cr.feedback, Shared: cr.sharedStatus(), Notifications: cr.notificationStatus(), Store: cr.storeStatus()},
+		Runs: cr.runReg, ReattachGrace: cfg.ReattachGrace, OnMatch: cr.onMatch(), Match: cr.matchFunc(), Feedback: cr.feedback, Shared: cr.sharedStatus(), Notifications: cr.notificationStatus(), Store: cr.storeStatus()},
 		store, disp, cr.syncer(), log.With(slog.String("log", "api")))
 	// MCP over streamable HTTP beside the API (api may not import
 	// mcpserver: both sit on one layer). No write timeout applies: its
 	// long-lived stream carries list_changed.
-	d.mcpSrv = mcpserver.NewSurfaces(store, disp, mcpserver.Options{Version: Version(), Logger: log.With(slog.String("log", "mcp")), OnMatch: cr.onMatch(),
+	d.mcpSrv = mcpserver.NewSurfaces(store, disp, mcpserver.Options{Version: Version(), Logger: log.With(slog.String("log", "mcp")), OnMatch: cr.onMatch(), Match: cr.matchFunc(),
 		// d.base is set once the listener is (below), before any call.
 		ApprovalURL: func(id string) string { return d.base + "/ui/approvals#" + id }})
 	// An MCP client's standalone GET /mcp stream carries notifications,
@@ -269,7 +269,7 @@ func (d *Daemon) ServeStdio(ctx context.Context, in io.Reader, out io.Writer, op
 	if _, err := d.loop.Once(ctx); err != nil {
 		return err
 	}
-	srv := mcpserver.New(d.store, d.disp, mcpserver.Options{Version: Version(), Logger: d.log.With(slog.String("log", "mcp")), MetaOnly: opts.MetaOnly, Surface: opts.Surface, OnMatch: d.onMatch(),
+	srv := mcpserver.New(d.store, d.disp, mcpserver.Options{Version: Version(), Logger: d.log.With(slog.String("log", "mcp")), MetaOnly: opts.MetaOnly, Surface: opts.Surface, OnMatch: d.onMatch(), Match: d.matchFunc(),
 		DecideHint: func(id string) string {
 			return fmt.Sprintf("an operator on this host decides it with `toolagent approvals approve %s --state %s` (or deny) while this MCP server runs", id, d.setup.State)
 		}})

@@ -91,7 +91,12 @@ func (s *Server) findTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 	if snap == nil {
 		return errorText("the catalog is not loaded yet; retry in a moment"), nil
 	}
-	resp := snap.MatchIntentOn(intent, int(limit), s.opts.Surface)
+	var resp catalog.MatchResponse
+	if s.opts.Match != nil {
+		resp = s.opts.Match(ctx, snap, intent, int(limit), s.opts.Surface)
+	} else {
+		resp = snap.MatchIntentOn(intent, int(limit), s.opts.Surface)
+	}
 	if s.opts.OnMatch != nil {
 		s.opts.OnMatch(s.opts.Caller(ctx, req), intent, resp)
 	}

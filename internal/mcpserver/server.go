@@ -99,6 +99,9 @@ type Options struct {
 	// Logger receives the server's own lines (tool list changes) and the
 	// SDK's; nil discards them.
 	Logger *slog.Logger
+	// Match, when set, answers find_tool queries in place of the
+	// snapshot's lexical matcher (the daemon's embeddings backend).
+	Match catalog.MatchFunc
 	// OnMatch, when set, sees every find_tool query's caller, request and
 	// answer (learning from use: internal/feedback).
 	OnMatch func(caller, request string, resp catalog.MatchResponse)
