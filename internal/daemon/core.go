@@ -170,6 +170,10 @@ func newCore(cfg Config, log *slog.Logger, mode approvalMode) (_ *core, err erro
 		}
 	}()
 	undo = append(undo, src.close)
+	// The parse cache is decoded while the sandbox is probed and the
+	// queues opened: at 10,000 tools it is most of a warm start.
+	cacheOpened := make(chan *cache.Cache, 1)
+	go func() { cacheOpened <- openParseCache(c.State, log) }()
 	c.RunsTools = mode != noApprovals // sync runs no tool
 	execs, sb, err := c.Executors()
 	if err != nil {
@@ -294,7 +298,7 @@ func newCore(cfg Config, log *slog.Logger, mode approvalMode) (_ *core, err erro
 	if ap != nil {
 		am.watch(disp)
 	}
-	parseCache := openParseCache(c.State, log)
+	parseCache := <-cacheOpened
 	saver := newCacheSaver(parseCache, log)
 	vocab, err := host.LoadVocab(cfg.VocabFile)
 	if err != nil {
@@ -572,9 +576,20 @@ func (s *cacheSaver) close() {
 // local directory, its watcher in g until ctx ends.
 func (cr *core) start(ctx context.Context, g *errgroup.Group) {
 	g.Go(func() error {
-		cr.prime() // a git source serves its last synced commit at once
+		cr.prime() // the catalog of the last run is served at once
 		if snap := cr.store.Load(); snap != nil && cr.loop.OnPublish != nil {
 			cr.loop.OnPublish(snap) // what it serves from the start
+		}
+		if cr.watchDir != "" {
+			// After the first publish, which its watches do not delay:
+			// Watch then pokes, and the Sync it asks for stats everything.
+			g.Go(func() error {
+				var tr reload.Tracker
+				if ls, ok := cr.loop.Source.(*localSource); ok {
+					tr = ls.dir // a watched directory rereads only what changed
+				}
+				return reload.Watch(ctx, cr.watchDir, cr.trigger, tr, cr.log.With(slog.String("log", "reload")))
+			})
 		}
 		return cr.loop.Run(ctx, cr.trigger.C())
 	})
@@ -582,15 +597,6 @@ func (cr *core) start(ctx context.Context, g *errgroup.Group) {
 		g.Go(func() error { return cr.src.sched.Run(ctx, cr.trigger) })
 	}
 	g.Go(func() error { return cr.health.Run(ctx, cr.store, cr.loop.Rebuild) })
-	if cr.watchDir != "" {
-		g.Go(func() error {
-			var tr reload.Tracker
-			if ls, ok := cr.loop.Source.(*localSource); ok {
-				tr = ls.dir // a watched directory rereads only what changed
-			}
-			return reload.Watch(ctx, cr.watchDir, cr.trigger, tr, cr.log.With(slog.String("log", "reload")))
-		})
-	}
 }
 
 // toolsSource returns the reload source for the tools tree dir, and the

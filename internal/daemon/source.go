@@ -184,22 +184,35 @@ func openParseCache(state string, log *slog.Logger) *cache.Cache {
 }
 
 // prime serves the catalog of the commit a git source synced on an
-// earlier run, before the first sync: a restart serves at once, and even
-// when the server is down.
+// earlier run, or of the listing a local directory's last Sync kept,
+// before the first sync: a restart serves at once, and even when the
+// server is down. The first sync then verifies it (a local directory's
+// stats every file) and publishes what changed meanwhile.
 func (cr *core) prime() {
-	if cr.src.git == nil {
+	var t scan.Tree
+	var err error
+	switch ls, local := cr.src.src.(*localSource); {
+	case cr.src.git != nil:
+		t, err = cr.src.git.Offline()
+		if errors.Is(err, repo.ErrNoClone) {
+			return // first start: the first sync clones
+		}
+	case local:
+		var lt *repo.Tree
+		lt, err = ls.dir.Offline()
+		if errors.Is(err, repo.ErrNoListing) {
+			return // first start: the first sync lists the directory
+		}
+		t = lt
+	default:
 		return
 	}
-	t, err := cr.src.git.Offline()
-	if errors.Is(err, repo.ErrNoClone) {
-		return // first start: the first sync clones
-	}
 	if err != nil {
-		cr.log.Warn("cannot read the last synced commit; waiting for the first sync", "err", err)
+		cr.log.Warn("cannot read the catalog of the last run; waiting for the first sync", "err", err)
 		return
 	}
 	if _, err := cr.loop.Prime(t); err != nil {
-		cr.log.Warn("cannot serve the last synced commit; waiting for the first sync", "err", err)
+		cr.log.Warn("cannot serve the catalog of the last run; waiting for the first sync", "err", err)
 	}
 }
 
