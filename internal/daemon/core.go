@@ -48,7 +48,8 @@ type core struct {
 	disp     *dispatch.Dispatcher
 	loop     *reload.Loop
 	trigger  *reload.Trigger
-	watchDir string // local tools dir to watch; "" for none
+	watchDir string                    // local tools dir to watch; "" for none
+	offline  func() (scan.Tree, error) // the tree of the last run (startOffline)
 	health   *health.Monitor
 	src      *source // where trees come from (source.go)
 	// approvals is the approval queue: under STATE/approvals, or in the
@@ -174,6 +175,8 @@ func newCore(cfg Config, log *slog.Logger, mode approvalMode) (_ *core, err erro
 	// queues opened: at 10,000 tools it is most of a warm start.
 	cacheOpened := make(chan *cache.Cache, 1)
 	go func() { cacheOpened <- openParseCache(c.State, log) }()
+	offline := startOffline(src) // and the tree of the last run read
+	undo = append(undo, func() { offline() })
 	c.RunsTools = mode != noApprovals // sync runs no tool
 	execs, sb, err := c.Executors()
 	if err != nil {
@@ -359,7 +362,7 @@ func newCore(cfg Config, log *slog.Logger, mode approvalMode) (_ *core, err erro
 	}
 	return &core{
 		cfg: cfg, log: log, setup: c, sandbox: sb, reg: reg, store: store, execs: execs, disp: disp,
-		loop: loop, trigger: trigger, watchDir: src.watchDir, health: hc, src: src,
+		loop: loop, trigger: trigger, watchDir: src.watchDir, offline: offline, health: hc, src: src,
 		approvals: ap, db: db, slots: slots, broadcast: bc, auditFile: af, auditPG: apg, runs: runs, runReg: runReg, saver: saver, notifier: an, feedback: fb,
 	}, nil
 }
