@@ -219,7 +219,14 @@ func Open(path string) (*Cache, error) {
 	// good versions, each tool's path in its File, and a revision (one
 	// commit) for many outcomes: those are kept once, in the outcomes'
 	// keys, as a cache that parsed them holds them.
-	byPath := make(map[string]Key, len(c.m))
+	total := 0
+	for _, d := range decoded {
+		total += len(d)
+	}
+	// Sized at once: growing maps of 10,000 keys rehashes each several
+	// times, a tenth of a warm start.
+	c.m = make(map[Key]stored, total)
+	byPath := make(map[string]Key, total)
 	rev := func(r string) string { // the outcomes' (storedLocked)
 		if x := c.revs[r]; x != nil {
 			return x.rev

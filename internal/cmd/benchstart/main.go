@@ -51,6 +51,7 @@ func main() {
 type sample struct {
 	wall, cpu time.Duration
 	rss       uint64
+	restRSS   uint64 // the resident set --rest after ready (0: not measured)
 }
 
 // cases are the starts measured, in the order printed.
@@ -63,6 +64,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	n := fs.Int("tools", 10000, "`N` synthetic tools")
 	rounds := fs.Int("rounds", 5, "`N` interleaved rounds")
 	parent := fs.String("dir", "", "`DIR` to work in, in a new folder removed at the end (default: the system's temporary directory)")
+	rest := fs.Duration("rest", 3*time.Second, "how long after ready to read the resident set again (at rest: the first sync and the index built); 0: not")
+	logDir := fs.String("logs", "", "`DIR` to keep each start's log in (round-binary-case.log)")
 	keep := fs.Bool("keep", false, "keep the work folder (its tools/ tree, the git repository) instead of removing it")
 	only := fs.String("cases", strings.Join(cases, ","), "`LIST` of cases to run, comma-separated")
 	if err := fs.Parse(args); err != nil {
@@ -137,7 +140,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				if s.name == "version" {
 					sm, err = runVersion(ctx, bin)
 				} else {
-					sm, err = startServe(ctx, bin, s.state, s.args)
+					logFile := ""
+					if *logDir != "" {
+						logFile = filepath.Join(*logDir, fmt.Sprintf("%d-%d-%s.log", r+1, bi, s.name))
+					}
+					sm, err = startServe(ctx, bin, s.state, s.args, *rest, logFile)
 				}
 				if err != nil {
 					return fmt.Errorf("%s round %d %s: %w", bin, r+1, s.name, err)
@@ -153,7 +160,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			}
 		}
 	}
-	fmt.Fprintf(stdout, "%d tools, %d rounds; median (min-max) of: wall ms to /readyz 200, CPU ms then, RSS MiB then\n", *n, *rounds)
+	fmt.Fprintf(stdout, "%d tools, %d rounds; median (min-max) of: wall ms to /readyz 200, CPU ms then, RSS MiB then, and %v later\n", *n, *rounds, *rest)
 	for _, bin := range binList {
 		fmt.Fprintf(stdout, "%s\n", bin)
 		for _, c := range cases {
@@ -166,8 +173,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 }
 
 func (s sample) String() string {
-	return fmt.Sprintf("wall %.0f ms, cpu %.0f ms, rss %.1f MiB", ms(s.wall), ms(s.cpu), float64(s.rss)/(1<<20))
+	return fmt.Sprintf("wall %.0f ms, cpu %.0f ms, rss %.1f MiB, at rest %.1f MiB", ms(s.wall), ms(s.cpu), mib(s.rss), mib(s.restRSS))
 }
+
+func mib(b uint64) float64 { return float64(b) / (1 << 20) }
 
 // summary is the median, min and max of each figure of samples.
 func summary(samples []sample) string {
@@ -179,10 +188,11 @@ func summary(samples []sample) string {
 		slices.Sort(v)
 		return fmt.Sprintf(f+" ("+f+"-"+f+")", v[len(v)/2], v[0], v[len(v)-1])
 	}
-	return fmt.Sprintf("wall %s  cpu %s  rss %s",
+	return fmt.Sprintf("wall %s  cpu %s  rss %s  rest %s",
 		stat(func(s sample) float64 { return ms(s.wall) }, "%.0f"),
 		stat(func(s sample) float64 { return ms(s.cpu) }, "%.0f"),
-		stat(func(s sample) float64 { return float64(s.rss) / (1 << 20) }, "%.1f"))
+		stat(func(s sample) float64 { return mib(s.rss) }, "%.1f"),
+		stat(func(s sample) float64 { return mib(s.restRSS) }, "%.1f"))
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
@@ -203,7 +213,7 @@ func runVersion(ctx context.Context, bin string) (sample, error) {
 // to the first 200 of /readyz, reads its CPU time and resident set, and
 // stops it (SIGTERM, then waits for it to exit, so that its state is
 // written for the next start).
-func startServe(ctx context.Context, bin, state string, args []string) (sample, error) {
+func startServe(ctx context.Context, bin, state string, args []string, rest time.Duration, logFile string) (sample, error) {
 	cmd := exec.CommandContext(ctx, bin, append([]string{"serve", "--listen", "127.0.0.1:0", "--state", state, "--log-format", "json"}, args...)...)
 	cmd.Env = append(os.Environ(), "TOOLAGENT_TOKENS=")
 	cmd.WaitDelay = 30 * time.Second
@@ -217,16 +227,30 @@ func startServe(ctx context.Context, bin, state string, args []string) (sample, 
 	if err := cmd.Start(); err != nil {
 		return sample{}, err
 	}
+	var kept io.Writer = io.Discard
+	if logFile != "" {
+		f, err := os.Create(logFile)
+		if err != nil {
+			return sample{}, err
+		}
+		defer f.Close()
+		fmt.Fprintf(f, "started %s\n", start.UTC().Format(time.RFC3339Nano))
+		kept = f
+	}
+	done := make(chan struct{})
 	defer func() {
 		cmd.Process.Signal(syscall.SIGTERM)
 		cmd.Wait()
+		<-done
 	}()
 	go func() {
+		defer close(done)
 		sc := bufio.NewScanner(logs)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		sent := false
 		for sc.Scan() {
 			line := sc.Text()
+			fmt.Fprintln(kept, line)
 			if tail.Len() < 16<<10 {
 				tail.WriteString(line + "\n")
 			}
@@ -253,6 +277,7 @@ func startServe(ctx context.Context, bin, state string, args []string) (sample, 
 			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
+				fmt.Fprintf(kept, "ready %s\n", time.Now().UTC().Format(time.RFC3339Nano))
 				break
 			}
 		}
@@ -262,7 +287,16 @@ func startServe(ctx context.Context, bin, state string, args []string) (sample, 
 		time.Sleep(time.Millisecond)
 	}
 	wall := time.Since(start)
-	return sample{wall: wall, cpu: procCPU(cmd.Process.Pid), rss: procRSS(cmd.Process.Pid)}, nil
+	sm := sample{wall: wall, cpu: procCPU(cmd.Process.Pid), rss: procRSS(cmd.Process.Pid)}
+	if rest > 0 {
+		select {
+		case <-ctx.Done():
+			return sample{}, ctx.Err()
+		case <-time.After(rest):
+		}
+		sm.restRSS = procRSS(cmd.Process.Pid)
+	}
+	return sm, nil
 }
 
 // procCPU is the CPU time, user and system, process pid used so far.
