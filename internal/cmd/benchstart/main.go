@@ -337,15 +337,15 @@ func writeTools(dir string, n int) error {
 		if err := os.MkdirAll(p, 0o755); err != nil {
 			return err
 		}
-		if err := os.WriteFile(filepath.Join(p, "TOOL.hdlp"), tool(i), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(p, "TOOL.hdlp"), benchTool(i), 0o644); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// tool is the TOOL.hdlp of tool i (benchcatalog's kind: about 450 bytes).
-func tool(i int) []byte {
+// benchTool is the TOOL.hdlp of tool i (benchcatalog's kind: about 450 bytes).
+func benchTool(i int) []byte {
 	return fmt.Appendf(nil, `name: tool-%05[1]d
 display: 查看 nginx 服务 %[1]d 号
 intent: 查看第 %[1]d 号 nginx 服务在目标主机上的运行状态
