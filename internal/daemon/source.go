@@ -213,8 +213,13 @@ func (s *source) offline() (scan.Tree, error) {
 
 // startOffline starts reading the source's offline tree (see offline),
 // so that it is read while the parse cache is decoded and the sandbox
-// probed; the function returned waits for it.
+// probed; the function returned waits for it. A git source's is read
+// when asked: opening the clone beside the decoding raised the resident
+// set at ready by a tenth and saved no time.
 func startOffline(s *source) func() (scan.Tree, error) {
+	if s.git != nil {
+		return sync.OnceValues(s.offline)
+	}
 	type read struct {
 		t   scan.Tree
 		err error
@@ -236,6 +241,9 @@ func startOffline(s *source) func() (scan.Tree, error) {
 // stats every file) and publishes what changed meanwhile.
 func (cr *core) prime() {
 	t, err := cr.offline()
+	if cr.store.Load() != nil {
+		return // synced already (the MCP stdio server syncs first): nothing to prime, and an offline read that lost the race to it is no problem
+	}
 	if err != nil {
 		cr.log.Warn("cannot read the catalog of the last run; waiting for the first sync", "err", err)
 		return

@@ -128,11 +128,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
-				if s.name == "git-first" {
-					if !want["git-restart"] {
-						continue
-					}
-				} else if !want[s.name] {
+				// A restart needs the start before it: run it unrecorded.
+				needed := s.name == "git-first" && want["git-restart"] || s.name == "local-cold" && want["local-warm"]
+				if !want[s.name] && !needed {
 					continue
 				}
 				var sm sample
@@ -149,7 +147,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				if err != nil {
 					return fmt.Errorf("%s round %d %s: %w", bin, r+1, s.name, err)
 				}
-				if s.name == "git-first" {
+				if !want[s.name] {
 					continue
 				}
 				results[bin][s.name] = append(results[bin][s.name], sm)
