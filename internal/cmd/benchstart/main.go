@@ -97,7 +97,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := writeTools(filepath.Join(work, "tools"), *n); err != nil {
 		return err
 	}
-	srv, url, err := serveRepo(git, dir, work)
+	srv, url, err := serveRepo(ctx, git, dir, work)
 	if err != nil {
 		return err
 	}
@@ -362,7 +362,7 @@ why: toolagent benchstart 生成的合成工具，用来测量启动。
 // serveRepo commits the work tree to a bare repository under dir and
 // serves it over HTTP with git http-backend; it returns the server and the
 // repository's URL.
-func serveRepo(git, dir, work string) (*http.Server, string, error) {
+func serveRepo(ctx context.Context, git, dir, work string) (*http.Server, string, error) {
 	root := filepath.Join(dir, "git")
 	env := []string{
 		"HOME=" + dir, "PATH=" + os.Getenv("PATH"),
@@ -380,7 +380,7 @@ func serveRepo(git, dir, work string) (*http.Server, string, error) {
 		{"-C", work, "commit", "--quiet", "-m", "tools"},
 		{"-C", work, "push", "--quiet", bare, "HEAD:refs/heads/main"},
 	} {
-		cmd := exec.Command(git, a...)
+		cmd := exec.CommandContext(ctx, git, a...)
 		cmd.Env = env
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return nil, "", fmt.Errorf("git %s: %v\n%s", strings.Join(a, " "), err, out)
