@@ -175,8 +175,8 @@ func newCore(cfg Config, log *slog.Logger, mode approvalMode) (_ *core, err erro
 	// queues opened: at 10,000 tools it is most of a warm start.
 	cacheOpened := make(chan *cache.Cache, 1)
 	go func() { cacheOpened <- openParseCache(c.State, log) }()
-	offline := startOffline(src) // and the tree of the last run read
-	undo = append(undo, func() { offline() })
+	offline, readOffline := startOffline(src) // and the tree of the last run read
+	undo = append(undo, readOffline)
 	c.RunsTools = mode != noApprovals // sync runs no tool
 	execs, sb, err := c.Executors()
 	if err != nil {
