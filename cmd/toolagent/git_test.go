@@ -84,6 +84,11 @@ func (r *gitRepo) env() []string {
 		"GIT_CONFIG_GLOBAL=" + os.DevNull, "GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0",
 		"GIT_AUTHOR_NAME=Test", "GIT_AUTHOR_EMAIL=test@example.invalid",
 		"GIT_COMMITTER_NAME=Test", "GIT_COMMITTER_EMAIL=test@example.invalid",
+		// No gc --auto: after a commit of thousands of files it detaches
+		// and keeps writing into the repositories while the test's
+		// cleanup removes them ("directory not empty").
+		"GIT_CONFIG_COUNT=2", "GIT_CONFIG_KEY_0=gc.auto", "GIT_CONFIG_VALUE_0=0",
+		"GIT_CONFIG_KEY_1=maintenance.auto", "GIT_CONFIG_VALUE_1=false",
 	}
 }
 
@@ -365,7 +370,14 @@ func TestGitSource(t *testing.T) {
 // secret in header ("" for no signature).
 func (d *liveDaemon) hook(t testing.TB, header, secret, ref string) (int, string) {
 	t.Helper()
-	body := fmt.Sprintf(`{"ref":%q,"after":"0000000000000000000000000000000000000000","repository":{"full_name":"ops/tools"}}`, ref)
+	return d.hookAfter(t, header, secret, ref, "0000000000000000000000000000000000000000")
+}
+
+// hookAfter is hook for a push that names the commit the branch now
+// points at (after), as Forgejo and Gitea send it.
+func (d *liveDaemon) hookAfter(t testing.TB, header, secret, ref, after string) (int, string) {
+	t.Helper()
+	body := fmt.Sprintf(`{"ref":%q,"after":%q,"repository":{"full_name":"ops/tools"}}`, ref, after)
 	req, err := http.NewRequest("POST", d.url+"/v1/hooks/forgejo", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -728,8 +740,9 @@ func reportDurations(b *testing.B, samples []time.Duration, unit string) {
 
 // BenchmarkGitWebhookPushToCallable measures commit pushed -> tool
 // callable with the push webhook: after `git push` returns, a signed
-// delivery is posted (as Forgejo would) and the tool is called until it
-// answers with the new definition. Defaults otherwise (100ms debounce).
+// delivery naming the pushed commit is posted (as Forgejo would), which
+// syncs at once, and the tool is called until it answers with the new
+// definition.
 // Run 20 pushes: -bench GitWebhookPushToCallable -benchtime 20x.
 func BenchmarkGitWebhookPushToCallable(b *testing.B) {
 	const secret = "bench-webhook-secret"
@@ -749,10 +762,10 @@ func BenchmarkGitWebhookPushToCallable(b *testing.B) {
 		version := fmt.Sprintf("v%d", i)
 		b.StopTimer()
 		r.write("tools/alpha/TOOL.hdlp", versionTool("alpha", version))
-		r.commit(version)
+		rev := r.commit(version)
 		b.StartTimer()
 		pushed := time.Now()
-		if code, body := d.hook(b, "X-Forgejo-Signature", secret, "refs/heads/main"); code != http.StatusAccepted {
+		if code, body := d.hookAfter(b, "X-Forgejo-Signature", secret, "refs/heads/main", rev); code != http.StatusAccepted {
 			b.Fatalf("webhook = %d %s", code, body)
 		}
 		pollUntil(b, "alpha "+version, func() bool {
@@ -762,6 +775,30 @@ func BenchmarkGitWebhookPushToCallable(b *testing.B) {
 		samples = append(samples, time.Since(pushed))
 	}
 	reportDurations(b, samples, "push-to-callable")
+}
+
+// TestGitWebhookExactSkipsDebounce: a signed push for the served branch
+// that names its commit syncs at once, whatever the debounce (an hour
+// here, which a push that names none waits out).
+func TestGitWebhookExactSkipsDebounce(t *testing.T) {
+	const secret = "exact-webhook-secret-0123"
+	r := newGitRepo(t)
+	r.write("tools/alpha/TOOL.hdlp", versionTool("alpha", "v1"))
+	c1 := r.commit("v1")
+	d := startDaemon(t, nil, "--repo", r.url(), "--schedule", "off", "--webhook-secret-file", writeSecret(t, secret),
+		"--reload-debounce", "1h", "--reload-max-wait", "1h")
+	d.waitRev(t, c1)
+
+	r.write("tools/alpha/TOOL.hdlp", versionTool("alpha", "v2"))
+	c2 := r.commit("v2")
+	if code, body := d.hookAfter(t, "X-Forgejo-Signature", secret, "refs/heads/main", c2); code != http.StatusAccepted {
+		t.Fatalf("webhook = %d %s; want 202", code, body)
+	}
+	d.waitRev(t, c2)
+	d.callVersion(t, "after the push naming its commit", "alpha", "v2", c2)
+	if logs := d.logs.String(); !strings.Contains(logs, `"after":"`+c2+`","at_once":true`) {
+		t.Errorf("the webhook line does not say at_once for %s:\n%s", c2, logs)
+	}
 }
 
 // bigRepo commits n tools in one commit and returns the repository and

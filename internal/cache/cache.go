@@ -244,6 +244,19 @@ type Served struct {
 // last build served (replacing what was recorded). Retain keeps their
 // outcomes.
 func (c *Cache) SetLastGood(served map[string]Served) {
+	c.mu.Lock()
+	same := len(served) == len(c.lastGood)
+	for _, g := range c.lastGood {
+		if !same {
+			break
+		}
+		v, ok := served[g.Path]
+		same = ok && v.Blob == g.Blob && v.Rev == g.Rev
+	}
+	c.mu.Unlock()
+	if same {
+		return // a restart's first build: spare sorting every path again
+	}
 	next := make([]fileServed, 0, len(served))
 	for p, v := range served {
 		next = append(next, fileServed{Path: p, Blob: v.Blob, Rev: v.Rev})

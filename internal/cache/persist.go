@@ -219,7 +219,14 @@ func Open(path string) (*Cache, error) {
 	// good versions, each tool's path in its File, and a revision (one
 	// commit) for many outcomes: those are kept once, in the outcomes'
 	// keys, as a cache that parsed them holds them.
-	byPath := make(map[string]Key, len(c.m))
+	total := 0
+	for _, d := range decoded {
+		total += len(d)
+	}
+	// Sized at once: growing maps of 10,000 keys rehashes each several
+	// times, a tenth of a warm start.
+	c.m = make(map[Key]stored, total)
+	byPath := make(map[string]Key, total)
 	rev := func(r string) string { // the outcomes' (storedLocked)
 		if x := c.revs[r]; x != nil {
 			return x.rev
@@ -323,9 +330,22 @@ func readFile(path string) (data []byte, disk os.FileInfo, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	data, err = io.ReadAll(f)
-	if err != nil {
-		return nil, nil, err
+	// Read into one buffer of the size the stat says (and one byte more,
+	// to see the end): io.ReadAll would grow it from 512 bytes, copying
+	// and clearing megabytes at every step of the start.
+	data = make([]byte, 0, fi.Size()+1)
+	for {
+		n, err := f.Read(data[len(data):cap(data)])
+		data = data[:len(data)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(data) == cap(data) {
+			data = slices.Grow(data, len(data)) // it grew since the stat
+		}
 	}
 	if after, err := f.Stat(); err == nil && sameFile(after, fi) && int64(len(data)) == fi.Size() {
 		disk = fi

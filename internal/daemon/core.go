@@ -50,7 +50,8 @@ type core struct {
 	disp     *dispatch.Dispatcher
 	loop     *reload.Loop
 	trigger  *reload.Trigger
-	watchDir string // local tools dir to watch; "" for none
+	watchDir string                    // local tools dir to watch; "" for none
+	offline  func() (scan.Tree, error) // the tree of the last run (startOffline)
 	health   *health.Monitor
 	src      *source // where trees come from (source.go)
 	// approvals is the approval queue: under STATE/approvals, or in the
@@ -200,6 +201,12 @@ func newCore(cfg Config, log *slog.Logger, mode approvalMode) (_ *core, err erro
 		return nil, err
 	}
 	undo = append(undo, stopTracing)
+	// The parse cache is decoded while the sandbox is probed and the
+	// queues opened: at 10,000 tools it is most of a warm start.
+	cacheOpened := make(chan *cache.Cache, 1)
+	go func() { cacheOpened <- openParseCache(c.State, log) }()
+	offline, readOffline := startOffline(src) // and the tree of the last run read
+	undo = append(undo, readOffline)
 	c.RunsTools = mode != noApprovals // sync runs no tool
 	execs, sb, err := c.Executors()
 	if err != nil {
@@ -330,7 +337,7 @@ func newCore(cfg Config, log *slog.Logger, mode approvalMode) (_ *core, err erro
 	if ap != nil {
 		am.watch(disp)
 	}
-	parseCache := openParseCache(c.State, log)
+	parseCache := <-cacheOpened
 	saver := newCacheSaver(parseCache, log)
 	vocab, err := host.LoadVocab(cfg.VocabFile)
 	if err != nil {
@@ -391,7 +398,7 @@ func newCore(cfg Config, log *slog.Logger, mode approvalMode) (_ *core, err erro
 	}
 	return &core{
 		embed: em, cfg: cfg, log: log, setup: c, sandbox: sb, reg: reg, store: store, execs: execs, disp: disp,
-		loop: loop, trigger: trigger, watchDir: src.watchDir, health: hc, src: src,
+		loop: loop, trigger: trigger, watchDir: src.watchDir, offline: offline, health: hc, src: src,
 		approvals: ap, db: db, slots: slots, broadcast: bc, auditFile: af, auditPG: apg, runs: runs, runReg: runReg, saver: saver, notifier: an, feedback: fb,
 		trust:       tg,
 		exporters:   exporters,
@@ -612,9 +619,20 @@ func (s *cacheSaver) close() {
 // local directory, its watcher in g until ctx ends.
 func (cr *core) start(ctx context.Context, g *errgroup.Group) {
 	g.Go(func() error {
-		cr.prime() // a git source serves its last synced commit at once
+		cr.prime() // the catalog of the last run is served at once
 		if snap := cr.store.Load(); snap != nil && cr.loop.OnPublish != nil {
 			cr.loop.OnPublish(snap) // what it serves from the start
+		}
+		if cr.watchDir != "" {
+			// After the first publish, which its watches do not delay:
+			// Watch then pokes, and the Sync it asks for stats everything.
+			g.Go(func() error {
+				var tr reload.Tracker
+				if ls, ok := cr.loop.Source.(*localSource); ok {
+					tr = ls.dir // a watched directory rereads only what changed
+				}
+				return reload.Watch(ctx, cr.watchDir, cr.trigger, tr, cr.log.With(slog.String("log", "reload")))
+			})
 		}
 		return cr.loop.Run(ctx, cr.trigger.C())
 	})
@@ -626,15 +644,6 @@ func (cr *core) start(ctx context.Context, g *errgroup.Group) {
 		g.Go(func() error { x.Run(ctx); return nil })
 	}
 	g.Go(func() error { return cr.watchEmbeddings(ctx) })
-	if cr.watchDir != "" {
-		g.Go(func() error {
-			var tr reload.Tracker
-			if ls, ok := cr.loop.Source.(*localSource); ok {
-				tr = ls.dir // a watched directory rereads only what changed
-			}
-			return reload.Watch(ctx, cr.watchDir, cr.trigger, tr, cr.log.With(slog.String("log", "reload")))
-		})
-	}
 }
 
 // toolsSource returns the reload source for the tools tree dir, and the

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/toolagent/toolagent/internal/api"
@@ -183,23 +184,77 @@ func openParseCache(state string, log *slog.Logger) *cache.Cache {
 	return c
 }
 
-// prime serves the catalog of the commit a git source synced on an
-// earlier run, before the first sync: a restart serves at once, and even
-// when the server is down.
-func (cr *core) prime() {
-	if cr.src.git == nil {
-		return
+// offline reads the tree a source served on an earlier run: the commit
+// a git source synced last, or the listing a local directory's last Sync
+// kept. nil without error: there is none (a first start).
+func (s *source) offline() (scan.Tree, error) {
+	switch ls, local := s.src.(*localSource); {
+	case s.git != nil:
+		t, err := s.git.Offline()
+		if errors.Is(err, repo.ErrNoClone) {
+			return nil, nil // first start: the first sync clones
+		}
+		if err != nil {
+			return nil, err
+		}
+		return t, nil
+	case local:
+		t, err := ls.dir.Offline()
+		if errors.Is(err, repo.ErrNoListing) {
+			return nil, nil // first start: the first sync lists the directory
+		}
+		if err != nil {
+			return nil, err
+		}
+		return t, nil
 	}
-	t, err := cr.src.git.Offline()
-	if errors.Is(err, repo.ErrNoClone) {
-		return // first start: the first sync clones
+	return nil, nil
+}
+
+// startOffline starts reading the source's offline tree (see offline),
+// so that it is read while the parse cache is decoded and the sandbox
+// probed; get waits for it, and wait lets a start that fails end it
+// first. A git source's is read when asked: opening the clone beside the
+// decoding raised the resident set at ready by a tenth and saved no
+// time.
+func startOffline(s *source) (get func() (scan.Tree, error), wait func()) {
+	if s.git != nil {
+		return sync.OnceValues(s.offline), func() {}
+	}
+	type read struct {
+		t   scan.Tree
+		err error
+	}
+	ch := make(chan read, 1)
+	go func() {
+		t, err := s.offline()
+		ch <- read{t, err}
+	}()
+	get = sync.OnceValues(func() (scan.Tree, error) {
+		r := <-ch
+		return r.t, r.err
+	})
+	return get, func() { get() }
+}
+
+// prime serves the catalog of the source's offline tree (see offline)
+// before the first sync: a restart serves at once, and even when the
+// server is down. The first sync then verifies it (a local directory's
+// stats every file) and publishes what changed meanwhile.
+func (cr *core) prime() {
+	t, err := cr.offline()
+	if cr.store.Load() != nil {
+		return // synced already (the MCP stdio server syncs first): nothing to prime, and an offline read that lost the race to it is no problem
 	}
 	if err != nil {
-		cr.log.Warn("cannot read the last synced commit; waiting for the first sync", "err", err)
+		cr.log.Warn("cannot read the catalog of the last run; waiting for the first sync", "err", err)
+		return
+	}
+	if t == nil {
 		return
 	}
 	if _, err := cr.loop.Prime(t); err != nil {
-		cr.log.Warn("cannot serve the last synced commit; waiting for the first sync", "err", err)
+		cr.log.Warn("cannot serve the catalog of the last run; waiting for the first sync", "err", err)
 	}
 }
 

@@ -2,9 +2,12 @@ package reload
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/toolagent/toolagent/internal/scan"
 )
 
 // TestRunExpect checks, on a fake clock, that a trigger that follows
@@ -60,6 +63,63 @@ func TestRunExpect(t *testing.T) {
 		synctest.Wait()
 		if got := src.syncs.Load(); got != 4 {
 			t.Fatalf("syncs after the debounce = %d; want 4", got)
+		}
+	})
+}
+
+// fetchGate is a fakeSource whose Sync, while hold is set, waits for
+// release: a fetch in progress.
+type fetchGate struct {
+	*fakeSource
+	hold    atomic.Bool
+	release chan struct{}
+}
+
+func (s *fetchGate) Sync(ctx context.Context) (scan.Tree, error) {
+	if s.hold.Load() {
+		<-s.release
+	}
+	return s.fakeSource.Sync(ctx)
+}
+
+// TestRunExpectDuringFetch checks, on a fake clock, that pushes naming
+// their commits that arrive while a sync runs are coalesced into one
+// sync, which starts as soon as that one ends, without a debounce wait.
+func TestRunExpectDuringFetch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		src := &fetchGate{fakeSource: &fakeSource{}, release: make(chan struct{})}
+		src.set("echo/TOOL.hdlp", toolFile("echo", "one"))
+		l, _ := newLoop(src)
+		l.Debounce = Debounce{Min: 100 * time.Millisecond, Max: time.Second}
+		trig := NewTrigger()
+		go l.Run(ctx, trig.C())
+		synctest.Wait()
+
+		src.hold.Store(true)
+		l.Expect("0123456789abcdef0123456789abcdef01234567")
+		trig.Poke()
+		synctest.Wait() // the second sync waits for its fetch
+		for _, rev := range []string{"1123456789abcdef0123456789abcdef01234567", "2123456789abcdef0123456789abcdef01234567"} {
+			l.Expect(rev)
+			trig.Poke()
+		}
+		synctest.Wait()
+		if got := src.syncs.Load(); got != 1 {
+			t.Fatalf("syncs done while the second waits = %d; want 1", got)
+		}
+		start := time.Now()
+		src.hold.Store(false)
+		src.release <- struct{}{}
+		synctest.Wait()
+		if got, waited := src.syncs.Load(), time.Since(start); got != 3 || waited != 0 {
+			t.Fatalf("after the fetch ended: %d syncs after %v of fake time; want 3 (the pushes during it in one) at once", got, waited)
+		}
+		time.Sleep(2 * time.Second) // past any debounce
+		synctest.Wait()
+		if got := src.syncs.Load(); got != 3 {
+			t.Errorf("syncs once quiet = %d; want 3: the two pushes during the fetch make one sync", got)
 		}
 	})
 }

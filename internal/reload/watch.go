@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -139,7 +140,13 @@ func watchFolders(w *fsnotify.Watcher, dir string, log *slog.Logger) (all bool, 
 		if watched[p] {
 			continue
 		}
-		if fi, err := os.Stat(p); err != nil || !fi.IsDir() {
+		// The entry's type comes with its name; only a link is statted,
+		// to follow it (10,000 folders cost no stat each).
+		if e.Type()&fs.ModeSymlink != 0 {
+			if fi, err := os.Stat(p); err != nil || !fi.IsDir() {
+				continue
+			}
+		} else if !e.IsDir() {
 			continue
 		}
 		if err := w.Add(p); err != nil && !errors.Is(err, os.ErrNotExist) {

@@ -9,7 +9,9 @@ package repo
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -64,6 +66,7 @@ type LocalDir struct {
 	abs     string   // absolute Path at the time root was opened
 	last    *listing // the listing of the last Sync (nil before the first)
 	loaded  bool     // ListingFile was read (or tried)
+	primed  bool     // Offline served the listing; the next Sync reports it Loaded
 	saved   *listing // what ListingFile holds, or will once written (nil: unknown)
 	stats   SyncStats
 
@@ -136,7 +139,8 @@ func (d *LocalDir) Sync(ctx context.Context) (*Tree, error) {
 	}
 	fsys := root.FS()
 	prev := d.last
-	loaded := false
+	loaded := d.primed
+	d.primed = false
 	if prev == nil && !d.loaded {
 		d.loaded = true
 		prev, loaded = d.loadLocked(), true
@@ -246,3 +250,68 @@ func (d *LocalDir) Close() error {
 	d.root = nil
 	return err
 }
+
+// Offline returns the Tree of the listing ListingFile holds, the directory
+// as the last Sync of an earlier run found it, without a stat of any file:
+// a restarted daemon publishes it at once and verifies it with its first
+// Sync (which stats everything, as after any load of the listing, and
+// reports a new revision when something changed while the daemon was
+// down). Files the listing cannot vouch for (changed just before that
+// Sync, or links) are read and hashed now, as a Sync would. It returns
+// ErrNoListing when there is no usable listing (the first run, or a
+// damaged file: logged), and must be called before the first Sync.
+//
+// The Tree's files are read from disk when asked: a file edited while the
+// daemon was down is read as it is now, under the blob hash of the
+// listing, which scan never confuses with it (it hashes what it parses);
+// the first Sync then reports the edit.
+func (d *LocalDir) Offline() (*Tree, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.last != nil || d.loaded {
+		return nil, errors.New("repo: LocalDir.Offline after a Sync")
+	}
+	root, err := d.rootLocked()
+	if err != nil {
+		return nil, err
+	}
+	d.loaded = true
+	l := d.loadLocked()
+	if l == nil {
+		return nil, ErrNoListing
+	}
+	fsys := root.FS()
+	for i := range l.groups {
+		es := l.groups[i].entries
+		for k := range es {
+			e := &es[k]
+			switch {
+			case e.Kind == kindFile && e.Trusted:
+				e.hashed = true
+			case e.Kind != kindDir:
+				if data, err := fs.ReadFile(fsys, e.Path); err == nil {
+					e.Blob, e.hashed = blobSum(data), true
+				}
+			}
+		}
+		l.groups[i] = newGroup(es)
+	}
+	l.id = l.rev()
+	d.last, d.primed = l, true
+	if rfs, ok := fsys.(rootFS); ok {
+		fsys = listedFS{rootFS: rfs, l: l, kept: &keptFiles{}}
+	}
+	return &Tree{
+		fsys: fsys,
+		rev:  l.id,
+		hash: func(name string) (string, error) {
+			if e, ok := l.find(name); ok && e.Kind != kindDir && e.hashed {
+				return hex.EncodeToString(e.Blob[:]), nil
+			}
+			return localBlobHash(fsys, name)
+		},
+	}, nil
+}
+
+// ErrNoListing says LocalDir.Offline found no listing to serve.
+var ErrNoListing = errors.New("repo: no listing of an earlier run")

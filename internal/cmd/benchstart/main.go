@@ -1,0 +1,399 @@
+// Command benchstart measures the start of the real daemon: it runs a
+// built `toolagent serve` as a child process on a generated catalog and
+// times process start to the first 200 of GET /readyz, the process's CPU
+// time and resident set at that moment. It is a development tool, not part
+// of the product binary:
+//
+//	go build -o /var/tmp/toolagent ./cmd/toolagent
+//	go run ./internal/cmd/benchstart --bin /var/tmp/toolagent --tools 10000 --rounds 5
+//
+// Several --bin values (comma-separated) are measured in interleaved
+// rounds, so that the machine's load falls on each alike. Each round, for
+// each binary: `toolagent version` (the floor: a process that starts and
+// exits), the embedded default tools, a local directory's cold start (new
+// state) and warm start (same state, nothing changed), and a git source's
+// restart at the commit it synced (served over HTTP by git http-backend,
+// as a forge would). docs/operations.md ("Start time") quotes its figures.
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/cgi"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "benchstart:", err)
+		os.Exit(1)
+	}
+}
+
+// sample is one start: wall time to ready, CPU time and resident set then.
+type sample struct {
+	wall, cpu time.Duration
+	rss       uint64
+	restRSS   uint64 // the resident set --rest after ready (0: not measured)
+}
+
+// cases are the starts measured, in the order printed.
+var cases = []string{"version", "embedded", "local-cold", "local-warm", "git-restart"}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("benchstart", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	bins := fs.String("bin", "", "`PATHS` of built toolagent binaries, comma-separated (required)")
+	n := fs.Int("tools", 10000, "`N` synthetic tools")
+	rounds := fs.Int("rounds", 5, "`N` interleaved rounds")
+	parent := fs.String("dir", "", "`DIR` to work in, in a new folder removed at the end (default: the system's temporary directory)")
+	rest := fs.Duration("rest", 3*time.Second, "how long after ready to read the resident set again (at rest: the first sync and the index built); 0: not")
+	logDir := fs.String("logs", "", "`DIR` to keep each start's log in (round-binary-case.log)")
+	keep := fs.Bool("keep", false, "keep the work folder (its tools/ tree, the git repository) instead of removing it")
+	only := fs.String("cases", strings.Join(cases, ","), "`LIST` of cases to run, comma-separated")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *bins == "" || *n < 1 || *rounds < 1 {
+		return errors.New("--bin is required; --tools and --rounds must be at least 1")
+	}
+	binList := strings.Split(*bins, ",")
+	want := map[string]bool{}
+	for _, c := range strings.Split(*only, ",") {
+		if !slices.Contains(cases, c) {
+			return fmt.Errorf("--cases: unknown case %q (want some of %s)", c, strings.Join(cases, ","))
+		}
+		want[c] = true
+	}
+	dir, err := os.MkdirTemp(*parent, "toolagent-benchstart-")
+	if err != nil {
+		return err
+	}
+	if !*keep {
+		defer os.RemoveAll(dir)
+	}
+	git, err := exec.LookPath("git")
+	if err != nil {
+		return errors.New("git is needed for the git source case")
+	}
+	work := filepath.Join(dir, "work")
+	if err := writeTools(filepath.Join(work, "tools"), *n); err != nil {
+		return err
+	}
+	srv, url, err := serveRepo(ctx, git, dir, work)
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	fmt.Fprintf(stderr, "benchstart: %d tools in %s\n", *n, dir)
+
+	results := map[string]map[string][]sample{}
+	for _, b := range binList {
+		results[b] = map[string][]sample{}
+	}
+	for r := range *rounds {
+		for bi, bin := range binList {
+			st := filepath.Join(dir, fmt.Sprintf("state-%d-%d", r, bi))
+			gst := st + "-git"
+			steps := []struct {
+				name  string
+				args  []string
+				state string
+			}{
+				{"version", nil, ""},
+				{"embedded", []string{"--tools", "embedded"}, st + "-embedded"},
+				{"local-cold", []string{"--tools", filepath.Join(work, "tools")}, st},
+				{"local-warm", []string{"--tools", filepath.Join(work, "tools")}, st},
+				{"git-first", []string{"--repo", url, "--schedule", "off"}, gst},
+				{"git-restart", []string{"--repo", url, "--schedule", "off"}, gst},
+			}
+			for _, s := range steps {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				// A restart needs the start before it: run it unrecorded.
+				needed := s.name == "git-first" && want["git-restart"] || s.name == "local-cold" && want["local-warm"]
+				if !want[s.name] && !needed {
+					continue
+				}
+				var sm sample
+				var err error
+				if s.name == "version" {
+					sm, err = runVersion(ctx, bin)
+				} else {
+					logFile := ""
+					if *logDir != "" {
+						logFile = filepath.Join(*logDir, fmt.Sprintf("%d-%d-%s.log", r+1, bi, s.name))
+					}
+					sm, err = startServe(ctx, bin, s.state, s.args, *rest, logFile)
+				}
+				if err != nil {
+					return fmt.Errorf("%s round %d %s: %w", bin, r+1, s.name, err)
+				}
+				if !want[s.name] {
+					continue
+				}
+				results[bin][s.name] = append(results[bin][s.name], sm)
+				fmt.Fprintf(stderr, "round %d %s %s: %s\n", r+1, filepath.Base(bin), s.name, sm)
+			}
+			for _, p := range []string{st, gst, st + "-embedded"} {
+				os.RemoveAll(p)
+			}
+		}
+	}
+	fmt.Fprintf(stdout, "%d tools, %d rounds; median (min-max) of: wall ms to /readyz 200, CPU ms then, RSS MiB then, and %v later\n", *n, *rounds, *rest)
+	for _, bin := range binList {
+		fmt.Fprintf(stdout, "%s\n", bin)
+		for _, c := range cases {
+			if s := results[bin][c]; len(s) > 0 {
+				fmt.Fprintf(stdout, "  %-12s %s\n", c, summary(s))
+			}
+		}
+	}
+	return nil
+}
+
+func (s sample) String() string {
+	return fmt.Sprintf("wall %.0f ms, cpu %.0f ms, rss %.1f MiB, at rest %.1f MiB", ms(s.wall), ms(s.cpu), mib(s.rss), mib(s.restRSS))
+}
+
+func mib(b uint64) float64 { return float64(b) / (1 << 20) }
+
+// summary is the median, min and max of each figure of samples.
+func summary(samples []sample) string {
+	stat := func(get func(sample) float64, f string) string {
+		v := make([]float64, len(samples))
+		for i, s := range samples {
+			v[i] = get(s)
+		}
+		slices.Sort(v)
+		return fmt.Sprintf(f+" ("+f+"-"+f+")", v[len(v)/2], v[0], v[len(v)-1])
+	}
+	return fmt.Sprintf("wall %s  cpu %s  rss %s  rest %s",
+		stat(func(s sample) float64 { return ms(s.wall) }, "%.0f"),
+		stat(func(s sample) float64 { return ms(s.cpu) }, "%.0f"),
+		stat(func(s sample) float64 { return mib(s.rss) }, "%.1f"),
+		stat(func(s sample) float64 { return mib(s.restRSS) }, "%.1f"))
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// runVersion times `toolagent version`: the floor of any start.
+func runVersion(ctx context.Context, bin string) (sample, error) {
+	cmd := exec.CommandContext(ctx, bin, "version")
+	start := time.Now()
+	if err := cmd.Run(); err != nil {
+		return sample{}, err
+	}
+	wall := time.Since(start)
+	ps := cmd.ProcessState
+	return sample{wall: wall, cpu: ps.UserTime() + ps.SystemTime(), rss: uint64(ps.SysUsage().(*syscall.Rusage).Maxrss) << 10}, nil
+}
+
+// startServe runs `bin serve` on a free port with state and args, times it
+// to the first 200 of /readyz, reads its CPU time and resident set, and
+// stops it (SIGTERM, then waits for it to exit, so that its state is
+// written for the next start).
+func startServe(ctx context.Context, bin, state string, args []string, rest time.Duration, logFile string) (sample, error) {
+	cmd := exec.CommandContext(ctx, bin, append([]string{"serve", "--listen", "127.0.0.1:0", "--state", state, "--log-format", "json"}, args...)...)
+	cmd.Env = append(os.Environ(), "TOOLAGENT_TOKENS=")
+	cmd.WaitDelay = 30 * time.Second
+	logs, err := cmd.StderrPipe()
+	if err != nil {
+		return sample{}, err
+	}
+	addrs := make(chan string, 1)
+	var tail strings.Builder
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return sample{}, err
+	}
+	var kept io.Writer = io.Discard
+	if logFile != "" {
+		f, err := os.Create(logFile)
+		if err != nil {
+			return sample{}, err
+		}
+		defer f.Close()
+		fmt.Fprintf(f, "started %s\n", start.UTC().Format(time.RFC3339Nano))
+		kept = f
+	}
+	done := make(chan struct{})
+	defer func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+		<-done
+	}()
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(logs)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		sent := false
+		for sc.Scan() {
+			line := sc.Text()
+			fmt.Fprintln(kept, line)
+			if tail.Len() < 16<<10 {
+				tail.WriteString(line + "\n")
+			}
+			if !sent && strings.Contains(line, `"msg":"listening"`) {
+				if _, rest, ok := strings.Cut(line, `"addr":"`); ok {
+					addr, _, _ := strings.Cut(rest, `"`)
+					addrs <- addr
+					sent = true
+				}
+			}
+		}
+	}()
+	var addr string
+	select {
+	case addr = <-addrs:
+	case <-time.After(2 * time.Minute):
+		return sample{}, fmt.Errorf("no listening line in the log:\n%s", tail.String())
+	}
+	client := &http.Client{Timeout: 5 * time.Second}
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		resp, err := client.Get("http://" + addr + "/readyz")
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				fmt.Fprintf(kept, "ready %s\n", time.Now().UTC().Format(time.RFC3339Nano))
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			return sample{}, errors.New("/readyz never answered 200")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	wall := time.Since(start)
+	sm := sample{wall: wall, cpu: procCPU(cmd.Process.Pid), rss: procRSS(cmd.Process.Pid)}
+	if rest > 0 {
+		select {
+		case <-ctx.Done():
+			return sample{}, ctx.Err()
+		case <-time.After(rest):
+		}
+		sm.restRSS = procRSS(cmd.Process.Pid)
+	}
+	return sm, nil
+}
+
+// procCPU is the CPU time, user and system, process pid used so far.
+func procCPU(pid int) time.Duration {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	_, rest, _ := strings.Cut(string(data), ") ")
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond // USER_HZ is 100 on Linux
+}
+
+// procRSS is the resident set of process pid.
+func procRSS(pid int) uint64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(data)) {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// writeTools writes n tool folders under dir.
+func writeTools(dir string, n int) error {
+	for i := range n {
+		p := filepath.Join(dir, fmt.Sprintf("tool-%05d", i))
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(p, "TOOL.hdlp"), benchTool(i), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// benchTool is the TOOL.hdlp of tool i (benchcatalog's kind: about 450 bytes).
+func benchTool(i int) []byte {
+	return fmt.Appendf(nil, `name: tool-%05[1]d
+display: 查看 nginx 服务 %[1]d 号
+intent: 查看第 %[1]d 号 nginx 服务在目标主机上的运行状态
+method: run
+executor: shell
+argv: [echo, show, nginx-%[1]d, "{host}"]
+params_schema:
+  host: { type: string, required: true, description: "目标主机名，如 web-01" }
+keywords: [show, nginx, nginx%[1]d]
+author: bench
+created: 2026-01-01
+why: toolagent benchstart 生成的合成工具，用来测量启动。
+`, i)
+}
+
+// serveRepo commits the work tree to a bare repository under dir and
+// serves it over HTTP with git http-backend; it returns the server and the
+// repository's URL.
+func serveRepo(ctx context.Context, git, dir, work string) (*http.Server, string, error) {
+	root := filepath.Join(dir, "git")
+	env := []string{
+		"HOME=" + dir, "PATH=" + os.Getenv("PATH"),
+		"GIT_CONFIG_GLOBAL=" + os.DevNull, "GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0",
+		"GIT_AUTHOR_NAME=Bench", "GIT_AUTHOR_EMAIL=bench@example.invalid",
+		"GIT_COMMITTER_NAME=Bench", "GIT_COMMITTER_EMAIL=bench@example.invalid",
+		// No detached gc writing into the repositories while they are used.
+		"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=gc.auto", "GIT_CONFIG_VALUE_0=0",
+	}
+	bare := filepath.Join(root, "tools.git")
+	for _, a := range [][]string{
+		{"init", "--quiet", "--bare", "-b", "main", bare},
+		{"-C", work, "init", "--quiet", "-b", "main"},
+		{"-C", work, "add", "-A"},
+		{"-C", work, "commit", "--quiet", "-m", "tools"},
+		{"-C", work, "push", "--quiet", bare, "HEAD:refs/heads/main"},
+	} {
+		cmd := exec.CommandContext(ctx, git, a...)
+		cmd.Env = env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return nil, "", fmt.Errorf("git %s: %v\n%s", strings.Join(a, " "), err, out)
+		}
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", err
+	}
+	srv := &http.Server{
+		Handler:           &cgi.Handler{Path: git, Args: []string{"http-backend"}, Env: append(env, "GIT_PROJECT_ROOT="+root, "GIT_HTTP_EXPORT_ALL=1")},
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+	go srv.Serve(ln)
+	return srv, "http://" + ln.Addr().String() + "/tools.git", nil
+}
