@@ -107,7 +107,7 @@ func (a analyzer) analyze(dst []token, text string, query bool) []token {
 				}
 				j += s2
 			}
-			dst = a.han(dst, text[i:j], query)
+			dst = a.han(dst, a.v.simplify(text[i:j]), query)
 			i = j
 		case unicode.IsSpace(r) || isCJKPunct(r):
 			if isCJKPunct(r) {

@@ -44,12 +44,15 @@
 // Chinese two-character words the vocabulary lacks are read as homophone
 // misspellings of a vocabulary word when they share one character and
 // sound the same (重起 -> 重启; pinyin from github.com/mozillazg/go-pinyin).
+// Traditional script reaches the vocabulary through the same pinyin (讀取 ->
+// 读取), as does pinyin typed in Latin letters (tijiao -> 提交): see
+// pinyin.go.
 //
 // An Index is immutable after New and safe for concurrent use by any number
 // of goroutines calling Match. A Vocab is immutable too.
 //
-// match is a leaf package: it imports the standard library and one library
-// (go-pinyin) and knows nothing of the TOOL.hdlp format. internal/catalog
+// match is a leaf package: it imports the standard library and two
+// libraries (go-pinyin; golang.org/x/text for the GB2312 character set) and knows nothing of the TOOL.hdlp format. internal/catalog
 // turns tools into Docs (catalog.ToolDoc) and holds one Index per snapshot;
 // internal/match/matcheval evaluates it.
 package match
@@ -361,6 +364,9 @@ type Index struct {
 	// set.
 	offCore, onlyAction, margin float64
 	scratch                     *sync.Pool
+	// pinyinWords indexes the catalog's two-character Han words by
+	// pinyin (see pinyinTerm), built on first use.
+	pinyinWords func() pinyinIndex
 }
 
 // New builds an index over docs. A nil vocab means DefaultVocab. Building
@@ -597,6 +603,7 @@ func build(docs []Doc, vocab *Vocab, avgLen map[string]float64) *Index {
 	// whole input alive (about 470 bytes a tool at 10,000 tools).
 	ndocs := len(docs)
 	ix.scratch = &sync.Pool{New: func() any { return &scratch{scores: make([]float32, ndocs), roles: make([]role, ndocs)} }}
+	ix.pinyinWords = sync.OnceValue(ix.newPinyinWords)
 	return ix
 }
 
@@ -897,6 +904,22 @@ func (ix *Index) units(s *scratch, q string) ([]unit, float64, int) {
 	}
 	for _, t := range s.toks {
 		if _, ok := ix.term(t.key); !ok && t.kind == kindWord {
+			// Pinyin in Latin letters (tijiao: 提交): see pinyin.go.
+			han, stop := ix.an.v.pinyinTerm(t.surface)
+			if stop {
+				continue
+			}
+			if han == "" {
+				if ws := ix.pinyinWords()[t.surface]; len(ws) == 1 && len(t.surface) >= 4 {
+					han = ws[0]
+				}
+			}
+			if han != "" {
+				for _, ft := range ix.an.analyze(nil, han, true) {
+					add(ft.key, t.surface, "", ft.weight, ft.kind == kindConcept, ft.kind == kindUnigram, ft.class)
+				}
+				continue
+			}
 			if fix, ok := ix.typos.correct(t.surface); ok {
 				for _, ft := range ix.an.analyze(nil, fix, true) {
 					add(ft.key, t.surface, fix, ft.weight, ft.kind == kindConcept, ft.kind == kindUnigram, ft.class)

@@ -36,6 +36,7 @@ func (ix *Index) Update(removed, added []Doc) *Index {
 	c.moreSurfs = maps.Clone(ix.moreSurfs)
 	c.extra = maps.Clone(ix.extra)
 	c.pruned = maps.Clone(ix.pruned)
+	c.pinyinWords = sync.OnceValue(c.newPinyinWords)
 	if c.extra == nil {
 		c.extra = map[string]int32{}
 	}

@@ -31,6 +31,7 @@ type Vocab struct {
 	hanFirst map[rune]int       // first character -> longest term, in characters
 	words    []string           // single English words, unstemmed (typo correction)
 	sounds   func() soundIndex  // homophones of two-character terms, built on first use
+	pinyins  func() pinyinIndex // terms by pinyin, built on first use
 }
 
 // concept is one line of a vocabulary file.
@@ -210,6 +211,7 @@ func newVocabBuilder() vocabBuilder {
 		han: map[string][]int32{}, hanFirst: map[rune]int{},
 	}
 	v.sounds = sync.OnceValue(func() soundIndex { return newSoundIndex(v.han) })
+	v.pinyins = sync.OnceValue(func() pinyinIndex { return newPinyinIndex(v.han) })
 	return vocabBuilder{v: v}
 }
 

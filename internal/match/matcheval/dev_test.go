@@ -111,3 +111,54 @@ func TestDevSetFloors(t *testing.T) {
 		}
 	}
 }
+
+// loadTools parses every TOOL.hdlp under dir into Docs, as the daemon does.
+func loadTools(t *testing.T, dir string) []match.Doc {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join(dir, "*", hldp.FileName))
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no tools under %s: %v", dir, err)
+	}
+	var docs []match.Doc
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tool, err := hldp.Parse(p, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs = append(docs, catalog.ToolDoc(tool))
+	}
+	return docs
+}
+
+// TestTraditionalAndPinyin: requests in traditional script and in Latin
+// pinyin find the shipped tools (native-repo/tools) that their simplified
+// forms find, and do not reach the look-alike tool.
+func TestTraditionalAndPinyin(t *testing.T) {
+	ix := match.New(loadTools(t, filepath.Join("..", "..", "..", "native-repo", "tools")), nil)
+	for _, c := range []struct{ q, want string }{
+		{"讀取文件內容", "file-read"},
+		{"讀取 config.yaml 的內容", "file-read"},
+		{"把這段文字寫入 notes.txt", "file-write"},
+		{"執行一條 shell 命令", "shell-exec"},
+		{"查看最近的提交記錄", "git-ops"},
+		{"zuijin de tijiao jilu", "git-ops"},
+		{"duqu wenjian neirong", "file-read"},
+	} {
+		res := ix.Match(c.q, 3)
+		if !res.Found || len(res.Candidates) == 0 || res.Candidates[0].ID != c.want {
+			t.Errorf("Match(%q) = found %v %+v; want %s first and found", c.q, res.Found, res.Candidates, c.want)
+		}
+	}
+	// A traditional request reads as its simplified form, no more: the
+	// same verdict and the same candidates.
+	for _, p := range [][2]string{{"寫一首關於秋天的詩", "写一首关于秋天的诗"}, {"重啟服務", "重启服务"}, {"刪除這個目錄", "删除这个目录"}} {
+		tr, si := ix.Match(p[0], 3), ix.Match(p[1], 3)
+		if tr.Found != si.Found || len(tr.Candidates) != len(si.Candidates) || len(tr.Candidates) > 0 && tr.Candidates[0].ID != si.Candidates[0].ID {
+			t.Errorf("Match(%s) = %v %+v; want as Match(%s) = %v %+v", p[0], tr.Found, tr.Candidates, p[1], si.Found, si.Candidates)
+		}
+	}
+}
