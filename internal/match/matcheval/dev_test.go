@@ -162,3 +162,45 @@ func TestTraditionalAndPinyin(t *testing.T) {
 		}
 	}
 }
+
+// TestSplitB runs the second split (testdata/intent-b.jsonl: other
+// wording of the same kinds of request, written apart from the dev set,
+// against the dev set's tools) and fails when a served figure of zh or en
+// falls below what main (a136402) had.
+func TestSplitB(t *testing.T) {
+	docs, _ := loadDevSet(t)
+	f, err := os.Open(filepath.Join("testdata", "intent-b.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	qs, err := matcheval.ReadQueries(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := matcheval.RunDocs(docs, nil, qs, 3)
+	var b strings.Builder
+	r.WriteText(&b)
+	t.Logf("split b:\n%s", b.String())
+	if testing.Verbose() {
+		b.Reset()
+		r.WriteMisses(&b)
+		t.Logf("misses:\n%s", b.String())
+	}
+	floors := []struct {
+		lang           string
+		sR3, nofitRecl float64
+	}{
+		{"zh", 0.962, 0.765},
+		{"en", 0.946, 0.824},
+	}
+	for _, fl := range floors {
+		got := r.ByLang[fl.lang]
+		if got.ServedRecallAt3 < fl.sR3-1e-3 {
+			t.Errorf("split b %s served R@3 = %.3f, want >= %.3f (main)", fl.lang, got.ServedRecallAt3, fl.sR3)
+		}
+		if got.NoFitRecall < fl.nofitRecl-1e-3 {
+			t.Errorf("split b %s no-fit recall = %.3f, want >= %.3f (main)", fl.lang, got.NoFitRecall, fl.nofitRecl)
+		}
+	}
+}
