@@ -254,7 +254,44 @@ type Field struct {
 	// query's maximum (see uncoveredWeight and absentActionFactor), and
 	// only the documents holding it earn it.
 	Example bool
+	// Learned marks a request learned from use (a caller asked it and
+	// then called this document's tool). Its words are indexed apart from
+	// the document's own text: they never change how the document or any
+	// other scores on its own text, nor what the catalog offers. A query's
+	// learned coverage of a document (the share of its weight that the
+	// document's learned requests hold) raises the document's rank, the
+	// more the less its own text covers (see learnedGain), and lifts a
+	// document that its own text does not match at all only when most of
+	// the query was learned for it (learnedAlone). It never turns a
+	// refusal into an answer unless the query is nearly a learned request
+	// (learnedSure): learning cannot make the catalog answer what it
+	// refused before, so it cannot lower no-fit recall.
+	Learned bool
 }
+
+// learnedPrefix starts the index key of a term of a Learned field.
+const learnedPrefix = "\x00L"
+
+// How learned requests weigh (see Field.Learned): a document's coverage
+// is its own coverage c plus (1-c)*learnedGain times its learned
+// coverage; a document its own text does not match is a candidate only
+// from learnedAlone learned coverage on; a query that its best candidate
+// covers by learnedSure through learned requests is found whatever its
+// own score. Chosen on the development set and the second split taught
+// one from the other (matcheval's TestLearning), where they raise served
+// recall@3 and leave every no-fit recall as it was.
+//
+// A learned word counts fully when its field weighs 1 (a new request) and
+// less as its weight falls with age: its share is its posting's saturated
+// frequency over learnedFull, that of one occurrence at weight 1, capped
+// at 1.
+var learnedFull = float32(saturate(1))
+
+const (
+	learnedGain  = 0.55
+	learnedAlone = 0.5
+	learnedSure  = 0.75
+)
 
 // Result is the answer to a query.
 type Result struct {
@@ -450,6 +487,13 @@ func build(docs []Doc, vocab *Vocab, avgLen map[string]float64) *Index {
 			toks = an.analyze(toks[:0], fl.Text, false)
 			var l float64
 			for _, t := range toks {
+				if fl.Learned {
+					// Apart from the document's own terms; see Field.Learned.
+					id := termID(learnedPrefix + t.key)
+					arena = append(arena, ctok{term: id, weight: float32(t.weight), surf: intern(t.surface)})
+					l += t.weight
+					continue
+				}
 				id := termID(t.key)
 				if !fl.Example && descDoc[id] != int32(d) {
 					descDoc[id] = int32(d)
@@ -602,7 +646,9 @@ func build(docs []Doc, vocab *Vocab, avgLen map[string]float64) *Index {
 	// The closure captures the count, not docs: the pool would keep the
 	// whole input alive (about 470 bytes a tool at 10,000 tools).
 	ndocs := len(docs)
-	ix.scratch = &sync.Pool{New: func() any { return &scratch{scores: make([]float32, ndocs), roles: make([]role, ndocs)} }}
+	ix.scratch = &sync.Pool{New: func() any {
+		return &scratch{scores: make([]float32, ndocs), learned: make([]float32, ndocs), unit: make([]int32, ndocs), roles: make([]role, ndocs)}
+	}}
 	ix.pinyinWords = sync.OnceValue(ix.newPinyinWords)
 	return ix
 }
@@ -671,6 +717,7 @@ func (ix *Index) Len() int { return ix.live }
 // unit is one distinct token of a query with its weight.
 type unit struct {
 	term    int32 // -1 when no document holds it
+	lterm   int32 // the term of learned requests (Field.Learned); -1 when none holds it
 	surface string
 	qw      float64 // the weight a document holding the unit earns
 	// uncovered is the unit's weight in the query's maximum when the
@@ -693,14 +740,17 @@ const (
 
 // hit is a document's coverage of a query while it is ranked.
 type hit struct {
-	doc   int32
-	score float64
-	roles role
+	doc     int32
+	score   float64
+	roles   role
+	learned float64 // learned coverage (Field.Learned)
 }
 
 type scratch struct {
 	scores  []float32
-	roles   []role // per document, the roles of the units it matched
+	learned []float32 // per document, its learned coverage (Field.Learned)
+	unit    []int32   // per document, 1 + the last query unit its own text holds
+	roles   []role    // per document, the roles of the units it matched
 	touched []int32
 	toks    []token
 }
@@ -725,21 +775,41 @@ func (ix *Index) MatchIn(q string, k int, allow func(id string) bool) Result {
 	}
 	s.touched = s.touched[:0]
 	var asked role // the roles of the query's units that some document holds
-	for _, u := range units {
-		if u.term < 0 || ix.idf[u.term] < negligible {
-			continue
+	learned := false
+	for i, u := range units {
+		if u.term >= 0 && ix.idf[u.term] >= negligible {
+			asked |= u.role
+			w := float32(u.qw * u.gain / total / satScale)
+			for _, p := range ix.postings[u.term] {
+				if s.scores[p.doc] == 0 && s.learned[p.doc] == 0 {
+					s.touched = append(s.touched, p.doc)
+				}
+				s.scores[p.doc] += w * float32(p.sat)
+				s.unit[p.doc] = int32(i) + 1
+				if p.core() {
+					s.roles[p.doc] |= u.role & roleObject
+				}
+				s.roles[p.doc] |= u.role & roleThing
+			}
 		}
-		asked |= u.role
-		w := float32(u.qw * u.gain / total / satScale)
-		for _, p := range ix.postings[u.term] {
-			if s.scores[p.doc] == 0 {
-				s.touched = append(s.touched, p.doc)
+		if u.lterm >= 0 && ix.idf[u.lterm] >= negligible {
+			// A learned request teaches a document what its own text
+			// lacks: a unit the document's text holds gains nothing more.
+			// A learned request holds a word or not: its frequency says
+			// nothing, so the coverage is the share of the query's weight
+			// held, weighed by how specific it is among learned requests
+			// and by the field's weight (its age: see learnedFull).
+			learned = true
+			w := float32(max(u.qw, u.uncovered) * u.gain * ix.idf[u.lterm] / total)
+			for _, p := range ix.postings[u.lterm] {
+				if s.unit[p.doc] == int32(i)+1 {
+					continue
+				}
+				if s.scores[p.doc] == 0 && s.learned[p.doc] == 0 {
+					s.touched = append(s.touched, p.doc)
+				}
+				s.learned[p.doc] += w * min(1, float32(p.sat)/learnedFull)
 			}
-			s.scores[p.doc] += w * float32(p.sat)
-			if p.core() {
-				s.roles[p.doc] |= u.role & roleObject
-			}
-			s.roles[p.doc] |= u.role & roleThing
 		}
 	}
 	// before orders hits: higher score first, then ID. New's slots are in
@@ -756,18 +826,9 @@ func (ix *Index) MatchIn(q string, k int, allow func(id string) bool) Result {
 	}
 	// The ranks past k are kept for the background (see standoutMargin).
 	keep := max(k, 1+backgroundRanks)
-	top := make([]hit, 0, keep+1)
-	for _, d := range s.touched {
-		h := hit{doc: d, score: float64(s.scores[d]), roles: s.roles[d]}
-		if asked&roleObject != 0 && h.roles&roleObject == 0 {
-			h.score *= ix.offCore
-		}
-		s.scores[d], s.roles[d] = 0, 0
-		if allow != nil && !allow(ix.ids[d]) {
-			continue
-		}
+	insert := func(top []hit, h hit) []hit {
 		if len(top) == keep && !before(h, top[keep-1]) {
-			continue
+			return top
 		}
 		i := len(top)
 		for i > 0 && before(h, top[i-1]) {
@@ -777,21 +838,53 @@ func (ix *Index) MatchIn(q string, k int, allow func(id string) bool) Result {
 		if len(top) > keep {
 			top = top[:keep]
 		}
+		return top
+	}
+	top := make([]hit, 0, keep+1)
+	var ltop []hit // by own and learned coverage, when the query meets learned requests
+	if learned {
+		ltop = make([]hit, 0, keep+1)
+	}
+	for _, d := range s.touched {
+		h := hit{doc: d, score: float64(s.scores[d]), roles: s.roles[d], learned: float64(s.learned[d])}
+		if asked&roleObject != 0 && h.roles&roleObject == 0 {
+			h.score *= ix.offCore
+		}
+		s.scores[d], s.roles[d], s.learned[d], s.unit[d] = 0, 0, 0, 0
+		if allow != nil && !allow(ix.ids[d]) {
+			continue
+		}
+		if h.score > 0 {
+			top = insert(top, h)
+		}
+		if learned && (h.score > 0 || h.learned >= learnedAlone) {
+			lh := h
+			lh.score += (1 - min(1, h.score)) * learnedGain * h.learned
+			ltop = insert(ltop, lh)
+		}
 	}
 	qf := math.Pow(absentActionFactor, float64(absent))
 	if len(top) > 0 && top[0].roles&roleThing == 0 {
 		qf *= ix.onlyAction
 	}
 	score := func(h hit) float64 { return confidence(h.score, total) * qf }
-	res := Result{Candidates: make([]Candidate, min(k, len(top)))}
+	var res Result
+	if len(top) > 0 {
+		best := score(top[0])
+		res.Found = best >= ix.threshold ||
+			top[0].roles&roleThing != 0 && !examplesOnly(units) && ix.standsOut(best, top[1:], score)
+	}
+	if learned && len(ltop) > 0 {
+		// Learned requests reorder the candidates; the verdict stays the
+		// one of the documents' own text unless the query is nearly a
+		// request learned for the best (see Field.Learned).
+		top = ltop
+		res.Found = res.Found || top[0].learned >= learnedSure
+	}
+	res.Candidates = make([]Candidate, min(k, len(top)))
 	for i := range res.Candidates {
 		h := top[i]
 		res.Candidates[i] = Candidate{ID: ix.ids[h.doc], Score: score(h), Matched: ix.explain(units, h.doc)}
-	}
-	if len(top) > 0 {
-		best := res.Candidates[0].Score
-		res.Found = best >= ix.threshold ||
-			top[0].roles&roleThing != 0 && !examplesOnly(units) && ix.standsOut(best, top[1:], score)
 	}
 	return res
 }
@@ -860,7 +953,11 @@ func (ix *Index) units(s *scratch, q string) ([]unit, float64, int) {
 			}
 			return
 		}
-		u := unit{term: -1, surface: surface, fuzzy: fuzzy, gain: 1, class: class}
+		u := unit{term: -1, lterm: -1, surface: surface, fuzzy: fuzzy, gain: 1, class: class}
+		if id, ok := ix.term(learnedPrefix + key); ok && !char {
+			// A lone character is no word a request was learned by.
+			u.lterm = id
+		}
 		if fuzzy != "" {
 			u.gain = fuzzyGain
 		}
@@ -975,6 +1072,12 @@ func (ix *Index) df(id int32) int {
 func (ix *Index) explain(units []unit, d int32) []string {
 	var out []string
 	for _, u := range units {
+		if u.lterm >= 0 {
+			ps := ix.postings[u.lterm]
+			if _, ok := slices.BinarySearchFunc(ps, d, func(p posting, d int32) int { return cmp.Compare(p.doc, d) }); ok {
+				out = append(out, u.surface+"@learned")
+			}
+		}
 		if u.term < 0 {
 			continue
 		}

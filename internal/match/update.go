@@ -145,7 +145,9 @@ func (ix *Index) Update(removed, added []Doc) *Index {
 		}
 	}
 	slots := len(c.ids)
-	c.scratch = &sync.Pool{New: func() any { return &scratch{scores: make([]float32, slots), roles: make([]role, slots)} }}
+	c.scratch = &sync.Pool{New: func() any {
+		return &scratch{scores: make([]float32, slots), learned: make([]float32, slots), unit: make([]int32, slots), roles: make([]role, slots)}
+	}}
 	return &c
 }
 
@@ -235,7 +237,11 @@ func docTerms(an analyzer, doc Doc, avgLen map[string]float64, termID func(strin
 			accs[i].fieldTF = 0
 		}
 		for _, t := range toks {
-			id := termID(t.key)
+			key := t.key
+			if fl.Learned {
+				key = learnedPrefix + key // see Field.Learned
+			}
+			id := termID(key)
 			k, ok := pos[id]
 			if !ok {
 				k = len(out)
@@ -246,7 +252,7 @@ func docTerms(an analyzer, doc Doc, avgLen map[string]float64, termID func(strin
 			c := w * float64(float32(t.weight)) / norm
 			a, o := &accs[k], &out[k]
 			o.core = o.core || !fl.Context
-			o.described = o.described || !fl.Example
+			o.described = o.described || !fl.Example && !fl.Learned
 			a.tf += c
 			a.fieldTF += c
 			if a.fieldTF > a.best {

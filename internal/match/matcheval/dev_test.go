@@ -204,3 +204,67 @@ func TestSplitB(t *testing.T) {
 		}
 	}
 }
+
+// readSplitB reads testdata/intent-b.jsonl.
+func readSplitB(t *testing.T) []matcheval.Query {
+	t.Helper()
+	f, err := os.Open(filepath.Join("testdata", "intent-b.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	qs, err := matcheval.ReadQueries(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return qs
+}
+
+// TestLearning teaches the catalog requests as learning from use does
+// (matcheval.Teach) and measures other requests: the dev set's even lines
+// taught, its odd lines measured, and the other way round; the dev set
+// taught, the second split measured, and the other way round. Served
+// recall@3 and no-fit recall of zh and en must not fall below those of
+// the catalog taught nothing (served recall@3 by at most one request:
+// with the dev set's odd lines taught, 谁 learned for fs-grep lifts it
+// over git-annotate for "server.go 第 120 到 140 行是谁写的？"), and
+// served recall@3 must rise on the whole.
+func TestLearning(t *testing.T) {
+	docs, dev := loadDevSet(t)
+	splitB := readSplitB(t)
+	var even, odd []matcheval.Query
+	for i, q := range dev {
+		if i%2 == 0 {
+			even = append(even, q)
+		} else {
+			odd = append(odd, q)
+		}
+	}
+	var gain float64
+	for _, c := range []struct {
+		name        string
+		teach, test []matcheval.Query
+	}{
+		{"dev even -> dev odd", even, odd},
+		{"dev odd -> dev even", odd, even},
+		{"dev -> split b", dev, splitB},
+		{"split b -> dev", splitB, dev},
+	} {
+		before := matcheval.RunDocs(docs, nil, c.test, 3)
+		after := matcheval.RunDocs(matcheval.Teach(docs, c.teach, 1), nil, c.test, 3)
+		for _, l := range []string{"zh", "en"} {
+			b, a := before.ByLang[l], after.ByLang[l]
+			t.Logf("%s, %s: served R@3 %.3f -> %.3f, no-fit recall %.3f -> %.3f", c.name, l, b.ServedRecallAt3, a.ServedRecallAt3, b.NoFitRecall, a.NoFitRecall)
+			if a.ServedRecallAt3 < b.ServedRecallAt3-1/float64(b.Answerable)-1e-9 {
+				t.Errorf("%s, %s: learning lowered served R@3 %.3f -> %.3f", c.name, l, b.ServedRecallAt3, a.ServedRecallAt3)
+			}
+			if a.NoFitRecall < b.NoFitRecall-1e-9 {
+				t.Errorf("%s, %s: learning lowered no-fit recall %.3f -> %.3f", c.name, l, b.NoFitRecall, a.NoFitRecall)
+			}
+			gain += a.ServedRecallAt3 - b.ServedRecallAt3
+		}
+	}
+	if gain <= 0 {
+		t.Errorf("learning changed served R@3 by %.3f in all; want a rise", gain)
+	}
+}

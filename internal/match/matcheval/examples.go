@@ -148,3 +148,26 @@ func (r ExampleResult) Verdict() string {
 	}
 	return s
 }
+
+// Teach returns docs with each answerable query of teach added to its
+// first expected document as a request learned from use (a Field with
+// Learned set, weighing weight), as if a caller had asked it and then
+// called that tool: what internal/feedback hands the catalog. docs is not
+// changed.
+func Teach(docs []match.Doc, teach []Query, weight float64) []match.Doc {
+	out := make([]match.Doc, len(docs))
+	at := map[string]int{}
+	for i, d := range docs {
+		out[i] = match.Doc{ID: d.ID, Fields: slices.Clone(d.Fields)}
+		at[d.ID] = i
+	}
+	for _, q := range teach {
+		if len(q.Expected) == 0 {
+			continue
+		}
+		if i, ok := at[q.Expected[0]]; ok {
+			out[i].Fields = append(out[i].Fields, match.Field{Name: "learned", Text: q.Query, Weight: weight, Learned: true})
+		}
+	}
+	return out
+}
