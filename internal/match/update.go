@@ -28,6 +28,7 @@ func (ix *Index) Update(removed, added []Doc) *Index {
 	c := *ix
 	c.ids = slices.Clone(ix.ids)
 	c.fields = slices.Clone(ix.fields)
+	c.actions = slices.Clone(ix.actions)
 	c.dead = slices.Clone(ix.dead)
 	c.postings = slices.Clone(ix.postings)
 	c.described = slices.Clone(ix.described)
@@ -105,6 +106,7 @@ func (ix *Index) Update(removed, added []Doc) *Index {
 		c.dead = append(c.dead, false)
 		c.live++
 		c.fields = append(c.fields, fieldLayouts{}.of(doc))
+		c.actions = append(c.actions, an.titleActions(doc))
 		for _, t := range docTerms(an, doc, c.avgLen, termID, surf) {
 			if t.described {
 				c.described[t.term]++
