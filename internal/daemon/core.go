@@ -249,13 +249,7 @@ func newCore(cfg Config, log *slog.Logger, mode approvalMode) (_ *core, err erro
 		if err != nil {
 			log.Warn("learned requests not read; learning starts again", "err", err)
 		}
-		learned = func(name, intent string) []catalog.Learned {
-			var out []catalog.Learned
-			for _, w := range fb.Weighted(name, intent) {
-				out = append(out, catalog.Learned{Request: w.Request, Weight: w.Weight})
-			}
-			return out
-		}
+		learned = host.LearnedOf(fb)
 	}
 	kept := func(call dispatch.Call, r dispatch.Result) {
 		runs.keep(call, r)

@@ -420,9 +420,11 @@ type Index struct {
 	offCore, onlyAction, margin float64
 	// offAction is offActionFactor.
 	offAction float64
+	// hasLearned is set when some document has a Learned field.
+	hasLearned bool
 	// actions holds, by slot, the action concepts of each document's
 	// title (see offActionFactor).
-	actions [][]string
+	actions []actionSet
 	scratch *sync.Pool
 	// pinyinWords indexes the catalog's two-character Han words by
 	// pinyin (see pinyinTerm), built on first use.
@@ -442,7 +444,7 @@ func build(docs []Doc, vocab *Vocab, avgLen map[string]float64) *Index {
 	ix := &Index{
 		an:         analyzer{v: vocab},
 		ids:        make([]string, len(docs)),
-		actions:    make([][]string, len(docs)),
+		actions:    make([]actionSet, len(docs)),
 		fields:     make([][]string, len(docs)),
 		threshold:  DefaultThreshold,
 		offCore:    offCoreFactor,
@@ -514,6 +516,7 @@ func build(docs []Doc, vocab *Vocab, avgLen map[string]float64) *Index {
 			for _, t := range toks {
 				if fl.Learned {
 					// Apart from the document's own terms; see Field.Learned.
+					ix.hasLearned = true
 					id := termID(learnedPrefix + t.key)
 					arena = append(arena, ctok{term: id, weight: float32(t.weight), surf: intern(t.surface)})
 					l += t.weight
@@ -742,9 +745,9 @@ func (ix *Index) Len() int { return ix.live }
 
 // unit is one distinct token of a query with its weight.
 type unit struct {
-	term    int32  // -1 when no document holds it
-	lterm   int32  // the term of learned requests (Field.Learned); -1 when none holds it
-	action  string // the concept key of an action the query asks for (see offActionFactor)
+	term    int32 // -1 when no document holds it
+	lterm   int32 // the term of learned requests (Field.Learned); -1 when none holds it
+	abit    uint8 // the bit of an action the query asks for (see offActionFactor); 0 for none
 	surface string
 	qw      float64 // the weight a document holding the unit earns
 	// uncovered is the unit's weight in the query's maximum when the
@@ -780,6 +783,7 @@ type scratch struct {
 	roles   []role    // per document, the roles of the units it matched
 	touched []int32
 	toks    []token
+	key     []byte // a learned term's key (see learnedTerm)
 }
 
 // Match returns the k best documents for q. Found is false when the best
@@ -801,10 +805,10 @@ func (ix *Index) MatchIn(q string, k int, allow func(id string) bool) Result {
 		return Result{}
 	}
 	s.touched = s.touched[:0]
-	var acts []string // the actions the query asks for (see offActionFactor)
+	var acts actionSet // the actions the query asks for (see offActionFactor)
 	for _, u := range units {
-		if u.action != "" && u.term >= 0 {
-			acts = append(acts, u.action)
+		if u.term >= 0 {
+			acts.add(u.abit)
 		}
 	}
 	var asked role // the roles of the query's units that some document holds
@@ -818,7 +822,9 @@ func (ix *Index) MatchIn(q string, k int, allow func(id string) bool) Result {
 					s.touched = append(s.touched, p.doc)
 				}
 				s.scores[p.doc] += w * float32(p.sat)
-				s.unit[p.doc] = int32(i) + 1
+				if u.lterm >= 0 {
+					s.unit[p.doc] = int32(i) + 1
+				}
 				if p.core() {
 					s.roles[p.doc] |= u.role & roleObject
 				}
@@ -878,7 +884,7 @@ func (ix *Index) MatchIn(q string, k int, allow func(id string) bool) Result {
 	// offActionFactor), when the query meets learned requests or asks for
 	// an action; top, by own coverage alone, gives the verdict.
 	var rtop []hit
-	rerank := learned || len(acts) > 0
+	rerank := learned || !acts.empty()
 	if rerank {
 		rtop = make([]hit, 0, keep+1)
 	}
@@ -900,7 +906,7 @@ func (ix *Index) MatchIn(q string, k int, allow func(id string) bool) Result {
 		}
 		if rerank && (h.score > 0 || h.learned >= learnedAlone) {
 			rh := h
-			if ix.wrongAction(d, acts) {
+			if da := ix.actions[d]; !da.empty() && !da.meets(acts) {
 				rh.score *= ix.offAction
 			}
 			rh.score += (1 - min(1, rh.score)) * learnedGain * h.learned
@@ -988,7 +994,7 @@ func (ix *Index) units(s *scratch, q string) ([]unit, float64, int) {
 	seen := map[string]int{}
 	var total float64
 	absent := 0
-	add := func(key, surface, fuzzy string, kw float64, concept, char bool, class Class) {
+	add := func(key, surface, fuzzy string, kw float64, concept, char bool, class Class, abit uint8) {
 		if i, ok := seen[key]; ok {
 			// A repeated token adds nothing; keep the larger weight.
 			if u := &units[i]; u.term >= 0 && kw*ix.idf[u.term] > u.qw {
@@ -999,7 +1005,7 @@ func (ix *Index) units(s *scratch, q string) ([]unit, float64, int) {
 			return
 		}
 		u := unit{term: -1, lterm: -1, surface: surface, fuzzy: fuzzy, gain: 1, class: class}
-		if id, ok := ix.term(learnedPrefix + key); ok && !char {
+		if id, ok := ix.learnedTerm(s, key); ok && !char {
 			// A lone character is no word a request was learned by.
 			u.lterm = id
 		}
@@ -1011,7 +1017,7 @@ func (ix *Index) units(s *scratch, q string) ([]unit, float64, int) {
 			u.role = roleObject
 		case Action:
 			if kw >= absentActionMinWeight && !char {
-				u.action = key
+				u.abit = abit
 			}
 		}
 		if class != Action && !char {
@@ -1063,18 +1069,18 @@ func (ix *Index) units(s *scratch, q string) ([]unit, float64, int) {
 			}
 			if han != "" {
 				for _, ft := range ix.an.analyze(nil, han, true) {
-					add(ft.key, t.surface, "", ft.weight, ft.kind == kindConcept, ft.kind == kindUnigram, ft.class)
+					add(ft.key, t.surface, "", ft.weight, ft.kind == kindConcept, ft.kind == kindUnigram, ft.class, ft.abit)
 				}
 				continue
 			}
 			if fix, ok := ix.typos.correct(t.surface); ok {
 				for _, ft := range ix.an.analyze(nil, fix, true) {
-					add(ft.key, t.surface, fix, ft.weight, ft.kind == kindConcept, ft.kind == kindUnigram, ft.class)
+					add(ft.key, t.surface, fix, ft.weight, ft.kind == kindConcept, ft.kind == kindUnigram, ft.class, ft.abit)
 				}
 				continue
 			}
 		}
-		add(t.key, t.surface, t.fix, t.weight, t.kind == kindConcept, t.kind == kindUnigram, t.class)
+		add(t.key, t.surface, t.fix, t.weight, t.kind == kindConcept, t.kind == kindUnigram, t.class, t.abit)
 	}
 	return units, total, absent
 }
@@ -1153,7 +1159,7 @@ func (ix *Index) explain(units []unit, d int32) []string {
 // titleActions returns the action concepts of doc's title: its heaviest
 // fields that are neither Context, Example nor Learned (see
 // offActionFactor).
-func (a analyzer) titleActions(doc Doc) []string {
+func (a analyzer) titleActions(doc Doc) actionSet {
 	weight := func(fl Field) float64 {
 		if fl.Context || fl.Example || fl.Learned {
 			return 0
@@ -1167,31 +1173,31 @@ func (a analyzer) titleActions(doc Doc) []string {
 	for _, fl := range doc.Fields {
 		top = max(top, weight(fl))
 	}
-	var out []string
+	var out actionSet
 	for _, fl := range doc.Fields {
 		if w := weight(fl); w == 0 || w < top {
 			continue
 		}
 		for _, t := range a.analyze(nil, fl.Text, false) {
-			if t.kind == kindConcept && t.class == Action && t.weight >= absentActionMinWeight && !slices.Contains(out, t.key) {
-				out = append(out, t.key)
+			if t.kind == kindConcept && t.class == Action && t.weight >= absentActionMinWeight {
+				out.add(t.abit)
 			}
 		}
 	}
 	return out
 }
 
-// wrongAction reports whether the title of document d names actions and
-// none of acts (see offActionFactor).
-func (ix *Index) wrongAction(d int32, acts []string) bool {
-	da := ix.actions[d]
-	if len(da) == 0 {
-		return false
+// learnedTerm returns the id of the learned-request term of key (see
+// Field.Learned), if some document holds it. The key is built in s's
+// buffer: a lookup with a converted byte slice does not allocate.
+func (ix *Index) learnedTerm(s *scratch, key string) (int32, bool) {
+	if !ix.hasLearned {
+		return 0, false
 	}
-	for _, a := range acts {
-		if slices.Contains(da, a) {
-			return false
-		}
+	s.key = append(append(s.key[:0], learnedPrefix...), key...)
+	id, ok := ix.terms[string(s.key)]
+	if !ok {
+		id, ok = ix.extra[string(s.key)]
 	}
-	return true
+	return id, ok && ix.df(id) > 0
 }

@@ -107,6 +107,9 @@ func (ix *Index) Update(removed, added []Doc) *Index {
 		c.live++
 		c.fields = append(c.fields, fieldLayouts{}.of(doc))
 		c.actions = append(c.actions, an.titleActions(doc))
+		for _, fl := range doc.Fields {
+			c.hasLearned = c.hasLearned || fl.Learned
+		}
 		for _, t := range docTerms(an, doc, c.avgLen, termID, surf) {
 			if t.described {
 				c.described[t.term]++
