@@ -58,10 +58,8 @@
 package match
 
 import (
-	"cmp"
 	"math"
 	"slices"
-	"strings"
 	"sync"
 )
 
@@ -211,24 +209,6 @@ const (
 // (TestDevSetSplit).
 const offCoreFactor = 0.8
 
-// offActionFactor multiplies a document's coverage, for ranking and
-// score, when the request asks for actions (vocabulary concepts of class
-// Action, of weight absentActionMinWeight or more, that some document
-// holds) and the document's title names actions, none of them asked:
-// within a family of tools about one object (deploy and roll back, open
-// and close an issue, list and create pull requests, commit and log), the
-// action decides. A document's title is its heaviest fields that are
-// neither Context, Example nor Learned (for a tool: its name, display
-// name and keywords); a document whose title names no action is not
-// judged, nor are weak actions (below absentActionMinWeight: show, list,
-// check) on either side. It reorders candidates only: the verdict is the
-// one of the documents' own coverage. 0.9 raised served recall@1 of the
-// development set's Chinese requests from 0.738 to 0.762 and of the
-// second split's from 0.745 to 0.764 and lowered no figure; 0.75 and
-// below lowered some (a verb read as an action where it names a state or
-// a thing, 能正常打开吗, "user deploy"), so it decides near ties only.
-const offActionFactor = 0.9
-
 // onlyActionFactor multiplies every candidate's score when the best one
 // matches nothing but actions: "write me a poem" hits a file-writing tool
 // through "write" alone, and a tool that offers the verb but nothing the
@@ -286,30 +266,6 @@ type Field struct {
 	// refused before, so it cannot lower no-fit recall.
 	Learned bool
 }
-
-// learnedPrefix starts the index key of a term of a Learned field.
-const learnedPrefix = "\x00L"
-
-// How learned requests weigh (see Field.Learned): a document's coverage
-// is its own coverage c plus (1-c)*learnedGain times its learned
-// coverage; a document its own text does not match is a candidate only
-// from learnedAlone learned coverage on; a query that its best candidate
-// covers by learnedSure through learned requests is found whatever its
-// own score. Chosen on the development set and the second split taught
-// one from the other (matcheval's TestLearning), where they raise served
-// recall@3 and leave every no-fit recall as it was.
-//
-// A learned word counts fully when its field weighs 1 (a new request) and
-// less as its weight falls with age: its share is its posting's saturated
-// frequency over learnedFull, that of one occurrence at weight 1, capped
-// at 1.
-var learnedFull = float32(saturate(1))
-
-const (
-	learnedGain  = 0.55
-	learnedAlone = 0.5
-	learnedSure  = 0.75
-)
 
 // Result is the answer to a query.
 type Result struct {
@@ -682,44 +638,6 @@ func build(docs []Doc, vocab *Vocab, avgLen map[string]float64) *Index {
 	return ix
 }
 
-// fieldLayouts shares the field names of documents: most documents of a
-// catalog have the same fields in the same order, and a slice of a
-// dozen names each was a tenth of a 10,000-tool index.
-type fieldLayouts map[string][]string
-
-// of returns doc's field names, shared with earlier documents of the same
-// layout.
-func (l fieldLayouts) of(doc Doc) []string {
-	var key strings.Builder
-	for _, fl := range doc.Fields {
-		key.WriteString(fl.Name)
-		key.WriteByte(0)
-	}
-	if names, ok := l[key.String()]; ok {
-		return names
-	}
-	names := make([]string, len(doc.Fields))
-	for f, fl := range doc.Fields {
-		names[f] = fl.Name
-	}
-	l[key.String()] = names
-	return names
-}
-
-// lengthNorm is BM25's length normalisation of a field of length l whose
-// name has the mean length avg.
-func lengthNorm(l, avg float64) float64 {
-	if avg <= 0 {
-		return 1
-	}
-	return 1 - b + b*l/avg
-}
-
-// saturate is a posting's sat for the BM25F term frequency tf.
-func saturate(tf float64) uint16 {
-	return uint16(min(satScale-1, math.Round(tf/(k1+tf)*satScale)))
-}
-
 // term returns the id of the term key if some document holds it.
 func (ix *Index) term(key string) (int32, bool) {
 	id, ok := ix.terms[key]
@@ -940,52 +858,6 @@ func (ix *Index) MatchIn(q string, k int, allow func(id string) bool) Result {
 	return res
 }
 
-// examplesOnly reports whether the request names a concept that only
-// examples hold (see Field.Example): the catalog does not offer it, so the
-// documents whose examples hold it are judged by the threshold alone.
-func examplesOnly(units []unit) bool {
-	for _, u := range units {
-		if u.term >= 0 && u.uncovered > 0 {
-			return true
-		}
-	}
-	return false
-}
-
-// standsOut reports whether a best score below the threshold stands out
-// from the background of the request: the scores of the next candidates,
-// rest (best first, possibly fewer than backgroundRanks), blended with the
-// prior (see standoutMargin).
-func (ix *Index) standsOut(best float64, rest []hit, score func(hit) float64) bool {
-	if ix.margin < 0 || best < standoutFloor*ix.threshold {
-		return false
-	}
-	bg := priorScore * priorRanks
-	for _, h := range rest[:min(len(rest), backgroundRanks)] {
-		bg += score(h)
-	}
-	bg /= backgroundRanks + priorRanks
-	return best-bg >= ix.margin
-}
-
-// confidence turns a document's coverage of the query (the share of the
-// query's weight it matches, in [0, 1]) into the candidate score. Coverage
-// alone overrates a short query that hits one generic word ("write me a
-// poem"); the matched weight alone overrates a long query that hits many
-// weak words. The score is their geometric blend, the matched weight
-// saturated so that both factors lie in [0, 1]:
-//
-//	score = coverage^0.3 * (1 - exp(-coverage*total/evidenceScale))^0.7
-//
-// Within one query both factors grow with coverage, so the blend does not
-// change the ranking; it makes scores comparable across queries.
-func confidence(coverage, total float64) float64 {
-	if coverage <= 0 {
-		return 0
-	}
-	return math.Pow(coverage, 0.3) * math.Pow(1-math.Exp(-coverage*total/evidenceScale), 0.7)
-}
-
 // units analyses q into distinct weighted units and returns them with the
 // query's maximum score (the sum of their weights).
 func (ix *Index) units(s *scratch, q string) ([]unit, float64, int) {
@@ -1083,121 +955,4 @@ func (ix *Index) units(s *scratch, q string) ([]unit, float64, int) {
 		add(t.key, t.surface, t.fix, t.weight, t.kind == kindConcept, t.kind == kindUnigram, t.class, t.abit)
 	}
 	return units, total, absent
-}
-
-// setSurf records in p, a posting of term, the surface s (an index into
-// surfs). It may add s to the term's surfaces: an Update's copy of the
-// index clips what it shares first (see Update), so that this appends to
-// a copy of its own.
-func (ix *Index) setSurf(term int32, p *posting, s int32) {
-	ss := ix.termSurfs[term]
-	if i := slices.Index(ss, s); i >= 0 {
-		p.surf = uint8(i)
-		return
-	}
-	if len(ss) < manySurfs {
-		p.surf = uint8(len(ss))
-		ix.termSurfs[term] = append(ss, s)
-		return
-	}
-	p.surf = manySurfs
-	if ix.moreSurfs == nil {
-		ix.moreSurfs = map[uint64]int32{}
-	}
-	ix.moreSurfs[uint64(term)<<32|uint64(uint32(p.doc))] = s
-}
-
-// surfOf returns the surface (an index into surfs) of p, a posting of term.
-func (ix *Index) surfOf(term int32, p posting) int32 {
-	if p.surf == manySurfs {
-		return ix.moreSurfs[uint64(term)<<32|uint64(uint32(p.doc))]
-	}
-	return ix.termSurfs[term][p.surf]
-}
-
-// df is how many documents hold term id.
-func (ix *Index) df(id int32) int {
-	if n, ok := ix.pruned[id]; ok {
-		return int(n)
-	}
-	return len(ix.postings[id])
-}
-
-// explain lists the query units that hit document id (a pruned term's
-// hits are not known, and not listed: it added nothing to the score).
-func (ix *Index) explain(units []unit, d int32) []string {
-	var out []string
-	for _, u := range units {
-		if u.lterm >= 0 {
-			ps := ix.postings[u.lterm]
-			if _, ok := slices.BinarySearchFunc(ps, d, func(p posting, d int32) int { return cmp.Compare(p.doc, d) }); ok {
-				out = append(out, u.surface+"@learned")
-			}
-		}
-		if u.term < 0 {
-			continue
-		}
-		ps := ix.postings[u.term]
-		i, ok := slices.BinarySearchFunc(ps, d, func(p posting, d int32) int { return cmp.Compare(p.doc, d) })
-		if !ok {
-			continue
-		}
-		p := ps[i]
-		docText := ix.surfs[ix.surfOf(u.term, p)]
-		switch {
-		case u.fuzzy != "":
-			out = append(out, u.surface+"@fuzzy:"+u.fuzzy)
-		case docText == u.surface:
-			out = append(out, u.surface+"@"+ix.fields[d][p.field()])
-		default:
-			out = append(out, u.surface+"@vocab:"+docText)
-		}
-	}
-	return out
-}
-
-// titleActions returns the action concepts of doc's title: its heaviest
-// fields that are neither Context, Example nor Learned (see
-// offActionFactor).
-func (a analyzer) titleActions(doc Doc) actionSet {
-	weight := func(fl Field) float64 {
-		if fl.Context || fl.Example || fl.Learned {
-			return 0
-		}
-		if fl.Weight == 0 {
-			return 1
-		}
-		return fl.Weight
-	}
-	top := 0.0
-	for _, fl := range doc.Fields {
-		top = max(top, weight(fl))
-	}
-	var out actionSet
-	for _, fl := range doc.Fields {
-		if w := weight(fl); w == 0 || w < top {
-			continue
-		}
-		for _, t := range a.analyze(nil, fl.Text, false) {
-			if t.kind == kindConcept && t.class == Action && t.weight >= absentActionMinWeight {
-				out.add(t.abit)
-			}
-		}
-	}
-	return out
-}
-
-// learnedTerm returns the id of the learned-request term of key (see
-// Field.Learned), if some document holds it. The key is built in s's
-// buffer: a lookup with a converted byte slice does not allocate.
-func (ix *Index) learnedTerm(s *scratch, key string) (int32, bool) {
-	if !ix.hasLearned {
-		return 0, false
-	}
-	s.key = append(append(s.key[:0], learnedPrefix...), key...)
-	id, ok := ix.terms[string(s.key)]
-	if !ok {
-		id, ok = ix.extra[string(s.key)]
-	}
-	return id, ok && ix.df(id) > 0
 }
