@@ -18,6 +18,10 @@ package match
 // a thing, 能正常打开吗, "user deploy"), so it decides near ties only.
 const offActionFactor = 0.9
 
+// rerankWide is how many candidates past the ones kept the action check
+// and learned requests reorder (see MatchIn).
+const rerankWide = 16
+
 // titleActions returns the action concepts of doc's title: its heaviest
 // fields that are neither Context, Example nor Learned (see
 // offActionFactor).

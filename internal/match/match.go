@@ -783,8 +783,20 @@ func (ix *Index) MatchIn(q string, k int, allow func(id string) bool) Result {
 	}
 	// The ranks past k are kept for the background (see standoutMargin).
 	keep := max(k, 1+backgroundRanks)
-	insert := func(top []hit, h hit) []hit {
-		if len(top) == keep && !before(h, top[keep-1]) {
+	// rtop ranks by own and learned coverage with the action check (see
+	// offActionFactor), when the query meets learned requests or asks for
+	// an action; top, by own coverage alone, gives the verdict. rtop is
+	// drawn from the documents with learned coverage and the first
+	// rerankWide of top (the action check lowers a document by a tenth:
+	// one ranked lower than that does not reach the first three), so top
+	// then keeps that many.
+	rerank := learned || !acts.empty()
+	wide := keep
+	if rerank {
+		wide = keep + rerankWide
+	}
+	insert := func(top []hit, h hit, n int) []hit {
+		if len(top) == n && !before(h, top[n-1]) {
 			return top
 		}
 		i := len(top)
@@ -792,19 +804,22 @@ func (ix *Index) MatchIn(q string, k int, allow func(id string) bool) Result {
 			i--
 		}
 		top = slices.Insert(top, i, h)
-		if len(top) > keep {
-			top = top[:keep]
+		if len(top) > n {
+			top = top[:n]
 		}
 		return top
 	}
-	top := make([]hit, 0, keep+1)
-	// rtop ranks by own and learned coverage with the action check (see
-	// offActionFactor), when the query meets learned requests or asks for
-	// an action; top, by own coverage alone, gives the verdict.
+	top := make([]hit, 0, wide+1)
 	var rtop []hit
-	rerank := learned || !acts.empty()
 	if rerank {
 		rtop = make([]hit, 0, keep+1)
+	}
+	reranked := func(h hit) hit {
+		if da := ix.actions[h.doc]; !da.empty() && !da.meets(acts) {
+			h.score *= ix.offAction
+		}
+		h.score += (1 - min(1, h.score)) * learnedGain * h.learned
+		return h
 	}
 	own := func(d int32) float64 {
 		sc := float64(s.scores[d])
@@ -820,16 +835,19 @@ func (ix *Index) MatchIn(q string, k int, allow func(id string) bool) Result {
 			continue
 		}
 		if h.score > 0 {
-			top = insert(top, h)
+			top = insert(top, h, wide)
 		}
-		if rerank && (h.score > 0 || h.learned >= learnedAlone) {
-			rh := h
-			if da := ix.actions[d]; !da.empty() && !da.meets(acts) {
-				rh.score *= ix.offAction
+		if h.learned > 0 && (h.score > 0 || h.learned >= learnedAlone) {
+			rtop = insert(rtop, reranked(h), keep)
+		}
+	}
+	if rerank {
+		for _, h := range top {
+			if h.learned == 0 {
+				rtop = insert(rtop, reranked(h), keep)
 			}
-			rh.score += (1 - min(1, rh.score)) * learnedGain * h.learned
-			rtop = insert(rtop, rh)
 		}
+		top = top[:min(len(top), keep)]
 	}
 	qf := math.Pow(absentActionFactor, float64(absent))
 	if len(top) > 0 && top[0].roles&roleThing == 0 {
