@@ -268,3 +268,17 @@ func TestLearning(t *testing.T) {
 		t.Errorf("learning changed served R@3 by %.3f in all; want a rise", gain)
 	}
 }
+
+// TestChineseNotRefusedMore (issue 41, item 2's bar): on the dev set and
+// the second split, answerable Chinese requests are refused no more often
+// than English ones.
+func TestChineseNotRefusedMore(t *testing.T) {
+	docs, dev := loadDevSet(t)
+	for name, qs := range map[string][]matcheval.Query{"dev": dev, "split b": readSplitB(t)} {
+		r := matcheval.RunDocs(docs, nil, qs, 3)
+		zh, en := r.ByLang["zh"], r.ByLang["en"]
+		if zh.AnswerableRefused > en.AnswerableRefused {
+			t.Errorf("%s: zh answerable refused %.3f > en %.3f", name, zh.AnswerableRefused, en.AnswerableRefused)
+		}
+	}
+}
