@@ -251,7 +251,7 @@ func (s *Snapshot) BuildIndex() {
 				e := &s.entries[k]
 				docs = append(docs, s.doc(e.Name, e.Tool, s.requests(e.Name, e.Tool)))
 			}
-			s.index = match.New(docs, s.vocab)
+			s.index = match.Calibrate(match.New(docs, s.vocab), docs, s.vocab)
 		}
 		s.built.Store(true)
 	})

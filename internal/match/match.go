@@ -376,6 +376,9 @@ type Index struct {
 	offCore, onlyAction, margin float64
 	// offAction is offActionFactor.
 	offAction float64
+	// zhThreshold, when set, replaces threshold for Chinese requests
+	// (see Calibrate).
+	zhThreshold float64
 	// hasLearned is set when some document has a Learned field.
 	hasLearned bool
 	// actions holds, by slot, the action concepts of each document's
@@ -651,7 +654,7 @@ func (ix *Index) term(key string) (int32, bool) {
 // for Result.Found. ix itself is unchanged.
 func (ix *Index) WithThreshold(t float64) *Index {
 	c := *ix
-	c.threshold = t
+	c.threshold, c.zhThreshold = t, 0
 	return &c
 }
 
@@ -856,9 +859,9 @@ func (ix *Index) MatchIn(q string, k int, allow func(id string) bool) Result {
 	score := func(h hit) float64 { return confidence(h.score, total) * qf }
 	var res Result
 	if len(top) > 0 {
-		best := score(top[0])
-		res.Found = best >= ix.threshold ||
-			top[0].roles&roleThing != 0 && !examplesOnly(units) && ix.standsOut(best, top[1:], score)
+		best, t := score(top[0]), ix.thresholdFor(q)
+		res.Found = best >= t ||
+			top[0].roles&roleThing != 0 && !examplesOnly(units) && ix.standsOut(best, t, top[1:], score)
 	}
 	if rerank && len(rtop) > 0 {
 		// Learned requests and the action reorder the candidates; the

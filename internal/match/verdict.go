@@ -18,8 +18,8 @@ func examplesOnly(units []unit) bool {
 // from the background of the request: the scores of the next candidates,
 // rest (best first, possibly fewer than backgroundRanks), blended with the
 // prior (see standoutMargin).
-func (ix *Index) standsOut(best float64, rest []hit, score func(hit) float64) bool {
-	if ix.margin < 0 || best < standoutFloor*ix.threshold {
+func (ix *Index) standsOut(best, threshold float64, rest []hit, score func(hit) float64) bool {
+	if ix.margin < 0 || best < standoutFloor*threshold {
 		return false
 	}
 	bg := priorScore * priorRanks

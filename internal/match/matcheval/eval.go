@@ -226,13 +226,14 @@ func Evaluate(rank func(q string) (names []string, found bool), qs []Query) Repo
 	return r
 }
 
-// RunDocs indexes docs with vocab (nil: match.DefaultVocab) and evaluates
+// RunDocs indexes docs with vocab (nil: match.DefaultVocab), calibrated
+// on their examples as the daemon's catalog is (match.Calibrate), and evaluates
 // the index on qs, asking for limit candidates per query (3 when <= 0).
 func RunDocs(docs []match.Doc, vocab *match.Vocab, qs []Query, limit int) Report {
 	if limit <= 0 {
 		limit = 3
 	}
-	ix := match.New(docs, vocab)
+	ix := match.Calibrate(match.New(docs, vocab), docs, vocab)
 	return Evaluate(Ranker(ix, limit), qs)
 }
 
