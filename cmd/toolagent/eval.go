@@ -10,9 +10,8 @@ import (
 
 // runEval measures intent matching alone: it indexes every tool whose
 // definition parses (whatever its executor, configured here or not), ranks
-// each query of a queries.jsonl and prints Recall@1/3, Hit@1/3, MRR@3, the
-// share of answerable queries refused and the precision and recall of "no
-// tool fits"; then the same figures with the tools' examples removed, so
+// each query of a queries.jsonl and prints what callers are served (a
+// refusal is a miss) per language, then the ranking alone; then the same figures with the tools' examples removed, so
 // that what the examples gain (or cost) shows.
 func runEval(ctx context.Context, e env, args []string) error {
 	var c common
@@ -20,7 +19,7 @@ func runEval(ctx context.Context, e env, args []string) error {
 	c.register(fs, e)
 	queries := fs.String("queries", "", "queries `FILE` (JSONL: {\"query\", \"expected\": [names], \"lang\"})")
 	asJSON := fs.Bool("json", false, "print the figures as one JSON object")
-	byLang := fs.Bool("by-lang", false, "break the figures down by the lang field")
+	byLang := fs.Bool("by-lang", true, "break the figures down by the lang field")
 	misses := fs.Bool("misses", false, "list the queries answered wrongly (text output)")
 	vocabFile := fs.String("vocab", e.getenv("TOOLAGENT_VOCAB"), "extra vocabulary `FILE` merged with the built-in one (env TOOLAGENT_VOCAB)")
 	pos, err := cli.ParseArgs(fs, args)

@@ -83,3 +83,55 @@ func TestServeLearnsFromUse(t *testing.T) {
 		t.Errorf("GET /v1/feedback with a call token = %d; want 403", code)
 	}
 }
+
+// TestServeFeedbackTeaches (issue 41, item 5): POST /v1/feedback says
+// which tool fit a request that matching ranked wrong; another request in
+// those words then ranks that tool first, and it is listed as taught. A
+// tool the caller cannot see, an empty request and a read token are
+// refused.
+func TestServeFeedbackTeaches(t *testing.T) {
+	tools := t.TempDir()
+	putTool(t, tools, "frobber", testTool("frobber", "intent: rotate the archive logs of the billing service\nmethod: run\nexecutor: shell\nargv: [echo, rotated]\nparams_schema: {}\n"))
+	putTool(t, tools, "disk", testTool("disk", "intent: show how full the disks are\nmethod: run\nexecutor: shell\nargv: [echo, full]\nparams_schema: {}\n"))
+	const alice, reader = "alice-0123456789abcdef", "reader-0123456789abcdef"
+	env := map[string]string{"TOOLAGENT_TOKENS": "alice:call:" + alice + ",rd:read:" + reader + ",ops:admin:ops-0123456789abcdef"}
+	d := startDaemon(t, env, "--tools", tools, "--state", t.TempDir())
+	d.token = alice
+	first := func(request string) string {
+		t.Helper()
+		code, body := d.request(t, "POST", "/v1/match", `{"intent":"`+request+`"}`)
+		var resp struct{ Candidates []struct{ Name string } }
+		if code != 200 || json.Unmarshal(body, &resp) != nil {
+			t.Fatalf("match = %d %s", code, body)
+		}
+		if len(resp.Candidates) == 0 {
+			return ""
+		}
+		return resp.Candidates[0].Name
+	}
+	const taught, again = "the ledger pile grew huge overnight", "is the ledger pile huge"
+	if got := first(again); got == "disk" {
+		t.Fatalf("%q ranks disk first before anything was taught; the test needs it wrong", again)
+	}
+	for _, c := range []struct {
+		token, body string
+		want        int
+	}{
+		{alice, `{"request": "` + taught + `", "tool": "no-such-tool"}`, 404},
+		{alice, `{"request": "  ", "tool": "disk"}`, 400},
+		{alice, `{"request": "` + strings.Repeat("x", 301) + `", "tool": "disk"}`, 400},
+		{reader, `{"request": "` + taught + `", "tool": "disk"}`, 403},
+		{alice, `{"request": "` + taught + `", "tool": "disk"}`, 200},
+	} {
+		d.token = c.token
+		if code, body := d.request(t, "POST", "/v1/feedback", c.body); code != c.want {
+			t.Errorf("POST /v1/feedback %s = %d %s; want %d", c.body, code, body, c.want)
+		}
+	}
+	d.token = alice
+	pollUntil(t, "the taught request to rank disk first", func() bool { return first(again) == "disk" })
+	d.token = "ops-0123456789abcdef"
+	if code, body := d.request(t, "GET", "/v1/feedback?tool=disk", ""); code != 200 || !strings.Contains(string(body), `"how":"taught"`) || !strings.Contains(string(body), taught) {
+		t.Errorf("GET /v1/feedback?tool=disk = %d %s; want the request, taught", code, body)
+	}
+}

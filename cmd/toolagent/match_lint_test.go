@@ -2,10 +2,14 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/toolagent/toolagent/internal/feedback"
+	"github.com/toolagent/toolagent/internal/host"
 )
 
 // crossMatchTools writes a tools tree of two service tools whose examples
@@ -136,5 +140,37 @@ func TestEvalWithoutExamples(t *testing.T) {
 	text, _, code := runCLI(t, nil, "eval", "--state", t.TempDir(), "--tools", tools, "--queries", queries)
 	if code != 0 || strings.Count(text, "subset ") != 2 || !strings.Contains(text, "without examples (the 4 examples of 2 tools removed):\n") {
 		t.Errorf("eval = exit %d\n%s\nwant two tables, the second without the examples", code, text)
+	}
+}
+
+// TestValidateMatchShowsLearning (issue 41, item 5): validate --match
+// prints the no-fit check (each example against the catalog without its
+// own tool) and, with requests learned from use in the state directory,
+// the figures with them beside those without; learning does not lower
+// the no-fit recall.
+func TestValidateMatchShowsLearning(t *testing.T) {
+	tools := crossMatchTools(t)
+	state := t.TempDir()
+	out, _, code := runCLI(t, nil, "validate", "--state", state, "--match", tools)
+	if code != 0 || !strings.Contains(out, "match: each example with its own tool left out of the catalog: refused (no-fit recall) ") || strings.Contains(out, "learned from use") {
+		t.Fatalf("validate --match (nothing learned) = exit %d\n%s\nwant the no-fit line and no learning line", code, out)
+	}
+	fb, err := feedback.Open(host.FeedbackFile(state), feedback.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb.Teach("svc-restart", "restart a systemd service on the host", "the nginx box is wedged, kick it")
+	fb.Teach("svc-status", "show whether a systemd service is running", "is the nginx unit up")
+	out, _, code = runCLI(t, nil, "validate", "--state", state, "--match", tools)
+	i := strings.Index(out, "match: with the 2 requests learned from use: ")
+	if code != 0 || i < 0 {
+		t.Fatalf("validate --match (2 learned) = exit %d\n%s\nwant the figures with the learned requests", code, out)
+	}
+	var h1, h1l, r, rl, nf, nfl float64
+	if _, err := fmt.Sscanf(out[i:], "match: with the 2 requests learned from use: Hit@1 %f -> %f, refused %f -> %f, no-fit recall %f -> %f", &h1, &h1l, &r, &rl, &nf, &nfl); err != nil {
+		t.Fatalf("learning line: %v\n%s", err, out[i:])
+	}
+	if nfl < nf {
+		t.Errorf("learning lowered the no-fit recall of the catalog's examples: %.3f -> %.3f\n%s", nf, nfl, out)
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/toolagent/toolagent/internal/hldp"
 	"github.com/toolagent/toolagent/internal/host"
 	"github.com/toolagent/toolagent/internal/lint"
-	"github.com/toolagent/toolagent/internal/match/matcheval"
 )
 
 // runValidate lints a tools tree for CI in a tools repository: it prints
@@ -101,11 +100,10 @@ func runValidate(ctx context.Context, e env, args []string) error {
 	fmt.Fprintf(e.stdout, "%d tool folders, %d callable, %d problems\n", l.Snap.Len(), len(l.Snap.Enabled()), len(lines))
 	var warnings []string
 	if *matchLint {
-		var s matcheval.ExampleSummary
-		warnings, s = lint.Examples(l.Snap, c.Vocab)
+		var s lint.MatchCheck
+		warnings, s = lint.Examples(l.Snap, c.Vocab, host.Learned(c.State))
 		printLines(e, warnings...)
-		fmt.Fprintf(e.stdout, "match: %d examples of %d tools, each left out of its own tool: Hit@1 %.3f, Hit@3 %.3f, refused %.3f; %d warnings\n",
-			s.Examples, s.Docs, s.HitAt1, s.HitAt3, s.Refused, len(warnings))
+		fmt.Fprint(e.stdout, s)
 	}
 	if len(lines) > 0 || *matchStrict && len(warnings) > 0 {
 		return exitError{Code: exitFailed}

@@ -26,6 +26,7 @@ func (s *server) routes() []route {
 		{"POST", "/v1/match", RoleRead, s.handleMatch},
 		{"GET", "/v1/feedback", RoleAdmin, s.handleFeedback},
 		{"DELETE", "/v1/feedback", RoleAdmin, s.handleFeedbackClear},
+		{"POST", "/v1/feedback", RoleCall, s.handleFeedbackTeach},
 		{"POST", "/v1/call", RoleCall, s.handleCall},
 		{"GET", "/v1/runs/{id}", RoleCall, s.handleRun},              // a call token sees its own only
 		{"GET", "/v1/runs/{id}/events", RoleCall, s.handleRunEvents}, // the same

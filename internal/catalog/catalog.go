@@ -119,7 +119,7 @@ type Snapshot struct {
 	enabled []int32 // indexes in entries of the callable ones
 
 	vocab     *match.Vocab
-	learned   func(name, intent string) []string
+	learned   func(name, intent string) []Learned
 	indexOnce sync.Once
 	index     *match.Index
 	// built is set once index is: another snapshot's BuildIndex may then
@@ -129,7 +129,7 @@ type Snapshot struct {
 	prev *Snapshot
 	// learnedAt holds the learned requests the index holds, by tool, for
 	// the tools that have some: the next snapshot's update compares them.
-	learnedAt map[string][]string
+	learnedAt map[string][]Learned
 	// builder is Options.Builder.
 	builder any
 }
@@ -149,8 +149,9 @@ type Options struct {
 	// snapshot, never per query.
 	LazyIndex bool
 	// Learned, when set, gives the requests learned from use for a tool
-	// (internal/feedback), indexed as a weaker field of its text.
-	Learned func(name, intent string) []string
+	// (internal/feedback), indexed apart from its text (match.Field's
+	// Learned), each weighing as its Weight says (decayed with age).
+	Learned func(name, intent string) []Learned
 	// Prev is the snapshot this one follows. When its match index is built
 	// and few tools differ (another definition, other learned requests,
 	// added or gone), this snapshot's index is Prev's updated for them
@@ -240,17 +241,17 @@ func (s *Snapshot) BuildIndex() {
 		prev := s.prev
 		s.prev = nil
 		if prev != nil {
-			s.learnedAt = map[string][]string{}
+			s.learnedAt = map[string][]Learned{}
 			s.index = s.updated(prev)
 		}
 		if s.index == nil {
-			s.learnedAt = map[string][]string{} // what updated recorded is not indexed
+			s.learnedAt = map[string][]Learned{} // what updated recorded is not indexed
 			docs := make([]match.Doc, 0, len(s.enabled))
 			for _, k := range s.enabled {
 				e := &s.entries[k]
 				docs = append(docs, s.doc(e.Name, e.Tool, s.requests(e.Name, e.Tool)))
 			}
-			s.index = match.New(docs, s.vocab)
+			s.index = match.Calibrate(match.New(docs, s.vocab), docs, s.vocab)
 		}
 		s.built.Store(true)
 	})
@@ -266,7 +267,7 @@ func (s *Snapshot) IndexDrift() float64 {
 
 // requests returns the learned requests of tool name for the index and
 // records them in learnedAt.
-func (s *Snapshot) requests(name string, t *hldp.Tool) []string {
+func (s *Snapshot) requests(name string, t *hldp.Tool) []Learned {
 	if s.learned == nil {
 		return nil
 	}
@@ -278,12 +279,21 @@ func (s *Snapshot) requests(name string, t *hldp.Tool) []string {
 }
 
 // doc is the match document of tool name with its learned requests.
-func (s *Snapshot) doc(name string, t *hldp.Tool, learned []string) match.Doc {
+func (s *Snapshot) doc(name string, t *hldp.Tool, learned []Learned) match.Doc {
 	d := ToolDoc(t)
 	for _, q := range learned {
-		d.Fields = append(d.Fields, match.Field{Name: LearnedField, Text: q, Weight: weightLearned, Example: true})
+		if q.Weight > 0 {
+			d.Fields = append(d.Fields, match.Field{Name: LearnedField, Text: q.Request, Weight: q.Weight, Learned: true})
+		}
 	}
 	return d
+}
+
+// Learned is a request learned from use for a tool, and its weight in
+// (0, 1]: 1 when new, less as it ages (see Options.Learned).
+type Learned struct {
+	Request string
+	Weight  float64
 }
 
 // updated returns prev's index updated for the tools that differ between

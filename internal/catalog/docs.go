@@ -20,9 +20,6 @@ import (
 // out) are where that is to be won back.
 const (
 	weightExamples = 3
-	// weightLearned weighs a request learned from use (internal/feedback):
-	// a user's words, like an example, but not reviewed by the author.
-	weightLearned  = 1.5
 	weightName     = 2.5
 	weightDisplay  = 2.5
 	weightIntent   = 2

@@ -31,8 +31,8 @@ func updateCatalog(n int) []Entry {
 // built predecessor are indexed anew.
 func TestSnapshotIndexUpdates(t *testing.T) {
 	entries := updateCatalog(updateMinTools + 44)
-	learned := map[string][]string{}
-	opts := Options{Learned: func(name, _ string) []string { return learned[name] }}
+	learned := map[string][]Learned{}
+	opts := Options{Learned: func(name, _ string) []Learned { return learned[name] }}
 	first := New("r1", entries, opts)
 	if d := first.IndexDrift(); d != 0 {
 		t.Fatalf("first snapshot drift %v, want 0 (built anew)", d)
@@ -47,7 +47,7 @@ func TestSnapshotIndexUpdates(t *testing.T) {
 	added := tool("tool-new")
 	added.Intent = "list the open pull requests of a repository"
 	next = append(next, Entry{Name: "tool-new", Tool: added, Status: Enabled})
-	learned["tool-0100"] = []string{learnedReq}
+	learned["tool-0100"] = []Learned{{learnedReq, 1}}
 	opts.Prev = first
 	second := New("r2", next, opts)
 	if d := second.IndexDrift(); d <= 0 {
@@ -97,11 +97,11 @@ func TestSnapshotIndexUpdates(t *testing.T) {
 // TestReindexUpdates: Reindex (requests learned from use) updates the
 // published index for the tools whose learned requests changed.
 func TestReindexUpdates(t *testing.T) {
-	learned := map[string][]string{}
+	learned := map[string][]Learned{}
 	var st Store
-	st.Swap(New("r1", updateCatalog(updateMinTools), Options{Learned: func(name, _ string) []string { return learned[name] }}))
+	st.Swap(New("r1", updateCatalog(updateMinTools), Options{Learned: func(name, _ string) []Learned { return learned[name] }}))
 	const q = "flush the varnish cache of the storefront"
-	learned["tool-0007"] = []string{q}
+	learned["tool-0007"] = []Learned{{q, 1}}
 	st.Reindex()
 	cur := st.Load()
 	if r := cur.Match(q, 3); !r.Found || r.Candidates[0].ID != "tool-0007" || cur.IndexDrift() <= 0 {

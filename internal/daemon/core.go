@@ -284,7 +284,7 @@ func newCore(cfg Config, log *slog.Logger, mode approvalMode) (_ *core, err erro
 	// Learning from use: a request by intent followed by a call of one of
 	// its candidates joins that tool's text (internal/feedback).
 	var fb *feedback.Store
-	var learned func(name, intent string) []string
+	var learned func(name, intent string) []catalog.Learned
 	if mode != noApprovals {
 		ri := &reindexer{store: store}
 		var err error
@@ -292,7 +292,7 @@ func newCore(cfg Config, log *slog.Logger, mode approvalMode) (_ *core, err erro
 		if err != nil {
 			log.Warn("learned requests not read; learning starts again", "err", err)
 		}
-		learned = fb.Requests
+		learned = host.LearnedOf(fb)
 	}
 	kept := func(call dispatch.Call, r dispatch.Result) {
 		runs.keep(call, r)

@@ -9,7 +9,12 @@
 //
 // It learns only from a successful call (never from one that failed with
 // not_found or invalid_params: the caller chose wrong), and not from a
-// call that came later than Window after the request.
+// call that came later than Window after the request. The called tool
+// need not have been among the candidates: a caller who calls the right
+// tool after a wrong top three teaches most. A caller can also say which
+// tool fit a request (Teach: POST /v1/feedback). A request weighs less as
+// it ages (Weighted: halved every HalfLife), and at most PerTool are kept
+// for a tool.
 //
 // Imports: the standard library only. Imported by api, the daemon
 // (internal/daemon) and host.
@@ -21,6 +26,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -31,8 +37,9 @@ import (
 
 // Defaults of Options fields left zero.
 const (
-	DefaultPerTool = 32
-	DefaultWindow  = 5 * time.Minute
+	DefaultPerTool  = 32
+	DefaultWindow   = 5 * time.Minute
+	DefaultHalfLife = 30 * 24 * time.Hour
 	// maxPending bounds the callers whose last request is remembered.
 	maxPending = 4096
 	// maxRequest bounds a remembered request, in bytes.
@@ -45,12 +52,20 @@ const (
 	HowMatched = "matched"
 	// HowRefused: no tool fit the request, and the caller then called one.
 	HowRefused = "refused"
+	// HowOther: the caller called a tool that was not among the
+	// candidates.
+	HowOther = "other"
+	// HowTaught: a caller said which tool fit (POST /v1/feedback).
+	HowTaught = "taught"
 )
 
 // Options configure a Store.
 type Options struct {
 	PerTool int           // requests kept a tool (the newest)
 	Window  time.Duration // longest wait from a request to the call it led to
+	// HalfLife is the age at which a learned request weighs half (see
+	// Weighted).
+	HalfLife time.Duration
 	// Now returns the time (nil: time.Now). Tests set it.
 	Now func() time.Time
 	// OnLearn, when set, is called (on the caller's goroutine, after the
@@ -107,6 +122,9 @@ func Open(path string, opts Options) (*Store, error) {
 	}
 	if opts.Window <= 0 {
 		opts.Window = DefaultWindow
+	}
+	if opts.HalfLife <= 0 {
+		opts.HalfLife = DefaultHalfLife
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -183,7 +201,7 @@ func (s *Store) expireLocked() {
 func (s *Store) Called(caller, tool, intent string, ok bool) bool {
 	s.mu.Lock()
 	p, has := s.pending[caller]
-	if !has || !ok || s.opts.Now().Sub(p.at) > s.opts.Window || (p.found && !slices.Contains(p.candidates, tool)) {
+	if !has || !ok || s.opts.Now().Sub(p.at) > s.opts.Window {
 		if has && ok {
 			delete(s.pending, caller) // the caller moved on
 		}
@@ -192,16 +210,43 @@ func (s *Store) Called(caller, tool, intent string, ok bool) bool {
 	}
 	delete(s.pending, caller)
 	how := HowMatched
-	if !p.found {
+	switch {
+	case !p.found:
 		how = HowRefused
+	case !slices.Contains(p.candidates, tool):
+		how = HowOther
 	}
+	s.learnLocked(tool, intent, p.request, how)
+	return true
+}
+
+// Teach learns request for tool (whose intent is intent), as a caller's
+// word that the tool fits it (POST /v1/feedback). It reports false, and
+// learns nothing, for an empty request or one longer than a request a
+// user types (MaxRequest bytes).
+func (s *Store) Teach(tool, intent, request string) bool {
+	request = strings.TrimSpace(request)
+	if request == "" || len(request) > MaxRequest {
+		return false
+	}
+	s.mu.Lock()
+	s.learnLocked(tool, intent, request, HowTaught)
+	return true
+}
+
+// MaxRequest is the longest request learned, in bytes.
+const MaxRequest = maxRequest
+
+// learnLocked records request for tool, saves the file, releases the lock
+// and calls OnLearn.
+func (s *Store) learnLocked(tool, intent, request, how string) {
 	sum := IntentSum(intent)
 	t := s.tools[tool]
 	if t.IntentSum != sum {
 		t = toolFile{IntentSum: sum} // learned for another meaning: gone
 	}
-	t.Requests = slices.DeleteFunc(t.Requests, func(l Learned) bool { return l.Request == p.request })
-	t.Requests = append(t.Requests, Learned{Request: p.request, How: how, At: s.opts.Now()})
+	t.Requests = slices.DeleteFunc(t.Requests, func(l Learned) bool { return l.Request == request })
+	t.Requests = append(t.Requests, Learned{Request: request, How: how, At: s.opts.Now()})
 	if len(t.Requests) > s.opts.PerTool {
 		t.Requests = t.Requests[len(t.Requests)-s.opts.PerTool:]
 	}
@@ -212,7 +257,51 @@ func (s *Store) Called(caller, tool, intent string, ok bool) bool {
 	if s.opts.OnLearn != nil {
 		s.opts.OnLearn(tool)
 	}
-	return true
+}
+
+// Weighted is a learned request with its weight.
+type Weighted struct {
+	Request string
+	// Weight is 1 for a new request and halves every HalfLife, in steps
+	// of 1/8 (so that the index changes only when a step is passed);
+	// requests below 1/8 are left out.
+	Weight float64
+}
+
+// Weighted returns the requests learned for tool while its intent was
+// intent with their weights, for the index (see Requests).
+func (s *Store) Weighted(tool, intent string) []Weighted {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.requestsLocked(tool, intent)
+	if !ok {
+		return nil
+	}
+	now := s.opts.Now()
+	var out []Weighted
+	for _, l := range t {
+		age := max(0, now.Sub(l.At))
+		w := math.Floor(math.Exp2(-float64(age)/float64(s.opts.HalfLife))*8) / 8
+		if w > 0 {
+			out = append(out, Weighted{l.Request, w})
+		}
+	}
+	return out
+}
+
+// requestsLocked returns the requests learned for tool while its intent
+// was intent; those learned for another intent are dropped.
+func (s *Store) requestsLocked(tool, intent string) ([]Learned, bool) {
+	t, ok := s.tools[tool]
+	if !ok {
+		return nil, false
+	}
+	if t.IntentSum != IntentSum(intent) {
+		delete(s.tools, tool)
+		_ = s.saveLocked()
+		return nil, false
+	}
+	return t.Requests, true
 }
 
 // Requests returns the requests learned for tool while its intent was
@@ -220,17 +309,12 @@ func (s *Store) Called(caller, tool, intent string, ok bool) bool {
 func (s *Store) Requests(tool, intent string) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	t, ok := s.tools[tool]
+	t, ok := s.requestsLocked(tool, intent)
 	if !ok {
 		return nil
 	}
-	if t.IntentSum != IntentSum(intent) {
-		delete(s.tools, tool)
-		_ = s.saveLocked()
-		return nil
-	}
-	out := make([]string, len(t.Requests))
-	for i, l := range t.Requests {
+	out := make([]string, len(t))
+	for i, l := range t {
 		out[i] = l.Request
 	}
 	return out

@@ -27,9 +27,13 @@ func TestLearnsFromMatchThenCall(t *testing.T) {
 	if s.Called("bob", "disk", "disk usage", true) {
 		t.Errorf("bob's call learned alice's request")
 	}
-	// A tool that was not a candidate: nothing.
-	if s.Called("alice", "http-request", "fetch a URL", true) {
-		t.Errorf("a call of a tool the request did not offer was learned")
+	// A tool that was not a candidate (the top three were wrong):
+	// learned, as other.
+	if !s.Called("alice", "http-request", "fetch a URL", true) {
+		t.Errorf("a call of a tool the request did not offer was not learned")
+	}
+	if l := s.List("http-request")["http-request"]; len(l) != 1 || l[0].How != HowOther || l[0].Request != "disk usage please" {
+		t.Errorf("List(http-request) = %+v; want the request, learned as other", l)
 	}
 	// Refused, then a call of some tool: learned, as refused.
 	s.Matched("alice", "frobnicate the widgets", nil, false)
@@ -52,7 +56,7 @@ func TestLearnsFromMatchThenCall(t *testing.T) {
 	if l := s.List("frobber")["frobber"]; len(l) != 1 || l[0].How != HowRefused {
 		t.Errorf("List(frobber) = %+v; want one, learned after a refusal", l)
 	}
-	if !slices.Equal(learned, []string{"git-log", "frobber"}) {
+	if !slices.Equal(learned, []string{"git-log", "http-request", "frobber"}) {
 		t.Errorf("OnLearn saw %q", learned)
 	}
 	// Bounded: the newest PerTool are kept.
@@ -76,8 +80,8 @@ func TestLearnsFromMatchThenCall(t *testing.T) {
 		t.Errorf("the requests of the old meaning are still listed")
 	}
 	// Clear.
-	if n, err := s.Clear(""); err != nil || n != 3 {
-		t.Errorf("Clear() = %d, %v; want 3 (git-log's 2 and frobber's 1)", n, err)
+	if n, err := s.Clear(""); err != nil || n != 4 {
+		t.Errorf("Clear() = %d, %v; want 4 (git-log's 2, http-request's and frobber's 1)", n, err)
 	}
 	if len(s.List("")) != 0 {
 		t.Errorf("after Clear: %v", s.List(""))
@@ -104,5 +108,43 @@ func TestDamagedFile(t *testing.T) {
 	s.Matched("a", strings.Repeat("x", maxRequest+1), []string{"t"}, true)
 	if s.Called("a", "t", "i", true) {
 		t.Errorf("a request longer than %d bytes was learned", maxRequest)
+	}
+}
+
+// TestTeachAndDecay: a caller's word that a tool fits a request is
+// learned (as taught); a learned request weighs 1 when new, half after
+// the half-life, and is left out after three; an empty or over-long
+// request is not learned.
+func TestTeachAndDecay(t *testing.T) {
+	now := time.Unix(1000, 0)
+	s, err := Open("", Options{HalfLife: time.Hour, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.Teach("git-log", "show the log", "  zuijin de tijiao  ") {
+		t.Fatal("Teach: not learned")
+	}
+	if s.Teach("git-log", "show the log", " ") || s.Teach("git-log", "show the log", strings.Repeat("x", MaxRequest+1)) {
+		t.Error("an empty or over-long request was taught")
+	}
+	if l := s.List("git-log")["git-log"]; len(l) != 1 || l[0].How != HowTaught || l[0].Request != "zuijin de tijiao" {
+		t.Errorf("List = %+v; want the trimmed request, taught", l)
+	}
+	for _, c := range []struct {
+		age  time.Duration
+		want []Weighted
+	}{
+		{0, []Weighted{{"zuijin de tijiao", 1}}},
+		{time.Hour, []Weighted{{"zuijin de tijiao", 0.5}}},
+		{90 * time.Minute, []Weighted{{"zuijin de tijiao", 0.25}}}, // 0.354, down to a step of 1/8
+		{3*time.Hour + time.Minute, nil},
+	} {
+		now = time.Unix(1000, 0).Add(c.age)
+		if got := s.Weighted("git-log", "show the log"); !slices.Equal(got, c.want) {
+			t.Errorf("after %v: Weighted = %v, want %v", c.age, got, c.want)
+		}
+	}
+	if got := s.Weighted("git-log", "another meaning"); got != nil {
+		t.Errorf("Weighted for another intent = %v; want nothing", got)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/toolagent/toolagent/internal/catalog"
 	"github.com/toolagent/toolagent/internal/feedback"
 	"github.com/toolagent/toolagent/internal/hldp"
 )
@@ -56,4 +57,28 @@ func (p *Paths) Feedback(clear bool, tool string) (any, error) {
 		return map[string]int{"cleared": n}, err
 	}
 	return map[string]any{"tools": fb.List(tool)}, nil
+}
+
+// LearnedOf adapts what fb learned to catalog.Options.Learned: each
+// request with its weight by age (feedback.Store.Weighted).
+func LearnedOf(fb *feedback.Store) func(name, intent string) []catalog.Learned {
+	return func(name, intent string) []catalog.Learned {
+		var out []catalog.Learned
+		for _, w := range fb.Weighted(name, intent) {
+			out = append(out, catalog.Learned{Request: w.Request, Weight: w.Weight})
+		}
+		return out
+	}
+}
+
+// Learned returns what matching learned from use in the state directory
+// state's file, as catalog.Options.Learned takes it, or nil when nothing
+// was learned or the file cannot be read (validate --match then measures
+// the tools alone).
+func Learned(state string) func(name, intent string) []catalog.Learned {
+	fb, err := feedback.Open(FeedbackFile(state), feedback.Options{})
+	if err != nil || len(fb.List("")) == 0 {
+		return nil
+	}
+	return LearnedOf(fb)
 }

@@ -49,16 +49,28 @@ func File(path string) ([]string, error) {
 // Examples runs every example of the tools in snap (each tool whose
 // definition parses, whatever its executor or status) against the others
 // with that example left out of its own tool's text
-// (matcheval.LeaveOneOut). It returns a warning for each example that is
-// refused, finds another tool first or does not find its tool among the
-// candidates, and the figures.
-func Examples(snap *catalog.Snapshot, vocab *match.Vocab) ([]string, matcheval.ExampleSummary) {
-	var docs []match.Doc
+// (matcheval.LeaveOneOut), and against the catalog without its own tool
+// (matcheval.LeftOut: it should be refused). It returns a warning for each
+// example that is refused, finds another tool first or does not find its
+// tool among the candidates, and the figures; with learned (the requests
+// learned from use, as the daemon indexes them; nil: none), the same
+// figures with them, so that what learning changes shows.
+func Examples(snap *catalog.Snapshot, vocab *match.Vocab, learned func(name, intent string) []catalog.Learned) ([]string, MatchCheck) {
+	var docs, taught []match.Doc
 	files := map[string]string{}
+	var c MatchCheck
 	for _, en := range snap.All() {
 		if en.Tool != nil {
-			docs = append(docs, catalog.ToolDoc(en.Tool))
+			d := catalog.ToolDoc(en.Tool)
+			docs = append(docs, d)
 			files[en.Name] = "tools/" + en.File
+			if learned != nil {
+				for _, l := range learned(en.Name, en.Tool.Intent) {
+					d.Fields = append(d.Fields, match.Field{Name: catalog.LearnedField, Text: l.Request, Weight: l.Weight, Learned: true})
+					c.Learned++
+				}
+			}
+			taught = append(taught, d)
 		}
 	}
 	results := matcheval.LeaveOneOut(docs, vocab, catalog.MaxCandidates)
@@ -68,5 +80,40 @@ func Examples(snap *catalog.Snapshot, vocab *match.Vocab) ([]string, matcheval.E
 			warnings = append(warnings, fmt.Sprintf("warning: %s: %s[%d] %q: %s", files[r.Doc], catalog.ExamplesField, r.Index, r.Example, r.Verdict()))
 		}
 	}
-	return warnings, matcheval.SummarizeExamples(results)
+	c.ExampleSummary = matcheval.SummarizeExamples(results)
+	c.NoFitRecall = matcheval.NoFitRecall(matcheval.LeftOut(docs, vocab, catalog.MaxCandidates))
+	if c.Learned > 0 {
+		c.WithLearned = matcheval.SummarizeExamples(matcheval.LeaveOneOut(taught, vocab, catalog.MaxCandidates))
+		c.WithLearnedNoFit = matcheval.NoFitRecall(matcheval.LeftOut(taught, vocab, catalog.MaxCandidates))
+	}
+	c.warnings = len(warnings)
+	return warnings, c
+}
+
+// MatchCheck holds the figures of Examples.
+type MatchCheck struct {
+	matcheval.ExampleSummary
+	// NoFitRecall is the share of examples refused when their own tool
+	// is left out of the catalog (matcheval.LeftOut).
+	NoFitRecall float64
+	// Learned counts the learned requests indexed; WithLearned and
+	// WithLearnedNoFit are the figures with them (when Learned > 0).
+	Learned          int
+	WithLearned      matcheval.ExampleSummary
+	WithLearnedNoFit float64
+	warnings         int
+}
+
+// String is what validate --match prints: the figures, one line each.
+func (c MatchCheck) String() string {
+	s := fmt.Sprintf("match: %d examples of %d tools, each left out of its own tool: Hit@1 %.3f, Hit@3 %.3f, refused %.3f; %d warnings\n", c.Examples, c.Docs, c.HitAt1, c.HitAt3, c.Refused, c.warnings)
+	if c.Examples == 0 {
+		return s
+	}
+	s += fmt.Sprintf("match: each example with its own tool left out of the catalog: refused (no-fit recall) %.3f\n", c.NoFitRecall)
+	if c.Learned > 0 {
+		s += fmt.Sprintf("match: with the %d requests learned from use: Hit@1 %.3f -> %.3f, refused %.3f -> %.3f, no-fit recall %.3f -> %.3f\n",
+			c.Learned, c.HitAt1, c.WithLearned.HitAt1, c.Refused, c.WithLearned.Refused, c.NoFitRecall, c.WithLearnedNoFit)
+	}
+	return s
 }

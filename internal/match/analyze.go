@@ -34,6 +34,7 @@ type token struct {
 	weight  float64 // kindWeight times the concept's own weight
 	class   Class   // the concept's class; Other for other kinds
 	fix     string  // the word a misspelling was read as, if any
+	abit    uint8   // the concept's action bit (see actionSet); 0 for none
 }
 
 // analyzer turns text into tokens using a vocabulary. It holds no mutable
@@ -107,7 +108,7 @@ func (a analyzer) analyze(dst []token, text string, query bool) []token {
 				}
 				j += s2
 			}
-			dst = a.han(dst, text[i:j], query)
+			dst = a.han(dst, a.v.simplify(text[i:j]), query)
 			i = j
 		case unicode.IsSpace(r) || isCJKPunct(r):
 			if isCJKPunct(r) {
@@ -205,7 +206,7 @@ func (a analyzer) concept(dst []token, c int32, surface string) []token {
 	if w == 0 {
 		return dst
 	}
-	return append(dst, token{key: a.v.concepts[c].key, surface: surface, kind: kindConcept, weight: w * kindWeight[kindConcept], class: a.v.concepts[c].class})
+	return append(dst, token{key: a.v.concepts[c].key, surface: surface, kind: kindConcept, weight: w * kindWeight[kindConcept], class: a.v.concepts[c].class, abit: a.v.concepts[c].abit})
 }
 
 // han segments a run of CJK characters: vocabulary terms by leftmost-longest

@@ -12,8 +12,8 @@ import (
 // synthDocs makes n tools from a fixed seed, mixing English and Chinese
 // fields the way real tool definitions do, each with five examples (the
 // 4-6 requests, in both languages, a shipped tool gives), and, for one tool
-// in three, requests learned from use (catalog.LearnedField: weight 1.5,
-// an Example field; one to eight of them, where the daemon keeps at most
+// in three, requests learned from use (catalog.LearnedField: a Learned
+// field of weight 1; one to eight of them, where the daemon keeps at most
 // 32). The examples and learned requests come from generators of their
 // own, so the other fields are those the benchmarks had before examples
 // existed.
@@ -53,7 +53,7 @@ func synthDocs(n int) []Doc {
 			} else {
 				q = fmt.Sprintf("%s一下 %s，db-%02d 上的", zh[lr.IntN(len(zh))], o, lr.IntN(100))
 			}
-			docs[i].Fields = append(docs[i].Fields, Field{Name: "learned", Text: q, Weight: 1.5, Example: true})
+			docs[i].Fields = append(docs[i].Fields, Field{Name: "learned", Text: q, Weight: 1, Learned: true})
 		}
 	}
 	return docs

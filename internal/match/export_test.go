@@ -25,3 +25,11 @@ func (ix *Index) WithMargin(margin float64) *Index {
 
 // StandoutMargin is standoutMargin, for tests in package match_test.
 const StandoutMargin = standoutMargin
+
+// WithOffAction returns an index that shares ix's data with offActionFactor
+// replaced (1: the action check off).
+func (ix *Index) WithOffAction(f float64) *Index {
+	c := *ix
+	c.offAction = f
+	return &c
+}

@@ -44,21 +44,22 @@
 // Chinese two-character words the vocabulary lacks are read as homophone
 // misspellings of a vocabulary word when they share one character and
 // sound the same (重起 -> 重启; pinyin from github.com/mozillazg/go-pinyin).
+// Traditional script reaches the vocabulary through the same pinyin (讀取 ->
+// 读取), as does pinyin typed in Latin letters (tijiao -> 提交): see
+// pinyin.go.
 //
 // An Index is immutable after New and safe for concurrent use by any number
 // of goroutines calling Match. A Vocab is immutable too.
 //
-// match is a leaf package: it imports the standard library and one library
-// (go-pinyin) and knows nothing of the TOOL.hdlp format. internal/catalog
+// match is a leaf package: it imports the standard library and two
+// libraries (go-pinyin; golang.org/x/text for the GB2312 character set) and knows nothing of the TOOL.hdlp format. internal/catalog
 // turns tools into Docs (catalog.ToolDoc) and holds one Index per snapshot;
 // internal/match/matcheval evaluates it.
 package match
 
 import (
-	"cmp"
 	"math"
 	"slices"
-	"strings"
 	"sync"
 )
 
@@ -251,6 +252,19 @@ type Field struct {
 	// query's maximum (see uncoveredWeight and absentActionFactor), and
 	// only the documents holding it earn it.
 	Example bool
+	// Learned marks a request learned from use (a caller asked it and
+	// then called this document's tool). Its words are indexed apart from
+	// the document's own text: they never change how the document or any
+	// other scores on its own text, nor what the catalog offers. A query's
+	// learned coverage of a document (the share of its weight that the
+	// document's learned requests hold) raises the document's rank, the
+	// more the less its own text covers (see learnedGain), and lifts a
+	// document that its own text does not match at all only when most of
+	// the query was learned for it (learnedAlone). It never turns a
+	// refusal into an answer unless the query is nearly a learned request
+	// (learnedSure): learning cannot make the catalog answer what it
+	// refused before, so it cannot lower no-fit recall.
+	Learned bool
 }
 
 // Result is the answer to a query.
@@ -360,7 +374,20 @@ type Index struct {
 	// fields so that tests can check the constants against the development
 	// set.
 	offCore, onlyAction, margin float64
-	scratch                     *sync.Pool
+	// offAction is offActionFactor.
+	offAction float64
+	// zhThreshold, when set, replaces threshold for Chinese requests
+	// (see Calibrate).
+	zhThreshold float64
+	// hasLearned is set when some document has a Learned field.
+	hasLearned bool
+	// actions holds, by slot, the action concepts of each document's
+	// title (see offActionFactor).
+	actions []actionSet
+	scratch *sync.Pool
+	// pinyinWords indexes the catalog's two-character Han words by
+	// pinyin (see pinyinTerm), built on first use.
+	pinyinWords func() pinyinIndex
 }
 
 // New builds an index over docs. A nil vocab means DefaultVocab. Building
@@ -376,9 +403,11 @@ func build(docs []Doc, vocab *Vocab, avgLen map[string]float64) *Index {
 	ix := &Index{
 		an:         analyzer{v: vocab},
 		ids:        make([]string, len(docs)),
+		actions:    make([]actionSet, len(docs)),
 		fields:     make([][]string, len(docs)),
 		threshold:  DefaultThreshold,
 		offCore:    offCoreFactor,
+		offAction:  offActionFactor,
 		onlyAction: onlyActionFactor,
 		margin:     standoutMargin,
 	}
@@ -444,6 +473,14 @@ func build(docs []Doc, vocab *Vocab, avgLen map[string]float64) *Index {
 			toks = an.analyze(toks[:0], fl.Text, false)
 			var l float64
 			for _, t := range toks {
+				if fl.Learned {
+					// Apart from the document's own terms; see Field.Learned.
+					ix.hasLearned = true
+					id := termID(learnedPrefix + t.key)
+					arena = append(arena, ctok{term: id, weight: float32(t.weight), surf: intern(t.surface)})
+					l += t.weight
+					continue
+				}
 				id := termID(t.key)
 				if !fl.Example && descDoc[id] != int32(d) {
 					descDoc[id] = int32(d)
@@ -531,6 +568,7 @@ func build(docs []Doc, vocab *Vocab, avgLen map[string]float64) *Index {
 	for d, doc := range docs {
 		ix.ids[d] = doc.ID
 		ix.fields[d] = layouts.of(doc)
+		ix.actions[d] = an.titleActions(doc)
 		accs, fieldTF = accs[:0], fieldTF[:0]
 		for f, fl := range doc.Fields {
 			w := fl.Weight
@@ -596,46 +634,11 @@ func build(docs []Doc, vocab *Vocab, avgLen map[string]float64) *Index {
 	// The closure captures the count, not docs: the pool would keep the
 	// whole input alive (about 470 bytes a tool at 10,000 tools).
 	ndocs := len(docs)
-	ix.scratch = &sync.Pool{New: func() any { return &scratch{scores: make([]float32, ndocs), roles: make([]role, ndocs)} }}
+	ix.scratch = &sync.Pool{New: func() any {
+		return &scratch{scores: make([]float32, ndocs), learned: make([]float32, ndocs), unit: make([]int32, ndocs), roles: make([]role, ndocs)}
+	}}
+	ix.pinyinWords = sync.OnceValue(ix.newPinyinWords)
 	return ix
-}
-
-// fieldLayouts shares the field names of documents: most documents of a
-// catalog have the same fields in the same order, and a slice of a
-// dozen names each was a tenth of a 10,000-tool index.
-type fieldLayouts map[string][]string
-
-// of returns doc's field names, shared with earlier documents of the same
-// layout.
-func (l fieldLayouts) of(doc Doc) []string {
-	var key strings.Builder
-	for _, fl := range doc.Fields {
-		key.WriteString(fl.Name)
-		key.WriteByte(0)
-	}
-	if names, ok := l[key.String()]; ok {
-		return names
-	}
-	names := make([]string, len(doc.Fields))
-	for f, fl := range doc.Fields {
-		names[f] = fl.Name
-	}
-	l[key.String()] = names
-	return names
-}
-
-// lengthNorm is BM25's length normalisation of a field of length l whose
-// name has the mean length avg.
-func lengthNorm(l, avg float64) float64 {
-	if avg <= 0 {
-		return 1
-	}
-	return 1 - b + b*l/avg
-}
-
-// saturate is a posting's sat for the BM25F term frequency tf.
-func saturate(tf float64) uint16 {
-	return uint16(min(satScale-1, math.Round(tf/(k1+tf)*satScale)))
 }
 
 // term returns the id of the term key if some document holds it.
@@ -651,7 +654,7 @@ func (ix *Index) term(key string) (int32, bool) {
 // for Result.Found. ix itself is unchanged.
 func (ix *Index) WithThreshold(t float64) *Index {
 	c := *ix
-	c.threshold = t
+	c.threshold, c.zhThreshold = t, 0
 	return &c
 }
 
@@ -664,6 +667,8 @@ func (ix *Index) Len() int { return ix.live }
 // unit is one distinct token of a query with its weight.
 type unit struct {
 	term    int32 // -1 when no document holds it
+	lterm   int32 // the term of learned requests (Field.Learned); -1 when none holds it
+	abit    uint8 // the bit of an action the query asks for (see offActionFactor); 0 for none
 	surface string
 	qw      float64 // the weight a document holding the unit earns
 	// uncovered is the unit's weight in the query's maximum when the
@@ -686,16 +691,20 @@ const (
 
 // hit is a document's coverage of a query while it is ranked.
 type hit struct {
-	doc   int32
-	score float64
-	roles role
+	doc     int32
+	score   float64
+	roles   role
+	learned float64 // learned coverage (Field.Learned)
 }
 
 type scratch struct {
 	scores  []float32
-	roles   []role // per document, the roles of the units it matched
+	learned []float32 // per document, its learned coverage (Field.Learned)
+	unit    []int32   // per document, 1 + the last query unit its own text holds
+	roles   []role    // per document, the roles of the units it matched
 	touched []int32
 	toks    []token
+	key     []byte // a learned term's key (see learnedTerm)
 }
 
 // Match returns the k best documents for q. Found is false when the best
@@ -717,22 +726,50 @@ func (ix *Index) MatchIn(q string, k int, allow func(id string) bool) Result {
 		return Result{}
 	}
 	s.touched = s.touched[:0]
-	var asked role // the roles of the query's units that some document holds
+	var acts actionSet // the actions the query asks for (see offActionFactor)
 	for _, u := range units {
-		if u.term < 0 || ix.idf[u.term] < negligible {
-			continue
+		if u.term >= 0 {
+			acts.add(u.abit)
 		}
-		asked |= u.role
-		w := float32(u.qw * u.gain / total / satScale)
-		for _, p := range ix.postings[u.term] {
-			if s.scores[p.doc] == 0 {
-				s.touched = append(s.touched, p.doc)
+	}
+	var asked role // the roles of the query's units that some document holds
+	learned := false
+	for i, u := range units {
+		if u.term >= 0 && ix.idf[u.term] >= negligible {
+			asked |= u.role
+			w := float32(u.qw * u.gain / total / satScale)
+			for _, p := range ix.postings[u.term] {
+				if s.scores[p.doc] == 0 && s.learned[p.doc] == 0 {
+					s.touched = append(s.touched, p.doc)
+				}
+				s.scores[p.doc] += w * float32(p.sat)
+				if u.lterm >= 0 {
+					s.unit[p.doc] = int32(i) + 1
+				}
+				if p.core() {
+					s.roles[p.doc] |= u.role & roleObject
+				}
+				s.roles[p.doc] |= u.role & roleThing
 			}
-			s.scores[p.doc] += w * float32(p.sat)
-			if p.core() {
-				s.roles[p.doc] |= u.role & roleObject
+		}
+		if u.lterm >= 0 && ix.idf[u.lterm] >= negligible {
+			// A learned request teaches a document what its own text
+			// lacks: a unit the document's text holds gains nothing more.
+			// A learned request holds a word or not: its frequency says
+			// nothing, so the coverage is the share of the query's weight
+			// held, weighed by how specific it is among learned requests
+			// and by the field's weight (its age: see learnedFull).
+			learned = true
+			w := float32(max(u.qw, u.uncovered) * u.gain * ix.idf[u.lterm] / total)
+			for _, p := range ix.postings[u.lterm] {
+				if s.unit[p.doc] == int32(i)+1 {
+					continue
+				}
+				if s.scores[p.doc] == 0 && s.learned[p.doc] == 0 {
+					s.touched = append(s.touched, p.doc)
+				}
+				s.learned[p.doc] += w * min(1, float32(p.sat)/learnedFull)
 			}
-			s.roles[p.doc] |= u.role & roleThing
 		}
 	}
 	// before orders hits: higher score first, then ID. New's slots are in
@@ -749,90 +786,97 @@ func (ix *Index) MatchIn(q string, k int, allow func(id string) bool) Result {
 	}
 	// The ranks past k are kept for the background (see standoutMargin).
 	keep := max(k, 1+backgroundRanks)
-	top := make([]hit, 0, keep+1)
-	for _, d := range s.touched {
-		h := hit{doc: d, score: float64(s.scores[d]), roles: s.roles[d]}
-		if asked&roleObject != 0 && h.roles&roleObject == 0 {
-			h.score *= ix.offCore
-		}
-		s.scores[d], s.roles[d] = 0, 0
-		if allow != nil && !allow(ix.ids[d]) {
-			continue
-		}
-		if len(top) == keep && !before(h, top[keep-1]) {
-			continue
+	// rtop ranks by own and learned coverage with the action check (see
+	// offActionFactor), when the query meets learned requests or asks for
+	// an action; top, by own coverage alone, gives the verdict. rtop is
+	// drawn from the documents with learned coverage and the first
+	// rerankWide of top (the action check lowers a document by a tenth:
+	// one ranked lower than that does not reach the first three), so top
+	// then keeps that many.
+	rerank := learned || !acts.empty()
+	wide := keep
+	if rerank {
+		wide = keep + rerankWide
+	}
+	insert := func(top []hit, h hit, n int) []hit {
+		if len(top) == n && !before(h, top[n-1]) {
+			return top
 		}
 		i := len(top)
 		for i > 0 && before(h, top[i-1]) {
 			i--
 		}
 		top = slices.Insert(top, i, h)
-		if len(top) > keep {
-			top = top[:keep]
+		if len(top) > n {
+			top = top[:n]
 		}
+		return top
+	}
+	top := make([]hit, 0, wide+1)
+	var rtop []hit
+	if rerank {
+		rtop = make([]hit, 0, keep+1)
+	}
+	reranked := func(h hit) hit {
+		if da := ix.actions[h.doc]; !da.empty() && !da.meets(acts) {
+			h.score *= ix.offAction
+		}
+		h.score += (1 - min(1, h.score)) * learnedGain * h.learned
+		return h
+	}
+	own := func(d int32) float64 {
+		sc := float64(s.scores[d])
+		if asked&roleObject != 0 && s.roles[d]&roleObject == 0 {
+			sc *= ix.offCore
+		}
+		return sc
+	}
+	for _, d := range s.touched {
+		h := hit{doc: d, score: own(d), roles: s.roles[d], learned: float64(s.learned[d])}
+		s.scores[d], s.roles[d], s.learned[d], s.unit[d] = 0, 0, 0, 0
+		if allow != nil && !allow(ix.ids[d]) {
+			continue
+		}
+		if h.score > 0 {
+			top = insert(top, h, wide)
+		}
+		if h.learned > 0 && (h.score > 0 || h.learned >= learnedAlone) {
+			rtop = insert(rtop, reranked(h), keep)
+		}
+	}
+	if rerank {
+		for _, h := range top {
+			if h.learned == 0 {
+				rtop = insert(rtop, reranked(h), keep)
+			}
+		}
+		top = top[:min(len(top), keep)]
 	}
 	qf := math.Pow(absentActionFactor, float64(absent))
 	if len(top) > 0 && top[0].roles&roleThing == 0 {
 		qf *= ix.onlyAction
 	}
 	score := func(h hit) float64 { return confidence(h.score, total) * qf }
-	res := Result{Candidates: make([]Candidate, min(k, len(top)))}
+	var res Result
+	if len(top) > 0 {
+		best, t := score(top[0]), ix.thresholdFor(q)
+		res.Found = best >= t ||
+			top[0].roles&roleThing != 0 && !examplesOnly(units) && ix.standsOut(best, t, top[1:], score)
+	}
+	if rerank && len(rtop) > 0 {
+		// Learned requests and the action reorder the candidates; the
+		// verdict stays the one of the documents' own text unless the
+		// query is nearly a request learned for the best (see
+		// Field.Learned).
+		top = rtop
+		res.Found = res.Found || top[0].learned >= learnedSure
+	}
+	res.Candidates = make([]Candidate, min(k, len(top)))
 	for i := range res.Candidates {
 		h := top[i]
 		res.Candidates[i] = Candidate{ID: ix.ids[h.doc], Score: score(h), Matched: ix.explain(units, h.doc)}
 	}
-	if len(top) > 0 {
-		best := res.Candidates[0].Score
-		res.Found = best >= ix.threshold ||
-			top[0].roles&roleThing != 0 && !examplesOnly(units) && ix.standsOut(best, top[1:], score)
-	}
 	return res
-}
-
-// examplesOnly reports whether the request names a concept that only
-// examples hold (see Field.Example): the catalog does not offer it, so the
-// documents whose examples hold it are judged by the threshold alone.
-func examplesOnly(units []unit) bool {
-	for _, u := range units {
-		if u.term >= 0 && u.uncovered > 0 {
-			return true
-		}
-	}
-	return false
-}
-
-// standsOut reports whether a best score below the threshold stands out
-// from the background of the request: the scores of the next candidates,
-// rest (best first, possibly fewer than backgroundRanks), blended with the
-// prior (see standoutMargin).
-func (ix *Index) standsOut(best float64, rest []hit, score func(hit) float64) bool {
-	if ix.margin < 0 || best < standoutFloor*ix.threshold {
-		return false
-	}
-	bg := priorScore * priorRanks
-	for _, h := range rest[:min(len(rest), backgroundRanks)] {
-		bg += score(h)
-	}
-	bg /= backgroundRanks + priorRanks
-	return best-bg >= ix.margin
-}
-
-// confidence turns a document's coverage of the query (the share of the
-// query's weight it matches, in [0, 1]) into the candidate score. Coverage
-// alone overrates a short query that hits one generic word ("write me a
-// poem"); the matched weight alone overrates a long query that hits many
-// weak words. The score is their geometric blend, the matched weight
-// saturated so that both factors lie in [0, 1]:
-//
-//	score = coverage^0.3 * (1 - exp(-coverage*total/evidenceScale))^0.7
-//
-// Within one query both factors grow with coverage, so the blend does not
-// change the ranking; it makes scores comparable across queries.
-func confidence(coverage, total float64) float64 {
-	if coverage <= 0 {
-		return 0
-	}
-	return math.Pow(coverage, 0.3) * math.Pow(1-math.Exp(-coverage*total/evidenceScale), 0.7)
 }
 
 // units analyses q into distinct weighted units and returns them with the
@@ -843,7 +887,7 @@ func (ix *Index) units(s *scratch, q string) ([]unit, float64, int) {
 	seen := map[string]int{}
 	var total float64
 	absent := 0
-	add := func(key, surface, fuzzy string, kw float64, concept, char bool, class Class) {
+	add := func(key, surface, fuzzy string, kw float64, concept, char bool, class Class, abit uint8) {
 		if i, ok := seen[key]; ok {
 			// A repeated token adds nothing; keep the larger weight.
 			if u := &units[i]; u.term >= 0 && kw*ix.idf[u.term] > u.qw {
@@ -853,12 +897,21 @@ func (ix *Index) units(s *scratch, q string) ([]unit, float64, int) {
 			}
 			return
 		}
-		u := unit{term: -1, surface: surface, fuzzy: fuzzy, gain: 1, class: class}
+		u := unit{term: -1, lterm: -1, surface: surface, fuzzy: fuzzy, gain: 1, class: class}
+		if id, ok := ix.learnedTerm(s, key); ok && !char {
+			// A lone character is no word a request was learned by.
+			u.lterm = id
+		}
 		if fuzzy != "" {
 			u.gain = fuzzyGain
 		}
-		if class == Object {
+		switch class {
+		case Object:
 			u.role = roleObject
+		case Action:
+			if kw >= absentActionMinWeight && !char {
+				u.abit = abit
+			}
 		}
 		if class != Action && !char {
 			// A lone character is a fallback for misspelt words, not
@@ -897,79 +950,30 @@ func (ix *Index) units(s *scratch, q string) ([]unit, float64, int) {
 	}
 	for _, t := range s.toks {
 		if _, ok := ix.term(t.key); !ok && t.kind == kindWord {
+			// Pinyin in Latin letters (tijiao: 提交): see pinyin.go.
+			han, stop := ix.an.v.pinyinTerm(t.surface)
+			if stop {
+				continue
+			}
+			if han == "" {
+				if ws := ix.pinyinWords()[t.surface]; len(ws) == 1 && len(t.surface) >= 4 {
+					han = ws[0]
+				}
+			}
+			if han != "" {
+				for _, ft := range ix.an.analyze(nil, han, true) {
+					add(ft.key, t.surface, "", ft.weight, ft.kind == kindConcept, ft.kind == kindUnigram, ft.class, ft.abit)
+				}
+				continue
+			}
 			if fix, ok := ix.typos.correct(t.surface); ok {
 				for _, ft := range ix.an.analyze(nil, fix, true) {
-					add(ft.key, t.surface, fix, ft.weight, ft.kind == kindConcept, ft.kind == kindUnigram, ft.class)
+					add(ft.key, t.surface, fix, ft.weight, ft.kind == kindConcept, ft.kind == kindUnigram, ft.class, ft.abit)
 				}
 				continue
 			}
 		}
-		add(t.key, t.surface, t.fix, t.weight, t.kind == kindConcept, t.kind == kindUnigram, t.class)
+		add(t.key, t.surface, t.fix, t.weight, t.kind == kindConcept, t.kind == kindUnigram, t.class, t.abit)
 	}
 	return units, total, absent
-}
-
-// setSurf records in p, a posting of term, the surface s (an index into
-// surfs). It may add s to the term's surfaces: an Update's copy of the
-// index clips what it shares first (see Update), so that this appends to
-// a copy of its own.
-func (ix *Index) setSurf(term int32, p *posting, s int32) {
-	ss := ix.termSurfs[term]
-	if i := slices.Index(ss, s); i >= 0 {
-		p.surf = uint8(i)
-		return
-	}
-	if len(ss) < manySurfs {
-		p.surf = uint8(len(ss))
-		ix.termSurfs[term] = append(ss, s)
-		return
-	}
-	p.surf = manySurfs
-	if ix.moreSurfs == nil {
-		ix.moreSurfs = map[uint64]int32{}
-	}
-	ix.moreSurfs[uint64(term)<<32|uint64(uint32(p.doc))] = s
-}
-
-// surfOf returns the surface (an index into surfs) of p, a posting of term.
-func (ix *Index) surfOf(term int32, p posting) int32 {
-	if p.surf == manySurfs {
-		return ix.moreSurfs[uint64(term)<<32|uint64(uint32(p.doc))]
-	}
-	return ix.termSurfs[term][p.surf]
-}
-
-// df is how many documents hold term id.
-func (ix *Index) df(id int32) int {
-	if n, ok := ix.pruned[id]; ok {
-		return int(n)
-	}
-	return len(ix.postings[id])
-}
-
-// explain lists the query units that hit document id (a pruned term's
-// hits are not known, and not listed: it added nothing to the score).
-func (ix *Index) explain(units []unit, d int32) []string {
-	var out []string
-	for _, u := range units {
-		if u.term < 0 {
-			continue
-		}
-		ps := ix.postings[u.term]
-		i, ok := slices.BinarySearchFunc(ps, d, func(p posting, d int32) int { return cmp.Compare(p.doc, d) })
-		if !ok {
-			continue
-		}
-		p := ps[i]
-		docText := ix.surfs[ix.surfOf(u.term, p)]
-		switch {
-		case u.fuzzy != "":
-			out = append(out, u.surface+"@fuzzy:"+u.fuzzy)
-		case docText == u.surface:
-			out = append(out, u.surface+"@"+ix.fields[d][p.field()])
-		default:
-			out = append(out, u.surface+"@vocab:"+docText)
-		}
-	}
-	return out
 }

@@ -28,6 +28,7 @@ func (ix *Index) Update(removed, added []Doc) *Index {
 	c := *ix
 	c.ids = slices.Clone(ix.ids)
 	c.fields = slices.Clone(ix.fields)
+	c.actions = slices.Clone(ix.actions)
 	c.dead = slices.Clone(ix.dead)
 	c.postings = slices.Clone(ix.postings)
 	c.described = slices.Clone(ix.described)
@@ -36,6 +37,7 @@ func (ix *Index) Update(removed, added []Doc) *Index {
 	c.moreSurfs = maps.Clone(ix.moreSurfs)
 	c.extra = maps.Clone(ix.extra)
 	c.pruned = maps.Clone(ix.pruned)
+	c.pinyinWords = sync.OnceValue(c.newPinyinWords)
 	if c.extra == nil {
 		c.extra = map[string]int32{}
 	}
@@ -104,6 +106,10 @@ func (ix *Index) Update(removed, added []Doc) *Index {
 		c.dead = append(c.dead, false)
 		c.live++
 		c.fields = append(c.fields, fieldLayouts{}.of(doc))
+		c.actions = append(c.actions, an.titleActions(doc))
+		for _, fl := range doc.Fields {
+			c.hasLearned = c.hasLearned || fl.Learned
+		}
 		for _, t := range docTerms(an, doc, c.avgLen, termID, surf) {
 			if t.described {
 				c.described[t.term]++
@@ -144,7 +150,9 @@ func (ix *Index) Update(removed, added []Doc) *Index {
 		}
 	}
 	slots := len(c.ids)
-	c.scratch = &sync.Pool{New: func() any { return &scratch{scores: make([]float32, slots), roles: make([]role, slots)} }}
+	c.scratch = &sync.Pool{New: func() any {
+		return &scratch{scores: make([]float32, slots), learned: make([]float32, slots), unit: make([]int32, slots), roles: make([]role, slots)}
+	}}
 	return &c
 }
 
@@ -234,7 +242,11 @@ func docTerms(an analyzer, doc Doc, avgLen map[string]float64, termID func(strin
 			accs[i].fieldTF = 0
 		}
 		for _, t := range toks {
-			id := termID(t.key)
+			key := t.key
+			if fl.Learned {
+				key = learnedPrefix + key // see Field.Learned
+			}
+			id := termID(key)
 			k, ok := pos[id]
 			if !ok {
 				k = len(out)
@@ -245,7 +257,7 @@ func docTerms(an analyzer, doc Doc, avgLen map[string]float64, termID func(strin
 			c := w * float64(float32(t.weight)) / norm
 			a, o := &accs[k], &out[k]
 			o.core = o.core || !fl.Context
-			o.described = o.described || !fl.Example
+			o.described = o.described || !fl.Example && !fl.Learned
 			a.tf += c
 			a.fieldTF += c
 			if a.fieldTF > a.best {

@@ -31,6 +31,8 @@ type Vocab struct {
 	hanFirst map[rune]int       // first character -> longest term, in characters
 	words    []string           // single English words, unstemmed (typo correction)
 	sounds   func() soundIndex  // homophones of two-character terms, built on first use
+	pinyins  func() pinyinIndex // terms by pinyin, built on first use
+	actions  int                // action concepts so far (see actionSet)
 }
 
 // concept is one line of a vocabulary file.
@@ -39,7 +41,23 @@ type concept struct {
 	label  string  // first term of the line, for explanations
 	weight float64 // 0 for stop words
 	class  Class
+	abit   uint8 // for an action: 1 + its bit in an actionSet; 0 otherwise
 }
+
+// actionSet holds actions as bits: action concepts are numbered in
+// vocabulary order, modulo 128 (a vocabulary with more actions shares
+// bits, which only makes the action check lenient).
+type actionSet [2]uint64
+
+func (a *actionSet) add(abit uint8) {
+	if abit > 0 {
+		a[(abit-1)/64] |= 1 << ((abit - 1) % 64)
+	}
+}
+
+func (a actionSet) empty() bool { return a[0]|a[1] == 0 }
+
+func (a actionSet) meets(b actionSet) bool { return a[0]&b[0]|a[1]&b[1] != 0 }
 
 // Class says what role a concept plays in a request. Requests to an
 // operations agent are mostly "do ACTION to OBJECT": a tool fits only if it
@@ -210,12 +228,18 @@ func newVocabBuilder() vocabBuilder {
 		han: map[string][]int32{}, hanFirst: map[rune]int{},
 	}
 	v.sounds = sync.OnceValue(func() soundIndex { return newSoundIndex(v.han) })
+	v.pinyins = sync.OnceValue(func() pinyinIndex { return newPinyinIndex(v.han) })
 	return vocabBuilder{v: v}
 }
 
 func (b vocabBuilder) newConcept(label string, weight float64, class Class) int32 {
 	id := int32(len(b.v.concepts))
-	b.v.concepts = append(b.v.concepts, concept{key: "@" + strconv.Itoa(int(id)), label: label, weight: weight, class: class})
+	c := concept{key: "@" + strconv.Itoa(int(id)), label: label, weight: weight, class: class}
+	if class == Action {
+		c.abit = 1 + uint8(b.v.actions%128)
+		b.v.actions++
+	}
+	b.v.concepts = append(b.v.concepts, c)
 	return id
 }
 

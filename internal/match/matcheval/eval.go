@@ -89,6 +89,11 @@ type Report struct {
 	// MRRAt3 is the mean of 1/rank of the first expected tool in the top 3
 	// (0 when none is there).
 	MRRAt3 float64 `json:"mrr_at_3"`
+	// ServedRecallAt1 and ServedRecallAt3 are RecallAt1 and RecallAt3 of
+	// what a caller is served: a refused query (found=false) counts as a
+	// miss whatever was ranked. They lead the report.
+	ServedRecallAt1 float64 `json:"served_recall_at_1"`
+	ServedRecallAt3 float64 `json:"served_recall_at_3"`
 	// AnsweredHitAt3 is the share of answerable queries that were answered
 	// (found) with an expected tool in the top 3: what a caller sees.
 	AnsweredHitAt3 float64 `json:"answered_hit_at_3"`
@@ -167,6 +172,10 @@ func Evaluate(rank func(q string) (names []string, found bool), qs []Query) Repo
 			exp := float64(len(o.q.Expected))
 			r.RecallAt1 += float64(in1) / exp
 			r.RecallAt3 += float64(in3) / exp
+			if o.found {
+				r.ServedRecallAt1 += float64(in1) / exp
+				r.ServedRecallAt3 += float64(in3) / exp
+			}
 			if in1 > 0 {
 				r.HitAt1++
 			}
@@ -187,6 +196,8 @@ func Evaluate(rank func(q string) (names []string, found bool), qs []Query) Repo
 		if a := float64(r.Answerable); a > 0 {
 			r.RecallAt1 /= a
 			r.RecallAt3 /= a
+			r.ServedRecallAt1 /= a
+			r.ServedRecallAt3 /= a
 			r.HitAt1 /= a
 			r.HitAt3 /= a
 			r.MRRAt3 /= a
@@ -215,13 +226,14 @@ func Evaluate(rank func(q string) (names []string, found bool), qs []Query) Repo
 	return r
 }
 
-// RunDocs indexes docs with vocab (nil: match.DefaultVocab) and evaluates
+// RunDocs indexes docs with vocab (nil: match.DefaultVocab), calibrated
+// on their examples as the daemon's catalog is (match.Calibrate), and evaluates
 // the index on qs, asking for limit candidates per query (3 when <= 0).
 func RunDocs(docs []match.Doc, vocab *match.Vocab, qs []Query, limit int) Report {
 	if limit <= 0 {
 		limit = 3
 	}
-	ix := match.New(docs, vocab)
+	ix := match.Calibrate(match.New(docs, vocab), docs, vocab)
 	return Evaluate(Ranker(ix, limit), qs)
 }
 
@@ -238,30 +250,40 @@ func Ranker(ix *match.Index, limit int) func(q string) ([]string, bool) {
 	}
 }
 
-// WriteText writes the report as an aligned table: all queries first, then
-// one row per language when ByLang is set.
+// WriteText writes the report as two aligned tables, each with all
+// queries first, then one row per language when ByLang is set: first what
+// callers are served (a refusal is a miss) with the no-fit figures, then
+// the ranking alone (refusals ignored).
 func (r Report) WriteText(w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-8s %5s %5s %5s  %6s %6s %6s %6s %6s  %8s  %7s %7s\n",
-		"subset", "n", "ans", "nofit", "R@1", "R@3", "Hit@1", "Hit@3", "MRR@3", "refused", "nofitP", "nofitR")
-	row := func(name string, r Report) {
-		fmt.Fprintf(&b, "%-8s %5d %5d %5d  %6.3f %6.3f %6.3f %6.3f %6.3f  %8.3f  %7.3f %7.3f\n",
-			name, r.Queries, r.Answerable, r.NoFit, r.RecallAt1, r.RecallAt3, r.HitAt1, r.HitAt3, r.MRRAt3,
-			r.AnswerableRefused, r.NoFitPrecision, r.NoFitRecall)
-	}
-	row("all", r)
 	langs := make([]string, 0, len(r.ByLang))
 	for l := range r.ByLang {
 		langs = append(langs, l)
 	}
 	slices.Sort(langs)
-	for _, l := range langs {
-		name := l
-		if name == "" {
-			name = "(none)"
+	rows := func(row func(name string, r Report)) {
+		row("all", r)
+		for _, l := range langs {
+			name := l
+			if name == "" {
+				name = "(none)"
+			}
+			row("lang="+name, r.ByLang[l])
 		}
-		row("lang="+name, r.ByLang[l])
 	}
+	fmt.Fprintf(&b, "%-10s %5s %5s %5s  %7s %7s %7s  %8s  %7s %7s   (served: a refusal is a miss)\n",
+		"served", "n", "ans", "nofit", "sR@1", "sR@3", "sHit@3", "refused", "nofitP", "nofitR")
+	rows(func(name string, r Report) {
+		fmt.Fprintf(&b, "%-10s %5d %5d %5d  %7.3f %7.3f %7.3f  %8.3f  %7.3f %7.3f\n",
+			name, r.Queries, r.Answerable, r.NoFit, r.ServedRecallAt1, r.ServedRecallAt3, r.AnsweredHitAt3,
+			r.AnswerableRefused, r.NoFitPrecision, r.NoFitRecall)
+	})
+	fmt.Fprintf(&b, "%-10s %5s %5s %5s  %6s %6s %6s %6s %6s   (ranked: refusals ignored)\n",
+		"subset", "n", "ans", "nofit", "R@1", "R@3", "Hit@1", "Hit@3", "MRR@3")
+	rows(func(name string, r Report) {
+		fmt.Fprintf(&b, "%-10s %5d %5d %5d  %6.3f %6.3f %6.3f %6.3f %6.3f\n",
+			name, r.Queries, r.Answerable, r.NoFit, r.RecallAt1, r.RecallAt3, r.HitAt1, r.HitAt3, r.MRRAt3)
+	})
 	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -63,6 +63,7 @@ func TestEvaluate(t *testing.T) {
 	want := Report{
 		Queries: 5, Answerable: 3, NoFit: 2,
 		RecallAt1: 1.0 / 3, RecallAt3: (1 + 0.5) / 3,
+		ServedRecallAt1: 1.0 / 3, ServedRecallAt3: (1 + 0.5) / 3,
 		HitAt1: 1.0 / 3, HitAt3: 2.0 / 3, MRRAt3: (1 + 0.5) / 3,
 		AnsweredHitAt3: 2.0 / 3, AnswerableRefused: 1.0 / 3,
 		NoFitPrecision: 0.5, NoFitRecall: 0.5,
@@ -96,6 +97,63 @@ func TestEvaluate(t *testing.T) {
 	var text strings.Builder
 	if err := r.WriteText(&text); err != nil || !strings.Contains(text.String(), "Hit@3") {
 		t.Errorf("WriteText = %q, %v; want a table with a Hit@3 column", text.String(), err)
+	}
+}
+
+// TestServedFigures: a refused query whose expected tool ranks first
+// counts for the ranked figures and as a miss for the served ones, per
+// language, and the text report leads with the served table.
+func TestServedFigures(t *testing.T) {
+	qs := []Query{
+		{"q1", []string{"a"}, "zh"}, // first, served
+		{"q2", []string{"b"}, "zh"}, // first, but refused
+		{"q3", []string{"c"}, "en"}, // third, served
+		{"q4", []string{}, "en"},    // refused: right
+	}
+	answers := map[string]struct {
+		names []string
+		found bool
+	}{
+		"q1": {[]string{"a"}, true},
+		"q2": {[]string{"b", "x"}, false},
+		"q3": {[]string{"x", "y", "c"}, true},
+		"q4": {[]string{"x"}, false},
+	}
+	r := Evaluate(func(q string) ([]string, bool) { a := answers[q]; return a.names, a.found }, qs)
+	approx := func(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
+	zh, en := r.ByLang["zh"], r.ByLang["en"]
+	for _, c := range []struct {
+		name      string
+		got, want float64
+	}{
+		{"all R@3", r.RecallAt3, 1},
+		{"all served R@3", r.ServedRecallAt3, 2.0 / 3},
+		{"all served R@1", r.ServedRecallAt1, 1.0 / 3},
+		{"zh R@1", zh.RecallAt1, 1},
+		{"zh served R@1", zh.ServedRecallAt1, 0.5},
+		{"zh served R@3", zh.ServedRecallAt3, 0.5},
+		{"en served R@1", en.ServedRecallAt1, 0},
+		{"en served R@3", en.ServedRecallAt3, 1},
+		{"en nofit recall", en.NoFitRecall, 1},
+	} {
+		if !approx(c.got, c.want) {
+			t.Errorf("%s = %.3f, want %.3f", c.name, c.got, c.want)
+		}
+	}
+	var text strings.Builder
+	if err := r.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(text.String(), "\n")
+	if !strings.HasPrefix(lines[0], "served ") || !strings.Contains(lines[0], "sR@3") ||
+		!strings.HasPrefix(lines[2], "lang=en ") || !strings.Contains(lines[2], "  1.000  ") {
+		t.Errorf("WriteText does not lead with the served figures per language:\n%s", text.String())
+	}
+	var keys map[string]any
+	b, _ := json.Marshal(r)
+	json.Unmarshal(b, &keys)
+	if _, ok := keys["served_recall_at_3"]; !ok {
+		t.Errorf("report JSON %s lacks served_recall_at_3", b)
 	}
 }
 

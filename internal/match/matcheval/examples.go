@@ -148,3 +148,68 @@ func (r ExampleResult) Verdict() string {
 	}
 	return s
 }
+
+// Teach returns docs with each answerable query of teach added to its
+// first expected document as a request learned from use (a Field with
+// Learned set, weighing weight), as if a caller had asked it and then
+// called that tool: what internal/feedback hands the catalog. docs is not
+// changed.
+func Teach(docs []match.Doc, teach []Query, weight float64) []match.Doc {
+	out := make([]match.Doc, len(docs))
+	at := map[string]int{}
+	for i, d := range docs {
+		out[i] = match.Doc{ID: d.ID, Fields: slices.Clone(d.Fields)}
+		at[d.ID] = i
+	}
+	for _, q := range teach {
+		if len(q.Expected) == 0 {
+			continue
+		}
+		if i, ok := at[q.Expected[0]]; ok {
+			out[i].Fields = append(out[i].Fields, match.Field{Name: "learned", Text: q.Query, Weight: weight, Learned: true})
+		}
+	}
+	return out
+}
+
+// LeftOut runs every example of docs as a query against the catalog
+// without the example's own document (it is never a candidate): a request
+// for a tool the catalog lacks, which should be refused. Its share refused
+// (NoFitRecall) is a no-fit recall of the catalog's own making; it counts
+// as answered an example that a sibling rightly answers, so it is a lower
+// bound, for comparing two versions of one catalog (with and without
+// learned requests, say) rather than catalogs. One index serves every
+// example.
+func LeftOut(docs []match.Doc, vocab *match.Vocab, limit int) []ExampleResult {
+	if limit <= 0 {
+		limit = 3
+	}
+	ix := match.New(docs, vocab)
+	var out []ExampleResult
+	for _, doc := range docs {
+		n := 0
+		for _, fl := range doc.Fields {
+			if !fl.Example {
+				continue
+			}
+			res := ix.MatchIn(fl.Text, limit, func(id string) bool { return id != doc.ID })
+			out = append(out, ExampleResult{Doc: doc.ID, Index: n, Example: fl.Text, Candidates: res.Candidates, Found: res.Found, Threshold: ix.Threshold()})
+			n++
+		}
+	}
+	return out
+}
+
+// NoFitRecall is the share of results refused (0 for none).
+func NoFitRecall(results []ExampleResult) float64 {
+	if len(results) == 0 {
+		return 0
+	}
+	n := 0
+	for _, r := range results {
+		if !r.Found {
+			n++
+		}
+	}
+	return float64(n) / float64(len(results))
+}
