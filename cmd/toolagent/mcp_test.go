@@ -435,7 +435,7 @@ func TestMCPStdioApprovalsWhileRunning(t *testing.T) {
 	if json.Unmarshal(b, &held) != nil || held.ApprovalID == "" || !strings.Contains(held.Suggestion, "toolagent approvals approve "+held.ApprovalID) {
 		t.Fatalf("held call = %s; want an approval id and a hint naming toolagent approvals", b)
 	}
-	pollUntil(t, "the control socket", func() bool { _, ok := operator.DialControl(host.ApprovalsDir(state)); return ok })
+	waitControl(t, state)
 
 	out, errOut, code := runCLI(t, nil, "approvals", "list", "--state", state)
 	if code != 0 || !strings.Contains(out, held.ApprovalID) {
@@ -458,6 +458,21 @@ func TestMCPStdioApprovalsWhileRunning(t *testing.T) {
 	if _, ok := operator.DialControl(host.ApprovalsDir(state)); ok {
 		t.Errorf("the control socket outlives the server")
 	}
+}
+
+// waitControl waits until the approvals control socket of state answers
+// a request: its file appears at bind, a moment before it listens, and a
+// connect in between is refused.
+func waitControl(t *testing.T, state string) {
+	t.Helper()
+	pollUntil(t, "the control socket", func() bool {
+		c, ok := operator.DialControl(host.ApprovalsDir(state))
+		if !ok {
+			return false
+		}
+		_, _, err := c.Do(t.Context(), "GET", "/approvals", nil)
+		return err == nil
+	})
 }
 
 // TestMCPWithTheTypeScriptSDK drives `toolagent mcp` (stdio) and /mcp

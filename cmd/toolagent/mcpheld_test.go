@@ -15,8 +15,6 @@ import (
 	"testing"
 
 	"github.com/toolagent/toolagent/internal/dispatch"
-	"github.com/toolagent/toolagent/internal/host"
-	"github.com/toolagent/toolagent/internal/operator"
 	"github.com/toolagent/toolagent/internal/pgstore/pgtest"
 	"github.com/toolagent/toolagent/internal/proc/proctest"
 )
@@ -196,7 +194,7 @@ constraints:
 			drv.do(t, map[string]any{"op": "connect", "mode": "stdio", "command": exe, "args": []string{"mcp", "--tools", tools, "--state", state, "--files-root", files, "--log-level", "warn"}}, nil)
 		}
 		check(t, drv, marker, connect, func() {}, func(id string) {
-			pollUntil(t, "the control socket", func() bool { _, ok := operator.DialControl(host.ApprovalsDir(state)); return ok })
+			waitControl(t, state)
 			out, errOut, code := runCLI(t, nil, "approvals", "approve", id, "--state", state)
 			if code != 0 || !strings.Contains(out, "finished-inside-mcp") {
 				t.Fatalf("approvals approve %s = exit %d %s %s", id, code, out, errOut)
@@ -455,7 +453,7 @@ constraints:
 			connect: map[string]any{"op": "connect", "mode": "stdio", "command": exe, "args": []string{"mcp", "--tools", tools, "--state", state, "--files-root", files, "--log-level", "warn"}},
 			where:   func(id string) string { return "toolagent approvals approve " + id + " --state " + state },
 			approve: func(id string) {
-				pollUntil(t, "the control socket", func() bool { _, ok := operator.DialControl(host.ApprovalsDir(state)); return ok })
+				waitControl(t, state)
 				if out, errOut, code := runCLI(t, nil, "approvals", "approve", id, "--state", state); code != 0 {
 					t.Fatalf("approvals approve %s = exit %d %s %s", id, code, out, errOut)
 				}
