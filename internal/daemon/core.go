@@ -143,6 +143,11 @@ func newCore(cfg Config, log *slog.Logger, mode approvalMode) (_ *core, err erro
 	if err := c.Resolve(cfg.getenv); err != nil {
 		return nil, err
 	}
+	if mode == approvalsRequired {
+		if err := operator.AlreadyServing(c.State); err != nil {
+			return nil, err // its message names the daemon, not the queue it holds
+		}
+	}
 	user, err := host.SandboxUser(cfg.SandboxUser)
 	if err != nil {
 		return nil, err

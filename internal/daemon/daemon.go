@@ -101,9 +101,6 @@ func New(cfg Config) (_ *Daemon, err error) {
 			d.Close()
 		}
 	}()
-	if d.opToken, err = addOperatorToken(tokens, cr.setup.State, log); err != nil {
-		return nil, err
-	}
 	cfg.dropSecretEnv()
 	store, disp := cr.store, cr.disp
 	var hooks lastDelivery
@@ -154,6 +151,11 @@ func New(cfg Config) (_ *Daemon, err error) {
 
 	if d.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
+	}
+	// Made once the port is ours: a serve that cannot listen leaves no
+	// operator token behind.
+	if d.opToken, err = addOperatorToken(tokens, cr.setup.State, log); err != nil {
+		return nil, err
 	}
 	// One guard in front of every route: Host must name this listener,
 	// a foreign Origin is refused, a JSON body must say so. The console's
