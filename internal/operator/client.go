@@ -192,6 +192,8 @@ func (r *Client) Say(w io.Writer) {
 	}
 	who := "anonymous (no token: set TOOLAGENT_TOKEN)"
 	switch {
+	case r.Anonymous():
+		who = "anonymous for calls, as every caller of an open daemon; " + Name + " for decisions (its operator token)"
 	case r.Operator:
 		who = Name + " (its operator token, " + TokenFile + " of its state directory)"
 	case r.Token != "":
