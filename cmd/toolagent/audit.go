@@ -2,19 +2,18 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
-	"github.com/toolagent/toolagent/internal/audit"
+	"github.com/toolagent/toolagent/internal/cli"
 	"github.com/toolagent/toolagent/internal/daemon"
 )
 
-// runAudit reads the shared store's audit trail: `audit verify` checks
-// its hash chain (exit status 1 when it is broken, naming the row) and
-// prints the row count and the head hash to keep elsewhere; `audit
-// export` writes every row as a JSON line. Both need store postgres (the
-// file store's STATE/audit/audit.jsonl is a plain log, not a chain).
+// runAudit reads the audit trail of the store configured (postgres: the
+// shared rows; files: STATE/audit/audit.jsonl and its rotations, chained
+// the same way): `audit verify` checks its hash chain (exit status 1 when
+// it is broken, naming the row or line) and prints the count and the head
+// hash to keep elsewhere; `audit export` writes every record as a JSON line.
 func runAudit(ctx context.Context, e env, args []string) error {
 	if len(args) == 0 || args[0] != "verify" && args[0] != "export" {
 		if _, err := loadConfig(e, "audit", args, nil); err != nil {
@@ -22,29 +21,20 @@ func runAudit(ctx context.Context, e env, args []string) error {
 		}
 		return usageError{Err: fmt.Errorf("audit: want verify or export")}
 	}
-	verb := args[0]
 	cfg, err := loadConfig(e, "audit", args[1:], nil)
 	if err != nil {
 		return err
 	}
 	cfg.Getenv, cfg.Unsetenv = e.getenv, e.unsetenv
-	db, err := daemon.OpenStore(cfg)
-	if err != nil {
-		return fmt.Errorf("audit %s: %w", verb, err)
+	if args[0] == "export" {
+		return daemon.AuditExport(ctx, cfg, e.stdout)
 	}
-	defer db.Close()
-	if verb == "export" {
-		_, err := audit.Export(ctx, db, e.stdout)
-		return err
+	res, err := daemon.AuditVerify(ctx, cfg)
+	if err == nil {
+		err = cli.PrintJSON(e.stdout, res)
 	}
-	res, err := audit.Verify(ctx, db)
-	if err != nil {
-		return err
-	}
-	b, _ := json.MarshalIndent(res, "", "  ")
-	fmt.Fprintln(e.stdout, string(b))
-	if res.Broken != "" {
+	if err == nil && res.Broken != "" {
 		return errors.New("audit verify: the chain is broken: " + res.Broken)
 	}
-	return nil
+	return err
 }

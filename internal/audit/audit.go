@@ -64,6 +64,7 @@ type File struct {
 	mu   sync.Mutex
 	f    *os.File
 	size int64
+	prev string // the hash of the last line written (chain.go)
 }
 
 // Defaults of Open.
@@ -86,6 +87,7 @@ func Open(dir string, maxBytes int64, keep int) (*File, error) {
 		return nil, fmt.Errorf("audit: %w", err)
 	}
 	a := &File{dir: dir, maxBytes: maxBytes, keep: keep}
+	a.prev = a.lastHash()
 	if err := a.open(); err != nil {
 		return nil, err
 	}
@@ -114,21 +116,31 @@ func (a *File) open() error {
 }
 
 // Write appends one record (slog's JSON handler writes a record with one
-// Write), rotating first when the file would pass maxBytes.
+// Write), linked into the hash chain (chain.go), rotating first when the
+// file would pass maxBytes.
 func (a *File) Write(p []byte) (int, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.f == nil {
 		return 0, errors.New("audit: closed")
 	}
-	if a.size > 0 && a.size+int64(len(p)) > a.maxBytes {
+	rec := bytes.TrimRight(p, "\n")
+	if len(rec) < 2 || rec[len(rec)-1] != '}' || bytes.IndexByte(rec, '\n') >= 0 {
+		return 0, errors.New("audit: want one JSON object a line")
+	}
+	line, hash := chained(a.prev, rec)
+	if a.size > 0 && a.size+int64(len(line)) > a.maxBytes {
 		if err := a.rotate(); err != nil {
 			return 0, err
 		}
 	}
-	n, err := a.f.Write(p)
+	n, err := a.f.Write(line)
 	a.size += int64(n)
-	return n, err
+	if err != nil {
+		return 0, err
+	}
+	a.prev = hash
+	return len(p), nil
 }
 
 // rotate shifts audit.jsonl.i to .i+1 (dropping the oldest) and starts a
@@ -182,7 +194,8 @@ func (a *File) Recent(f Filter, limit int) ([]Record, error) {
 		sc.Buffer(make([]byte, 64<<10), 4<<20)
 		for sc.Scan() {
 			var r Record
-			if json.Unmarshal(sc.Bytes(), &r) == nil && f.match(r) {
+			rec, _, _, _ := unchain(sc.Bytes()) // the record as written, without its link
+			if json.Unmarshal(rec, &r) == nil && f.match(r) {
 				recs = append(recs, r)
 			}
 		}

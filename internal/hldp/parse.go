@@ -281,7 +281,7 @@ func (p *parser) yamlError(err error, data []byte) {
 // yamlCol is the column (1-based, in bytes) a YAML syntax error on line
 // points at: go-yaml names only the line. For a flow collection not
 // closed, the bracket that opens it (the last one the line leaves open);
-// for a tab, the tab; else the line's first non-blank character.
+// for a tab in the indentation, the tab; else the line's first non-blank character.
 func yamlCol(line, msg string) int {
 	if strings.Contains(msg, "']'") || strings.Contains(msg, "'}'") {
 		var open []int
@@ -299,10 +299,11 @@ func yamlCol(line, msg string) int {
 			return open[len(open)-1] + 1
 		}
 	}
-	if i := strings.IndexByte(line, '\t'); i >= 0 && strings.Contains(msg, "tab") {
+	lead := len(line) - len(strings.TrimLeft(line, " \t"))
+	if i := strings.IndexByte(line[:lead], '\t'); i >= 0 {
 		return i + 1
 	}
-	return len(line) - len(strings.TrimLeft(line, " \t")) + 1
+	return lead + 1
 }
 
 func (p *parser) tool(root *yaml.Node) *Tool {
