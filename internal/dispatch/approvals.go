@@ -318,6 +318,7 @@ func (d *Dispatcher) RunApproved(ctx context.Context, id string) (Approval, *Res
 		}
 		r.OK = r.Status == Success || r.Status == NoData
 		r.ApprovalID = id
+		r.RunID = NewRunID() // the approved run is a call of its own: the audit line names it
 		d.audit(ctx, call, r, params, d.opts.Now().Sub(start), append([]slog.Attr{
 			slog.String("asked_by", a.Caller), slog.String("decided_by", a.Decider), slog.Time("decided_at", a.DecidedAt)}, decisionReason(a)...)...)
 		return &r
