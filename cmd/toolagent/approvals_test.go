@@ -525,8 +525,8 @@ func TestAuditVerifyAndExport(t *testing.T) {
 	if code == 0 || !strings.Contains(errOut, "row 4") || !strings.Contains(out, `"rows": 2`) {
 		t.Errorf("audit verify after a row was deleted = %d %s %s; want a failure naming row 4", code, out, errOut)
 	}
-	if _, errOut, code := runCLI(t, nil, "audit", "verify"); code == 0 || !strings.Contains(errOut, "store files") {
-		t.Errorf("audit verify with the file store = %d %s; want it to say what store is needed", code, errOut)
+	if _, errOut, code := runCLI(t, nil, "audit", "verify", "--state", t.TempDir()); code == 0 || !strings.Contains(errOut, "no audit trail in the state directory") {
+		t.Errorf("audit verify with the file store and no trail = %d %s; want it to say there is none", code, errOut)
 	}
 }
 

@@ -93,7 +93,7 @@ func readmeTour(t *testing.T, firstRuns bool) {
 		{"validate /tmp/mytools", 0, "1 tool folder, 1 callable, 0 problems"},
 		{"hello-world message=hi", 0, `"status": "success"`},
 		{"bin/toolagent serve", 0, ""},
-		{"bin/toolagent status", 0, `"revision"`},
+		{"bin/toolagent status", 0, `"listen": "127.0.0.1:`},
 		{`"cmd":"echo hello"`, 0, `"status":"success"`},
 		{`"intent":"show me the last commits"`, 0, `"candidates"`},
 		{"cmd='touch y'", exitRefused, `"approval_id"`},
@@ -185,6 +185,9 @@ func readmeTour(t *testing.T, firstRuns bool) {
 			t.Errorf("tour: %s\nasks the daemon at %s without saying so on stderr:\n%s", line, daemonURL, stderr.String())
 		case daemonURL == "" && said:
 			t.Errorf("tour: %s\nno daemon runs, yet stderr says one is asked:\n%s", line, stderr.String())
+		}
+		if line == "bin/toolagent status" && (!strings.Contains(string(out), `"listen": "`+strings.TrimPrefix(daemonURL, "http://")+`"`) || !strings.Contains(string(out), `"total": 5`)) {
+			t.Errorf("tour: status names no listen address %s or no tool counts (5 shipped tools):\n%s", daemonURL, out)
 		}
 		if st.code == cli.ExitBadJSON && !strings.Contains(stderr.String(), "not valid JSON at byte 10 (line 1, column 11)") {
 			t.Errorf("tour: %s\nstderr %q: want where the JSON broke", line, stderr.String())

@@ -108,6 +108,9 @@ func ParamsJSON(s string) (json.RawMessage, error) {
 	// json's Offset is the count of bytes read when it failed: the bad
 	// byte is the last of them.
 	at := max(min(off-1, len(s)), 0)
+	if strings.Contains(err.Error(), "unexpected end of JSON input") {
+		at = len(s) // it broke at the end: something is missing there
+	}
 	line, col := 1, 1
 	for _, r := range s[:at] {
 		if r == '\n' {

@@ -23,6 +23,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"syscall"
 	"time"
 
@@ -105,7 +106,8 @@ func New(cfg Config) (_ *Daemon, err error) {
 	store, disp := cr.store, cr.disp
 	var hooks lastDelivery
 	apiHandler := api.New(api.Options{OnWebhook: hooks.saw, Tokens: tokens, MaxBodyBytes: cfg.MaxBodyBytes, Registry: cr.reg, Webhook: cr.src.webhook, Approvals: disp, Sandbox: sandboxStatus(cr.sandbox), Version: Version(),
-		Runs: cr.runReg, ReattachGrace: cfg.ReattachGrace, OnMatch: cr.onMatch(), Feedback: cr.feedback, Shared: cr.sharedStatus(), Notifications: cr.notificationStatus(), Store: cr.storeStatus()},
+		Runs: cr.runReg, ReattachGrace: cfg.ReattachGrace, OnMatch: cr.onMatch(), Feedback: cr.feedback, Shared: cr.sharedStatus(), Notifications: cr.notificationStatus(), Store: cr.storeStatus(),
+		Listen: func() string { return strings.TrimPrefix(d.url, "http://") }},
 		store, disp, cr.syncer(), log.With(slog.String("log", "api")))
 	// MCP over streamable HTTP beside the API (api may not import
 	// mcpserver: both sit on one layer). No write timeout applies: its
