@@ -76,7 +76,7 @@ func (s *Setup) Executors() (map[hldp.ExecutorKind]executors.Executor, *proc.San
 			return nil, nil, err
 		}
 	}
-	if gid, ok := sb.Group(); ok && !claimedByOther(s.FilesRoot, gid) {
+	if gid, ok := sb.Group(); ok && !(s.Beside && claimedByOther(s.FilesRoot, gid)) {
 		if err := shareFilesRoot(s.FilesRoot, int(gid)); err != nil {
 			sb.Close()
 			return nil, nil, fmt.Errorf("files root: %w", err)
@@ -88,10 +88,11 @@ func (s *Setup) Executors() (map[hldp.ExecutorKind]executors.Executor, *proc.San
 }
 
 // claimedByOther reports whether the files root belongs to the sandbox
-// group of another live toolagent process: the daemon of the same state
-// directory, while a CLI command runs a tool here. Taking it over would
-// lock that daemon's calls out of their own files root, so it stays
-// theirs; the command's calls then do without it.
+// group of another live toolagent process. Asked only beside a daemon of
+// the same state directory (Paths.Beside), while a CLI command runs a
+// tool of its own tree: taking the root over would lock that daemon's
+// calls out of their own files root, so it stays theirs and the
+// command's calls do without it. A daemon always takes its files root.
 func claimedByOther(root string, gid uint32) bool {
 	fi, err := os.Stat(root)
 	if err != nil {

@@ -163,9 +163,11 @@ func FindFor(ctx context.Context, p *host.Paths, server, token string, warn io.W
 		return rd, err
 	}
 	if p.ToolsChosen {
+		p.Beside = true
 		return nil, nil
 	}
 	if p.ToolsFromWorkDir && p.Tools != rd.Info.Tools {
+		p.Beside = true
 		fmt.Fprintf(warn, "toolagent: using the tools tree %s (found from the working directory); the daemon of this state directory, %s, serves %s: give --server %s to ask it\n",
 			p.Tools, rd.URL, rd.Info.Source, rd.URL)
 		return nil, nil
