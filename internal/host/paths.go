@@ -58,8 +58,8 @@ type Paths struct {
 	// Beside is set when a daemon owns the state directory while this
 	// command works on a tools tree of its own (operator.FindFor): the
 	// files root is then that daemon's, and stays its sandbox group's.
-	Beside bool
-	resolved                      bool
+	Beside   bool
+	resolved bool
 }
 
 // Resolve fills the paths that depend on the machine: the tools tree
