@@ -63,7 +63,7 @@ func commands() []command {
 		{"show", "NAME", "show one tool's definition, policy, status and JSON Schema", runShow},
 		{"call", "NAME [k=v | k:=JSON ...]", "call a tool: params as k=v (converted to the declared type) or --params JSON", runCall},
 		{"approvals", "list | show ID | approve ID | deny ID", "decide held calls (a running daemon's, through its API, as its operator)", runApprovals},
-		{"audit", "verify | export", "the shared store's audit trail (store postgres): verify its hash chain, or export it as JSON lines", runAudit},
+		{"audit", "verify | export", "the audit trail (store files or postgres): verify its hash chain, or export it as JSON lines", runAudit},
 		{"status", "", "the running daemon's status: listen address, tool counts, source, revision, reloads, sandbox", runStatus},
 		{"validate", "[DIR | FILE | embedded]", "lint a tools tree or one TOOL.hdlp (--config FILE: a daemon config; --match: the examples): every error, exit 1 on any", runValidate},
 		{"new", "NAME", "scaffold tools/NAME/TOOL.hdlp with every field", runNew},
