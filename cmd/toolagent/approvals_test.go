@@ -285,8 +285,8 @@ func TestApprovalsSurviveRestart(t *testing.T) {
 	// One process owns a state directory's approval queue. The refused
 	// one leaves nothing running: its sandbox's warm worker ends with it.
 	before := len(descendants(t))
-	if _, stderr, code := runCLI(t, nil, "serve", "--listen", "127.0.0.1:0", "--tools", tools, "--state", state); code == 0 || !strings.Contains(stderr, "in use") {
-		t.Errorf("a second serve on the state dir = exit %d %q; want a refusal saying the queue is in use", code, stderr)
+	if _, stderr, code := runCLI(t, nil, "serve", "--listen", "127.0.0.1:0", "--tools", tools, "--state", state); code == 0 || !strings.Contains(stderr, "a toolagent daemon already listens on "+strings.TrimPrefix(d1.url, "http://")) {
+		t.Errorf("a second serve on the state dir = exit %d %q; want a refusal naming the daemon that runs there", code, stderr)
 	}
 	pollUntil(t, fmt.Sprintf("the refused serve's processes gone (back to %d)", before), func() bool { return len(descendants(t)) <= before })
 	if err := d1.stop(t); err != nil {
@@ -525,8 +525,8 @@ func TestAuditVerifyAndExport(t *testing.T) {
 	if code == 0 || !strings.Contains(errOut, "row 4") || !strings.Contains(out, `"rows": 2`) {
 		t.Errorf("audit verify after a row was deleted = %d %s %s; want a failure naming row 4", code, out, errOut)
 	}
-	if _, errOut, code := runCLI(t, nil, "audit", "verify"); code == 0 || !strings.Contains(errOut, "store files") {
-		t.Errorf("audit verify with the file store = %d %s; want it to say what store is needed", code, errOut)
+	if _, errOut, code := runCLI(t, nil, "audit", "verify", "--state", t.TempDir()); code == 0 || !strings.Contains(errOut, "no audit trail in the state directory") {
+		t.Errorf("audit verify with the file store and no trail = %d %s; want it to say there is none", code, errOut)
 	}
 }
 

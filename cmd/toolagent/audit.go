@@ -8,8 +8,9 @@ import (
 	"github.com/toolagent/toolagent/internal/daemon"
 )
 
-// runAudit is `audit verify` (the shared store's hash chain: exit status
-// 1 when it is broken, naming the row) and `audit export [--follow]
+// runAudit is `audit verify` (the hash chain of either store, postgres'
+// rows or STATE/audit/audit.jsonl and its rotations: exit status 1 when
+// it is broken, naming the row or line) and `audit export [--follow]
 // [--cursor-file F]` (the trail as JSON lines, on either store; with
 // --follow new records as they come, resuming after the cursor's seq):
 // daemon.AuditCommand.

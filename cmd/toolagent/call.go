@@ -43,11 +43,11 @@ func runCall(ctx context.Context, e env, args []string) error {
 	if *paramsJSON != "" && len(kvs) > 0 {
 		return usageError{Err: errors.New("call: give params either as k=v arguments or as --params JSON, not both")}
 	}
-	var out func(stream string, p []byte)
-	if *follow {
-		out = followWriter(e)
+	raw, err := cli.ParamsJSON(*paramsJSON)
+	if err != nil {
+		return err
 	}
-	raw := json.RawMessage(*paramsJSON)
+	out := followWriter(e, *follow)
 	rd, err := c.daemonFor(ctx, e, sf)
 	if err != nil {
 		return err
@@ -102,8 +102,11 @@ func kvJSON(m map[string]any, err error) (json.RawMessage, error) {
 }
 
 // followWriter writes a call's output as it comes: stdout to stdout,
-// stderr to stderr.
-func followWriter(e env) func(stream string, p []byte) {
+// stderr to stderr; nil unless on.
+func followWriter(e env, on bool) func(stream string, p []byte) {
+	if !on {
+		return nil
+	}
 	var mu sync.Mutex
 	return func(stream string, p []byte) {
 		mu.Lock()

@@ -148,7 +148,19 @@ func TestNewToolRegistersOnNextScan(t *testing.T) {
 	if r, _ := callTool(t, tools, "hello-world", "message=hi"); r.Status != "not_found" {
 		t.Fatalf("before new: %s", r.Status)
 	}
-	out, errOut, code := runCLI(t, []string{"USER=tester"}, "new", "--tools", tools, "hello-world")
+	// Unedited, the scaffold does not load: nothing serves it, and
+	// validate names its placeholders.
+	if out, errOut, code := runCLI(t, []string{"USER=tester"}, "new", "--tools", tools, "unedited"); code != 0 || !strings.Contains(out, "created") {
+		t.Fatalf("new: exit %d\n%s%s", code, out, errOut)
+	}
+	if r, _ := callTool(t, tools, "unedited", "message=hi"); r.Status == "success" || !strings.Contains(r.Error, "placeholder") {
+		t.Errorf("the unedited scaffold: %+v; want it refused for its placeholders", r)
+	}
+	if out, _, code := runCLI(t, nil, "validate", tools); code != exitFailed || !strings.Contains(out, filepath.Join(tools, "unedited", "TOOL.hdlp")+":6:9: intent: still the placeholder") {
+		t.Errorf("validate of the unedited scaffold: exit %d\n%s\nwant exit 1 naming %s:6:9 and its intent", code, out, filepath.Join(tools, "unedited", "TOOL.hdlp"))
+	}
+	os.RemoveAll(filepath.Join(tools, "unedited"))
+	out, errOut, code := runCLI(t, []string{"USER=tester"}, "new", "--tools", tools, "--intent", "Echo a message back.", "--why", "to try toolagent", "hello-world")
 	if code != 0 || !strings.Contains(out, "created") {
 		t.Fatalf("new: exit %d\n%s%s", code, out, errOut)
 	}
@@ -157,7 +169,7 @@ func TestNewToolRegistersOnNextScan(t *testing.T) {
 		t.Errorf("scaffolded tool: %+v", r)
 	}
 	data, _ := os.ReadFile(filepath.Join(tools, "hello-world", "TOOL.hdlp"))
-	for _, field := range []string{"name:", "display:", "intent:", "method:", "executor:", "params_schema:", "constraints:", "author: tester", "created:", "why:"} {
+	for _, field := range []string{"name:", "display:", "intent:", "method:", "executor:", "params_schema:", "constraints:", "author: tester", "created:", `why: "to try toolagent"`} {
 		if !bytes.Contains(data, []byte(field)) {
 			t.Errorf("scaffold lacks %q", field)
 		}

@@ -26,7 +26,7 @@ func findDaemon(ctx context.Context, e env, c *common, server string) (*operator
 	if err := c.resolve(e); err != nil {
 		return nil, err
 	}
-	return operator.Find(ctx, c.State, server, e.getenv("TOOLAGENT_TOKEN"))
+	return operator.FindSay(ctx, c.State, server, e.getenv("TOOLAGENT_TOKEN"), e.stderr)
 }
 
 // ask sends a request to the daemon rd and prints its answer as it came

@@ -308,6 +308,8 @@ func TestGitSource(t *testing.T) {
 	d.waitRev(t, c4)
 	if code, res := d.call(t, "beta", map[string]any{}); code != 404 || res.Status != dispatch.NotFound {
 		t.Errorf("delete: call beta = %d %s; want 404 not_found", code, res.Status)
+	} else if !strings.Contains(res.Error, `tool "beta" was deleted`) || !strings.Contains(res.Error, c4) || strings.Contains(res.Suggestion, "has to be written") {
+		t.Errorf("delete: call beta: error %q, suggestion %q; want it named deleted at %s, not a tool to write", res.Error, res.Suggestion, c4)
 	}
 
 	// A broken commit: the last good alpha keeps serving, stale, with the
@@ -319,6 +321,9 @@ func TestGitSource(t *testing.T) {
 		t.Errorf("broken: status problems %d last_error %q; want 1 and none (the sync worked)", st.Problems, st.LastErr)
 	}
 	d.callVersion(t, "broken", "alpha", "a2", c3)
+	if _, res := d.call(t, "alpha", map[string]any{}); !strings.Contains(res.Error, "tool alpha is stale: alpha/TOOL.hdlp does not load now") || !strings.Contains(res.Error, c3) {
+		t.Errorf("broken: call alpha: error %q; want it to say alpha is stale, run by its definition of %s", res.Error, c3)
+	}
 	_, tools = d.toolsByName(t)
 	if a := tools["alpha"]; a.Status != catalog.Stale || a.Revision != c3 || !strings.Contains(a.LoadError, "tools/alpha/TOOL.hdlp") {
 		t.Errorf("broken: alpha = %+v; want stale, revision %s, a load error naming tools/alpha/TOOL.hdlp", a, c3)

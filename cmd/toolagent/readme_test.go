@@ -6,11 +6,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/toolagent/toolagent/internal/cli"
 	"github.com/toolagent/toolagent/internal/operator"
 )
 
@@ -58,7 +60,19 @@ type tourStep struct {
 // program. What it changes: bin/toolagent is the built binary, /tmp/mytools
 // a temporary directory, `serve` listens on a free port (the curl lines get
 // it instead of 8765) and ID is the approval id the step before printed.
+//
+// It runs twice: without a daemon (the first command's was stopped), and
+// with the first command's daemon still running on the default state
+// directory. Then every command that asks a daemon says which one on
+// stderr, the tour's `serve` refuses naming that daemon's address and
+// pid, and the rest of the tour asks it; without one, no command claims to
+// ask a daemon before the tour's own `serve`.
 func TestReadmeTour(t *testing.T) {
+	t.Run("without the first daemon", func(t *testing.T) { readmeTour(t, false) })
+	t.Run("with the first daemon running", func(t *testing.T) { readmeTour(t, true) })
+}
+
+func readmeTour(t *testing.T, firstRuns bool) {
 	steps := []tourStep{
 		{"go build -o bin/toolagent ./cmd/toolagent", 0, ""},
 		{"bin/toolagent list", 0, `"shell-exec"`},
@@ -66,7 +80,8 @@ func TestReadmeTour(t *testing.T) {
 		{"cmd='echo hello'", 0, `"output": "hello\n"`},
 		{"cmd='ls /nonexistent'", exitFailed, `"exit_code": 2`},
 		{"git-ops op=log max_count=5", 0, `"status": "success"`},
-		{"file-write", 0, `"status"`},
+		{`"content":"hi\n"}' file-write`, 0, `"status"`},
+		{`{"path": notes}' file-write`, cli.ExitBadJSON, ""},
 		{"--dry-run shell-exec", 0, `"status": "dry_run"`},
 		{"--follow shell-exec", 0, "1\n2\n3\n{"},
 		{"cmd='touch x'", exitRefused, `"approval_id"`},
@@ -74,11 +89,11 @@ func TestReadmeTour(t *testing.T) {
 		{"call deploy-app", exitNotFound, `"not_found"`},
 		{`match "查看最近的提交记录"`, 0, `"git-ops"`},
 		{"mkdir -p /tmp/mytools", 0, ""},
-		{"new --tools /tmp/mytools hello-world", 0, ""},
-		{"validate /tmp/mytools", 0, "0 problems"},
+		{"new --tools /tmp/mytools", 0, "created"},
+		{"validate /tmp/mytools", 0, "1 tool folder, 1 callable, 0 problems"},
 		{"hello-world message=hi", 0, `"status": "success"`},
 		{"bin/toolagent serve", 0, ""},
-		{"bin/toolagent status", 0, `"revision"`},
+		{"bin/toolagent status", 0, `"listen": "127.0.0.1:`},
 		{`"cmd":"echo hello"`, 0, `"status":"success"`},
 		{`"intent":"show me the last commits"`, 0, `"candidates"`},
 		{"cmd='touch y'", exitRefused, `"approval_id"`},
@@ -97,6 +112,13 @@ func TestReadmeTour(t *testing.T) {
 	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "USER=newcomer"}
 	state := filepath.Join(home, ".local", "state", "toolagent")
 	id, daemonURL := "", ""
+	var first operator.Info
+	if firstRuns {
+		// `go run ./cmd/toolagent serve` is this binary's serve
+		// (TestReadmeTwoCommands runs it as written).
+		first = startBinDaemon(t, root, state, env)
+		daemonURL = first.URL
+	}
 	for i, line := range lines {
 		if i >= len(steps) {
 			break
@@ -108,9 +130,23 @@ func TestReadmeTour(t *testing.T) {
 		switch {
 		case strings.HasPrefix(line, "go build"):
 			continue // builtBinary ran exactly this
-		case line == "bin/toolagent serve":
+		case line == "bin/toolagent serve" && !firstRuns:
 			info := startBinDaemon(t, root, state, env)
 			daemonURL = info.URL
+			continue
+		case line == "bin/toolagent serve":
+			// Next to the first daemon: it names that one and stops,
+			// before it listens (so the free port it is given is moot).
+			c := exec.Command(bin, "serve", "--listen", "127.0.0.1:0")
+			c.Dir, c.Env = root, env
+			out, _ := c.CombinedOutput()
+			want := "a toolagent daemon already listens on " + strings.TrimPrefix(first.URL, "http://") + " (pid " + strconv.Itoa(first.PID) + ") with this state directory"
+			if c.ProcessState.ExitCode() != exitFailed || !strings.Contains(string(out), want) {
+				t.Errorf("serve next to the first daemon: exit %d\n%s\nwant exit 1 and %q", c.ProcessState.ExitCode(), out, want)
+			}
+			if _, err := os.Stat(filepath.Join(state, "approvals")); err != nil {
+				t.Errorf("the first daemon's approvals directory: %v", err)
+			}
 			continue
 		}
 		cmd := strings.ReplaceAll(line, "bin/toolagent", bin)
@@ -126,17 +162,35 @@ func TestReadmeTour(t *testing.T) {
 		}
 		c := exec.Command("bash", "-c", cmd)
 		c.Dir, c.Env = root, env
+		var stderr strings.Builder
+		c.Stderr = &stderr
 		out, err := c.Output()
 		code := c.ProcessState.ExitCode()
 		if err != nil && code == 0 {
 			t.Fatalf("%s: %v", line, err)
 		}
+		if firstRuns && st.code == 0 && strings.Contains(line, "# you asked") {
+			// An open daemon's callers are anonymous: its operator
+			// decides a call they did not ask for themselves.
+			st.out = `"decider": "operator"`
+		}
 		if code != st.code || !strings.Contains(string(out), st.out) {
-			var stderr string
-			if ee, ok := err.(*exec.ExitError); ok {
-				stderr = string(ee.Stderr)
-			}
-			t.Errorf("tour: %s\n= exit %d, stdout:\n%s\nstderr: %s\nwant exit %d and output holding %q", line, code, out, stderr, st.code, st.out)
+			t.Errorf("tour: %s\n= exit %d, stdout:\n%s\nstderr: %s\nwant exit %d and output holding %q", line, code, out, stderr.String(), st.code, st.out)
+		}
+		// Which daemon answers is said, and only when one does.
+		asks := strings.HasPrefix(line, "bin/toolagent ") && !strings.Contains(line, "--tools") && !strings.Contains(line, " validate ") && st.code != cli.ExitBadJSON
+		said := strings.Contains(stderr.String(), "toolagent: asking the daemon at ")
+		switch {
+		case asks && daemonURL != "" && !strings.Contains(stderr.String(), "toolagent: asking the daemon at "+daemonURL+" (pid "):
+			t.Errorf("tour: %s\nasks the daemon at %s without saying so on stderr:\n%s", line, daemonURL, stderr.String())
+		case daemonURL == "" && said:
+			t.Errorf("tour: %s\nno daemon runs, yet stderr says one is asked:\n%s", line, stderr.String())
+		}
+		if line == "bin/toolagent status" && (!strings.Contains(string(out), `"listen": "`+strings.TrimPrefix(daemonURL, "http://")+`"`) || !strings.Contains(string(out), `"total": 5`)) {
+			t.Errorf("tour: status names no listen address %s or no tool counts (5 shipped tools):\n%s", daemonURL, out)
+		}
+		if st.code == cli.ExitBadJSON && !strings.Contains(stderr.String(), "not valid JSON at byte 10 (line 1, column 11)") {
+			t.Errorf("tour: %s\nstderr %q: want where the JSON broke", line, stderr.String())
 		}
 		var held struct {
 			ApprovalID string `json:"approval_id"`

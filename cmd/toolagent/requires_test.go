@@ -123,13 +123,13 @@ func TestValidateRejectsBadRequiresAndTags(t *testing.T) {
 		t.Errorf("validate: exit %d; want %d\n%s", code, exitFailed, out)
 	}
 	for _, want := range []string{
-		`tools/bad-requires/TOOL.hdlp:12:23: requires.programs[1]: want a program name like kubectl, or an absolute path like /opt/tool/bin/tool, got an empty string`,
-		`tools/bad-requires/TOOL.hdlp:13:11: requires.files[0]: not a clean absolute path`,
-		`tools/bad-requires/TOOL.hdlp:14:3: requires.chek: unknown key; want one of programs, files, check (did you mean "check"?)`,
-		`tools/bad-tags/TOOL.hdlp:11:8: tags[0]: invalid tag;`,
+		tools + `/bad-requires/TOOL.hdlp:12:23: requires.programs[1]: want a program name like kubectl, or an absolute path like /opt/tool/bin/tool, got an empty string`,
+		tools + `/bad-requires/TOOL.hdlp:13:11: requires.files[0]: not a clean absolute path`,
+		tools + `/bad-requires/TOOL.hdlp:14:3: requires.chek: unknown key; want one of programs, files, check (did you mean "check"?)`,
+		tools + `/bad-tags/TOOL.hdlp:11:8: tags[0]: invalid tag;`,
 		`(did you mean "read-only"?)`,
-		`tools/bad-tags/TOOL.hdlp:11:23: tags[2]: duplicate tag`,
-		`tools/remote-requires/TOOL.hdlp:11:1: requires: only allowed with executor shell; got executor gatekeeper`,
+		tools + `/bad-tags/TOOL.hdlp:11:23: tags[2]: duplicate tag`,
+		tools + `/remote-requires/TOOL.hdlp:11:1: requires: only allowed with executor shell; got executor gatekeeper`,
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("validate output lacks\n%s\ngot:\n%s", want, out)

@@ -78,7 +78,7 @@ func runValidate(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	defer l.Close()
-	lines := lint.Tree(l)
+	lines := lint.Tree(l, c.Tools)
 	if *signers != "" || *keyring != "" {
 		if c.Tools == host.Embedded {
 			return usageError{Err: errors.New("validate: --trusted-signers checks the commits of a tools tree in a git checkout, not the embedded copy")}
@@ -97,7 +97,7 @@ func runValidate(ctx context.Context, e env, args []string) error {
 		fmt.Fprintf(e.stdout, "signatures at %s: %d of %d tools signed by an allowed key\n", head, len(names)-len(problems), len(names))
 	}
 	printLines(e, lines...)
-	fmt.Fprintf(e.stdout, "%d tool folders, %d callable, %d problems\n", l.Snap.Len(), len(l.Snap.Enabled()), len(lines))
+	fmt.Fprintln(e.stdout, lint.Summary(l.Snap.Len(), len(l.Snap.Enabled()), len(lines)))
 	var warnings []string
 	if *matchLint {
 		var s lint.MatchCheck
@@ -126,7 +126,7 @@ func validateFile(e env, path string) error {
 		return err
 	}
 	printLines(e, lines...)
-	fmt.Fprintf(e.stdout, "%s: %d problems\n", path, len(lines))
+	fmt.Fprintf(e.stdout, "%s: %s\n", path, lint.Count(len(lines), "problem"))
 	if len(lines) > 0 {
 		return exitError{Code: exitFailed}
 	}

@@ -92,6 +92,9 @@ type Options struct {
 	// the shared concurrency slots) answers: /readyz is 503 naming it
 	// when it does not, and /v1/status shows it as "store".
 	Store func(ctx context.Context) StoreStatus
+	// Listen, when set, is the address the daemon listens on, shown as
+	// "listen" in /v1/status.
+	Listen func() string
 	// OnWebhook, when set, is told the result of every push webhook
 	// delivery (queued, ignored, unsigned, bad_signature, ...), as the
 	// metric counts it.
@@ -321,14 +324,26 @@ func (s *server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		ss := s.opts.Store(r.Context())
 		store = &ss
 	}
+	listen, tools := "", map[string]int{"total": 0}
+	if s.opts.Listen != nil {
+		listen = s.opts.Listen()
+	}
+	if snap := s.store.Load(); snap != nil {
+		tools["total"] = snap.Len()
+		for st, n := range snap.Counts() {
+			tools[st.String()] = n
+		}
+	}
 	encode(w, s.log, http.StatusOK, struct {
 		Version string `json:"version,omitempty"`
+		Listen  string `json:"listen,omitempty"`
 		reload.Status
-		Sandbox       SandboxStatus `json:"sandbox"`
-		Store         *StoreStatus  `json:"store,omitempty"`
-		Shared        any           `json:"shared,omitempty"`
-		Notifications any           `json:"notifications,omitempty"`
-	}{s.opts.Version, st, s.opts.Sandbox, store, shared, notifications})
+		Tools         map[string]int `json:"tools"` // total, and by status
+		Sandbox       SandboxStatus  `json:"sandbox"`
+		Store         *StoreStatus   `json:"store,omitempty"`
+		Shared        any            `json:"shared,omitempty"`
+		Notifications any            `json:"notifications,omitempty"`
+	}{s.opts.Version, listen, st, tools, s.opts.Sandbox, store, shared, notifications})
 }
 
 func (s *server) handleSync(w http.ResponseWriter, r *http.Request) {

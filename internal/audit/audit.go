@@ -66,7 +66,8 @@ type File struct {
 	size int64
 	// seq is the last record's "seq": every record the file store writes
 	// is numbered, in order, for the export's cursor (export.go).
-	seq int64
+	seq  int64
+	prev string // the hash of the last line written (chain.go)
 }
 
 // Defaults of Open.
@@ -89,10 +90,11 @@ func Open(dir string, maxBytes int64, keep int) (*File, error) {
 		return nil, fmt.Errorf("audit: %w", err)
 	}
 	a := &File{dir: dir, maxBytes: maxBytes, keep: keep}
+	a.prev = a.lastHash()
 	if err := a.open(); err != nil {
 		return nil, err
 	}
-	a.seq = lastSeq(dir, keep)
+	a.seq, a.prev = lastSeq(dir, keep), a.lastHash()
 	return a, nil
 }
 
@@ -118,37 +120,42 @@ func (a *File) open() error {
 }
 
 // Write appends one record (slog's JSON handler writes a record with one
-// Write), numbered with the next "seq", rotating first when the file
-// would pass maxBytes.
+// Write), numbered with the next "seq" and linked into the hash chain
+// (chain.go), rotating first when the file would pass maxBytes.
 func (a *File) Write(p []byte) (int, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.f == nil {
 		return 0, errors.New("audit: closed")
 	}
-	if a.size > 0 && a.size+int64(len(p)) > a.maxBytes {
-		if err := a.rotate(); err != nil {
-			return 0, err
-		}
+	rec := bytes.TrimRight(p, "\n")
+	if len(rec) < 2 || rec[0] != '{' || rec[len(rec)-1] != '}' || bytes.IndexByte(rec, '\n') >= 0 {
+		return 0, errors.New("audit: want one JSON object a line")
 	}
 	if fi, err := a.f.Stat(); err == nil && fi.Size() != a.size {
 		// Another process (toolagent mcp beside the daemon) appended:
-		// number on from its last record.
-		a.size, a.seq = fi.Size(), max(a.seq, lastSeq(a.dir, a.keep))
+		// number and chain on from its last record.
+		a.size, a.seq, a.prev = fi.Size(), max(a.seq, lastSeq(a.dir, a.keep)), a.lastHash()
 	}
-	line := p
-	if len(p) > 1 && p[0] == '{' {
-		// {"seq":N, then the record's own fields.
-		line = append(fmt.Appendf(nil, `{"seq":%d,`, a.seq+1), p[1:]...)
+	// {"seq":N, then the record's own fields.
+	numbered := fmt.Appendf(nil, `{"seq":%d`, a.seq+1)
+	if len(rec) > 2 {
+		numbered = append(numbered, ',')
+	}
+	numbered = append(numbered, rec[1:]...)
+	line, hash := chained(a.prev, numbered)
+	if a.size > 0 && a.size+int64(len(line)) > a.maxBytes {
+		if err := a.rotate(); err != nil {
+			return 0, err
+		}
 	}
 	n, err := a.f.Write(line)
 	a.size += int64(n)
 	if err != nil {
 		return 0, err
 	}
-	if len(line) != len(p) {
-		a.seq++
-	}
+	a.seq++
+	a.prev = hash
 	return len(p), nil
 }
 
@@ -203,7 +210,8 @@ func (a *File) Recent(f Filter, limit int) ([]Record, error) {
 		sc.Buffer(make([]byte, 64<<10), 4<<20)
 		for sc.Scan() {
 			var r Record
-			if json.Unmarshal(sc.Bytes(), &r) == nil && f.match(r) {
+			rec, _, _, _ := unchain(sc.Bytes()) // the record as written, without its link
+			if json.Unmarshal(rec, &r) == nil && f.match(r) {
 				recs = append(recs, r)
 			}
 		}

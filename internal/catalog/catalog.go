@@ -132,6 +132,54 @@ type Snapshot struct {
 	learnedAt map[string][]Learned
 	// builder is Options.Builder.
 	builder any
+	// gone names the tools recent snapshots had and this one has not,
+	// with the revision of the first snapshot without them (Gone).
+	gone map[string]string
+}
+
+// maxGone bounds how many deleted tools a snapshot remembers (Gone).
+const maxGone = 1024
+
+// Gone reports whether a tool named name was in an earlier snapshot of
+// this process and was deleted since, and the revision of the first
+// snapshot without it.
+func (s *Snapshot) Gone(name string) (rev string, ok bool) {
+	rev, ok = s.gone[name]
+	return rev, ok
+}
+
+// goneSince is the gone set of a snapshot of entries after prev: prev's
+// own (but for names that came back), and prev's names not in entries,
+// at rev. Both lists are sorted by name: one merge.
+func goneSince(prev *Snapshot, entries []Entry, rev string) map[string]string {
+	if prev == nil {
+		return nil
+	}
+	gone := make(map[string]string, len(prev.gone))
+	for name, r := range prev.gone {
+		gone[name] = r
+	}
+	i := 0
+	for _, p := range prev.entries {
+		for i < len(entries) && entries[i].Name < p.Name {
+			i++
+		}
+		if i >= len(entries) || entries[i].Name != p.Name {
+			gone[p.Name] = rev
+		}
+	}
+	for name := range prev.gone { // came back?
+		if _, found := slices.BinarySearchFunc(entries, name, func(e Entry, n string) int { return strings.Compare(e.Name, n) }); found {
+			delete(gone, name)
+		}
+	}
+	for name := range gone {
+		if len(gone) <= maxGone {
+			break
+		}
+		delete(gone, name) // which is dropped does not matter: it is a hint
+	}
+	return gone
 }
 
 // Options configure a snapshot.
@@ -187,6 +235,7 @@ func New(rev string, entries []Entry, opts Options) *Snapshot {
 		s.builtAt = time.Now()
 	}
 	s.entries = sortedEntries(entries)
+	s.gone = goneSince(opts.Prev, s.entries, rev)
 	for i, e := range s.entries {
 		if e.Status.Callable() && e.Tool != nil {
 			s.enabled = append(s.enabled, int32(i))

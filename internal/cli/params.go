@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -72,4 +73,66 @@ func convertValue(typ, v string) any {
 		}
 	}
 	return v
+}
+
+// ExitBadJSON is the exit code of a --params value that is not a JSON
+// object: the command line is wrong before any tool is asked, so it is
+// told apart from a tool that ran and failed (1) and from params a tool
+// refused (2).
+const ExitBadJSON = 6
+
+// ParamsJSON checks a --params value: nil for "", else one JSON object.
+// Bad JSON is an ExitError (ExitBadJSON) saying where it broke: the byte
+// offset and its line:col, and the text around it.
+func ParamsJSON(s string) (json.RawMessage, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var v any
+	err := json.Unmarshal([]byte(s), &v)
+	if err == nil {
+		if _, ok := v.(map[string]any); ok {
+			return json.RawMessage(s), nil
+		}
+		return nil, ExitError{Code: ExitBadJSON, Msg: fmt.Sprintf("--params: want one JSON object ({\"name\": value, ...}); got %s", jsonKind(v))}
+	}
+	off := len(s)
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		off = int(se.Offset)
+	case errors.As(err, &te):
+		off = int(te.Offset)
+	}
+	// json's Offset is the count of bytes read when it failed: the bad
+	// byte is the last of them.
+	at := max(min(off-1, len(s)), 0)
+	if strings.Contains(err.Error(), "unexpected end of JSON input") {
+		at = len(s) // it broke at the end: something is missing there
+	}
+	line, col := 1, 1
+	for _, r := range s[:at] {
+		if r == '\n' {
+			line, col = line+1, 1
+		} else {
+			col++
+		}
+	}
+	near := s[max(at-20, 0):min(at+20, len(s))]
+	return nil, ExitError{Code: ExitBadJSON, Msg: fmt.Sprintf("--params: not valid JSON at byte %d (line %d, column %d), near %q: %v", at, line, col, near, err)}
+}
+
+func jsonKind(v any) string {
+	switch v.(type) {
+	case []any:
+		return "an array"
+	case string:
+		return "a string"
+	case float64:
+		return "a number"
+	case bool:
+		return "a boolean"
+	}
+	return "null"
 }

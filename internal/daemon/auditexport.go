@@ -143,19 +143,11 @@ func auditExporters(cfg Config, state string, db *pgstore.DB, log *slog.Logger) 
 // store), each record with its seq, then, with --follow, new ones as they
 // come, resuming after the seq kept in cursorFile.
 func AuditCommand(ctx context.Context, cfg Config, verb string, w io.Writer, follow bool, cursorFile string) error {
-	if verb == "verify" || (verb == "export" && !follow && cursorFile == "" && cfg.Store != "files") {
-		db, err := OpenStore(cfg)
+	switch {
+	case verb == "verify":
+		res, err := AuditVerify(ctx, cfg)
 		if err != nil {
-			return fmt.Errorf("audit %s: %w", verb, err)
-		}
-		defer db.Close()
-		if verb == "export" {
-			_, err := audit.Export(ctx, db, w)
-			return err
-		}
-		res, err := audit.Verify(ctx, db)
-		if err != nil {
-			return err
+			return fmt.Errorf("audit verify: %w", err)
 		}
 		b, _ := json.MarshalIndent(res, "", "  ")
 		fmt.Fprintln(w, string(b))
@@ -163,6 +155,9 @@ func AuditCommand(ctx context.Context, cfg Config, verb string, w io.Writer, fol
 			return errors.New("audit verify: the chain is broken: " + res.Broken)
 		}
 		return nil
+	case !follow && cursorFile == "":
+		// The whole trail with its hash chain, from either store.
+		return auditDump(ctx, cfg, w)
 	}
 	var src audit.Source
 	if cfg.Store == "files" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path"
@@ -175,6 +176,11 @@ func newCore(cfg Config, log *slog.Logger, mode approvalMode) (_ *core, err erro
 	c, err := cfg.hostSetup()
 	if err != nil {
 		return nil, err
+	}
+	if mode == approvalsRequired {
+		if err := operator.AlreadyServing(c.State); err != nil {
+			return nil, err // its message names the daemon, not the queue it holds
+		}
 	}
 	em, err := newEmbeddings(cfg, c.State, log)
 	if err != nil {
@@ -691,3 +697,54 @@ func (s *localSource) Sync(ctx context.Context) (scan.Tree, error) {
 type staticSource struct{ tree scan.Tree }
 
 func (s staticSource) Sync(context.Context) (scan.Tree, error) { return s.tree, nil }
+
+// AuditVerify checks the hash chain of cfg's audit trail: the shared
+// store's rows (store postgres), or the file store's STATE/audit lines.
+func AuditVerify(ctx context.Context, cfg Config) (audit.VerifyResult, error) {
+	if cfg.Store == "files" {
+		dir, err := auditDir(cfg)
+		if err != nil {
+			return audit.VerifyResult{}, err
+		}
+		return audit.VerifyFile(dir)
+	}
+	db, err := OpenStore(cfg)
+	if err != nil {
+		return audit.VerifyResult{}, err
+	}
+	defer db.Close()
+	return audit.Verify(ctx, db)
+}
+
+// auditDump writes cfg's audit trail to w as JSON lines (audit.Row),
+// oldest first, from either store.
+func auditDump(ctx context.Context, cfg Config, w io.Writer) error {
+	if cfg.Store == "files" {
+		dir, err := auditDir(cfg)
+		if err == nil {
+			_, err = audit.ExportFile(dir, w)
+		}
+		return err
+	}
+	db, err := OpenStore(cfg)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	_, err = audit.Export(ctx, db, w)
+	return err
+}
+
+// auditDir is STATE/audit of cfg, which must exist: a trail nobody wrote
+// is not an empty one that verifies.
+func auditDir(cfg Config) (string, error) {
+	p := host.Paths{State: cfg.State, Tools: host.Embedded}
+	if err := p.Resolve(cfg.getenv); err != nil {
+		return "", err
+	}
+	dir := host.AuditDir(p.State)
+	if _, err := os.Stat(dir); err != nil {
+		return "", fmt.Errorf("no audit trail in the state directory %s: %w (a daemon of store files writes it)", p.State, err)
+	}
+	return dir, nil
+}

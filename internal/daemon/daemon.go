@@ -23,6 +23,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"syscall"
 	"time"
 
@@ -102,14 +103,12 @@ func New(cfg Config) (_ *Daemon, err error) {
 			d.Close()
 		}
 	}()
-	if d.opToken, err = addOperatorToken(tokens, cr.setup.State, log); err != nil {
-		return nil, err
-	}
 	cfg.dropSecretEnv()
 	store, disp := cr.store, cr.disp
 	var hooks lastDelivery
 	apiHandler := api.New(api.Options{OnWebhook: hooks.saw, Tokens: tokens, MaxBodyBytes: cfg.MaxBodyBytes, Registry: cr.reg, Webhook: cr.src.webhook, Approvals: disp, Sandbox: sandboxStatus(cr.sandbox), Version: Version(),
-		Runs: cr.runReg, ReattachGrace: cfg.ReattachGrace, OnMatch: cr.onMatch(), Match: cr.matchFunc(), Feedback: cr.feedback, Shared: cr.sharedStatus(), Notifications: cr.notificationStatus(), Store: cr.storeStatus()},
+		Runs: cr.runReg, ReattachGrace: cfg.ReattachGrace, OnMatch: cr.onMatch(), Match: cr.matchFunc(), Feedback: cr.feedback, Shared: cr.sharedStatus(), Notifications: cr.notificationStatus(), Store: cr.storeStatus(),
+		Listen: func() string { return strings.TrimPrefix(d.url, "http://") }},
 		store, disp, cr.syncer(), log.With(slog.String("log", "api")))
 	// MCP over streamable HTTP beside the API (api may not import
 	// mcpserver: both sit on one layer). No write timeout applies: its
@@ -156,6 +155,11 @@ func New(cfg Config) (_ *Daemon, err error) {
 
 	if d.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
+	}
+	// Made once the port is ours: a serve that cannot listen leaves no
+	// operator token behind.
+	if d.opToken, err = addOperatorToken(tokens, cr.setup.State, log); err != nil {
+		return nil, err
 	}
 	// One guard in front of every route: Host must name this listener,
 	// a foreign Origin is refused, a JSON body must say so. The console's

@@ -355,12 +355,16 @@ func (d *Dispatcher) RunApproved(ctx context.Context, id string) (Approval, *Res
 		}
 		r.OK = r.Status == Success || r.Status == NoData
 		r.ApprovalID = id
+		r.RunID = NewRunID() // the approved run is a call of its own: the audit line names it
 		var secrets map[string]any
 		params, secrets = tool.RedactParams(params)
 		scrubResult(&r, secrets)
 		endCall(span, r, false)
 		d.audit(ctx, call, r, params, d.opts.Now().Sub(start), append([]slog.Attr{
 			slog.String("asked_by", a.Caller), slog.String("decided_by", a.Decider), slog.Time("decided_at", a.DecidedAt)}, decisionReason(a)...)...)
+		if d.opts.Kept != nil {
+			d.opts.Kept(call, r) // so the history's link to the run finds its result
+		}
 		return &r
 	}
 	if a.Status != approval.Approved {

@@ -318,7 +318,9 @@ func TestApproveRunsOnTheServer(t *testing.T) {
 			sawDecision = m["event"] == "approved" && m["asked_by"] == "alice" && m["decided_by"] == "bob" && m["decided_at"] != nil &&
 				m["params_sha256"] == r.ParamsHash && m["approval_id"] == id
 		case m["msg"] == "call" && m["status"] == "success":
-			sawRun = m["approval_id"] == id && m["asked_by"] == "alice" && m["decided_by"] == "bob" && m["params_sha256"] == r.ParamsHash && m["revision"] == "rev1"
+			// The approved run names itself, as the stored result does.
+			sawRun = m["approval_id"] == id && m["asked_by"] == "alice" && m["decided_by"] == "bob" && m["params_sha256"] == r.ParamsHash && m["revision"] == "rev1" &&
+				m["run_id"] != "" && m["run_id"] == stored.RunID
 		}
 	}
 	if !sawHeld || !sawDecision || !sawRun {

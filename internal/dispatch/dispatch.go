@@ -234,6 +234,7 @@ func (d *Dispatcher) Invoke(ctx context.Context, c Call) (result Result) {
 		}
 	}
 	r, params := d.invoke(ctx, c)
+	noteStale(d.store.Load(), c.Tool, &r)
 	if r.DurationMS == 0 && r.ExitCode >= 0 {
 		r.DurationMS = d.opts.Now().Sub(start).Milliseconds()
 	}
@@ -606,10 +607,33 @@ func notFound(snap *catalog.Snapshot, name string, sf catalog.Surface) Result {
 	r.Status = NotFound
 	r.Error = fmt.Sprintf("no tool named %q is registered in the repository", name)
 	r.Suggestion = fmt.Sprintf("the tool is not in the repository yet and has to be written: add tools/%s/%s (scaffold one with `toolagent new %s`) and commit it; it registers without a restart", name, hldp.FileName, name)
+	if rev, ok := snap.Gone(name); ok {
+		r.Error = fmt.Sprintf("tool %q was deleted from the repository (it is gone at revision %s)", name, rev)
+		r.Suggestion = fmt.Sprintf("it was registered before: restore tools/%s/ from the repository's history (git log -- tools/%s) if it is still wanted, or call another tool", name, name)
+	}
 	if near := nearest(snap, name, sf); near != "" {
 		r.Suggestion += fmt.Sprintf(". A registered tool with a similar name: %s", near)
 	}
 	return r
+}
+
+// noteStale says in r's error that tool is stale, when it is and r is an
+// answer of its definition: its file does not load now, and the call was
+// judged (and ran) by its last good definition.
+func noteStale(snap *catalog.Snapshot, tool string, r *Result) {
+	if snap == nil || r.Status == NotFound {
+		return
+	}
+	e, ok := snap.Lookup(tool)
+	if !ok || e.Status != catalog.Stale {
+		return
+	}
+	note := fmt.Sprintf("tool %s is stale: %s does not load now (%s); this call used its last good definition, of revision %s", tool, e.File, e.Reason, e.Rev)
+	if r.Error == "" {
+		r.Error = note
+	} else {
+		r.Error += "; " + note
+	}
 }
 
 // nearest returns the callable tool name closest to name by edit distance,

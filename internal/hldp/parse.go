@@ -141,6 +141,14 @@ func (p *parser) add(n *yaml.Node, field, problem, want, got, hint string) {
 	p.diags = append(p.diags, d)
 }
 
+// placeholder reports a field still holding the text `toolagent new`
+// wrote for it: an unedited scaffold does not load.
+func (p *parser) placeholder(n *yaml.Node, field, got, scaffold string) {
+	if got == scaffold {
+		p.add(n, field, "still the placeholder `toolagent new` wrote", fieldWant[field], "", "edit it, or give new --"+field)
+	}
+}
+
 // addAt records a problem at an explicit line.
 func (p *parser) addAt(line int, problem, want, got, hint string) {
 	p.diags = append(p.diags, &Diagnostic{File: p.file, Line: line, Problem: problem, Want: want, Got: got, Hint: hint})
@@ -265,6 +273,37 @@ func (p *parser) yamlError(err error, data []byte) {
 		}
 	}
 	p.addAt(line, "invalid YAML: "+msg, "", "", hint)
+	if d := p.diags[len(p.diags)-1]; line >= 1 && line <= len(lines) {
+		d.Col = yamlCol(string(lines[line-1]), msg)
+	}
+}
+
+// yamlCol is the column (1-based, in bytes) a YAML syntax error on line
+// points at: go-yaml names only the line. For a flow collection not
+// closed, the bracket that opens it (the last one the line leaves open);
+// for a tab in the indentation, the tab; else the line's first non-blank character.
+func yamlCol(line, msg string) int {
+	if strings.Contains(msg, "']'") || strings.Contains(msg, "'}'") {
+		var open []int
+		for i, r := range line {
+			switch r {
+			case '[', '{':
+				open = append(open, i)
+			case ']', '}':
+				if len(open) > 0 {
+					open = open[:len(open)-1]
+				}
+			}
+		}
+		if len(open) > 0 {
+			return open[len(open)-1] + 1
+		}
+	}
+	lead := len(line) - len(strings.TrimLeft(line, " \t"))
+	if i := strings.IndexByte(line[:lead], '\t'); i >= 0 {
+		return i + 1
+	}
+	return lead + 1
 }
 
 func (p *parser) tool(root *yaml.Node) *Tool {
@@ -304,10 +343,12 @@ func (p *parser) tool(root *yaml.Node) *Tool {
 			t.Display, _ = p.str(v, f, fieldWant[e.key], true)
 		case "intent":
 			t.Intent, _ = p.str(v, f, fieldWant[e.key], true)
+			p.placeholder(v, f, t.Intent, ScaffoldIntent)
 		case "author":
 			t.Author, _ = p.str(v, f, fieldWant[e.key], true)
 		case "why":
 			t.Why, _ = p.str(v, f, fieldWant[e.key], true)
+			p.placeholder(v, f, t.Why, ScaffoldWhy)
 		case "method":
 			if m, ok := p.str(v, f, fieldWant[e.key], true); ok {
 				if !methodRE.MatchString(m) {

@@ -210,7 +210,7 @@ var expectedErrors = map[string][]string{
 	},
 	"tags-not-list":          {`TOOL.hdlp:9:7: tags: want a list of tags (lowercase words of letters, digits and -, like git or read-only), got string "git" (write a list: [git])`},
 	"require-confirm-string": {`TOOL.hdlp:12:20: constraints.require_confirm: want boolean true or false, got string "yes"`},
-	"tab-indent":             {"TOOL.hdlp:10: invalid YAML: found character that cannot start any token (YAML does not allow tabs for indentation; indent with spaces)"},
+	"tab-indent":             {"TOOL.hdlp:10:1: invalid YAML: found character that cannot start any token (YAML does not allow tabs for indentation; indent with spaces)"},
 	"target-non-gatekeeper":  {"TOOL.hdlp:16:1: target: only allowed with executor gatekeeper; got executor shell"},
 	"three-problems": {
 		`TOOL.hdlp:6:11: executor: unknown executor; want one of shell, gatekeeper, hlpd-api, git-forgejo, got string "ssh"`,
@@ -225,7 +225,7 @@ var expectedErrors = map[string][]string{
 		`TOOL.hdlp:8:16: params_schema.cmd.type: unknown type; want one of string, integer, number, boolean, array, object, got string "int" (did you mean "integer"?)`,
 	},
 	"unknown-top-key": {"TOOL.hdlp:14:1: owner: unknown key; want one of name, display, intent, method, executor, params_schema, constraints, author, created, why, argv, target, keywords"},
-	"yaml-syntax":     {"TOOL.hdlp:8: invalid YAML: did not find expected ',' or '}'"},
+	"yaml-syntax":     {"TOOL.hdlp:8:8: invalid YAML: did not find expected ',' or '}'"},
 }
 
 func TestParseBad(t *testing.T) {

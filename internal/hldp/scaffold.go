@@ -1,16 +1,18 @@
 package hldp
 
 import (
+	"encoding/json"
 	"fmt"
 	"time"
 )
 
 // scaffold is the TOOL.hdlp of Scaffold.
 const scaffold = `# %[1]s — scaffolded by toolagent new; edit every field, then run
-# toolagent validate and commit. The format is documented in docs/tool-format.md.
+# toolagent validate and commit. Until intent and why say something of their
+# own the file does not load (validate names them), so nothing serves it. The format is documented in docs/tool-format.md.
 name: %[1]s
 display: %[1]s
-intent: One sentence saying what the tool does (this is what intent search matches).
+intent: %[4]s
 method: run
 executor: shell
 # argv: the command and its arguments; {param} becomes exactly one argument,
@@ -37,12 +39,31 @@ requires:
   programs: [echo]
 author: %[2]s
 created: %[3]s
-why: Why the tool exists and who needs it.
+why: %[5]s
 `
+
+// The placeholders Scaffold writes for intent and why when it is given
+// none: a file that still holds one does not load (ErrPlaceholder's
+// diagnostic), so a daemon never serves an unedited scaffold.
+const (
+	ScaffoldIntent = "One sentence saying what the tool does (this is what intent search matches)."
+	ScaffoldWhy    = "Why the tool exists and who needs it."
+)
 
 // Scaffold is the TOOL.hdlp `toolagent new` writes for a tool name by
 // author on the day created: every field, a working shell run tool,
-// comments saying what to change. It parses (a test says so).
-func Scaffold(name, author string, created time.Time) string {
-	return fmt.Sprintf(scaffold, name, author, created.Format(time.DateOnly))
+// comments saying what to change. intent and why are written as given
+// (JSON-quoted, which YAML reads), or as the placeholders when "": then
+// the file does not load until they are edited (a test says so).
+func Scaffold(name, author, intent, why string, created time.Time) string {
+	return fmt.Sprintf(scaffold, name, author, created.Format(time.DateOnly), yamlText(intent, ScaffoldIntent), yamlText(why, ScaffoldWhy))
+}
+
+// yamlText is s as a YAML double-quoted scalar, or placeholder as it is.
+func yamlText(s, placeholder string) string {
+	if s == "" {
+		return placeholder
+	}
+	b, _ := json.Marshal(s)
+	return string(b)
 }

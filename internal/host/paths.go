@@ -55,7 +55,11 @@ type Paths struct {
 	// Set by Resolve: ToolsChosen when Tools was given, ToolsFromWorkDir
 	// when FindTools found it from the working directory.
 	ToolsChosen, ToolsFromWorkDir bool
-	resolved                      bool
+	// Beside is set when a daemon owns the state directory while this
+	// command works on a tools tree of its own (operator.FindFor): the
+	// files root is then that daemon's, and stays its sandbox group's.
+	Beside   bool
+	resolved bool
 }
 
 // Resolve fills the paths that depend on the machine: the tools tree

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/toolagent/toolagent/internal/approval"
@@ -79,7 +80,7 @@ func (s *Setup) Executors() (map[hldp.ExecutorKind]executors.Executor, *proc.San
 			return nil, nil, err
 		}
 	}
-	if gid, ok := sb.Group(); ok {
+	if gid, ok := sb.Group(); ok && !(s.Beside && claimedByOther(s.FilesRoot, gid)) {
 		if err := shareFilesRoot(s.FilesRoot, int(gid)); err != nil {
 			sb.Close()
 			return nil, nil, fmt.Errorf("files root: %w", err)
@@ -88,6 +89,21 @@ func (s *Setup) Executors() (map[hldp.ExecutorKind]executors.Executor, *proc.San
 	return map[hldp.ExecutorKind]executors.Executor{
 		hldp.Shell: shell.New(shell.Options{FilesRoot: s.FilesRoot, ShellPolicy: s.ShellPolicy, Sandbox: sb}),
 	}, sb, nil
+}
+
+// claimedByOther reports whether the files root belongs to the sandbox
+// group of another live toolagent process. Asked only beside a daemon of
+// the same state directory (Paths.Beside), while a CLI command runs a
+// tool of its own tree: taking the root over would lock that daemon's
+// calls out of their own files root, so it stays theirs and the
+// command's calls do without it. A daemon always takes its files root.
+func claimedByOther(root string, gid uint32) bool {
+	fi, err := os.Stat(root)
+	if err != nil {
+		return false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && st.Gid != gid && proc.GroupClaimed(st.Gid)
 }
 
 // shareFilesRoot gives the files root to the sandbox's group: calls run

@@ -22,7 +22,7 @@ var ErrToolName = errors.New("want lower-case letters, digits, - and _, starting
 // NewTool writes the scaffold of a tool name by author (hldp.Scaffold)
 // to TOOLS/name/TOOL.hdlp and returns that file. A name NewTool refuses
 // is ErrToolName; a file that exists is never overwritten (fs.ErrExist).
-func (p *Paths) NewTool(name, author string, now time.Time) (string, error) {
+func (p *Paths) NewTool(name, author, intent, why string, now time.Time) (string, error) {
 	if !toolNameRE.MatchString(name) {
 		return "", fmt.Errorf("tool name %q: %w", name, ErrToolName)
 	}
@@ -37,7 +37,7 @@ func (p *Paths) NewTool(name, author string, now time.Time) (string, error) {
 	if err != nil {
 		return file, err
 	}
-	if _, err := f.WriteString(hldp.Scaffold(name, author, now)); err != nil {
+	if _, err := f.WriteString(hldp.Scaffold(name, author, intent, why, now)); err != nil {
 		f.Close()
 		return file, err
 	}

@@ -9,6 +9,8 @@ package lint
 import (
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/toolagent/toolagent/internal/catalog"
 	"github.com/toolagent/toolagent/internal/hldp"
@@ -21,7 +23,10 @@ import (
 // did not load (file:line:col: field: what was expected), and the tools
 // an executor configured here cannot run. A tool whose executor is
 // merely not configured on this host is not a problem.
-func Tree(l *host.Loaded) []string {
+//
+// Each line names the file read: below dir, the tree's directory, unless
+// it is host.Embedded (the compiled-in copy keeps its tools/ names).
+func Tree(l *host.Loaded, dir string) []string {
 	lines := host.ProblemLines(l.Report.Problems)
 	for _, en := range l.Snap.All() {
 		if en.Tool != nil && en.Status == catalog.Disabled {
@@ -30,7 +35,28 @@ func Tree(l *host.Loaded) []string {
 			}
 		}
 	}
+	if dir != host.Embedded {
+		for i, ln := range lines {
+			if rest, ok := strings.CutPrefix(ln, "tools/"); ok {
+				lines[i] = filepath.Join(dir, rest[:strings.IndexByte(rest+":", ':')]) + rest[strings.IndexByte(rest+":", ':'):]
+			}
+		}
+	}
 	return lines
+}
+
+// Summary is validate's last line for a tree: its tool folders, how many
+// are callable, and the problems, each count with its own number.
+func Summary(folders, callable, problems int) string {
+	return fmt.Sprintf("%s, %d callable, %s", Count(folders, "tool folder"), callable, Count(problems, "problem"))
+}
+
+// Count is n nouns, the noun singular for 1.
+func Count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // File returns the problems of one TOOL.hdlp, one line each,

@@ -51,8 +51,15 @@ func TestTree(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	lines := Tree(l)
+	lines := Tree(l, host.Embedded)
 	if len(lines) == 0 || !strings.Contains(strings.Join(lines, "\n"), "broken") || strings.Contains(strings.Join(lines, "\n"), "remote") {
 		t.Errorf("Tree() = %q; want the broken folder's problems only", lines)
+	}
+	// A tree on disk: each line names the file read there.
+	if got := Tree(l, "/srv/tools"); !strings.HasPrefix(got[0], "/srv/tools/broken/TOOL.hdlp:") {
+		t.Errorf("Tree(l, /srv/tools) = %q; want lines naming /srv/tools/broken/TOOL.hdlp", got)
+	}
+	if Summary(1, 1, 1) != "1 tool folder, 1 callable, 1 problem" || Summary(2, 0, 0) != "2 tool folders, 0 callable, 0 problems" {
+		t.Errorf("Summary: %q, %q", Summary(1, 1, 1), Summary(2, 0, 0))
 	}
 }

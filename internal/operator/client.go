@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -158,15 +159,84 @@ func (r *Client) Stream(ctx context.Context, path string, body any, anonymous bo
 func FindFor(ctx context.Context, p *host.Paths, server, token string, warn io.Writer) (*Client, error) {
 	rd, err := Find(ctx, p.State, server, token)
 	if rd == nil || err != nil || server != "" {
+		rd.Say(warn)
 		return rd, err
 	}
 	if p.ToolsChosen {
+		p.Beside = true
 		return nil, nil
 	}
 	if p.ToolsFromWorkDir && p.Tools != rd.Info.Tools {
+		p.Beside = true
 		fmt.Fprintf(warn, "toolagent: using the tools tree %s (found from the working directory); the daemon of this state directory, %s, serves %s: give --server %s to ask it\n",
 			p.Tools, rd.URL, rd.Info.Source, rd.URL)
 		return nil, nil
 	}
+	rd.Say(warn)
 	return rd, nil
+}
+
+// FindSay is Find that says on w which daemon answers, and as whom
+// (Client.Say).
+func FindSay(ctx context.Context, state, server, token string, w io.Writer) (*Client, error) {
+	rd, err := Find(ctx, state, server, token)
+	rd.Say(w)
+	return rd, err
+}
+
+// Say writes one line on w naming the daemon r and who the CLI is to it:
+// the daemon's operator (its operator token), the holder of
+// TOOLAGENT_TOKEN, or anonymous. A command that asks a daemon says so, so
+// nobody mistakes its answer for the tools tree's here. Nothing for nil.
+func (r *Client) Say(w io.Writer) {
+	if r == nil || w == nil {
+		return
+	}
+	who := "anonymous (no token: set TOOLAGENT_TOKEN)"
+	switch {
+	case r.Anonymous():
+		who = "anonymous for calls, as every caller of an open daemon; " + Name + " for decisions (its operator token)"
+	case r.Operator:
+		who = Name + " (its operator token, " + TokenFile + " of its state directory)"
+	case r.Token != "":
+		who = "the holder of TOOLAGENT_TOKEN"
+	}
+	where := r.URL
+	if r.Info.PID > 0 {
+		where += fmt.Sprintf(" (pid %d, serving %s)", r.Info.PID, r.Info.Source)
+	}
+	fmt.Fprintf(w, "toolagent: asking the daemon at %s as %s\n", where, who)
+}
+
+// RefuseServed says why `toolagent new` should not write into the tools
+// tree tools: the daemon owning the state directory runs and serves that
+// very tree, so what is written there is live as soon as it loads. nil
+// when force, when no daemon runs, or when it serves another tree.
+func RefuseServed(ctx context.Context, state, tools string, force bool) error {
+	if force {
+		return nil
+	}
+	rd, err := Find(ctx, state, "", "")
+	if err != nil || rd == nil || rd.Info.Tools == "" {
+		return nil
+	}
+	served, err1 := filepath.Abs(rd.Info.Tools)
+	here, err2 := filepath.Abs(tools)
+	if err1 != nil || err2 != nil || served != here {
+		return nil
+	}
+	return fmt.Errorf("the toolagent daemon at %s (pid %d) serves %s: a tool written there is live once it loads; write it in a tree of your own (--tools DIR), or give --force", rd.URL, rd.Info.PID, served)
+}
+
+// AlreadyServing is the error of a second `serve` on the state directory
+// state while its daemon runs (its daemon.json names a live process that
+// answers /healthz): it names that daemon's address and pid. nil when
+// none runs.
+func AlreadyServing(state string) error {
+	info, err := ReadInfo(state)
+	if err != nil || !processAlive(info.PID) || !healthy(context.Background(), &http.Client{}, info.URL) {
+		return nil
+	}
+	return fmt.Errorf("a toolagent daemon already listens on %s (pid %d) with this state directory (%s): the CLI's commands ask it; stop it first, or give this one another --state",
+		strings.TrimPrefix(info.URL, "http://"), info.PID, state)
 }

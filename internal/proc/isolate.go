@@ -876,3 +876,16 @@ func (s *Sandbox) insideHidden(p string) bool {
 // LandlockABI is the kernel's Landlock ABI version, 0 without Landlock
 // (toolagent doctor).
 func LandlockABI() int { return landlockABI() }
+
+// GroupClaimed reports whether gid is the group of a block of sandbox ids
+// that a live process (another daemon, or this one) has claimed: the
+// block's lock file is held. A files root in such a group is that
+// process's; another must not take it over.
+func GroupClaimed(gid uint32) bool {
+	f, err := os.Open(filepath.Join(uidLockDir, "uids-"+strconv.FormatUint(uint64(gid), 10)+".lock"))
+	if err != nil {
+		return false
+	}
+	defer f.Close() // closing drops a lock this test took
+	return unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB) != nil
+}
