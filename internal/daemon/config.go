@@ -105,6 +105,7 @@ type Config struct {
 	RepoUsername      string        `yaml:"repo_username" env:"TOOLAGENT_REPO_USERNAME" flag:"repo-username" default:"" usage:"HTTP user name sent with the token (default toolagent; Forgejo accepts any)"`
 	RepoSSHKeyFile    string        `yaml:"repo_ssh_key_file" env:"TOOLAGENT_REPO_SSH_KEY_FILE" flag:"repo-ssh-key-file" default:"" usage:"FILE holding the SSH private key for an ssh:// or user@host:path repo"`
 	RepoKnownHosts    string        `yaml:"repo_known_hosts" env:"TOOLAGENT_REPO_KNOWN_HOSTS" flag:"repo-known-hosts" default:"" usage:"known_hosts FILE the SSH server's key is checked against (default ~/.ssh/known_hosts)"`
+	RepoHistory       bool          `yaml:"repo_history" env:"TOOLAGENT_REPO_HISTORY" flag:"repo-history" default:"false" usage:"keep repo's whole history in the clone, not its head commit alone, so the console shows who changed each tool, when and why, with diffs (always on with trusted_signers or trusted_keyring)"`
 	// Trusted definitions (trust.go): a tool is callable only if an
 	// allowed key signed the commit that last changed its folder.
 	TrustedSigners string `yaml:"trusted_signers" env:"TOOLAGENT_TRUSTED_SIGNERS" flag:"trusted-signers" default:"" usage:"allowed_signers FILE (git's format; toolagent-paths=GLOB,... in a key's comment limits it to those folders): a tool is callable only if the commit that last changed its folder is signed by one of these SSH keys, valid at the commit's time; needs repo"`

@@ -89,7 +89,7 @@ func (cr *core) walkToolLog(rt *repo.Tree, name string, limit int) (console.Tool
 	}
 	out := console.ToolLog{Complete: complete}
 	if !complete && cr.src.git != nil && !cr.src.git.History && len(changes) < limit {
-		out.Note = "older commits are not in the clone: it keeps only the served commit unless trusted_signers or trusted_keyring is set (then the whole history is fetched)"
+		out.Note = "older commits are not in the clone: it keeps only the served commit unless repo_history, trusted_signers or trusted_keyring is set (then the whole history is fetched)"
 	}
 	for _, c := range changes {
 		r := console.Revision{Hash: c.Hash, Parent: c.Parent, Author: c.Author, Message: c.Message, When: c.When, Signed: c.Signature != ""}

@@ -79,7 +79,7 @@ func newSource(cfg Config, c host.Setup, log *slog.Logger) (*source, error) {
 		Logger: log.With(slog.String("log", "git")),
 		// Signatures are checked on the commit that last changed each
 		// tool, which may be far back: keep the whole history.
-		History: cfg.TrustedSigners != "" || cfg.TrustedKeyring != "",
+		History: cfg.RepoHistory || cfg.TrustedSigners != "" || cfg.TrustedKeyring != "",
 	}
 	s := &source{
 		src:    &gitSource{git: g, timeout: cfg.SyncTimeout},
