@@ -102,9 +102,20 @@ func TestConsoleDailyUse(t *testing.T) {
 
 	ctx, _ := browser(t)
 	t.Logf("screenshots: %s", t.ArtifactDir())
+	// The inbox and the history update themselves: a node found a moment
+	// ago can be replaced before it is read or clicked, and the DevTools
+	// protocol then says so before anything happened to it. Such a step is
+	// tried again, a bounded number of times.
+	replaced := func(err error) bool {
+		return err != nil && (strings.Contains(err.Error(), "No node with given id") || strings.Contains(err.Error(), "Could not find node with given id"))
+	}
 	run := func(what string, steps ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
-		if err := chromedp.Do(ctx, steps...); err != nil {
+		err := chromedp.Do(ctx, steps...)
+		for i := 0; i < 20 && replaced(err); i++ {
+			err = chromedp.Do(ctx, steps...)
+		}
+		if err != nil {
 			screenshot(t, ctx, "failed")
 			t.Fatalf("%s: %v", what, err)
 		}
@@ -112,6 +123,9 @@ func TestConsoleDailyUse(t *testing.T) {
 	get := func(what string, a chromedp.Action[string]) string {
 		t.Helper()
 		v, err := chromedp.Run(ctx, a)
+		for i := 0; i < 20 && replaced(err); i++ {
+			v, err = chromedp.Run(ctx, a)
+		}
 		if err != nil {
 			screenshot(t, ctx, "failed")
 			t.Fatalf("%s: %v", what, err)
