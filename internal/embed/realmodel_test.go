@@ -79,7 +79,23 @@ func devSet(t testing.TB) (*catalog.Snapshot, []matcheval.Query) {
 	if _, err := os.Stat(filepath.Join(dir, "queries.jsonl")); err != nil {
 		t.Skipf("dev set ../shared/eval/intent (beside the module root) is absent; skipping")
 	}
-	files, _ := filepath.Glob(filepath.Join(dir, "tools", "*", hldp.FileName))
+	tools := parseTools(t, filepath.Join(dir, "tools"))
+	f, err := os.Open(filepath.Join(dir, "queries.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	qs, err := matcheval.ReadQueries(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snapshot("dev", tools...), qs
+}
+
+// parseTools parses every tools/*/TOOL.hdlp under dir.
+func parseTools(t testing.TB, dir string) []*hldp.Tool {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, "*", hldp.FileName))
 	var tools []*hldp.Tool
 	for _, f := range files {
 		data, err := os.ReadFile(f)
@@ -92,16 +108,7 @@ func devSet(t testing.TB) (*catalog.Snapshot, []matcheval.Query) {
 		}
 		tools = append(tools, tl)
 	}
-	f, err := os.Open(filepath.Join(dir, "queries.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	qs, err := matcheval.ReadQueries(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return snapshot("dev", tools...), qs
+	return tools
 }
 
 // served holds what a caller gets: recall@3 of the answers with a

@@ -1,13 +1,10 @@
 package embed
 
 import (
-	"os"
 	"path/filepath"
 	"sort"
 	"testing"
 	"time"
-
-	"github.com/toolagent/toolagent/internal/hldp"
 )
 
 // TestRealModelShippedTools runs without the development set, so CI
@@ -17,21 +14,9 @@ import (
 // alone, and a fused answer says the embeddings were used.
 func TestRealModelShippedTools(t *testing.T) {
 	url := startRealServer(t)
-	files, _ := filepath.Glob(filepath.Join("..", "..", "native-repo", "tools", "*", hldp.FileName))
-	if len(files) < 5 {
-		t.Fatalf("shipped tools: %d files; want the 5 of native-repo/tools", len(files))
-	}
-	var tools []*hldp.Tool
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tl, err := hldp.Parse(f, data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tools = append(tools, tl)
+	tools := parseTools(t, filepath.Join("..", "..", "native-repo", "tools"))
+	if len(tools) < 5 {
+		t.Fatalf("shipped tools: %d; want the 5 of native-repo/tools", len(tools))
 	}
 	snap := snapshot("shipped", tools...)
 	m, err := New(Options{URL: url, Model: "universal-sentence-encoder-lite-en", Timeout: 30 * time.Second, Languages: []string{"en"}})
