@@ -25,14 +25,14 @@ import (
 // fileFormat names the on-disk layout; with hldp.FormatVersion it decides
 // whether a persisted memo may be used. Layout 2 kept the outcomes in
 // chunks, each a gob stream of its own, so that Open decodes and Save
-// encodes them on several goroutines, inside one gob stream. Layout 3
-// frames them itself, so that a Save copies the chunks that did not
-// change from the file before without reading them into memory:
+// encodes them on several goroutines. Layout 3 framed them itself, so
+// that a Save copies the chunks that did not change from the file before
+// without reading them into memory. Layout 4 writes the chunks and the
+// tail in a form of its own, not gob (codec.go):
 //
 //	fileFormat, "\n", uvarint hldp.FormatVersion, uvarint n,
-//	n × uvarint (each chunk's length), the n chunks,
-//	a gob stream of fileListing, then fileLast.
-const fileFormat = "toolagent-parse-cache-3"
+//	n × uvarint (each chunk's length), the n chunks, the tail.
+const fileFormat = "toolagent-parse-cache-4"
 
 // span is where one chunk lies in the file.
 type span struct{ off, n int64 }
@@ -59,6 +59,9 @@ func (e errFormat) Error() string { return "written for format " + e.format }
 func splitFile(data []byte) (chunks [][]byte, spans []span, tail []byte, err error) {
 	rest, ok := bytes.CutPrefix(data, []byte(fileFormat+"\n"))
 	if !ok {
+		if f := formatOf(data); f != "" {
+			return nil, nil, nil, errFormat{f}
+		}
 		// Layout 1 and 2 began with a gob-encoded fileHeader.
 		var h fileHeader
 		if gob.NewDecoder(bytes.NewReader(data)).Decode(&h) == nil && strings.HasPrefix(h.Format, "toolagent-parse-cache-") {
@@ -202,11 +205,10 @@ func Open(path string) (*Cache, error) {
 	case err != nil:
 		return c, fmt.Errorf("cache: %s is corrupt (ignored): %w", path, err)
 	}
-	dec := gob.NewDecoder(bytes.NewReader(tail))
 	decoded := make([][]fileEntry, len(chunks))
 	errs := make([]error, len(chunks))
 	parallel(len(chunks), func(i int) {
-		errs[i] = gob.NewDecoder(bytes.NewReader(chunks[i])).Decode(&decoded[i])
+		decoded[i], errs[i] = decodeChunk(chunks[i])
 	})
 	if err := errors.Join(errs...); err != nil {
 		return c, fmt.Errorf("cache: %s is corrupt (ignored): %w", path, err)
@@ -243,16 +245,11 @@ func Open(path string) (*Cache, error) {
 		}
 		return k.Path, blob
 	}
+	// An entry's tool is decoded as Parse returns it
+	// (hldp.Tool.UnmarshalBinary), its file's path packed with its own
+	// strings: the key shares it (decodeChunk; the tool's is the key's
+	// behind the prefix of messages, "tools/").
 	for _, e := range slices.Concat(decoded...) {
-		if e.Tool != nil {
-			// Decoded as Parse returns it (hldp.Tool.UnmarshalBinary),
-			// its file's path packed with its own strings: the key
-			// shares it (the tool's is the key's behind the prefix of
-			// messages, "tools/").
-			if f := e.Tool.File; strings.HasSuffix(f, e.Key.Path) {
-				e.Key.Path = f[len(f)-len(e.Key.Path):]
-			}
-		}
 		o := Outcome{Tool: e.Tool, Rev: e.Rev}
 		switch {
 		case len(e.Diags) > 0:
@@ -270,12 +267,12 @@ func Open(path string) (*Cache, error) {
 		c.m[e.Key] = c.storedLocked(o)
 		byPath[e.Key.Path] = e.Key
 	}
-	var l fileListing
-	switch err := dec.Decode(&l); {
-	case errors.Is(err, io.EOF):
-		// Written before listings: the next build reads the tree.
-	case err != nil:
-		return c, fmt.Errorf("cache: the tree listing in %s is corrupt (ignored; the next build reads the tree): %w", path, err)
+	l, last, listErr, lastErr := decodeTail(tail)
+	switch {
+	case errors.Is(listErr, errListingSum):
+		return c, fmt.Errorf("cache: the tree listing in %s fails its checksum (ignored; the next build reads the tree)", path)
+	case listErr != nil:
+		return c, fmt.Errorf("cache: the tree listing in %s is corrupt (ignored; the next build reads the tree): %w", path, listErr)
 	case l.Sum != listingSum(l.Tree, l.Keys):
 		return c, fmt.Errorf("cache: the tree listing in %s fails its checksum (ignored; the next build reads the tree)", path)
 	case l.Tree != "":
@@ -286,12 +283,9 @@ func Open(path string) (*Cache, error) {
 			c.listing[p] = b
 		}
 	}
-	var last fileLast
-	switch err := dec.Decode(&last); {
-	case errors.Is(err, io.EOF):
-		// Written before last good versions were kept.
-	case err != nil:
-		return c, fmt.Errorf("cache: the last good versions in %s are corrupt (ignored): %w", path, err)
+	switch {
+	case lastErr != nil:
+		return c, fmt.Errorf("cache: the last good versions in %s are corrupt (ignored): %w", path, lastErr)
 	default:
 		for i := range last.Good {
 			g := &last.Good[i]
@@ -462,9 +456,7 @@ func (c *Cache) Save() error {
 		slices.SortFunc(todo[i], func(a, b fileEntry) int {
 			return cmp.Or(strings.Compare(a.Key.Path, b.Key.Path), strings.Compare(a.Key.Blob, b.Key.Blob))
 		})
-		var b bytes.Buffer
-		errs[i] = gob.NewEncoder(&b).Encode(todo[i])
-		chunks[i] = b.Bytes()
+		chunks[i], errs[i] = appendChunk(nil, todo[i])
 	})
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("cache: encode: %w", err)
@@ -546,11 +538,7 @@ func writeFile(f *os.File, lens []int64, chunks [][]byte, stale []bool, spans []
 		off += size
 		i = j
 	}
-	enc := gob.NewEncoder(w)
-	if err := enc.Encode(l); err != nil {
-		return nil, err
-	}
-	if err := enc.Encode(last); err != nil {
+	if _, err := w.Write(appendTail(nil, l, last)); err != nil {
 		return nil, err
 	}
 	return next, w.Flush()

@@ -223,12 +223,13 @@ func TestListingDamaged(t *testing.T) {
 	}
 	// A file ending after the outcomes (as written before listings):
 	// header and one chunk.
-	var chunk, old bytes.Buffer
-	if err := gob.NewEncoder(&chunk).Encode([]fileEntry{{Key: Key{Path: "p/TOOL.hdlp", Blob: "b1"}, Tool: &hldp.Tool{Name: "p"}}}); err != nil {
+	var old bytes.Buffer
+	chunk, err := appendChunk(nil, []fileEntry{{Key: Key{Path: "p/TOOL.hdlp", Blob: "b1"}, Tool: &hldp.Tool{Name: "p"}}})
+	if err != nil {
 		t.Fatal(err)
 	}
-	old.Write(appendHeader(nil, []int64{int64(chunk.Len())}))
-	old.Write(chunk.Bytes())
+	old.Write(appendHeader(nil, []int64{int64(len(chunk))}))
+	old.Write(chunk)
 	altered := bytes.Clone(data)
 	altered[tail+1] = '3' // "b2" -> "b3": decodes, fails the checksum
 	tests := []struct {

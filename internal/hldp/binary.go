@@ -44,7 +44,14 @@ const (
 // MarshalBinary encodes t (see binaryVersion). It fails only for a value
 // of enum or default of a type Parse does not give.
 func (t *Tool) MarshalBinary() ([]byte, error) {
-	e := &encoder{b: make([]byte, 0, 512)}
+	return t.AppendBinary(make([]byte, 0, 512))
+}
+
+// AppendBinary appends MarshalBinary's form of t to b
+// (encoding.BinaryAppender): a file of many tools is encoded into one
+// buffer.
+func (t *Tool) AppendBinary(b []byte) ([]byte, error) {
+	e := &encoder{b: b}
 	e.b = append(e.b, binaryVersion)
 	e.str(t.Name)
 	e.str(t.Display)
