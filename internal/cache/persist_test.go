@@ -317,6 +317,12 @@ func TestPersistChunks(t *testing.T) {
 	if c, err := Open(old); err == nil || !strings.Contains(err.Error(), "toolagent-parse-cache-1") || c.Len() != 0 {
 		t.Errorf("Open(layout 1) = %d outcomes, %v; want none and an error naming the old format", c.Len(), err)
 	}
+	// Layout 3 (gob chunks in frames of their own) is named, not read.
+	v3 := filepath.Join(t.TempDir(), "parse.cache")
+	os.WriteFile(v3, append([]byte("toolagent-parse-cache-3\n"), data[len(fileFormat)+1:]...), 0o600)
+	if c, err := Open(v3); err == nil || !strings.Contains(err.Error(), "toolagent-parse-cache-3") || c.Len() != 0 {
+		t.Errorf("Open(layout 3) = %d outcomes, %v; want none and an error naming the old format", c.Len(), err)
+	}
 }
 
 // TestSaveEncodesChangedChunks: after a first Save, or an Open, a Save
