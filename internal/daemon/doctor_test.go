@@ -244,6 +244,41 @@ func TestDoctorKernel(t *testing.T) {
 	}
 }
 
+// TestDoctorHugePages: the kernel's transparent huge pages setting in
+// effect (the bracketed one) decides the line: always is OK (with the
+// GC guide's max_ptes_none advice when it is not 0), madvise and never
+// warn with the commands that change it, no such setting is OK.
+func TestDoctorHugePages(t *testing.T) {
+	for _, tc := range []struct{ enabled, ptes, level, want string }{
+		{"[always] madvise never", "0", CheckOK, "always: the daemon's heap gets huge pages"},
+		{"[always] madvise never", "511", CheckOK, "max_ptes_none is 511"},
+		{"always [madvise] never", "511", CheckWarn, "madvise: the daemon's heap gets 4 KiB pages"},
+		{"always madvise [never]", "", CheckWarn, "never:"},
+		{"", "", CheckOK, "no transparent huge pages"},
+	} {
+		dir := t.TempDir()
+		if tc.enabled != "" {
+			if err := os.MkdirAll(filepath.Join(dir, "khugepaged"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			os.WriteFile(filepath.Join(dir, "enabled"), []byte(tc.enabled+"\n"), 0o644)
+			if tc.ptes != "" {
+				os.WriteFile(filepath.Join(dir, "khugepaged", "max_ptes_none"), []byte(tc.ptes+"\n"), 0o644)
+			}
+		}
+		c := doctorHost{thpDir: dir}.hugePages()
+		if c.Level != tc.level || !strings.Contains(c.Detail, tc.want) {
+			t.Errorf("enabled %q: %+v; want %s with %q", tc.enabled, c, tc.level, tc.want)
+		}
+		if c.Level == CheckWarn && !strings.Contains(c.Fix, "echo always > "+filepath.Join(dir, "enabled")) {
+			t.Errorf("enabled %q: fix %q does not say how to set it", tc.enabled, c.Fix)
+		}
+		if tc.ptes == "0" && strings.Contains(c.Detail, "max_ptes_none") {
+			t.Errorf("max_ptes_none 0: %q; want no advice", c.Detail)
+		}
+	}
+}
+
 // TestDoctorSandbox: with the sandbox on, the line is the sandbox's own
 // probe: OK with its mechanism where it runs, or FAIL with its reason;
 // a bubblewrap program that is not there fails when it is the mechanism.
