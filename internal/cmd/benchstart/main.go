@@ -103,6 +103,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	defer srv.Close()
 	fmt.Fprintf(stderr, "benchstart: %d tools in %s\n", *n, dir)
+	fmt.Fprintln(stdout, machine())
 
 	results := map[string]map[string][]sample{}
 	for _, b := range binList {
@@ -396,4 +397,36 @@ func serveRepo(ctx context.Context, git, dir, work string) (*http.Server, string
 	}
 	go srv.Serve(ln)
 	return srv, "http://" + ln.Addr().String() + "/tools.git", nil
+}
+
+// machine describes what of this machine decides a start's CPU beside
+// the daemon's own work: the kernel's transparent huge pages setting and
+// what a fresh 4 KiB page of anonymous memory costs (64 MiB touched, the
+// best of three). The daemon's heap gets 4 KiB pages unless the setting
+// is "always" (Go does not ask for huge pages), so on a VM where a page
+// fault costs tens of microseconds the pages a start touches are most of
+// its CPU (docs/operations.md, "Start time").
+func machine() string {
+	thp := "none"
+	if b, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled"); err == nil {
+		thp = strings.TrimSpace(string(b))
+	}
+	const size = 64 << 20
+	var best time.Duration
+	for range 3 {
+		m, err := syscall.Mmap(-1, 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+		if err != nil {
+			return "machine: transparent huge pages " + thp + "; page fault cost not measured: " + err.Error()
+		}
+		start := time.Now()
+		for i := 0; i < size; i += 4096 {
+			m[i] = 1
+		}
+		if d := time.Since(start); best == 0 || d < best {
+			best = d
+		}
+		syscall.Munmap(m)
+	}
+	return fmt.Sprintf("machine: transparent huge pages %s; a fresh 4 KiB page costs %.1f µs (64 MiB touched in %d ms)",
+		thp, float64(best.Nanoseconds())/1e3/(size/4096), best.Milliseconds())
 }
