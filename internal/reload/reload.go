@@ -194,6 +194,12 @@ type Loop struct {
 	// quiet moment is when a full build costs nobody a wait. Zero: one
 	// minute; negative: never.
 	CompactAfter time.Duration
+	// Quiet, when set, is called on Run's goroutine after its first sync
+	// attempt ended (the start's builds, successful or not, are done) and
+	// after each compaction that built an index anew: moments when a big
+	// build just left its garbage and no other build runs. The daemon
+	// returns the memory then free to the OS there (daemon.returnMemory).
+	Quiet func()
 
 	onceMu sync.Mutex // held by Once: one build at a time
 
@@ -405,6 +411,12 @@ func (l *Loop) Run(ctx context.Context, trigger <-chan struct{}) error {
 		}
 	}
 	attempt()
+	quiet := func() {
+		if l.Quiet != nil {
+			l.Quiet()
+		}
+	}
+	quiet()
 	for {
 		var retryC <-chan time.Time
 		if retry != nil {
@@ -416,6 +428,7 @@ func (l *Loop) Run(ctx context.Context, trigger <-chan struct{}) error {
 		case <-compact.C:
 			if l.Store.Compact() {
 				log.Debug("match index built anew after updates", "revision", l.Store.Load().Rev())
+				quiet()
 			}
 			published = l.Store.Load()
 			continue

@@ -148,6 +148,30 @@ func TestOnce(t *testing.T) {
 }
 
 // TestOnceFirstSyncFails: with nothing loaded, a failure publishes nothing.
+// TestRunQuietAfterFailedStart: a first sync that fails still ends the
+// start's work: Quiet is called once, and not again for the retries.
+func TestRunQuietAfterFailedStart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		src := &fakeSource{}
+		src.fail(fs.ErrPermission)
+		l, _ := newLoop(src)
+		var quiet atomic.Int64
+		l.Quiet = func() { quiet.Add(1) }
+		go l.Run(ctx, NewTrigger().C())
+		synctest.Wait()
+		if n := quiet.Load(); n != 1 {
+			t.Fatalf("Quiet called %d times after a failed first sync; want 1", n)
+		}
+		time.Sleep(10 * time.Minute) // retries back off and fail again
+		synctest.Wait()
+		if n, syncs := quiet.Load(), src.syncs.Load(); n != 1 || syncs < 3 {
+			t.Errorf("after %d syncs Quiet was called %d times; want 1 and several retries", syncs, n)
+		}
+	})
+}
+
 func TestOnceFirstSyncFails(t *testing.T) {
 	src := &fakeSource{}
 	src.fail(fs.ErrPermission)
@@ -602,12 +626,17 @@ func TestRunCompacts(t *testing.T) {
 		}
 		l, st := newLoop(src)
 		l.CompactAfter = 10 * time.Minute
+		var quiet atomic.Int64 // Quiet: after the first attempt and each compaction
+		l.Quiet = func() { quiet.Add(1) }
 		trig := NewTrigger()
 		go l.Run(ctx, trig.C())
 		synctest.Wait()
 		first := st.Load()
 		if first == nil || first.IndexDrift() != 0 {
 			t.Fatalf("first load: %v", first)
+		}
+		if n := quiet.Load(); n != 1 {
+			t.Fatalf("Quiet called %d times after the first sync; want 1", n)
 		}
 		edit := func(intent string) *catalog.Snapshot {
 			src.set("tool-007/TOOL.hdlp", toolFile("tool-007", intent))
@@ -640,10 +669,16 @@ func TestRunCompacts(t *testing.T) {
 		if r := cur.Match("rotate kafka certificates", 1); !r.Found || r.Candidates[0].ID != "tool-007" {
 			t.Errorf("compacted index: %+v", r)
 		}
+		if n := quiet.Load(); n != 2 {
+			t.Errorf("Quiet called %d times after the edits and one compaction; want 2", n)
+		}
 		time.Sleep(time.Hour)
 		synctest.Wait()
 		if st.Load() != cur {
 			t.Error("an index built anew was compacted again")
+		}
+		if n := quiet.Load(); n != 2 {
+			t.Errorf("Quiet called %d times an hour later with nothing compacted; want 2", n)
 		}
 	})
 }
