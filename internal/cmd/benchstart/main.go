@@ -18,7 +18,12 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -55,7 +60,11 @@ type sample struct {
 }
 
 // cases are the starts measured, in the order printed.
-var cases = []string{"version", "embedded", "local-cold", "local-warm", "git-restart"}
+var cases = []string{"version", "embedded", "local-cold", "local-warm", "git-restart", "git-webhook"}
+
+// webhookChanges is how many one-tool commits the git-webhook case
+// pushes to a running daemon, each announced by a signed push webhook.
+const webhookChanges = 5
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("benchstart", flag.ContinueOnError)
@@ -102,6 +111,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer srv.Close()
+	repo := &benchRepo{git: git, work: work, bare: filepath.Join(dir, "git", "tools.git"), env: gitEnv(dir)}
+	secret := []byte("benchstart-webhook-secret")
+	secretFile := filepath.Join(dir, "webhook.secret")
+	if err := os.WriteFile(secretFile, secret, 0o600); err != nil {
+		return err
+	}
 	fmt.Fprintf(stderr, "benchstart: %d tools in %s\n", *n, dir)
 	fmt.Fprintln(stdout, machine())
 
@@ -124,25 +139,41 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				{"local-warm", []string{"--tools", filepath.Join(work, "tools")}, st},
 				{"git-first", []string{"--repo", url, "--schedule", "off"}, gst},
 				{"git-restart", []string{"--repo", url, "--schedule", "off"}, gst},
+				{"git-webhook", []string{"--repo", url, "--schedule", "off", "--webhook-secret-file", secretFile}, gst},
 			}
 			for _, s := range steps {
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
 				// A restart needs the start before it: run it unrecorded.
-				needed := s.name == "git-first" && want["git-restart"] || s.name == "local-cold" && want["local-warm"]
+				needed := s.name == "git-first" && (want["git-restart"] || want["git-webhook"]) || s.name == "local-cold" && want["local-warm"]
 				if !want[s.name] && !needed {
 					continue
 				}
 				var sm sample
 				var err error
-				if s.name == "version" {
+				logFile := ""
+				if *logDir != "" {
+					logFile = filepath.Join(*logDir, fmt.Sprintf("%d-%d-%s.log", r+1, bi, s.name))
+				}
+				switch s.name {
+				case "version":
 					sm, err = runVersion(ctx, bin)
-				} else {
-					logFile := ""
-					if *logDir != "" {
-						logFile = filepath.Join(*logDir, fmt.Sprintf("%d-%d-%s.log", r+1, bi, s.name))
+				case "git-webhook":
+					var during []sample
+					_, err = startServeDuring(ctx, bin, s.state, s.args, 0, logFile, func(addr string, pid int) error {
+						during, err = pushChanges(ctx, repo, addr, pid, secret, webhookChanges)
+						return err
+					})
+					if err == nil {
+						results[bin][s.name] = append(results[bin][s.name], during...)
+						fmt.Fprintf(stderr, "round %d %s %s: %d changes, the first %s\n", r+1, filepath.Base(bin), s.name, len(during), during[0])
 					}
+					if err != nil {
+						return fmt.Errorf("%s round %d %s: %w", bin, r+1, s.name, err)
+					}
+					continue
+				default:
 					sm, err = startServe(ctx, bin, s.state, s.args, *rest, logFile)
 				}
 				if err != nil {
@@ -160,6 +191,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	fmt.Fprintf(stdout, "%d tools, %d rounds; median (min-max) of: wall ms to /readyz 200, CPU ms then, RSS MiB then, and %v later\n", *n, *rounds, *rest)
+	fmt.Fprintf(stdout, "(git-webhook: %d one-tool commits a round to a running daemon; wall from the webhook's POST to /v1/status serving the commit, the daemon's CPU for it, RSS after)\n", webhookChanges)
 	for _, bin := range binList {
 		fmt.Fprintf(stdout, "%s\n", bin)
 		for _, c := range cases {
@@ -213,6 +245,13 @@ func runVersion(ctx context.Context, bin string) (sample, error) {
 // stops it (SIGTERM, then waits for it to exit, so that its state is
 // written for the next start).
 func startServe(ctx context.Context, bin, state string, args []string, rest time.Duration, logFile string) (sample, error) {
+	return startServeDuring(ctx, bin, state, args, rest, logFile, nil)
+}
+
+// startServeDuring is startServe that, once the daemon is ready (and
+// rest has passed), calls during with its address and process id before
+// stopping it.
+func startServeDuring(ctx context.Context, bin, state string, args []string, rest time.Duration, logFile string, during func(addr string, pid int) error) (sample, error) {
 	cmd := exec.CommandContext(ctx, bin, append([]string{"serve", "--listen", "127.0.0.1:0", "--state", state, "--log-format", "json"}, args...)...)
 	cmd.Env = append(os.Environ(), "TOOLAGENT_TOKENS=")
 	cmd.WaitDelay = 30 * time.Second
@@ -295,6 +334,11 @@ func startServe(ctx context.Context, bin, state string, args []string, rest time
 		}
 		sm.restRSS = procRSS(cmd.Process.Pid)
 	}
+	if during != nil {
+		if err := during(addr, cmd.Process.Pid); err != nil {
+			return sm, fmt.Errorf("%w\n%s", err, tail.String())
+		}
+	}
 	return sm, nil
 }
 
@@ -360,12 +404,9 @@ why: toolagent benchstart 生成的合成工具，用来测量启动。
 `, i)
 }
 
-// serveRepo commits the work tree to a bare repository under dir and
-// serves it over HTTP with git http-backend; it returns the server and the
-// repository's URL.
-func serveRepo(ctx context.Context, git, dir, work string) (*http.Server, string, error) {
-	root := filepath.Join(dir, "git")
-	env := []string{
+// gitEnv is the environment of the git commands run in dir.
+func gitEnv(dir string) []string {
+	return []string{
 		"HOME=" + dir, "PATH=" + os.Getenv("PATH"),
 		"GIT_CONFIG_GLOBAL=" + os.DevNull, "GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0",
 		"GIT_AUTHOR_NAME=Bench", "GIT_AUTHOR_EMAIL=bench@example.invalid",
@@ -373,6 +414,14 @@ func serveRepo(ctx context.Context, git, dir, work string) (*http.Server, string
 		// No detached gc writing into the repositories while they are used.
 		"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=gc.auto", "GIT_CONFIG_VALUE_0=0",
 	}
+}
+
+// serveRepo commits the work tree to a bare repository under dir and
+// serves it over HTTP with git http-backend; it returns the server and the
+// repository's URL.
+func serveRepo(ctx context.Context, git, dir, work string) (*http.Server, string, error) {
+	root := filepath.Join(dir, "git")
+	env := gitEnv(dir)
 	bare := filepath.Join(root, "tools.git")
 	for _, a := range [][]string{
 		{"init", "--quiet", "--bare", "-b", "main", bare},
@@ -429,4 +478,100 @@ func machine() string {
 	}
 	return fmt.Sprintf("machine: transparent huge pages %s; a fresh 4 KiB page costs %.1f µs (64 MiB touched in %d ms)",
 		thp, float64(best.Nanoseconds())/1e3/(size/4096), best.Milliseconds())
+}
+
+// benchRepo is the work tree and the bare repository the daemon's git
+// source serves (serveRepo).
+type benchRepo struct {
+	git, work, bare string
+	env             []string
+	changes         int
+}
+
+func (b *benchRepo) run(ctx context.Context, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, b.git, args...)
+	cmd.Env = b.env
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// commitOne changes one tool's intent, commits and pushes it, and
+// returns the new commit.
+func (b *benchRepo) commitOne(ctx context.Context) (string, error) {
+	b.changes++
+	p := filepath.Join(b.work, "tools", "tool-00042", "TOOL.hdlp")
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return "", err
+	}
+	old, _, _ := strings.Cut(strings.SplitAfter(string(data), "intent: ")[1], "\n")
+	data = []byte(strings.Replace(string(data), "intent: "+old, fmt.Sprintf("intent: 查看第 42 号 nginx 服务的运行状态（第 %d 次修改）", b.changes), 1))
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		return "", err
+	}
+	for _, a := range [][]string{{"-C", b.work, "commit", "--quiet", "-am", fmt.Sprintf("change %d", b.changes)}, {"-C", b.work, "push", "--quiet", b.bare, "HEAD:refs/heads/main"}} {
+		if _, err := b.run(ctx, a...); err != nil {
+			return "", err
+		}
+	}
+	return b.run(ctx, "-C", b.work, "rev-parse", "HEAD")
+}
+
+// pushChanges makes n one-tool commits, each announced to the daemon at
+// addr by a signed push webhook as Forgejo sends it, and times each from
+// the POST to /v1/status serving the commit; cpu is the daemon's CPU
+// time over that span, rss its resident set after.
+func pushChanges(ctx context.Context, repo *benchRepo, addr string, pid int, secret []byte, n int) ([]sample, error) {
+	client := &http.Client{Timeout: 10 * time.Second}
+	var out []sample
+	for range n {
+		commit, err := repo.commitOne(ctx)
+		if err != nil {
+			return nil, err
+		}
+		body := fmt.Appendf(nil, `{"ref":"refs/heads/main","before":"","after":%q}`, commit)
+		mac := hmac.New(sha256.New, secret)
+		mac.Write(body)
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/v1/hooks/forgejo", bytes.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Forgejo-Event", "push")
+		req.Header.Set("X-Forgejo-Signature", hex.EncodeToString(mac.Sum(nil)))
+		cpu0 := procCPU(pid)
+		start := time.Now()
+		resp, err := client.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		msg, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusAccepted {
+			return nil, fmt.Errorf("webhook: %s %s", resp.Status, msg)
+		}
+		deadline := time.Now().Add(time.Minute)
+		for {
+			var st struct {
+				Revision string `json:"revision"`
+			}
+			resp, err := client.Get("http://" + addr + "/v1/status")
+			if err == nil {
+				json.NewDecoder(resp.Body).Decode(&st)
+				resp.Body.Close()
+			}
+			if st.Revision == commit {
+				break
+			}
+			if time.Now().After(deadline) {
+				return nil, fmt.Errorf("commit %s not served a minute after its webhook (serving %q)", commit, st.Revision)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		out = append(out, sample{wall: time.Since(start), cpu: procCPU(pid) - cpu0, rss: procRSS(pid)})
+	}
+	return out, nil
 }
