@@ -320,3 +320,14 @@ func TestCalibratedShippedTools(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkCalibrateShipped is what calibrating the shipped tools (30
+// examples) adds to a catalog's load.
+func BenchmarkCalibrateShipped(b *testing.B) {
+	t := &testing.T{}
+	docs := loadTools(t, filepath.Join("..", "..", "..", "native-repo", "tools"))
+	ix := match.New(docs, nil)
+	for b.Loop() {
+		match.Calibrate(ix, docs, nil)
+	}
+}
