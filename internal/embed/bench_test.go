@@ -101,18 +101,28 @@ func BenchmarkEndpointAlone(b *testing.B) {
 // BenchmarkFusion10k is what the embeddings add to a query beyond the
 // endpoint at 10,000 tools: the lexical ranking to LexicalDepth, the
 // cosines and the fusion, with the request's vector at hand.
-func BenchmarkFusion10k(b *testing.B) { benchFusion(b, 10000) }
+func BenchmarkFusion10k(b *testing.B) { benchFusion(b, 10000, true) }
 
 // BenchmarkFusion1k is BenchmarkFusion10k at 1,000 tools.
-func BenchmarkFusion1k(b *testing.B) { benchFusion(b, 1000) }
+func BenchmarkFusion1k(b *testing.B) { benchFusion(b, 1000, true) }
 
-func benchFusion(b *testing.B, n int) {
+// BenchmarkFusionExact10k is BenchmarkFusion10k without the sign
+// prefilter: every tool's exact cosine.
+func BenchmarkFusionExact10k(b *testing.B) { benchFusion(b, 10000, false) }
+
+func benchFusion(b *testing.B, n int, prefilter bool) {
 	snap, m, _ := benchCatalog(b, n)
 	set := m.set.Load()
 	qv := set.vecs[:benchDims]
 	benchTimes(b, func(i int) {
 		q := benchRequests[i%len(benchRequests)]
-		res, _ := fuse(snap, nil, set, snap.Ranking(q, nil, lexicalDepth(DefaultWeight, 3)), qv, 3, DefaultWeight)
+		lex := snap.Ranking(q, nil, lexicalDepth(DefaultWeight, 3))
+		var res fused
+		if prefilter {
+			res, _ = fuse(snap, nil, set, lex, qv, 3, DefaultWeight)
+		} else {
+			res, _ = fuseWith(snap, nil, set, lex, qv, 3, DefaultWeight, 0)
+		}
 		snap.Respond(q, res.Result)
 	})
 }

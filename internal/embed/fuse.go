@@ -7,9 +7,7 @@ import (
 	"math"
 	"net"
 	"slices"
-	"sort"
 	"strings"
-	"sync"
 	"unicode"
 
 	"github.com/toolagent/toolagent/internal/catalog"
@@ -138,63 +136,28 @@ type fused struct {
 	sim map[string]float32
 }
 
-var simsPool = sync.Pool{New: func() any { return new([]float32) }}
-
 // fuse ranks the tools by reciprocal rank fusion of lex and the cosine
 // ranking of set's vectors against qv, over the tools of snap on sf, and
 // returns the limit best (Found as lex's) and the cosines of the best
-// tools by the embeddings, best first.
+// tools by the embeddings, best first. The cosine ranking is exact in
+// small catalogs and read through the sign prefilter in large ones
+// (nearest, prefilter.go).
 func fuse(snap *catalog.Snapshot, sf catalog.Surface, set *toolSet, lex match.Result, qv []float32, limit int, weight float64) (fused, []float32) {
-	n, d := len(set.names), set.dims
-	sp := simsPool.Get().(*[]float32)
-	defer simsPool.Put(sp)
-	sims := slices.Grow((*sp)[:0], n)[:n]
-	*sp = sims
-	check := set.gen != snap.Gen() || len(sf) > 0
-	// top holds the best similarities, best first: the embeddings'
-	// ranking as deep as a tool only it holds could reach the limit
-	// (see depth below); the ranks of other tools are counted.
+	k := prefilterSize(weight, limit)
+	if len(set.names) < prefilterMin*k {
+		k = 0
+	}
+	return fuseWith(snap, sf, set, lex, qv, limit, weight, k)
+}
+
+// fuseWith is fuse with a prefilter passing k tools (0: none).
+func fuseWith(snap *catalog.Snapshot, sf catalog.Surface, set *toolSet, lex match.Result, qv []float32, limit int, weight float64, k int) (fused, []float32) {
 	depth := RRFK + 2*limit
-	top := make([]float32, 0, depth+1)
-	for i := range n {
-		if check {
-			e, ok := snap.Lookup(set.names[i])
-			if !ok || !e.Status.Callable() || e.Tool == nil || len(sf) > 0 && !sf.AllowsEntry(e) {
-				sims[i] = -2 // never a candidate
-				continue
-			}
-		}
-		x := dot(qv, set.vecs[i*d:(i+1)*d])
-		sims[i] = x
-		if len(top) == depth && x <= top[depth-1] {
-			continue
-		}
-		j := len(top)
-		for j > 0 && top[j-1] < x {
-			j--
-		}
-		top = slices.Insert(top, j, x)
-		if len(top) > depth {
-			top = top[:depth]
-		}
+	var er embRanking
+	if k == 0 || !set.nearest(&er, snap, sf, qv, k, depth) {
+		set.exact(&er, snap, sf, qv, depth)
 	}
-	// rank is a tool's 1-based rank by similarity (ties share the best).
-	rank := func(x float32) int {
-		if len(top) > 0 && x >= top[len(top)-1] {
-			return 1 + sort.Search(len(top), func(j int) bool { return top[j] <= x })
-		}
-		r := 1
-		for _, y := range sims {
-			if y > x {
-				r++
-			}
-		}
-		return r
-	}
-	lexRank := make(map[string]int, len(lex.Candidates))
-	for i, c := range lex.Candidates {
-		lexRank[c.ID] = i + 1
-	}
+	defer er.release()
 	type entry struct {
 		c           match.Candidate
 		score       float64
@@ -203,51 +166,40 @@ func fuse(snap *catalog.Snapshot, sf catalog.Surface, set *toolSet, lex match.Re
 		hasSim      bool
 		fromLexical bool
 	}
-	byName := make(map[string]int, len(lex.Candidates)+RRFK)
-	var all []entry
-	pos := func(name string) int {
-		j, ok := byName[name]
-		if !ok {
-			j = len(all)
-			byName[name] = j
-			all = append(all, entry{c: match.Candidate{ID: name}})
+	byName := make(map[string]int, len(lex.Candidates)+depth)
+	all := make([]entry, 0, len(lex.Candidates)+depth)
+	for i, c := range lex.Candidates {
+		byName[c.ID] = len(all)
+		e := entry{c: c, lexR: i + 1, fromLexical: true}
+		if j, ok := set.index[c.ID]; ok {
+			e.sim, e.hasSim = er.sim(set, qv, j), true
 		}
-		return j
+		all = append(all, e)
 	}
-	for _, c := range lex.Candidates {
-		j := pos(c.ID)
-		all[j].c, all[j].lexR, all[j].fromLexical = c, lexRank[c.ID], true
-	}
-	// A tool past the embeddings' rank RRFK+2*limit has at most
-	// weight/(RRFK+RRFK+2*limit+1) there; unless the lexical ranking
-	// holds it, it cannot pass the limit-th tool of the lexical ranking,
-	// which has at least 1/(RRFK+limit) (weight <= 1; above, fewer
-	// lexical tools than limit, it may be missed: DefaultWeight is 0.1).
-	var cut float32 = -2
-	if len(top) == depth {
-		cut = top[depth-1]
-	}
-	for i := range n {
-		if sims[i] < -1 {
+	// The tools the embeddings rank within depth (RRFK+2*limit): past it
+	// a tool has at most weight/(RRFK+RRFK+2*limit+1) there; unless the
+	// lexical ranking holds it, it cannot pass the limit-th tool of the
+	// lexical ranking, which has at least 1/(RRFK+limit) (weight <= 1;
+	// above, fewer lexical tools than limit, it may be missed:
+	// DefaultWeight is 0.1).
+	for _, t := range er.near {
+		if _, ok := byName[set.names[t.i]]; ok {
 			continue
 		}
-		if _, ok := byName[set.names[i]]; !ok && sims[i] < cut {
-			continue
-		}
-		j := pos(set.names[i])
-		all[j].sim, all[j].hasSim = sims[i], true
+		byName[set.names[t.i]] = len(all)
+		all = append(all, entry{c: match.Candidate{ID: set.names[t.i]}, sim: t.sim, hasSim: true})
 	}
 	for j := range all {
 		e := &all[j]
 		if e.fromLexical {
 			e.score += 1 / float64(RRFK+e.lexR)
-			if !set.has[e.c.ID] {
+			if !e.hasSim {
 				// No vector yet: its lexical rank stands for both.
 				e.score += weight / float64(RRFK+e.lexR)
 			}
 		}
 		if e.hasSim {
-			e.score += weight / float64(RRFK+rank(e.sim))
+			e.score += weight / float64(RRFK+er.rank(e.sim))
 		}
 	}
 	slices.SortFunc(all, func(a, b entry) int {
@@ -274,7 +226,7 @@ func fuse(snap *catalog.Snapshot, sf catalog.Surface, set *toolSet, lex match.Re
 			out.sim[e.c.ID] = e.sim
 		}
 	}
-	return out, slices.Clone(top[:min(len(top), 2)])
+	return out, slices.Clone(er.best[:min(len(er.best), 2)])
 }
 
 // dot is the dot product of two vectors of one length: their cosine, as

@@ -80,9 +80,12 @@ type toolSet struct {
 	gen     uint64
 	dims    int
 	names   []string
-	vecs    []float32 // len(names)*dims, row i is names[i]'s
-	missing int       // callable tools without a vector
-	has     map[string]bool
+	vecs    []float32      // len(names)*dims, row i is names[i]'s
+	missing int            // callable tools without a vector
+	index   map[string]int // row by name
+	// signs holds each row's signs, words uint64 a row (prefilter.go).
+	signs []uint64
+	words int
 }
 
 // New returns a Matcher of the endpoint opts describe, with the vectors of
@@ -189,17 +192,18 @@ func (m *Matcher) Refresh(ctx context.Context, snap *catalog.Snapshot) error {
 	publish := func() int {
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		s := &toolSet{gen: snap.Gen(), dims: m.dims, has: map[string]bool{}}
+		s := &toolSet{gen: snap.Gen(), dims: m.dims, index: map[string]int{}}
 		for _, t := range tools {
 			v, ok := m.cache[t.key]
 			if !ok {
 				s.missing++
 				continue
 			}
+			s.index[t.name] = len(s.names)
 			s.names = append(s.names, t.name)
-			s.has[t.name] = true
 			s.vecs = append(s.vecs, v...)
 		}
+		s.signBits()
 		m.set.Store(s)
 		return s.missing
 	}

@@ -5,17 +5,22 @@ import (
 	"unicode"
 )
 
-// Calibrate returns ix with its refusal threshold for Chinese requests
-// tuned on the catalog's own examples (Field.Example), by leave-one-out:
-// each Chinese example is asked of an index of docs without it, and when
-// more than calibrateRefused of those that find their own document first
-// would be refused at ix's threshold, the Chinese threshold is lowered to
-// the score that refuses that share, never below standoutFloor times the
-// threshold. English requests keep ix's threshold: it was set on them, and
-// the bar is that Chinese requests are refused no more often. ix is not
-// changed; a catalog with fewer than calibrateMin Chinese examples, or
+// Calibrate returns ix with its refusal thresholds tuned per language on
+// the catalog's own examples (Field.Example), by leave-one-out: each
+// example is asked of an index of docs without it, and the scores of
+// those that find their own document first are kept per language
+// (Chinese, see chinese, or English: the rest). When more than
+// calibrateRefused of the English ones would be refused at ix's
+// threshold, the English threshold is lowered to the score that refuses
+// that share; the Chinese threshold is lowered likewise, to refuse no
+// greater share of the Chinese examples than calibrateRefused nor than
+// the English examples' share at their threshold (when there are
+// calibrateMin of those): Chinese requests are refused no more often than
+// English ones. Neither threshold goes below standoutFloor times ix's, or
+// above it. ix is not changed; a language with fewer than calibrateMin
+// examples that find their document keeps ix's threshold, and a catalog
 // whose examples times documents pass calibrateMax (one index is built
-// per example), is returned as it is. docs and vocab must be those of ix.
+// per example) is returned as it is. docs and vocab must be those of ix.
 func Calibrate(ix *Index, docs []Doc, vocab *Vocab) *Index {
 	total := 0
 	for _, d := range docs {
@@ -25,39 +30,76 @@ func Calibrate(ix *Index, docs []Doc, vocab *Vocab) *Index {
 			}
 		}
 	}
-	if total*len(docs) > calibrateMax {
+	if total == 0 || total*len(docs) > calibrateMax {
 		return ix
 	}
-	var scores []float64
+	var zh, en []float64
 	trial := slices.Clone(docs)
 	for i, d := range docs {
 		for f, fl := range d.Fields {
-			if !fl.Example || !chinese(fl.Text) {
+			if !fl.Example {
 				continue
 			}
-			trial[i] = Doc{ID: d.ID, Fields: slices.Delete(slices.Clone(d.Fields), f, f+1)}
-			res := New(trial, vocab).WithThreshold(ix.threshold).Match(fl.Text, 1)
+			left := Doc{ID: d.ID, Fields: slices.Delete(slices.Clone(d.Fields), f, f+1)}
+			// An update of ix costs a few of its postings; New rebuilds
+			// the typo index, most of its time.
+			lix := ix.WithThreshold(ix.threshold).Update([]Doc{d}, []Doc{left})
+			if lix == nil {
+				trial[i] = left
+				lix = New(trial, vocab).WithThreshold(ix.threshold)
+				trial[i] = d
+			}
+			res := lix.Match(fl.Text, 1)
 			if len(res.Candidates) > 0 && res.Candidates[0].ID == d.ID {
-				scores = append(scores, res.Candidates[0].Score)
+				if chinese(fl.Text) {
+					zh = append(zh, res.Candidates[0].Score)
+				} else {
+					en = append(en, res.Candidates[0].Score)
+				}
 			}
 		}
-		trial[i] = d
-	}
-	if len(scores) < calibrateMin {
-		return ix
-	}
-	slices.Sort(scores)
-	q := scores[int(calibrateRefused*float64(len(scores)))]
-	if q >= ix.threshold {
-		return ix
 	}
 	c := *ix
-	c.zhThreshold = max(q, standoutFloor*ix.threshold)
+	c.enThreshold = lowered(en, ix.threshold, calibrateRefused)
+	share := calibrateRefused
+	if len(en) >= calibrateMin {
+		share = min(share, refusedShare(en, c.ThresholdFor("")))
+	}
+	c.zhThreshold = lowered(zh, ix.threshold, share)
+	if c.enThreshold == 0 && c.zhThreshold == 0 {
+		return ix
+	}
 	return &c
 }
 
-// How Calibrate works: at most calibrateRefused of the Chinese examples
-// that find their own tool are refused; it needs calibrateMin of them,
+// lowered returns the threshold, below t, that refuses share of scores
+// (never below standoutFloor times t), or 0 when t refuses no more than
+// that or there are fewer than calibrateMin scores. It sorts scores.
+func lowered(scores []float64, t, share float64) float64 {
+	if len(scores) < calibrateMin {
+		return 0
+	}
+	slices.Sort(scores)
+	q := scores[min(len(scores)-1, int(share*float64(len(scores))))]
+	if q >= t {
+		return 0
+	}
+	return max(q, standoutFloor*t)
+}
+
+// refusedShare is the share of scores below t.
+func refusedShare(scores []float64, t float64) float64 {
+	n := 0
+	for _, s := range scores {
+		if s < t {
+			n++
+		}
+	}
+	return float64(n) / float64(len(scores))
+}
+
+// How Calibrate works: at most calibrateRefused of the examples of a
+// language that find their own tool are refused; it needs calibrateMin of them,
 // and builds one index per example while examples times documents stay
 // within calibrateMax (a few hundred tools with a few examples each).
 const (
@@ -66,11 +108,15 @@ const (
 	calibrateMax     = 20000
 )
 
-// thresholdFor returns the threshold for request q: zhThreshold for a
-// Chinese one when set (see Calibrate).
-func (ix *Index) thresholdFor(q string) float64 {
-	if ix.zhThreshold > 0 && chinese(q) {
-		return ix.zhThreshold
+// ThresholdFor returns the refusal threshold for request q: the one
+// Calibrate tuned for its language (Chinese or not), or Threshold.
+func (ix *Index) ThresholdFor(q string) float64 {
+	if chinese(q) {
+		if ix.zhThreshold > 0 {
+			return ix.zhThreshold
+		}
+	} else if ix.enThreshold > 0 {
+		return ix.enThreshold
 	}
 	return ix.threshold
 }
@@ -89,3 +135,7 @@ func chinese(s string) bool {
 	}
 	return han > 0 && 4*han >= latin
 }
+
+// Chinese reports whether request s counts as Chinese for the refusal
+// thresholds (see Calibrate, ThresholdFor).
+func Chinese(s string) bool { return chinese(s) }

@@ -28,7 +28,7 @@ func TestCalibrateChinese(t *testing.T) {
 	if c.zhThreshold <= 0 || c.zhThreshold >= DefaultThreshold || c.zhThreshold < standoutFloor*DefaultThreshold-1e-9 {
 		t.Fatalf("Chinese threshold %v; want below %v and at least %v", c.zhThreshold, DefaultThreshold, standoutFloor*DefaultThreshold)
 	}
-	if got := c.thresholdFor("export the ledger for friday"); got != DefaultThreshold {
+	if got := c.ThresholdFor("export the ledger for friday"); got != DefaultThreshold {
 		t.Errorf("English threshold %v, want %v", got, DefaultThreshold)
 	}
 	if before, after := ix.Match("今天的账", 3), c.Match("今天的账", 3); before.Found || !after.Found || after.Candidates[0].ID != "ledger-export" {

@@ -379,6 +379,7 @@ type Index struct {
 	// zhThreshold, when set, replaces threshold for Chinese requests
 	// (see Calibrate).
 	zhThreshold float64
+	enThreshold float64 // the same for other requests
 	// hasLearned is set when some document has a Learned field.
 	hasLearned bool
 	// actions holds, by slot, the action concepts of each document's
@@ -654,7 +655,7 @@ func (ix *Index) term(key string) (int32, bool) {
 // for Result.Found. ix itself is unchanged.
 func (ix *Index) WithThreshold(t float64) *Index {
 	c := *ix
-	c.threshold, c.zhThreshold = t, 0
+	c.threshold, c.zhThreshold, c.enThreshold = t, 0, 0
 	return &c
 }
 
@@ -859,7 +860,7 @@ func (ix *Index) MatchIn(q string, k int, allow func(id string) bool) Result {
 	score := func(h hit) float64 { return confidence(h.score, total) * qf }
 	var res Result
 	if len(top) > 0 {
-		best, t := score(top[0]), ix.thresholdFor(q)
+		best, t := score(top[0]), ix.ThresholdFor(q)
 		res.Found = best >= t ||
 			top[0].roles&roleThing != 0 && !examplesOnly(units) && ix.standsOut(best, t, top[1:], score)
 	}

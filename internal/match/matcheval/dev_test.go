@@ -282,3 +282,52 @@ func TestChineseNotRefusedMore(t *testing.T) {
 		}
 	}
 }
+
+// TestCalibratedShippedTools (issue 41, item 2): on the shipped tools,
+// whose examples are half English and half Chinese, the calibrated
+// thresholds refuse no greater share of the Chinese examples than of the
+// English ones, each asked of the catalog without it (leave-one-out),
+// among those that find their own tool first; and no-fit requests in
+// either language are still refused.
+func TestCalibratedShippedTools(t *testing.T) {
+	docs := loadTools(t, filepath.Join("..", "..", "..", "native-repo", "tools"))
+	ix := match.Calibrate(match.New(docs, nil), docs, nil)
+	refused := map[bool][2]int{} // by Chinese: refused, found first
+	for _, r := range matcheval.LeaveOneOut(docs, nil, 1) {
+		if len(r.Candidates) == 0 || r.Candidates[0].ID != r.Doc {
+			continue
+		}
+		zh := match.Chinese(r.Example)
+		c := refused[zh]
+		c[1]++
+		if r.Candidates[0].Score < ix.ThresholdFor(r.Example) {
+			c[0]++
+		}
+		refused[zh] = c
+	}
+	share := func(c [2]int) float64 { return float64(c[0]) / float64(max(c[1], 1)) }
+	t.Logf("refused at the calibrated thresholds: zh %d of %d, en %d of %d (thresholds zh %.3f, en %.3f, base %.3f)",
+		refused[true][0], refused[true][1], refused[false][0], refused[false][1], ix.ThresholdFor("中文请求"), ix.ThresholdFor("a request"), ix.Threshold())
+	if refused[true][1] < 5 || refused[false][1] < 5 {
+		t.Fatalf("examples that find their tool: zh %d, en %d; want at least 5 of each", refused[true][1], refused[false][1])
+	}
+	if share(refused[true]) > share(refused[false]) {
+		t.Errorf("Chinese examples refused %.3f, English %.3f: Chinese refused more often", share(refused[true]), share(refused[false]))
+	}
+	for _, q := range []string{"给我讲个笑话", "帮我订一张机票", "明天会下雨吗", "tell me a joke", "book me a flight to Paris", "will it rain tomorrow"} {
+		if r := ix.Match(q, 3); r.Found {
+			t.Errorf("%s: found %+v after calibration; want refused", q, r.Candidates)
+		}
+	}
+}
+
+// BenchmarkCalibrateShipped is what calibrating the shipped tools (30
+// examples) adds to a catalog's load.
+func BenchmarkCalibrateShipped(b *testing.B) {
+	t := &testing.T{}
+	docs := loadTools(t, filepath.Join("..", "..", "..", "native-repo", "tools"))
+	ix := match.New(docs, nil)
+	for b.Loop() {
+		match.Calibrate(ix, docs, nil)
+	}
+}
