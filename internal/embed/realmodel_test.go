@@ -153,9 +153,26 @@ func (s *served) add(q matcheval.Query, r catalog.MatchResponse) {
 // overturning lexical refusals at a similarity would do. It fails if
 // the embeddings make served recall@3 or no-fit recall worse, overall or
 // in either language.
+//
+// It runs on the development set and on split b (internal/match/matcheval/testdata/intent-b.jsonl:
+// other wording, the same tools).
 func TestRealModel(t *testing.T) {
 	snap, qs := devSet(t)
 	url := startRealServer(t)
+	f, err := os.Open(filepath.Join("..", "match", "matcheval", "testdata", "intent-b.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	qb, err := matcheval.ReadQueries(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("dev", func(t *testing.T) { realModelOn(t, url, snap, qs) })
+	t.Run("split-b", func(t *testing.T) { realModelOn(t, url, snap, qb) })
+}
+
+func realModelOn(t *testing.T, url string, snap *catalog.Snapshot, qs []matcheval.Query) {
 	// The model reads English alone (Chinese characters are out of its
 	// vocabulary): zh requests are matched lexically, as the operator's
 	// languages: [en] says; the weight table below shows them fused too.
