@@ -249,6 +249,17 @@ func TestValidateFileAndConfig(t *testing.T) {
 	if out, _, code := runCLI(t, nil, "validate", "../../native-repo/tools/git-ops/TOOL.hdlp"); code != 0 || !strings.Contains(out, "0 problems") {
 		t.Errorf("validate a good FILE = exit %d %s", code, out)
 	}
+	// One tool's folder is its file; it is not a tree of no tools.
+	if out, _, code := runCLI(t, nil, "validate", filepath.Join(tools, "broken")); code != exitFailed || !strings.Contains(out, file+":") || !strings.Contains(out, "bogus_key") {
+		t.Errorf("validate a broken tool's FOLDER = exit %d\n%s\nwant 1 naming the file, line and field", code, out)
+	}
+	if out, _, code := runCLI(t, nil, "validate", "../../native-repo/tools/git-ops"); code != 0 || !strings.Contains(out, "git-ops/TOOL.hdlp: 0 problems") {
+		t.Errorf("validate a good tool's FOLDER = exit %d %s", code, out)
+	}
+	// A tree with no tool in it is no green.
+	if out, errOut, code := runCLI(t, nil, "validate", t.TempDir()); code != exitFailed || !strings.Contains(out+errOut, "no tool in") {
+		t.Errorf("validate an empty DIR = exit %d %s %s; want 1 saying it holds no tool", code, out, errOut)
+	}
 	if out, _, code := runCLI(t, nil, "validate", "--config", "../../examples/toolagent.yaml"); code != 0 || !strings.Contains(out, "0 problems") {
 		t.Errorf("validate --config examples/toolagent.yaml = exit %d %s; want 0", code, out)
 	}

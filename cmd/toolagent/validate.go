@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 
 	"github.com/toolagent/toolagent/internal/cli"
 	"github.com/toolagent/toolagent/internal/daemon"
@@ -55,6 +56,10 @@ func runValidate(ctx context.Context, e env, args []string) error {
 			}
 			return validateFile(e, pos[0])
 		}
+		// One tool's folder, not a tree of them: its file is what to check.
+		if f := filepath.Join(pos[0], hldp.FileName); !*matchLint && isFile(f) {
+			return validateFile(e, f)
+		}
 	default:
 		return usageError{Err: errors.New("validate: want at most one DIR or FILE")}
 	}
@@ -98,6 +103,9 @@ func runValidate(ctx context.Context, e env, args []string) error {
 	}
 	printLines(e, lines...)
 	fmt.Fprintln(e.stdout, lint.Summary(l.Snap.Len(), len(l.Snap.Enabled()), len(lines)))
+	if l.Snap.Len() == 0 && len(lines) == 0 {
+		return exitError{Code: exitFailed, Msg: "validate: no tool in " + c.Tools + " (want " + filepath.Join(c.Tools, "<name>", hldp.FileName) + ")"}
+	}
 	var warnings []string
 	if *matchLint {
 		var s lint.MatchCheck
@@ -149,4 +157,10 @@ func validateConfig(e env, path string) error {
 	}
 	fmt.Fprintf(e.stdout, "config %s: 0 problems\n", path)
 	return nil
+}
+
+// isFile reports whether path is a regular file.
+func isFile(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular()
 }
