@@ -35,6 +35,10 @@ type token struct {
 	class   Class   // the concept's class; Other for other kinds
 	fix     string  // the word a misspelling was read as, if any
 	abit    uint8   // the concept's action bit (see actionSet); 0 for none
+	// noun marks an action read as a thing or an event ("the last deploy",
+	// 上次的发布): when the request asks for another action, it asks for
+	// that one (see nounActions).
+	noun bool
 }
 
 // analyzer turns text into tokens using a vocabulary. It holds no mutable
@@ -184,6 +188,8 @@ func (a analyzer) english(dst []token, words []string) []token {
 				// form describes what happened ("who committed", "it
 				// crashed", "the merged PRs"), so it is no requested action.
 				demote(dst[k:])
+			case i > 0 && nounMarker(words[i-1]):
+				markNoun(dst[k:])
 			}
 			i += n
 			continue
@@ -259,6 +265,9 @@ func (a analyzer) han(dst []token, run string, query bool) []token {
 			// 写的是什么, 我提的 PR, 有人记过: the verb describes a thing
 			// or a past event; it is not what the request asks to do.
 			demote(dst[k:])
+		} else if nounBefore(run[:offs[i]]) {
+			// 上次的发布, 最近一次部署: the verb names an event, a thing.
+			markNoun(dst[k:])
 		}
 		for j := i; j < i+m; j++ {
 			covered[j] = true
@@ -349,6 +358,66 @@ func (a analyzer) alternatives(c string) bool {
 func demote(toks []token) {
 	for j := range toks {
 		if toks[j].class == Action {
+			toks[j].class = Other
+		}
+	}
+}
+
+// markNoun marks the actions among toks as read as nouns (see token.noun).
+func markNoun(toks []token) {
+	for j := range toks {
+		if toks[j].class == Action {
+			toks[j].noun = true
+		}
+	}
+}
+
+// nounMarker reports whether an English word before a verb makes the verb
+// a noun naming a thing or an event: a determiner, a possessive ("its",
+// the "s" of "yesterday's") or an adjective of time or state ("the last
+// deploy", "yesterday's release", "a failed rollout").
+func nounMarker(w string) bool {
+	switch w {
+	case "the", "a", "an", "this", "that", "my", "our", "your", "its", "their", "his", "her", "s",
+		"last", "latest", "previous", "prior", "recent", "current", "next", "failed", "broken", "bad":
+		return true
+	}
+	return false
+}
+
+// nounBefore reports whether Chinese text before a verb makes it a noun
+// naming a thing or an event: it ends in 的 (上次的发布) or names one
+// occasion (上次发布, 最近一次部署; not 再次, again).
+func nounBefore(before string) bool {
+	if strings.HasSuffix(before, "的") {
+		return true
+	}
+	for _, w := range []string{"上次", "这次", "那次", "上回", "一次"} {
+		if strings.HasSuffix(before, w) {
+			return !strings.HasSuffix(before, "再一次")
+		}
+	}
+	return false
+}
+
+// nounActions turns the actions of toks read as nouns (token.noun) into
+// plain words when toks also ask for an action that is no noun ("revert
+// the last deploy" asks to revert): a request asks for one thing, and the
+// event it names is what to act on. Alone, a noun reading still asks
+// ("do a rollback").
+func nounActions(toks []token) {
+	asks := false
+	for _, t := range toks {
+		if t.class == Action && !t.noun && t.weight >= absentActionMinWeight && t.kind == kindConcept {
+			asks = true
+			break
+		}
+	}
+	if !asks {
+		return
+	}
+	for j := range toks {
+		if toks[j].noun && toks[j].class == Action {
 			toks[j].class = Other
 		}
 	}
@@ -469,9 +538,9 @@ func pastForm(w string) bool {
 // descriptive reports whether a Chinese character after a verb makes the
 // verb describe rather than request: 的 turns it into a modifier or a noun
 // phrase (谁写的, 写的是什么, 我提的 PR), 过 into a past experience (记过,
-// 改过).
+// 改过), 完 into work already done (定位完, 改完了).
 func descriptive(c string) bool {
-	return c == "的" || c == "过"
+	return c == "的" || c == "过" || c == "完"
 }
 
 // fileExts are name suffixes that mark a word as a file name.

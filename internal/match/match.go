@@ -385,6 +385,9 @@ type Index struct {
 	// actions holds, by slot, the action concepts of each document's
 	// title (see offActionFactor).
 	actions []actionSet
+	// family holds, by slot, the sorted ids of the other terms of each
+	// document's title (see familyRatio).
+	family  [][]int32
 	scratch *sync.Pool
 	// pinyinWords indexes the catalog's two-character Han words by
 	// pinyin (see pinyinTerm), built on first use.
@@ -405,6 +408,7 @@ func build(docs []Doc, vocab *Vocab, avgLen map[string]float64) *Index {
 		an:         analyzer{v: vocab},
 		ids:        make([]string, len(docs)),
 		actions:    make([]actionSet, len(docs)),
+		family:     make([][]int32, len(docs)),
 		fields:     make([][]string, len(docs)),
 		threshold:  DefaultThreshold,
 		offCore:    offCoreFactor,
@@ -569,7 +573,9 @@ func build(docs []Doc, vocab *Vocab, avgLen map[string]float64) *Index {
 	for d, doc := range docs {
 		ix.ids[d] = doc.ID
 		ix.fields[d] = layouts.of(doc)
-		ix.actions[d] = an.titleActions(doc)
+		var fam []string
+		ix.actions[d], fam = an.title(doc)
+		ix.family[d] = familyTerms(fam, func(k string) (int32, bool) { id, ok := ix.terms[k]; return id, ok })
 		accs, fieldTF = accs[:0], fieldTF[:0]
 		for f, fl := range doc.Fields {
 			w := fl.Weight
@@ -696,7 +702,15 @@ type hit struct {
 	score   float64
 	roles   role
 	learned float64 // learned coverage (Field.Learned)
+	act     int8    // what the action check found (actOffered, actOther; 0: not judged)
 }
+
+// What the action check found of a document's title (see offActionFactor).
+const (
+	actOffered = 1  // it names an action the request asks for
+	actOther   = -1 // it names actions, none of them asked
+	actBelow   = -2 // actOther, and it was placed below one that offers it
+)
 
 type scratch struct {
 	scores  []float32
@@ -814,13 +828,18 @@ func (ix *Index) MatchIn(q string, k int, allow func(id string) bool) Result {
 		return top
 	}
 	top := make([]hit, 0, wide+1)
-	var rtop []hit
+	var rtop, lhits []hit
 	if rerank {
 		rtop = make([]hit, 0, keep+1)
 	}
 	reranked := func(h hit) hit {
-		if da := ix.actions[h.doc]; !da.empty() && !da.meets(acts) {
-			h.score *= ix.offAction
+		if da := ix.actions[h.doc]; !da.empty() {
+			if da.meets(acts) {
+				h.act = actOffered
+			} else if !acts.empty() {
+				h.act = actOther
+				h.score *= ix.offAction
+			}
 		}
 		h.score += (1 - min(1, h.score)) * learnedGain * h.learned
 		return h
@@ -842,14 +861,18 @@ func (ix *Index) MatchIn(q string, k int, allow func(id string) bool) Result {
 			top = insert(top, h, wide)
 		}
 		if h.learned > 0 && (h.score > 0 || h.learned >= learnedAlone) {
-			rtop = insert(rtop, reranked(h), keep)
+			lhits = insert(lhits, reranked(h), wide)
 		}
 	}
 	if rerank {
 		for _, h := range top {
 			if h.learned == 0 {
-				rtop = insert(rtop, reranked(h), keep)
+				lhits = append(lhits, reranked(h))
 			}
+		}
+		ix.actionDecides(lhits)
+		for _, h := range lhits {
+			rtop = insert(rtop, h, keep)
 		}
 		top = top[:min(len(top), keep)]
 	}
@@ -875,7 +898,7 @@ func (ix *Index) MatchIn(q string, k int, allow func(id string) bool) Result {
 	res.Candidates = make([]Candidate, min(k, len(top)))
 	for i := range res.Candidates {
 		h := top[i]
-		res.Candidates[i] = Candidate{ID: ix.ids[h.doc], Score: score(h), Matched: ix.explain(units, h.doc)}
+		res.Candidates[i] = Candidate{ID: ix.ids[h.doc], Score: score(h), Matched: ix.explain(units, h.doc, h.act)}
 	}
 	return res
 }
@@ -884,6 +907,7 @@ func (ix *Index) MatchIn(q string, k int, allow func(id string) bool) Result {
 // query's maximum score (the sum of their weights).
 func (ix *Index) units(s *scratch, q string) ([]unit, float64, int) {
 	s.toks = ix.an.analyze(s.toks[:0], q, true)
+	nounActions(s.toks)
 	var units []unit
 	seen := map[string]int{}
 	var total float64
