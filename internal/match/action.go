@@ -14,8 +14,11 @@ import (
 // action decides. A document's title is its heaviest fields that are
 // neither Context, Example nor Learned (for a tool: its name, display
 // name and keywords); a document whose title names no action is not
-// judged, nor are weak actions (below absentActionMinWeight: show, list,
-// check) on either side. It reorders candidates only: the verdict is the
+// judged. Weak actions (below absentActionMinWeight: show, list, check)
+// are asked only by a request that asks for no other action ("list the
+// commits", 列出最近的提交), and a title's weak actions offer what they
+// name but never make it one of other actions (see askedActions and
+// judge). It reorders candidates only: the verdict is the
 // one of the documents' own coverage. 0.9 raised served recall@1 of the
 // development set's Chinese requests from 0.738 to 0.762 and of the
 // second split's from 0.745 to 0.764 and lowered no figure; 0.75 and
@@ -60,6 +63,54 @@ func (ix *Index) actionDecides(hs []hit) {
 	}
 }
 
+// What the action check found of a document's title (see offActionFactor).
+const (
+	actOffered = 1  // it names an action the request asks for
+	actOther   = -1 // it names actions, none of them asked
+	actBelow   = -2 // actOther, and it was placed below one that offers it
+)
+
+// titleActs is what a document's title says it does (see title): its
+// actions, and apart, its weak ones (below absentActionMinWeight: show,
+// list, check).
+type titleActs struct{ strong, weak actionSet }
+
+// askedActions returns the actions units ask for (those some document
+// holds): the strong ones, or when there are none, the weak ones ("list
+// the commits", 列出最近的提交: the request asks for nothing else).
+func askedActions(units []unit) actionSet {
+	var strong, weak actionSet
+	for _, u := range units {
+		switch {
+		case u.term < 0 || u.abit == 0:
+		case u.weakAct:
+			weak.add(u.abit)
+		default:
+			strong.add(u.abit)
+		}
+	}
+	if strong.empty() {
+		return weak
+	}
+	return strong
+}
+
+// judge applies the action check to h (see offActionFactor): a title
+// that offers an asked action, strong or weak, is actOffered; one that
+// names strong actions, none asked, is actOther and lowered.
+func (ix *Index) judge(h hit, acts actionSet) hit {
+	t := ix.actions[h.doc]
+	switch {
+	case acts.empty():
+	case t.strong.meets(acts) || t.weak.meets(acts):
+		h.act = actOffered
+	case !t.strong.empty():
+		h.act = actOther
+		h.score *= ix.offAction
+	}
+	return h
+}
+
 // rerankWide is how many candidates past the ones kept the action check
 // and learned requests reorder (see MatchIn).
 const rerankWide = 16
@@ -69,7 +120,7 @@ const rerankWide = 16
 // offActionFactor), and the index keys of its other terms (words,
 // concepts and bigrams that are no action), which tell its family (see
 // familyRatio).
-func (a analyzer) title(doc Doc) (actionSet, []string) {
+func (a analyzer) title(doc Doc) (titleActs, []string) {
 	weight := func(fl Field) float64 {
 		if fl.Context || fl.Example || fl.Learned {
 			return 0
@@ -83,7 +134,7 @@ func (a analyzer) title(doc Doc) (actionSet, []string) {
 	for _, fl := range doc.Fields {
 		top = max(top, weight(fl))
 	}
-	var out actionSet
+	var out titleActs
 	var others []string
 	for _, fl := range doc.Fields {
 		if w := weight(fl); w == 0 || w < top {
@@ -93,7 +144,9 @@ func (a analyzer) title(doc Doc) (actionSet, []string) {
 			switch {
 			case t.kind == kindConcept && t.class == Action:
 				if t.weight >= absentActionMinWeight {
-					out.add(t.abit)
+					out.strong.add(t.abit)
+				} else {
+					out.weak.add(t.abit)
 				}
 			case t.kind != kindUnigram && !slices.Contains(others, t.key):
 				others = append(others, t.key)

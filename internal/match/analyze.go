@@ -188,7 +188,9 @@ func (a analyzer) english(dst []token, words []string) []token {
 				// form describes what happened ("who committed", "it
 				// crashed", "the merged PRs"), so it is no requested action.
 				demote(dst[k:])
-			case i > 0 && nounMarker(words[i-1]):
+			case i > 0 && nounMarker(words[i-1]) && words[i] != "new":
+				// "the last deploy", "yesterday's release"; "a new
+				// issue" names no event: new is an adjective.
 				markNoun(dst[k:])
 			}
 			i += n

@@ -384,7 +384,7 @@ type Index struct {
 	hasLearned bool
 	// actions holds, by slot, the action concepts of each document's
 	// title (see offActionFactor).
-	actions []actionSet
+	actions []titleActs
 	// family holds, by slot, the sorted ids of the other terms of each
 	// document's title (see familyRatio).
 	family  [][]int32
@@ -407,7 +407,7 @@ func build(docs []Doc, vocab *Vocab, avgLen map[string]float64) *Index {
 	ix := &Index{
 		an:         analyzer{v: vocab},
 		ids:        make([]string, len(docs)),
-		actions:    make([]actionSet, len(docs)),
+		actions:    make([]titleActs, len(docs)),
 		family:     make([][]int32, len(docs)),
 		fields:     make([][]string, len(docs)),
 		threshold:  DefaultThreshold,
@@ -676,6 +676,7 @@ type unit struct {
 	term    int32 // -1 when no document holds it
 	lterm   int32 // the term of learned requests (Field.Learned); -1 when none holds it
 	abit    uint8 // the bit of an action the query asks for (see offActionFactor); 0 for none
+	weakAct bool  // abit is a weak action (see askedActions)
 	surface string
 	qw      float64 // the weight a document holding the unit earns
 	// uncovered is the unit's weight in the query's maximum when the
@@ -704,13 +705,6 @@ type hit struct {
 	learned float64 // learned coverage (Field.Learned)
 	act     int8    // what the action check found (actOffered, actOther; 0: not judged)
 }
-
-// What the action check found of a document's title (see offActionFactor).
-const (
-	actOffered = 1  // it names an action the request asks for
-	actOther   = -1 // it names actions, none of them asked
-	actBelow   = -2 // actOther, and it was placed below one that offers it
-)
 
 type scratch struct {
 	scores  []float32
@@ -741,13 +735,8 @@ func (ix *Index) MatchIn(q string, k int, allow func(id string) bool) Result {
 		return Result{}
 	}
 	s.touched = s.touched[:0]
-	var acts actionSet // the actions the query asks for (see offActionFactor)
-	for _, u := range units {
-		if u.term >= 0 {
-			acts.add(u.abit)
-		}
-	}
-	var asked role // the roles of the query's units that some document holds
+	acts := askedActions(units) // see offActionFactor
+	var asked role              // the roles of the query's units that some document holds
 	learned := false
 	for i, u := range units {
 		if u.term >= 0 && ix.idf[u.term] >= negligible {
@@ -833,14 +822,7 @@ func (ix *Index) MatchIn(q string, k int, allow func(id string) bool) Result {
 		rtop = make([]hit, 0, keep+1)
 	}
 	reranked := func(h hit) hit {
-		if da := ix.actions[h.doc]; !da.empty() {
-			if da.meets(acts) {
-				h.act = actOffered
-			} else if !acts.empty() {
-				h.act = actOther
-				h.score *= ix.offAction
-			}
-		}
+		h = ix.judge(h, acts)
 		h.score += (1 - min(1, h.score)) * learnedGain * h.learned
 		return h
 	}
@@ -898,7 +880,7 @@ func (ix *Index) MatchIn(q string, k int, allow func(id string) bool) Result {
 	res.Candidates = make([]Candidate, min(k, len(top)))
 	for i := range res.Candidates {
 		h := top[i]
-		res.Candidates[i] = Candidate{ID: ix.ids[h.doc], Score: score(h), Matched: ix.explain(units, h.doc, h.act)}
+		res.Candidates[i] = Candidate{ID: ix.ids[h.doc], Score: score(h), Matched: ix.explain(units, h.doc, h.act, acts)}
 	}
 	return res
 }
@@ -934,8 +916,8 @@ func (ix *Index) units(s *scratch, q string) ([]unit, float64, int) {
 		case Object:
 			u.role = roleObject
 		case Action:
-			if kw >= absentActionMinWeight && !char {
-				u.abit = abit
+			if !char {
+				u.abit, u.weakAct = abit, kw < absentActionMinWeight
 			}
 		}
 		if class != Action && !char {
