@@ -38,7 +38,7 @@ const offActionFactor = 0.9
 // requests rarely pit siblings against each other this closely; 0.4
 // lowered the second split's served recall@1 and @3 by one request (a
 // mixed-language one), so 0.6 keeps a margin above that.
-var familyRatio = 0.6
+const familyRatio = 0.6
 
 // actionDecides places each hit whose title names other actions
 // (actOther) below the best hit of its family (their titles share a term
@@ -56,7 +56,7 @@ func (ix *Index) actionDecides(hs []hit) {
 				best = r.score
 			}
 		}
-		if best >= 0 && w.score >= best && best >= familyRatio*w.score {
+		if best >= 0 && w.score >= best && best >= ix.famRatio*w.score {
 			w.score = math.Nextafter(best, 0)
 			w.act = actBelow
 		}

@@ -1,6 +1,7 @@
 package match
 
 import (
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -36,7 +37,7 @@ type token struct {
 	fix     string  // the word a misspelling was read as, if any
 	abit    uint8   // the concept's action bit (see actionSet); 0 for none
 	// noun marks an action read as a thing or an event ("the last deploy",
-	// 上次的发布): when the request asks for another action, it asks for
+	// "the production release", 上次的发布): when the request asks for another action, it asks for
 	// that one (see nounActions).
 	noun bool
 }
@@ -163,6 +164,7 @@ func (a analyzer) english(dst []token, words []string) []token {
 		stems = append(stems, a.stem(w))
 		weak = append(weak, wk)
 	}
+	objEnd := -1 // where the last phrase naming an object ended
 	for i := 0; i < len(words); {
 		n, cs := a.v.matchEnglish(stems[i:])
 		if n > 0 {
@@ -170,6 +172,10 @@ func (a analyzer) english(dst []token, words []string) []token {
 			k := len(dst)
 			for _, c := range cs {
 				dst = a.concept(dst, c, surface)
+			}
+			after := objEnd == i
+			if slices.ContainsFunc(dst[k:], func(t token) bool { return t.class == Object }) {
+				objEnd = i + n
 			}
 			switch {
 			case n == 1 && weak[i]:
@@ -188,9 +194,10 @@ func (a analyzer) english(dst []token, words []string) []token {
 				// form describes what happened ("who committed", "it
 				// crashed", "the merged PRs"), so it is no requested action.
 				demote(dst[k:])
-			case i > 0 && nounMarker(words[i-1]) && words[i] != "new":
-				// "the last deploy", "yesterday's release"; "a new
-				// issue" names no event: new is an adjective.
+			case i > 0 && (nounMarker(words[i-1]) || after) && words[i] != "new":
+				// "the last deploy", "yesterday's release", "the
+				// production release"; "a new issue" names no event: new
+				// is an adjective.
 				markNoun(dst[k:])
 			}
 			i += n
@@ -402,26 +409,20 @@ func nounBefore(before string) bool {
 	return false
 }
 
-// nounActions turns the actions of toks read as nouns (token.noun) into
-// plain words when toks also ask for an action that is no noun ("revert
-// the last deploy" asks to revert): a request asks for one thing, and the
-// event it names is what to act on. Alone, a noun reading still asks
-// ("do a rollback").
+// nounActions keeps the noun readings of actions among toks (token.noun)
+// only when toks also ask for an action that is no noun ("revert the last
+// deploy" asks to revert): a request asks for one thing, and the event it
+// names is what to act on. Alone, a noun reading still asks ("do a
+// rollback"). A noun reading asks nothing of the action check (see
+// offActionFactor) but still counts as an action the catalog may lack.
 func nounActions(toks []token) {
-	asks := false
 	for _, t := range toks {
 		if t.class == Action && !t.noun && t.weight >= absentActionMinWeight && t.kind == kindConcept {
-			asks = true
-			break
+			return
 		}
-	}
-	if !asks {
-		return
 	}
 	for j := range toks {
-		if toks[j].noun && toks[j].class == Action {
-			toks[j].class = Other
-		}
+		toks[j].noun = false
 	}
 }
 

@@ -286,7 +286,10 @@ type Candidate struct {
 	// Matched says why: one entry per query term that hit, as
 	// "term@field" for a direct hit ("提交@intent"), "term@vocab:docterm"
 	// for a hit through the vocabulary ("commit@vocab:提交") and
-	// "term@fuzzy:word" for a corrected typo. A term nearly every document
+	// "term@fuzzy:word" for a corrected typo; and what the action check
+	// found (see offActionFactor): "revert@action" when the title offers
+	// the asked action, "@action:other" or "@action:below" when it names
+	// others. A term nearly every document
 	// holds, which adds nothing to a score, may be left out (its hits are
 	// not kept: see prunedBelow).
 	Matched []string
@@ -374,8 +377,8 @@ type Index struct {
 	// fields so that tests can check the constants against the development
 	// set.
 	offCore, onlyAction, margin float64
-	// offAction is offActionFactor.
-	offAction float64
+	// offAction is offActionFactor; famRatio is familyRatio.
+	offAction, famRatio float64
 	// zhThreshold, when set, replaces threshold for Chinese requests
 	// (see Calibrate).
 	zhThreshold float64
@@ -413,6 +416,7 @@ func build(docs []Doc, vocab *Vocab, avgLen map[string]float64) *Index {
 		threshold:  DefaultThreshold,
 		offCore:    offCoreFactor,
 		offAction:  offActionFactor,
+		famRatio:   familyRatio,
 		onlyAction: onlyActionFactor,
 		margin:     standoutMargin,
 	}
@@ -700,10 +704,10 @@ const (
 // hit is a document's coverage of a query while it is ranked.
 type hit struct {
 	doc     int32
-	score   float64
 	roles   role
+	act     int8 // what the action check found (actOffered, actOther; 0: not judged)
+	score   float64
 	learned float64 // learned coverage (Field.Learned)
-	act     int8    // what the action check found (actOffered, actOther; 0: not judged)
 }
 
 type scratch struct {
@@ -820,6 +824,7 @@ func (ix *Index) MatchIn(q string, k int, allow func(id string) bool) Result {
 	var rtop, lhits []hit
 	if rerank {
 		rtop = make([]hit, 0, keep+1)
+		lhits = make([]hit, 0, keep+wide+1)
 	}
 	reranked := func(h hit) hit {
 		h = ix.judge(h, acts)
@@ -843,7 +848,7 @@ func (ix *Index) MatchIn(q string, k int, allow func(id string) bool) Result {
 			top = insert(top, h, wide)
 		}
 		if h.learned > 0 && (h.score > 0 || h.learned >= learnedAlone) {
-			lhits = insert(lhits, reranked(h), wide)
+			lhits = insert(lhits, reranked(h), keep)
 		}
 	}
 	if rerank {
@@ -980,7 +985,11 @@ func (ix *Index) units(s *scratch, q string) ([]unit, float64, int) {
 				continue
 			}
 		}
-		add(t.key, t.surface, t.fix, t.weight, t.kind == kindConcept, t.kind == kindUnigram, t.class, t.abit)
+		abit := t.abit
+		if t.noun {
+			abit = 0 // see nounActions
+		}
+		add(t.key, t.surface, t.fix, t.weight, t.kind == kindConcept, t.kind == kindUnigram, t.class, abit)
 	}
 	return units, total, absent
 }
