@@ -1,6 +1,7 @@
 package match
 
 import (
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -35,6 +36,10 @@ type token struct {
 	class   Class   // the concept's class; Other for other kinds
 	fix     string  // the word a misspelling was read as, if any
 	abit    uint8   // the concept's action bit (see actionSet); 0 for none
+	// noun marks an action read as a thing or an event ("the last deploy",
+	// "the production release", 上次的发布): when the request asks for another action, it asks for
+	// that one (see nounActions).
+	noun bool
 }
 
 // analyzer turns text into tokens using a vocabulary. It holds no mutable
@@ -159,6 +164,7 @@ func (a analyzer) english(dst []token, words []string) []token {
 		stems = append(stems, a.stem(w))
 		weak = append(weak, wk)
 	}
+	objEnd := -1 // where the last phrase naming an object ended
 	for i := 0; i < len(words); {
 		n, cs := a.v.matchEnglish(stems[i:])
 		if n > 0 {
@@ -166,6 +172,10 @@ func (a analyzer) english(dst []token, words []string) []token {
 			k := len(dst)
 			for _, c := range cs {
 				dst = a.concept(dst, c, surface)
+			}
+			after := objEnd == i
+			if slices.ContainsFunc(dst[k:], func(t token) bool { return t.class == Object }) {
+				objEnd = i + n
 			}
 			switch {
 			case n == 1 && weak[i]:
@@ -184,6 +194,11 @@ func (a analyzer) english(dst []token, words []string) []token {
 				// form describes what happened ("who committed", "it
 				// crashed", "the merged PRs"), so it is no requested action.
 				demote(dst[k:])
+			case i > 0 && (nounMarker(words[i-1]) || after) && words[i] != "new":
+				// "the last deploy", "yesterday's release", "the
+				// production release"; "a new issue" names no event: new
+				// is an adjective.
+				markNoun(dst[k:])
 			}
 			i += n
 			continue
@@ -259,6 +274,9 @@ func (a analyzer) han(dst []token, run string, query bool) []token {
 			// 写的是什么, 我提的 PR, 有人记过: the verb describes a thing
 			// or a past event; it is not what the request asks to do.
 			demote(dst[k:])
+		} else if nounBefore(run[:offs[i]]) {
+			// 上次的发布, 最近一次部署: the verb names an event, a thing.
+			markNoun(dst[k:])
 		}
 		for j := i; j < i+m; j++ {
 			covered[j] = true
@@ -351,6 +369,60 @@ func demote(toks []token) {
 		if toks[j].class == Action {
 			toks[j].class = Other
 		}
+	}
+}
+
+// markNoun marks the actions among toks as read as nouns (see token.noun).
+func markNoun(toks []token) {
+	for j := range toks {
+		if toks[j].class == Action {
+			toks[j].noun = true
+		}
+	}
+}
+
+// nounMarker reports whether an English word before a verb makes the verb
+// a noun naming a thing or an event: a determiner, a possessive ("its",
+// the "s" of "yesterday's") or an adjective of time or state ("the last
+// deploy", "yesterday's release", "a failed rollout").
+func nounMarker(w string) bool {
+	switch w {
+	case "the", "a", "an", "this", "that", "my", "our", "your", "its", "their", "his", "her", "s",
+		"last", "latest", "previous", "prior", "recent", "current", "next", "failed", "broken", "bad":
+		return true
+	}
+	return false
+}
+
+// nounBefore reports whether Chinese text before a verb makes it a noun
+// naming a thing or an event: it ends in 的 (上次的发布) or names one
+// occasion (上次发布, 最近一次部署; not 再次, again).
+func nounBefore(before string) bool {
+	if strings.HasSuffix(before, "的") {
+		return true
+	}
+	for _, w := range []string{"上次", "这次", "那次", "上回", "一次"} {
+		if strings.HasSuffix(before, w) {
+			return !strings.HasSuffix(before, "再一次")
+		}
+	}
+	return false
+}
+
+// nounActions keeps the noun readings of actions among toks (token.noun)
+// only when toks also ask for an action that is no noun ("revert the last
+// deploy" asks to revert): a request asks for one thing, and the event it
+// names is what to act on. Alone, a noun reading still asks ("do a
+// rollback"). A noun reading asks nothing of the action check (see
+// offActionFactor) but still counts as an action the catalog may lack.
+func nounActions(toks []token) {
+	for _, t := range toks {
+		if t.class == Action && !t.noun && t.weight >= absentActionMinWeight && t.kind == kindConcept {
+			return
+		}
+	}
+	for j := range toks {
+		toks[j].noun = false
 	}
 }
 
@@ -469,9 +541,9 @@ func pastForm(w string) bool {
 // descriptive reports whether a Chinese character after a verb makes the
 // verb describe rather than request: 的 turns it into a modifier or a noun
 // phrase (谁写的, 写的是什么, 我提的 PR), 过 into a past experience (记过,
-// 改过).
+// 改过), 完 into work already done (定位完, 改完了).
 func descriptive(c string) bool {
-	return c == "的" || c == "过"
+	return c == "的" || c == "过" || c == "完"
 }
 
 // fileExts are name suffixes that mark a word as a file name.

@@ -1,5 +1,7 @@
 package match
 
+import "math"
+
 // WithFactors returns an index sharing ix's data that uses offCore and
 // onlyAction in place of offCoreFactor and onlyActionFactor, for checking
 // those constants against an evaluation set.
@@ -31,5 +33,14 @@ const StandoutMargin = standoutMargin
 func (ix *Index) WithOffAction(f float64) *Index {
 	c := *ix
 	c.offAction = f
+	return &c
+}
+
+// WithoutActionCheck returns an index that shares ix's data with the
+// action check off: offActionFactor 1 and no family placement
+// (familyRatio).
+func (ix *Index) WithoutActionCheck() *Index {
+	c := *ix
+	c.offAction, c.famRatio = 1, math.Inf(1)
 	return &c
 }

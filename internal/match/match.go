@@ -286,7 +286,10 @@ type Candidate struct {
 	// Matched says why: one entry per query term that hit, as
 	// "term@field" for a direct hit ("提交@intent"), "term@vocab:docterm"
 	// for a hit through the vocabulary ("commit@vocab:提交") and
-	// "term@fuzzy:word" for a corrected typo. A term nearly every document
+	// "term@fuzzy:word" for a corrected typo; and what the action check
+	// found (see offActionFactor): "revert@action" when the title offers
+	// the asked action, "@action:other" or "@action:below" when it names
+	// others. A term nearly every document
 	// holds, which adds nothing to a score, may be left out (its hits are
 	// not kept: see prunedBelow).
 	Matched []string
@@ -374,8 +377,8 @@ type Index struct {
 	// fields so that tests can check the constants against the development
 	// set.
 	offCore, onlyAction, margin float64
-	// offAction is offActionFactor.
-	offAction float64
+	// offAction is offActionFactor; famRatio is familyRatio.
+	offAction, famRatio float64
 	// zhThreshold, when set, replaces threshold for Chinese requests
 	// (see Calibrate).
 	zhThreshold float64
@@ -384,7 +387,10 @@ type Index struct {
 	hasLearned bool
 	// actions holds, by slot, the action concepts of each document's
 	// title (see offActionFactor).
-	actions []actionSet
+	actions []titleActs
+	// family holds, by slot, the sorted ids of the other terms of each
+	// document's title (see familyRatio).
+	family  [][]int32
 	scratch *sync.Pool
 	// pinyinWords indexes the catalog's two-character Han words by
 	// pinyin (see pinyinTerm), built on first use.
@@ -404,11 +410,13 @@ func build(docs []Doc, vocab *Vocab, avgLen map[string]float64) *Index {
 	ix := &Index{
 		an:         analyzer{v: vocab},
 		ids:        make([]string, len(docs)),
-		actions:    make([]actionSet, len(docs)),
+		actions:    make([]titleActs, len(docs)),
+		family:     make([][]int32, len(docs)),
 		fields:     make([][]string, len(docs)),
 		threshold:  DefaultThreshold,
 		offCore:    offCoreFactor,
 		offAction:  offActionFactor,
+		famRatio:   familyRatio,
 		onlyAction: onlyActionFactor,
 		margin:     standoutMargin,
 	}
@@ -569,7 +577,9 @@ func build(docs []Doc, vocab *Vocab, avgLen map[string]float64) *Index {
 	for d, doc := range docs {
 		ix.ids[d] = doc.ID
 		ix.fields[d] = layouts.of(doc)
-		ix.actions[d] = an.titleActions(doc)
+		var fam []string
+		ix.actions[d], fam = an.title(doc)
+		ix.family[d] = familyTerms(fam, func(k string) (int32, bool) { id, ok := ix.terms[k]; return id, ok })
 		accs, fieldTF = accs[:0], fieldTF[:0]
 		for f, fl := range doc.Fields {
 			w := fl.Weight
@@ -670,6 +680,7 @@ type unit struct {
 	term    int32 // -1 when no document holds it
 	lterm   int32 // the term of learned requests (Field.Learned); -1 when none holds it
 	abit    uint8 // the bit of an action the query asks for (see offActionFactor); 0 for none
+	weakAct bool  // abit is a weak action (see askedActions)
 	surface string
 	qw      float64 // the weight a document holding the unit earns
 	// uncovered is the unit's weight in the query's maximum when the
@@ -693,8 +704,9 @@ const (
 // hit is a document's coverage of a query while it is ranked.
 type hit struct {
 	doc     int32
-	score   float64
 	roles   role
+	act     int8 // what the action check found (actOffered, actOther; 0: not judged)
+	score   float64
 	learned float64 // learned coverage (Field.Learned)
 }
 
@@ -727,13 +739,8 @@ func (ix *Index) MatchIn(q string, k int, allow func(id string) bool) Result {
 		return Result{}
 	}
 	s.touched = s.touched[:0]
-	var acts actionSet // the actions the query asks for (see offActionFactor)
-	for _, u := range units {
-		if u.term >= 0 {
-			acts.add(u.abit)
-		}
-	}
-	var asked role // the roles of the query's units that some document holds
+	acts := askedActions(units) // see offActionFactor
+	var asked role              // the roles of the query's units that some document holds
 	learned := false
 	for i, u := range units {
 		if u.term >= 0 && ix.idf[u.term] >= negligible {
@@ -814,14 +821,13 @@ func (ix *Index) MatchIn(q string, k int, allow func(id string) bool) Result {
 		return top
 	}
 	top := make([]hit, 0, wide+1)
-	var rtop []hit
+	var rtop, lhits []hit
 	if rerank {
 		rtop = make([]hit, 0, keep+1)
+		lhits = make([]hit, 0, keep+wide+1)
 	}
 	reranked := func(h hit) hit {
-		if da := ix.actions[h.doc]; !da.empty() && !da.meets(acts) {
-			h.score *= ix.offAction
-		}
+		h = ix.judge(h, acts)
 		h.score += (1 - min(1, h.score)) * learnedGain * h.learned
 		return h
 	}
@@ -842,14 +848,18 @@ func (ix *Index) MatchIn(q string, k int, allow func(id string) bool) Result {
 			top = insert(top, h, wide)
 		}
 		if h.learned > 0 && (h.score > 0 || h.learned >= learnedAlone) {
-			rtop = insert(rtop, reranked(h), keep)
+			lhits = insert(lhits, reranked(h), keep)
 		}
 	}
 	if rerank {
 		for _, h := range top {
 			if h.learned == 0 {
-				rtop = insert(rtop, reranked(h), keep)
+				lhits = append(lhits, reranked(h))
 			}
+		}
+		ix.actionDecides(lhits)
+		for _, h := range lhits {
+			rtop = insert(rtop, h, keep)
 		}
 		top = top[:min(len(top), keep)]
 	}
@@ -875,7 +885,7 @@ func (ix *Index) MatchIn(q string, k int, allow func(id string) bool) Result {
 	res.Candidates = make([]Candidate, min(k, len(top)))
 	for i := range res.Candidates {
 		h := top[i]
-		res.Candidates[i] = Candidate{ID: ix.ids[h.doc], Score: score(h), Matched: ix.explain(units, h.doc)}
+		res.Candidates[i] = Candidate{ID: ix.ids[h.doc], Score: score(h), Matched: ix.explain(units, h.doc, h.act, acts)}
 	}
 	return res
 }
@@ -884,6 +894,7 @@ func (ix *Index) MatchIn(q string, k int, allow func(id string) bool) Result {
 // query's maximum score (the sum of their weights).
 func (ix *Index) units(s *scratch, q string) ([]unit, float64, int) {
 	s.toks = ix.an.analyze(s.toks[:0], q, true)
+	nounActions(s.toks)
 	var units []unit
 	seen := map[string]int{}
 	var total float64
@@ -910,8 +921,8 @@ func (ix *Index) units(s *scratch, q string) ([]unit, float64, int) {
 		case Object:
 			u.role = roleObject
 		case Action:
-			if kw >= absentActionMinWeight && !char {
-				u.abit = abit
+			if !char {
+				u.abit, u.weakAct = abit, kw < absentActionMinWeight
 			}
 		}
 		if class != Action && !char {
@@ -974,7 +985,11 @@ func (ix *Index) units(s *scratch, q string) ([]unit, float64, int) {
 				continue
 			}
 		}
-		add(t.key, t.surface, t.fix, t.weight, t.kind == kindConcept, t.kind == kindUnigram, t.class, t.abit)
+		abit := t.abit
+		if t.noun {
+			abit = 0 // see nounActions
+		}
+		add(t.key, t.surface, t.fix, t.weight, t.kind == kindConcept, t.kind == kindUnigram, t.class, abit)
 	}
 	return units, total, absent
 }

@@ -85,7 +85,7 @@ func (ix *Index) df(id int32) int {
 
 // explain lists the query units that hit document id (a pruned term's
 // hits are not known, and not listed: it added nothing to the score).
-func (ix *Index) explain(units []unit, d int32) []string {
+func (ix *Index) explain(units []unit, d int32, act int8, acts actionSet) []string {
 	var out []string
 	for _, u := range units {
 		if u.lterm >= 0 {
@@ -111,6 +111,34 @@ func (ix *Index) explain(units []unit, d int32) []string {
 			out = append(out, u.surface+"@"+ix.fields[d][p.field()])
 		default:
 			out = append(out, u.surface+"@vocab:"+docText)
+		}
+	}
+	return ix.explainAction(out, units, d, act, acts)
+}
+
+// explainAction appends to out what the action check (see
+// offActionFactor) found of document d: "revert@action" for an asked
+// action its title offers, "revert@action:other" when its title names
+// other actions, "revert@action:below" when it was also placed below a
+// candidate that offers it (see familyRatio).
+func (ix *Index) explainAction(out []string, units []unit, d int32, act int8, acts actionSet) []string {
+	if act == 0 {
+		return out
+	}
+	title := ix.actions[d]
+	for _, u := range units {
+		var one actionSet
+		one.add(u.abit)
+		if u.term < 0 || u.abit == 0 || !one.meets(acts) {
+			continue
+		}
+		switch {
+		case act == actOffered && (title.strong.meets(one) || title.weak.meets(one)):
+			out = append(out, u.surface+"@action")
+		case act == actOther:
+			out = append(out, u.surface+"@action:other")
+		case act == actBelow:
+			out = append(out, u.surface+"@action:below")
 		}
 	}
 	return out

@@ -29,6 +29,7 @@ func (ix *Index) Update(removed, added []Doc) *Index {
 	c.ids = slices.Clone(ix.ids)
 	c.fields = slices.Clone(ix.fields)
 	c.actions = slices.Clone(ix.actions)
+	c.family = slices.Clone(ix.family)
 	c.dead = slices.Clone(ix.dead)
 	c.postings = slices.Clone(ix.postings)
 	c.described = slices.Clone(ix.described)
@@ -106,7 +107,9 @@ func (ix *Index) Update(removed, added []Doc) *Index {
 		c.dead = append(c.dead, false)
 		c.live++
 		c.fields = append(c.fields, fieldLayouts{}.of(doc))
-		c.actions = append(c.actions, an.titleActions(doc))
+		acts, fam := an.title(doc)
+		c.actions = append(c.actions, acts)
+		c.family = append(c.family, familyTerms(fam, func(k string) (int32, bool) { return termID(k), true }))
 		for _, fl := range doc.Fields {
 			c.hasLearned = c.hasLearned || fl.Learned
 		}
