@@ -80,7 +80,13 @@ func devSet(t testing.TB) (*catalog.Snapshot, []matcheval.Query) {
 		t.Skipf("dev set ../shared/eval/intent (beside the module root) is absent; skipping")
 	}
 	tools := parseTools(t, filepath.Join(dir, "tools"))
-	f, err := os.Open(filepath.Join(dir, "queries.jsonl"))
+	return snapshot("dev", tools...), readQueries(t, filepath.Join(dir, "queries.jsonl"))
+}
+
+// readQueries reads a query set (matcheval.ReadQueries) from path.
+func readQueries(t testing.TB, path string) []matcheval.Query {
+	t.Helper()
+	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +95,7 @@ func devSet(t testing.TB) (*catalog.Snapshot, []matcheval.Query) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return snapshot("dev", tools...), qs
+	return qs
 }
 
 // parseTools parses every tools/*/TOOL.hdlp under dir.
@@ -159,15 +165,7 @@ func (s *served) add(q matcheval.Query, r catalog.MatchResponse) {
 func TestRealModel(t *testing.T) {
 	snap, qs := devSet(t)
 	url := startRealServer(t)
-	f, err := os.Open(filepath.Join("..", "match", "matcheval", "testdata", "intent-b.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	qb, err := matcheval.ReadQueries(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	qb := readQueries(t, filepath.Join("..", "match", "matcheval", "testdata", "intent-b.jsonl"))
 	t.Run("dev", func(t *testing.T) { realModelOn(t, url, snap, qs) })
 	t.Run("split-b", func(t *testing.T) { realModelOn(t, url, snap, qb) })
 }
