@@ -414,6 +414,30 @@ func newCore(cfg Config, log *slog.Logger, mode approvalMode) (_ *core, err erro
 	}, nil
 }
 
+// quietWhenWatching is the watcher's reload.Tracker: once every folder
+// is watched, the sync the watcher asks for (which reads the whole tree)
+// is followed by returnMemory too (reload.Loop.QuietAfterNext). The
+// rest goes to the source's tracker, if any.
+type quietWhenWatching struct {
+	inner reload.Tracker
+	loop  *reload.Loop
+}
+
+func (q quietWhenWatching) Track(on bool) {
+	if on {
+		q.loop.QuietAfterNext()
+	}
+	if q.inner != nil {
+		q.inner.Track(on)
+	}
+}
+
+func (q quietWhenWatching) Changed(name string) {
+	if q.inner != nil {
+		q.inner.Changed(name)
+	}
+}
+
 // returnMemory gives the OS back the memory a start or an index
 // compaction left free. Go's scavenger would return it over minutes,
 // holding the peak of decoding the parse cache and building the index
@@ -648,7 +672,7 @@ func (cr *core) start(ctx context.Context, g *errgroup.Group) {
 				if ls, ok := cr.loop.Source.(*localSource); ok {
 					tr = ls.dir // a watched directory rereads only what changed
 				}
-				return reload.Watch(ctx, cr.watchDir, cr.trigger, tr, cr.log.With(slog.String("log", "reload")))
+				return reload.Watch(ctx, cr.watchDir, cr.trigger, quietWhenWatching{tr, cr.loop}, cr.log.With(slog.String("log", "reload")))
 			})
 		}
 		return cr.loop.Run(ctx, cr.trigger.C())

@@ -8,15 +8,20 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
+	"testing/fstest"
 	"time"
 
+	"github.com/toolagent/toolagent/internal/catalog"
 	"github.com/toolagent/toolagent/internal/dispatch"
 	"github.com/toolagent/toolagent/internal/host"
 	"github.com/toolagent/toolagent/internal/operator"
+	"github.com/toolagent/toolagent/internal/reload"
+	"github.com/toolagent/toolagent/internal/scan"
 	"github.com/toolagent/toolagent/internal/settings"
 )
 
@@ -197,4 +202,57 @@ func settledAfter(t *testing.T, files ...string) {
 		}
 		time.Sleep(time.Until(time.Unix(st.Ctim.Unix()).Add(250 * time.Millisecond)))
 	}
+}
+
+// recTracker records the Track calls it hears.
+type recTracker struct {
+	mu      sync.Mutex
+	on      []bool
+	changed []string
+}
+
+func (r *recTracker) Track(on bool) { r.mu.Lock(); r.on = append(r.on, on); r.mu.Unlock() }
+func (r *recTracker) Changed(n string) {
+	r.mu.Lock()
+	r.changed = append(r.changed, n)
+	r.mu.Unlock()
+}
+
+// TestWatchingReturnsMemory: once the watcher has every folder watched
+// (Track(true)), the sync it pokes for ends with the loop's Quiet (the
+// daemon's returnMemory), and the source's own tracker still hears
+// every call.
+func TestWatchingReturnsMemory(t *testing.T) {
+	quiet := make(chan struct{}, 8)
+	l := &reload.Loop{
+		Source: staticSource{scan.FromFS(fstest.MapFS{}, "r1")},
+		Store:  new(catalog.Store),
+		Quiet:  func() { quiet <- struct{}{} },
+	}
+	trig := reload.NewTrigger()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go l.Run(ctx, trig.C())
+	wait := func(what string) {
+		t.Helper()
+		select {
+		case <-quiet:
+		case <-time.After(time.Minute):
+			t.Fatalf("no Quiet %s within a minute", what)
+		}
+	}
+	wait("after the first sync")
+	inner := &recTracker{}
+	q := quietWhenWatching{inner: inner, loop: l}
+	q.Track(true)
+	q.Changed("a")
+	trig.Poke()
+	wait("after the sync the watcher asked for")
+	q.Track(false)
+	inner.mu.Lock()
+	defer inner.mu.Unlock()
+	if !slices.Equal(inner.on, []bool{true, false}) || !slices.Equal(inner.changed, []string{"a"}) {
+		t.Errorf("the source's tracker heard Track %v, Changed %v; want [true false], [a]", inner.on, inner.changed)
+	}
+	quietWhenWatching{loop: l}.Track(true) // no source tracker: no panic
 }

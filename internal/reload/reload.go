@@ -25,6 +25,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -201,6 +202,10 @@ type Loop struct {
 	// returns the memory then free to the OS there (daemon.returnMemory).
 	Quiet func()
 
+	// quietNext asks Run to call Quiet after its next attempt that
+	// begins after the asking (QuietAfterNext).
+	quietNext atomic.Bool
+
 	onceMu sync.Mutex // held by Once: one build at a time
 
 	mu     sync.Mutex
@@ -208,6 +213,14 @@ type Loop struct {
 	tree   scan.Tree // the tree of the snapshot Once last published or kept (rebuild.go)
 	expect string    // the commit a push named (Expect), until Run takes it
 }
+
+// QuietAfterNext asks Run to call Quiet again after its next sync
+// attempt that begins after this call: the daemon's watcher asks it when
+// its watches are placed, since the sync it then pokes for reads the
+// whole tree (at 100,000 tools the watches and that sync come after the
+// first attempt's Quiet and left 357 MiB resident). Safe for concurrent
+// use.
+func (l *Loop) QuietAfterNext() { l.quietNext.Store(true) }
 
 // Status returns a copy of the loop's current status. Safe for concurrent
 // use.
@@ -390,9 +403,17 @@ func (l *Loop) Run(ctx context.Context, trigger <-chan struct{}) error {
 			}
 		}
 	}
+	quiet := func() {
+		if l.Quiet != nil {
+			l.Quiet()
+		}
+	}
 	attempt := func() {
 		stopRetry()
 		defer scheduleCompact()
+		if l.quietNext.Swap(false) {
+			defer quiet()
+		}
 		if _, err := l.Once(ctx); err != nil {
 			if ctx.Err() != nil {
 				return
@@ -410,13 +431,8 @@ func (l *Loop) Run(ctx context.Context, trigger <-chan struct{}) error {
 			retry = time.NewTimer(wait)
 		}
 	}
+	l.quietNext.Store(true) // the start's builds end with the first attempt
 	attempt()
-	quiet := func() {
-		if l.Quiet != nil {
-			l.Quiet()
-		}
-	}
-	quiet()
 	for {
 		var retryC <-chan time.Time
 		if retry != nil {

@@ -172,6 +172,42 @@ func TestRunQuietAfterFailedStart(t *testing.T) {
 	})
 }
 
+// TestRunQuietAfterNext: QuietAfterNext makes the next attempt that
+// begins after it end with Quiet, once; attempts nobody asked about do
+// not.
+func TestRunQuietAfterNext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		src := &fakeSource{}
+		src.set("a/TOOL.hdlp", toolFile("a", "restart nginx"))
+		l, _ := newLoop(src)
+		var quiet atomic.Int64
+		l.Quiet = func() { quiet.Add(1) }
+		trig := NewTrigger()
+		go l.Run(ctx, trig.C())
+		synctest.Wait()
+		sync := func() {
+			trig.Poke()
+			time.Sleep(5 * time.Second) // past the debounce
+			synctest.Wait()
+		}
+		sync()
+		if n := quiet.Load(); n != 1 {
+			t.Fatalf("Quiet called %d times after the first sync and one unasked; want 1", n)
+		}
+		l.QuietAfterNext()
+		sync()
+		if n := quiet.Load(); n != 2 {
+			t.Fatalf("Quiet called %d times after an asked sync; want 2", n)
+		}
+		sync()
+		if n, syncs := quiet.Load(), src.syncs.Load(); n != 2 || syncs != 4 {
+			t.Errorf("after %d syncs Quiet was called %d times; want 4 syncs, 2 calls", syncs, n)
+		}
+	})
+}
+
 func TestOnceFirstSyncFails(t *testing.T) {
 	src := &fakeSource{}
 	src.fail(fs.ErrPermission)
