@@ -104,6 +104,7 @@ func (d *tsDriver) call(t *testing.T, cmd string) tsCall {
 // the call after that is a new request. Over stdio the hints name only
 // what works there. Files store over HTTP and stdio, PostgreSQL over HTTP.
 func TestMCPHeldCallFinishesInsideMCP(t *testing.T) {
+	t.Parallel()
 	tools := t.TempDir()
 	putTool(t, tools, "guarded", testTool("guarded", `intent: run a command after an approval, writing under the files root
 method: exec
@@ -264,6 +265,7 @@ type tsTask struct {
 // survives a daemon restart between hold and approval; tasks/cancel
 // withdraws a pending request, which never runs.
 func TestMCPHeldCallAsTask(t *testing.T) {
+	t.Parallel()
 	tools := t.TempDir()
 	putTool(t, tools, "guarded", testTool("guarded", `intent: run a command after an approval, writing under the files root
 method: exec

@@ -131,6 +131,7 @@ func startBinDaemonLogs(t *testing.T, dir, state string, env []string, args ...s
 // call it makes is held with an id, and approving it as the operator runs
 // it. Everything through the built binary.
 func TestOperatorApprovesOnTheEmbeddedDefault(t *testing.T) {
+	t.Parallel()
 	proctest.SkipWithoutSandbox(t)
 	outside := t.TempDir() // no tools tree anywhere above: the embedded copy
 	state := filepath.Join(t.TempDir(), "state")
@@ -215,6 +216,7 @@ func TestOperatorApprovesOnTheEmbeddedDefault(t *testing.T) {
 // with exit code 5 and says what to set. A daemon that is gone leaves no
 // daemon.json, and status says no daemon runs.
 func TestCLIAsksTheDaemonAtServer(t *testing.T) {
+	t.Parallel()
 	tools := t.TempDir()
 	putTool(t, tools, "guarded", guardedTool("run a command after an approval"))
 	d := startApprovalDaemon(t, tools)
@@ -251,6 +253,7 @@ func TestCLIAsksTheDaemonAtServer(t *testing.T) {
 // TestDaemonInfoRemovedAtStop: the daemon removes STATE/daemon.json when
 // it stops, so no later command talks to a port another process may own.
 func TestDaemonInfoRemovedAtStop(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	p := startInProcess(t, nil, []string{"serve", "--listen", "127.0.0.1:0", "--log-format", "json", "--state", state, "--tools", t.TempDir()})
 	if _, err := operator.ReadInfo(state); err != nil {

@@ -211,6 +211,7 @@ func putTool(t testing.TB, dir, name, content string) {
 }
 
 func TestServeCall(t *testing.T) {
+	t.Parallel()
 	tools := t.TempDir()
 	putTool(t, tools, "shell-exec", shellExec(t))
 	d := startDaemon(t, nil, "--tools", tools)
@@ -238,6 +239,7 @@ func TestServeCall(t *testing.T) {
 // TestServeHotReload edits the tools tree under a running daemon: add,
 // break, fix, delete, and checks each is seen without a restart.
 func TestServeHotReload(t *testing.T) {
+	t.Parallel()
 	tools := t.TempDir()
 	putTool(t, tools, "shell-exec", shellExec(t))
 	d := startDaemon(t, nil, "--tools", tools, "--reload-debounce", "20ms", "--reload-max-wait", "200ms")
@@ -347,6 +349,8 @@ func withMarker(marker string) []int {
 // timing-out tools, at a live daemon: every call gets its correct result
 // (busy counts as correct over the cap), and afterwards no process and no
 // goroutine is left.
+// Not parallel: it wants no process below the test binary and the
+// goroutine count back where it was, which other tests would change.
 func TestServe500Calls(t *testing.T) {
 	if testing.Short() {
 		t.Skip("500 processes")
@@ -442,6 +446,7 @@ const (
 )
 
 func TestServeAuth(t *testing.T) {
+	t.Parallel()
 	tools := t.TempDir()
 	putTool(t, tools, "shell-exec", shellExec(t))
 	tokensFile := filepath.Join(t.TempDir(), "tokens")
@@ -479,6 +484,7 @@ func TestServeAuth(t *testing.T) {
 }
 
 func TestServeRefusesOpenNonLoopback(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		listen string
 		env    map[string]string
@@ -523,6 +529,8 @@ func TestServeRefusesOpenNonLoopback(t *testing.T) {
 // TestServeShutdown: a call running at SIGTERM finishes within the grace
 // period; past a short grace, a long call is killed and run returns
 // promptly.
+// Not parallel: it finds the call's process among every process below
+// the test binary and wants none left (descendants).
 func TestServeShutdown(t *testing.T) {
 	tests := []struct {
 		name       string
@@ -589,6 +597,7 @@ func TestServeShutdown(t *testing.T) {
 // which keeps the head of a body, disables a tool that asks for another
 // end, saying why.
 func TestServeOutputKeep(t *testing.T) {
+	t.Parallel()
 	tools := t.TempDir()
 	seq := func(keep string) string {
 		return testTool("seq-"+keep, "intent: count\nmethod: run\nexecutor: shell\nargv: [seq, \"1\", \"200\"]\nparams_schema: {}\nconstraints:\n  max_output_bytes: 64\n  output: { keep: "+keep+" }\n")

@@ -60,6 +60,7 @@ func streamEvents(t *testing.T, r io.Reader, each func(runs.Event)) dispatch.Res
 // followed tool is read to its end; the result carries the head as
 // declared and counts every byte.
 func TestServeStreamWhole(t *testing.T) {
+	t.Parallel()
 	const n = 6000000
 	want := seqLines(n)
 	tools := t.TempDir()
@@ -95,6 +96,7 @@ func TestServeStreamWhole(t *testing.T) {
 // gap naming exactly the bytes it missed: every chunk it has sits where
 // the output has it, and the gaps skip exactly the bytes they name.
 func TestServeStreamStalled(t *testing.T) {
+	t.Parallel()
 	const n = 6000000
 	want := seqLines(n)
 	tools := t.TempDir()
