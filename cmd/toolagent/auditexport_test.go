@@ -120,8 +120,8 @@ const hiTool = "intent: say hi\nmethod: run\nexecutor: shell\nargv: [echo, hi]\n
 // the cursor had not recorded yet).
 func TestAuditExportSyslogAcrossRestart(t *testing.T) {
 	t.Parallel()
-	t.Run("files", func(t *testing.T) { testExportAcrossRestart(t, "") })
-	t.Run("postgres", func(t *testing.T) { testExportAcrossRestart(t, pgtest.URL(t)) })
+	t.Run("files", func(t *testing.T) { t.Parallel(); testExportAcrossRestart(t, "") })
+	t.Run("postgres", func(t *testing.T) { t.Parallel(); testExportAcrossRestart(t, pgtest.URL(t)) })
 }
 
 func testExportAcrossRestart(t *testing.T, dbURL string) {

@@ -98,6 +98,7 @@ func TestMCPConformance(t *testing.T) {
 		{"stateless", []string{"--mcp-stateless"}, baselineEntries(t, baselineFiles[1])},
 	} {
 		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
 			baseline := filepath.Join(t.TempDir(), "expected.yaml")
 			yaml := "server:\n  - " + strings.Join(append(append([]string{}, base...), mode.extra...), "\n  - ") + "\n"
 			if err := os.WriteFile(baseline, []byte(yaml), 0o600); err != nil {

@@ -513,6 +513,7 @@ func TestMCPWithTheTypeScriptSDK(t *testing.T) {
 		{"http", []string{"http", d.url + "/mcp"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			cmd := exec.CommandContext(t.Context(), node, append([]string{script}, tc.args...)...)
 			cmd.Env = append(os.Environ(), "MCP_SDK_DIR="+sdk, runMainEnv+"=1")
 			var stderr bytes.Buffer

@@ -173,8 +173,9 @@ constraints:
 				}
 			})
 	}
-	t.Run("http files", func(t *testing.T) { overHTTP(t, env) })
+	t.Run("http files", func(t *testing.T) { t.Parallel(); overHTTP(t, env) })
 	t.Run("http postgres", func(t *testing.T) {
+		t.Parallel()
 		url := pgtest.URL(t)
 		pg := map[string]string{"TOOLAGENT_STORE_URL": url}
 		for k, v := range env {
@@ -183,6 +184,7 @@ constraints:
 		overHTTP(t, pg, "--store", "postgres")
 	})
 	t.Run("stdio", func(t *testing.T) {
+		t.Parallel()
 		drv := startTSDriver(t)
 		state := t.TempDir()
 		exe, err := os.Executable()
@@ -436,8 +438,9 @@ constraints:
 		}
 		check(t, drv, filepath.Join(files, "ran"), srv)
 	}
-	t.Run("http files", func(t *testing.T) { overHTTP(t, env) })
+	t.Run("http files", func(t *testing.T) { t.Parallel(); overHTTP(t, env) })
 	t.Run("http postgres", func(t *testing.T) {
+		t.Parallel()
 		pg := map[string]string{"TOOLAGENT_STORE_URL": pgtest.URL(t)}
 		for k, v := range env {
 			pg[k] = v
@@ -445,6 +448,7 @@ constraints:
 		overHTTP(t, pg, "--store", "postgres")
 	})
 	t.Run("stdio", func(t *testing.T) {
+		t.Parallel()
 		drv := startTSDriver(t)
 		state, files := t.TempDir(), proctest.HostDir(t)
 		exe, err := os.Executable()

@@ -69,8 +69,8 @@ type tourStep struct {
 // ask a daemon before the tour's own `serve`.
 func TestReadmeTour(t *testing.T) {
 	t.Parallel()
-	t.Run("without the first daemon", func(t *testing.T) { readmeTour(t, false) })
-	t.Run("with the first daemon running", func(t *testing.T) { readmeTour(t, true) })
+	t.Run("without the first daemon", func(t *testing.T) { t.Parallel(); readmeTour(t, false) })
+	t.Run("with the first daemon running", func(t *testing.T) { t.Parallel(); readmeTour(t, true) })
 }
 
 func readmeTour(t *testing.T, firstRuns bool) {

@@ -8,15 +8,23 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/toolagent/toolagent/internal/dispatch"
 	"github.com/toolagent/toolagent/internal/runs"
 )
 
+// streamLines is how many lines the streaming tests' tool prints: 47 MB.
+const streamLines = 6000000
+
+// streamOutput is what that tool prints, built once (it takes seconds
+// under -race) for the tests that compare with it; they only read it.
+var streamOutput = sync.OnceValue(func() []byte { return seqLines(streamLines) })
+
 // seqLines is what `seq 1 n` prints.
 func seqLines(n int) []byte {
-	var b []byte
+	b := make([]byte, 0, 8*n) // room for every line up to 9,999,999
 	for i := 1; i <= n; i++ {
 		b = strconv.AppendInt(b, int64(i), 10)
 		b = append(b, '\n')
@@ -61,10 +69,9 @@ func streamEvents(t *testing.T, r io.Reader, each func(runs.Event)) dispatch.Res
 // declared and counts every byte.
 func TestServeStreamWhole(t *testing.T) {
 	t.Parallel()
-	const n = 6000000
-	want := seqLines(n)
+	want := streamOutput()
 	tools := t.TempDir()
-	putTool(t, tools, "seq", seqTool(n))
+	putTool(t, tools, "seq", seqTool(streamLines))
 	d := startDaemon(t, nil, "--tools", tools)
 	resp := streamReq(t, d, "POST", "/v1/call", `{"tool":"seq"}`, "application/x-ndjson", "")
 	h := sha256.New()
@@ -97,10 +104,9 @@ func TestServeStreamWhole(t *testing.T) {
 // the output has it, and the gaps skip exactly the bytes they name.
 func TestServeStreamStalled(t *testing.T) {
 	t.Parallel()
-	const n = 6000000
-	want := seqLines(n)
+	want := streamOutput()
 	tools := t.TempDir()
-	putTool(t, tools, "seq", seqTool(n))
+	putTool(t, tools, "seq", seqTool(streamLines))
 	d := startDaemon(t, nil, "--tools", tools, "--stream-stall-window", "300ms")
 	resp := streamReq(t, d, "POST", "/v1/call", `{"tool":"seq"}`, "application/x-ndjson", "")
 	id := resp.Header.Get("X-Run-Id")
