@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"flag"
 	"io/fs"
 	"net/http"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -21,32 +23,59 @@ import (
 	"github.com/toolagent/toolagent/internal/proc/proctest"
 )
 
+// buildBinary builds cmd/toolagent into a new temporary directory, as the
+// README's tour does (go build -o bin/toolagent ./cmd/toolagent), and
+// returns its path.
+func buildBinary() (string, error) {
+	dir, err := os.MkdirTemp("", "toolagent-bin-")
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, "toolagent")
+	if out, err := exec.Command("go", "build", "-o", path, ".").CombinedOutput(); err != nil {
+		return path, errors.New("go build: " + err.Error() + "\n" + string(out))
+	}
+	return path, nil
+}
+
 var (
-	binOnce sync.Once
-	binPath string
-	binErr  error
+	// binaryOnce builds the binary once per test run; TestMain starts it
+	// early when the whole package runs (prebuildBinary).
+	binaryOnce = sync.OnceValues(buildBinary)
+	// binaryAsked is set once something called binaryOnce: TestMain then
+	// removes the binary's directory at the end.
+	binaryAsked atomic.Bool
 )
 
-// builtBinary builds cmd/toolagent once per test run, as the README's tour
-// does (go build -o bin/toolagent ./cmd/toolagent), and returns its path.
+// prebuildBinary starts the build in the background when every test of
+// the package runs (no -run): several need the binary, and the build
+// then overlaps the tests that do not.
+func prebuildBinary() {
+	if flag.Lookup("test.run").Value.String() == "" {
+		binaryAsked.Store(true)
+		go binaryOnce()
+	}
+}
+
+// removeBinary removes the built binary's directory, waiting for a build
+// still running.
+func removeBinary() {
+	if binaryAsked.Load() {
+		if path, _ := binaryOnce(); path != "" {
+			os.RemoveAll(filepath.Dir(path))
+		}
+	}
+}
+
+// builtBinary returns the path of the binary built once per test run.
 func builtBinary(t *testing.T) string {
 	t.Helper()
-	binOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "toolagent-bin-")
-		if err != nil {
-			binErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "toolagent")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
-		if err != nil {
-			binErr = errors.New("go build: " + err.Error() + "\n" + string(out))
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
+	binaryAsked.Store(true)
+	path, err := binaryOnce()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return binPath
+	return path
 }
 
 // binEnv is the environment the built binary runs with: nothing inherited

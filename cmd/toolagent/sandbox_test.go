@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -36,7 +37,11 @@ func TestMain(m *testing.M) {
 		main()
 		return
 	}
-	os.Exit(m.Run())
+	flag.Parse()
+	prebuildBinary()
+	code := m.Run()
+	removeBinary()
+	os.Exit(code)
 }
 
 // listener counts the connections a loopback TCP server gets.
