@@ -1,19 +1,142 @@
-package main
+package daemon
+
+// The streaming of a call's output through a serving daemon's HTTP API
+// (moved here from cmd/toolagent, whose tests are of the command line):
+// a whole 47 MB output to a client that reads, and gaps for one that
+// stopped reading.
 
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"flag"
 	"io"
+	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/toolagent/toolagent/internal/dispatch"
+	"github.com/toolagent/toolagent/internal/operator"
 	"github.com/toolagent/toolagent/internal/runs"
+	"github.com/toolagent/toolagent/internal/settings"
 )
+
+// testServer is a daemon of role Serve running for a test.
+type testServer struct {
+	url    string
+	client *http.Client
+}
+
+// serveForTest runs a daemon as `toolagent serve` with args (its flags,
+// on the defaults, with no environment) would, on 127.0.0.1:0 with a
+// state directory of its own, until the end of the test, and waits until
+// it is ready (/readyz).
+func serveForTest(t *testing.T, args ...string) *testServer {
+	t.Helper()
+	var cfg Config
+	ld := settings.New(&cfg, settings.Options{})
+	fset := flag.NewFlagSet("serve", flag.ContinueOnError)
+	ld.Register(fset)
+	if err := fset.Parse(append([]string{"--listen", "127.0.0.1:0", "--state", t.TempDir()}, args...)); err != nil {
+		t.Fatal(err)
+	}
+	noEnv := func(string) string { return "" }
+	if err := ld.Apply("", noEnv); err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Role, cfg.Getenv = Serve, noEnv
+	d, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run() = %v; want nil after cancel", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("Run() did not return 30s after cancel")
+		}
+		d.Close()
+	})
+	info, err := operator.ReadInfo(cfg.State)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &testServer{url: info.URL, client: &http.Client{}}
+	t.Cleanup(s.client.CloseIdleConnections)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		if resp, err := s.client.Get(s.url + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return s
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the daemon was not ready 15s after it started")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// stream makes a call (body: its JSON) asking for its events as NDJSON.
+func (s *testServer) stream(t *testing.T, body string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), "POST", s.url+"/v1/call", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "application/x-ndjson")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := s.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+// get returns the status code and body of GET path.
+func (s *testServer) get(t *testing.T, path string) (int, []byte) {
+	t.Helper()
+	resp, err := s.client.Get(s.url + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, b
+}
+
+// writeTestTool writes dir/name/TOOL.hdlp.
+func writeTestTool(t *testing.T, dir, name, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Join(dir, name), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name, "TOOL.hdlp"), []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
 
 // streamLines is how many lines the streaming tests' tool prints: 47 MB.
 const streamLines = 6000000
@@ -35,7 +158,7 @@ func seqLines(n int) []byte {
 // seqTool is a tool that prints seq 1 n with the default head cap of 64
 // KiB.
 func seqTool(n int) string {
-	return testTool("seq", "intent: count\nmethod: run\nexecutor: shell\nargv: [seq, \"1\", \""+strconv.Itoa(n)+"\"]\nparams_schema: {}\nconstraints:\n  timeout_ms: 600000\n  max_output_bytes: 65536\n")
+	return "name: seq\ndisplay: seq\nauthor: test\ncreated: 2026-05-31\nwhy: a test tool\nintent: count\nmethod: run\nexecutor: shell\nargv: [seq, \"1\", \"" + strconv.Itoa(n) + "\"]\nparams_schema: {}\nconstraints:\n  timeout_ms: 600000\n  max_output_bytes: 65536\n"
 }
 
 // streamEvents reads NDJSON events from r, calling each for every one
@@ -71,9 +194,9 @@ func TestServeStreamWhole(t *testing.T) {
 	t.Parallel()
 	want := streamOutput()
 	tools := t.TempDir()
-	putTool(t, tools, "seq", seqTool(streamLines))
-	d := startDaemon(t, nil, "--tools", tools)
-	resp := streamReq(t, d, "POST", "/v1/call", `{"tool":"seq"}`, "application/x-ndjson", "")
+	writeTestTool(t, tools, "seq", seqTool(streamLines))
+	d := serveForTest(t, "--tools", tools)
+	resp := d.stream(t, `{"tool":"seq"}`)
 	h := sha256.New()
 	got := 0
 	res := streamEvents(t, resp.Body, func(e runs.Event) {
@@ -106,9 +229,9 @@ func TestServeStreamStalled(t *testing.T) {
 	t.Parallel()
 	want := streamOutput()
 	tools := t.TempDir()
-	putTool(t, tools, "seq", seqTool(streamLines))
-	d := startDaemon(t, nil, "--tools", tools, "--stream-stall-window", "300ms")
-	resp := streamReq(t, d, "POST", "/v1/call", `{"tool":"seq"}`, "application/x-ndjson", "")
+	writeTestTool(t, tools, "seq", seqTool(streamLines))
+	d := serveForTest(t, "--tools", tools, "--stream-stall-window", "300ms")
+	resp := d.stream(t, `{"tool":"seq"}`)
 	id := resp.Header.Get("X-Run-Id")
 	br := bufio.NewReaderSize(resp.Body, 64<<10)
 	// Read up to the first chunk of output, then stop reading.
@@ -122,10 +245,14 @@ func TestServeStreamStalled(t *testing.T) {
 			break
 		}
 	}
-	pollUntil(t, "the tool to end while its client reads nothing", func() bool {
-		code, body := d.request(t, "GET", "/v1/runs/"+id, "")
-		return code == 200 && strings.Contains(string(body), `"state":"done"`)
-	})
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+		if code, body := d.get(t, "/v1/runs/"+id); code == 200 && strings.Contains(string(body), `"state":"done"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for the tool to end while its client reads nothing")
+		}
+	}
 	// Each chunk must sit where the output has it, each gap skip exactly
 	// the bytes it names: off is where the next chunk belongs.
 	var off, dropped, events int64
