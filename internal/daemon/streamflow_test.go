@@ -11,6 +11,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"flag"
 	"io"
 	"net/http"
@@ -32,6 +33,9 @@ import (
 type testServer struct {
 	url    string
 	client *http.Client
+	// stop ends the daemon (Run returns, Close) and returns what Run
+	// returned; cleanup calls it too.
+	stop func() error
 }
 
 // serveForTest runs a daemon as `toolagent serve` with args (its flags,
@@ -62,34 +66,45 @@ func serveForTest(t *testing.T, args ...string) *testServer {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
-	t.Cleanup(func() {
+	stop := sync.OnceValue(func() error {
 		cancel()
+		defer d.Close()
 		select {
 		case err := <-done:
-			if err != nil {
-				t.Errorf("Run() = %v; want nil after cancel", err)
-			}
+			return err
 		case <-time.After(30 * time.Second):
-			t.Errorf("Run() did not return 30s after cancel")
+			return errors.New("Run did not return 30s after cancel")
 		}
-		d.Close()
+	})
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Errorf("Run() = %v; want nil after cancel", err)
+		}
 	})
 	info, err := operator.ReadInfo(cfg.State)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &testServer{url: info.URL, client: &http.Client{}}
+	s := &testServer{url: info.URL, client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 600}}, stop: stop}
 	t.Cleanup(s.client.CloseIdleConnections)
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		if resp, err := s.client.Get(s.url + "/readyz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return s
-			}
+	pollUntil(t, "/readyz", func() bool {
+		resp, err := s.client.Get(s.url + "/readyz")
+		if err != nil {
+			return false
 		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	return s
+}
+
+// pollUntil polls cond until it holds, failing the test after 15s.
+func pollUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("the daemon was not ready 15s after it started")
+			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
@@ -127,6 +142,29 @@ func (s *testServer) get(t *testing.T, path string) (int, []byte) {
 	return resp.StatusCode, b
 }
 
+// call makes a call of tool with params and returns the status code and
+// the result.
+func (s *testServer) call(t *testing.T, tool string, params any) (int, dispatch.Result) {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"tool": tool, "params": params})
+	resp, err := s.client.Post(s.url+"/v1/call", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Errorf("POST /v1/call %s: %v", body, err)
+		return 0, dispatch.Result{}
+	}
+	defer resp.Body.Close()
+	var res dispatch.Result
+	if err := json.NewDecoder(resp.Body).Decode(&res); err != nil {
+		t.Errorf("POST /v1/call %s: %d, not a result: %v", body, resp.StatusCode, err)
+	}
+	return resp.StatusCode, res
+}
+
+// testTool is a TOOL.hdlp of name: the header, then body.
+func testTool(name, body string) string {
+	return "name: " + name + "\ndisplay: " + name + "\nauthor: test\ncreated: 2026-05-31\nwhy: a test tool\n" + body
+}
+
 // writeTestTool writes dir/name/TOOL.hdlp.
 func writeTestTool(t *testing.T, dir, name, content string) {
 	t.Helper()
@@ -158,7 +196,7 @@ func seqLines(n int) []byte {
 // seqTool is a tool that prints seq 1 n with the default head cap of 64
 // KiB.
 func seqTool(n int) string {
-	return "name: seq\ndisplay: seq\nauthor: test\ncreated: 2026-05-31\nwhy: a test tool\nintent: count\nmethod: run\nexecutor: shell\nargv: [seq, \"1\", \"" + strconv.Itoa(n) + "\"]\nparams_schema: {}\nconstraints:\n  timeout_ms: 600000\n  max_output_bytes: 65536\n"
+	return testTool("seq", "intent: count\nmethod: run\nexecutor: shell\nargv: [seq, \"1\", \""+strconv.Itoa(n)+"\"]\nparams_schema: {}\nconstraints:\n  timeout_ms: 600000\n  max_output_bytes: 65536\n")
 }
 
 // streamEvents reads NDJSON events from r, calling each for every one
@@ -245,14 +283,10 @@ func TestServeStreamStalled(t *testing.T) {
 			break
 		}
 	}
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(2 * time.Millisecond) {
-		if code, body := d.get(t, "/v1/runs/"+id); code == 200 && strings.Contains(string(body), `"state":"done"`) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for the tool to end while its client reads nothing")
-		}
-	}
+	pollUntil(t, "the tool to end while its client reads nothing", func() bool {
+		code, body := d.get(t, "/v1/runs/"+id)
+		return code == 200 && strings.Contains(string(body), `"state":"done"`)
+	})
 	// Each chunk must sit where the output has it, each gap skip exactly
 	// the bytes it names: off is where the next chunk belongs.
 	var off, dropped, events int64
