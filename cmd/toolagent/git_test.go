@@ -597,8 +597,9 @@ func TestGitRestart(t *testing.T) {
 
 // TestGitSchedule: without a webhook, a pushed commit is served within one
 // schedule period; the status tells when the next scheduled sync is.
+// Not parallel: it bounds how long the sync takes (seconds), which the
+// other tests' load would stretch.
 func TestGitSchedule(t *testing.T) {
-	t.Parallel()
 	r := newGitRepo(t)
 	r.write("tools/alpha/TOOL.hdlp", versionTool("alpha", "v1"))
 	c1 := r.commit("v1")
