@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"flag"
 	"io/fs"
 	"net/http"
 	"os"
@@ -39,26 +38,14 @@ func buildBinary() (string, error) {
 }
 
 var (
-	// binaryOnce builds the binary once per test run; TestMain starts it
-	// early when the whole package runs (prebuildBinary).
+	// binaryOnce builds the binary once per test run.
 	binaryOnce = sync.OnceValues(buildBinary)
 	// binaryAsked is set once something called binaryOnce: TestMain then
 	// removes the binary's directory at the end.
 	binaryAsked atomic.Bool
 )
 
-// prebuildBinary starts the build in the background when every test of
-// the package runs (no -run): several need the binary, and the build
-// then overlaps the tests that do not.
-func prebuildBinary() {
-	if flag.Lookup("test.run").Value.String() == "" {
-		binaryAsked.Store(true)
-		go binaryOnce()
-	}
-}
-
-// removeBinary removes the built binary's directory, waiting for a build
-// still running.
+// removeBinary removes the built binary's directory.
 func removeBinary() {
 	if binaryAsked.Load() {
 		if path, _ := binaryOnce(); path != "" {

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -37,8 +36,6 @@ func TestMain(m *testing.M) {
 		main()
 		return
 	}
-	flag.Parse()
-	prebuildBinary()
 	code := m.Run()
 	removeBinary()
 	os.Exit(code)
