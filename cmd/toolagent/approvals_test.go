@@ -309,8 +309,11 @@ func TestApprovalsSurviveRestart(t *testing.T) {
 
 // TestApprovalsCLI: `toolagent call` holds a call in STATE/approvals and
 // `toolagent approvals` lists, shows, approves and denies it.
+// Not parallel: its in-process commands take the approval queue's lock
+// one after another, and a process another test starts in a sandbox
+// (user namespace: no vfork) holds a copy of the lock until it execs; a
+// run with a CPU burner saw the next command refused as "in use".
 func TestApprovalsCLI(t *testing.T) {
-	t.Parallel()
 	tools := t.TempDir()
 	putTool(t, tools, "guarded", guardedTool("run a command after an approval"))
 	state := t.TempDir()
