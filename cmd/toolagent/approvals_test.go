@@ -92,6 +92,7 @@ func startApprovalDaemon(t *testing.T, tools string, args ...string) *liveDaemon
 // TestApprovalsHTTP drives the approval flow end to end through the HTTP
 // API: alice (role call) asks, bob (role approve) decides.
 func TestApprovalsHTTP(t *testing.T) {
+	t.Parallel()
 	tools := t.TempDir()
 	putTool(t, tools, "guarded", guardedTool("run a command after an approval"))
 	d := startApprovalDaemon(t, tools)
@@ -248,6 +249,7 @@ func TestApprovalsHTTP(t *testing.T) {
 // TestApprovalsHTTPExpiry: an undecided request expires after
 // approval_ttl and can no longer be approved.
 func TestApprovalsHTTPExpiry(t *testing.T) {
+	t.Parallel()
 	tools := t.TempDir()
 	putTool(t, tools, "guarded", guardedTool("run a command after an approval"))
 	d := startApprovalDaemon(t, tools, "--approval-ttl", "300ms")
@@ -272,6 +274,8 @@ func TestApprovalsHTTPExpiry(t *testing.T) {
 // state directory; a new daemon on it lists and approves it. On an open
 // loopback daemon every caller is anonymous, so approving needs
 // allow_self_approval.
+// Not parallel: it counts every process below the test binary
+// (descendants), which other tests would change.
 func TestApprovalsSurviveRestart(t *testing.T) {
 	tools := t.TempDir()
 	putTool(t, tools, "guarded", guardedTool("run a command after an approval"))
@@ -305,6 +309,10 @@ func TestApprovalsSurviveRestart(t *testing.T) {
 
 // TestApprovalsCLI: `toolagent call` holds a call in STATE/approvals and
 // `toolagent approvals` lists, shows, approves and denies it.
+// Not parallel: its in-process commands take the approval queue's lock
+// one after another, and a process another test starts in a sandbox
+// (user namespace: no vfork) holds a copy of the lock until it execs; a
+// run with a CPU burner saw the next command refused as "in use".
 func TestApprovalsCLI(t *testing.T) {
 	tools := t.TempDir()
 	putTool(t, tools, "guarded", guardedTool("run a command after an approval"))
@@ -374,6 +382,7 @@ func TestApprovalsCLI(t *testing.T) {
 // shell_policy.classes change the default shell policy of exec tools, in
 // dispatch and in the shell executor's re-check alike.
 func TestShellPolicyOverride(t *testing.T) {
+	t.Parallel()
 	tools := t.TempDir()
 	putTool(t, tools, "shell-exec", shellExec(t))
 	env := map[string]string{"TOOLAGENT_SHELL_POLICY_COMMANDS": "{uname: confirm, touch: deny}"}
@@ -412,6 +421,7 @@ func TestShellPolicyOverride(t *testing.T) {
 // operator's way (the CLI on the host, or the operator token); with tokens
 // it names the API (issue 14, trap 2's hint).
 func TestApproveHintWorksWhereShown(t *testing.T) {
+	t.Parallel()
 	tools := t.TempDir()
 	putTool(t, tools, "guarded", guardedTool("run a command after an approval"))
 	open := startDaemon(t, nil, "--tools", tools)
@@ -430,6 +440,7 @@ func TestApproveHintWorksWhereShown(t *testing.T) {
 // fetched from the first. The database URL comes from the variable
 // store_url_env names.
 func TestServeSharedApprovals(t *testing.T) {
+	t.Parallel()
 	url := pgtest.URL(t)
 	tools := t.TempDir()
 	putTool(t, tools, "shell-exec", shellExec(t))
@@ -483,6 +494,7 @@ func TestServeSharedApprovals(t *testing.T) {
 // `audit export` writes the rows; with the file store it says what is
 // needed.
 func TestAuditVerifyAndExport(t *testing.T) {
+	t.Parallel()
 	url := pgtest.URL(t)
 	tools := t.TempDir()
 	putTool(t, tools, "shell-exec", shellExec(t))
@@ -537,6 +549,7 @@ func TestAuditVerifyAndExport(t *testing.T) {
 // listing approvals is 503, not an empty list. (TestServeStoreOutage
 // stops the server and starts it again.)
 func TestServeSharedStoreDown(t *testing.T) {
+	t.Parallel()
 	url := pgtest.URL(t)
 	tools := t.TempDir()
 	putTool(t, tools, "shell-exec", shellExec(t))
@@ -565,14 +578,15 @@ func TestServeSharedStoreDown(t *testing.T) {
 // the first, calls on the others are busy (429, saying so); once it ended,
 // they run.
 func TestServeSharedConcurrency(t *testing.T) {
+	t.Parallel()
 	url := pgtest.URL(t)
-	t.Setenv("TOOLAGENT_STORE_URL", url)
+	env := []string{"TOOLAGENT_STORE_URL=" + url}
 	flag := goOnFlag(t)
 	tools := t.TempDir()
 	putTool(t, tools, "deploy", testTool("deploy", "intent: deploy\nmethod: run\nexecutor: shell\nargv: [sh, -c, \"while [ ! -e "+flag+" ]; do sleep 0.05; done; echo deployed\"]\nparams_schema: {}\nconstraints:\n  timeout_ms: 120000\n  max_concurrency: 1\n"))
-	one := processDaemon(t, "--tools", tools, "--store", "postgres")
-	two := processDaemon(t, "--tools", tools, "--store", "postgres")
-	three := processDaemon(t, "--tools", tools, "--store", "postgres")
+	one := processDaemon(t, env, "--tools", tools, "--store", "postgres")
+	two := processDaemon(t, env, "--tools", tools, "--store", "postgres")
+	three := processDaemon(t, env, "--tools", tools, "--store", "postgres")
 	db, err := pgstore.Open(t.Context(), url)
 	if err != nil {
 		t.Fatal(err)
@@ -615,14 +629,14 @@ func TestServeSharedConcurrency(t *testing.T) {
 // approvers racing on 1 and 2 for a new call, one wins and the other gets
 // 409; the audit chain of all of it verifies.
 func TestReplicasEndToEnd(t *testing.T) {
+	t.Parallel()
 	url := pgtest.URL(t)
-	t.Setenv("TOOLAGENT_STORE_URL", url)
-	t.Setenv("TOOLAGENT_TOKENS", "alice:call:"+aliceToken+",bob:approve:"+bobToken+",carol:approve:carol-0123456789abcdef0")
+	env := withEnv("TOOLAGENT_STORE_URL="+url, "TOOLAGENT_TOKENS=alice:call:"+aliceToken+",bob:approve:"+bobToken+",carol:approve:carol-0123456789abcdef0")
 	tools := t.TempDir()
 	putTool(t, tools, "long", longTool(true))
 	var rs []*daemonProcess
 	for range 3 {
-		rs = append(rs, startDaemonProcess(t, "--state", t.TempDir(), "--tools", tools, "--store", "postgres", "--store-lease", "2s"))
+		rs = append(rs, startDaemonProcessCmd(t, env, "--state", t.TempDir(), "--tools", tools, "--store", "postgres", "--store-lease", "2s"))
 	}
 	as := func(token string, d *daemonProcess, method, path, body string) (int, string) {
 		t.Helper()

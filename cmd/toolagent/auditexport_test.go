@@ -119,8 +119,9 @@ const hiTool = "intent: say hi\nmethod: run\nexecutor: shell\nargv: [echo, hi]\n
 // lost, and what came twice is at most one batch (the in-flight window
 // the cursor had not recorded yet).
 func TestAuditExportSyslogAcrossRestart(t *testing.T) {
-	t.Run("files", func(t *testing.T) { testExportAcrossRestart(t, "") })
-	t.Run("postgres", func(t *testing.T) { testExportAcrossRestart(t, pgtest.URL(t)) })
+	t.Parallel()
+	t.Run("files", func(t *testing.T) { t.Parallel(); testExportAcrossRestart(t, "") })
+	t.Run("postgres", func(t *testing.T) { t.Parallel(); testExportAcrossRestart(t, pgtest.URL(t)) })
 }
 
 func testExportAcrossRestart(t *testing.T, dbURL string) {
@@ -253,6 +254,7 @@ func runFollow(t *testing.T, env map[string]string, n int, args ...string) []str
 // --cursor-file F` on the file store writes every record as a JSON line
 // and, run again, goes on after the last one it wrote: each record once.
 func TestAuditExportFollowResumes(t *testing.T) {
+	t.Parallel()
 	t.Run("files", func(t *testing.T) { testFollowResumes(t, nil, "--store", "files") })
 	t.Run("postgres", func(t *testing.T) {
 		testFollowResumes(t, map[string]string{"TOOLAGENT_STORE_URL": pgtest.URL(t)}, "--store", "postgres")

@@ -89,6 +89,7 @@ func callTool(t *testing.T, tools string, args ...string) (result, int) {
 
 // TestSeedAcceptance is the seed's own check list on the shipped tools.
 func TestSeedAcceptance(t *testing.T) {
+	t.Parallel()
 	tools := nativeTools(t)
 	t.Run("shell-exec echo hello", func(t *testing.T) {
 		r, code := callTool(t, tools, "shell-exec", "cmd=echo hello")
@@ -144,6 +145,7 @@ func TestSeedAcceptance(t *testing.T) {
 // TestNewToolRegistersOnNextScan: a TOOL.hdlp added to the tree is found by
 // the next command, with no configuration.
 func TestNewToolRegistersOnNextScan(t *testing.T) {
+	t.Parallel()
 	tools := toolsCopy(t)
 	if r, _ := callTool(t, tools, "hello-world", "message=hi"); r.Status != "not_found" {
 		t.Fatalf("before new: %s", r.Status)
@@ -202,6 +204,7 @@ func writeTool(t *testing.T, tools, name, body string) {
 // that on a loaded machine, and the child sleeps far longer.
 // shell_policy: none, so the command runs without an approval.
 func TestTimeoutKillsTheGroup(t *testing.T) {
+	t.Parallel()
 	tools := toolsCopy(t)
 	writeTool(t, tools, "slow", `method: exec
 executor: shell
@@ -222,6 +225,7 @@ constraints: { timeout_ms: 5000, shell_policy: none }
 // TestOutputCap: `yes` with max_output_bytes 1024 returns exactly 1024
 // bytes, truncated, and does not run to the timeout.
 func TestOutputCap(t *testing.T) {
+	t.Parallel()
 	tools := toolsCopy(t)
 	writeTool(t, tools, "yes", `method: run
 executor: shell
@@ -256,6 +260,7 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 }
 
 func TestFileToolsConfined(t *testing.T) {
+	t.Parallel()
 	tools := nativeTools(t)
 	state := t.TempDir()
 	call := func(args ...string) result {
@@ -283,6 +288,7 @@ func TestFileToolsConfined(t *testing.T) {
 }
 
 func TestHTTPRequestTool(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Skip("curl is not installed (apt-get install curl); .ci/run installs it")
 	}
@@ -312,6 +318,7 @@ func TestHTTPRequestTool(t *testing.T) {
 }
 
 func TestListShowValidate(t *testing.T) {
+	t.Parallel()
 	tools := nativeTools(t)
 	state := t.TempDir()
 	out, _, code := runCLI(t, nil, "list", "--tools", tools, "--state", state)
@@ -349,6 +356,7 @@ func TestListShowValidate(t *testing.T) {
 }
 
 func TestMatchCommand(t *testing.T) {
+	t.Parallel()
 	tools := nativeTools(t)
 	out, _, code := runCLI(t, nil, "match", "--tools", tools, "--state", t.TempDir(), "查看最近的提交记录")
 	var resp struct {
@@ -370,6 +378,7 @@ func TestMatchCommand(t *testing.T) {
 // shipped tools: validate names every broken file, and the valid tools
 // still load and run.
 func TestBrokenCorpusBesideValidTools(t *testing.T) {
+	t.Parallel()
 	tools := toolsCopy(t)
 	if err := os.CopyFS(tools, os.DirFS("../../internal/hldp/testdata/bad/tools")); err != nil {
 		t.Fatal(err)
@@ -420,6 +429,7 @@ func TestBrokenCorpusBesideValidTools(t *testing.T) {
 // TestVersion: `toolagent version` and `--version` print the build's
 // version, the one MCP's serverInfo reports.
 func TestVersion(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{{"version"}, {"--version"}} {
 		out, _, code := runCLI(t, nil, args...)
 		if code != 0 || out != "toolagent "+daemon.Version()+"\n" || daemon.Version() == "" {
@@ -433,6 +443,7 @@ func TestVersion(t *testing.T) {
 // copy compiled in: validate exits 1 naming the broken tool, call finds
 // it, list says which tree; with no tree anywhere validate refuses to
 // check the embedded copy unless asked by name (issue 14, trap 1).
+// Not parallel: it changes the working directory (t.Chdir).
 func TestToolsTreeFoundLikeGit(t *testing.T) {
 	repo := t.TempDir()
 	writeTool(t, filepath.Join(repo, "tools"), "greet", "method: run\nexecutor: shell\nargv: [echo, hi]\nparams_schema: {}\n")

@@ -17,6 +17,7 @@ import (
 // chain, export gives a line per record, and an edited line breaks the
 // chain at that line (exit 1, naming file:line).
 func TestAuditFileStore(t *testing.T) {
+	t.Parallel()
 	state, tools := t.TempDir(), t.TempDir()
 	putTool(t, tools, "shell-exec", shellExec(t))
 	for range 2 { // a restart continues the chain
@@ -63,6 +64,7 @@ func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 // (1) and params a tool refused (2); a JSON value other than an object
 // is refused the same way.
 func TestParamsJSONError(t *testing.T) {
+	t.Parallel()
 	tools := nativeTools(t)
 	for _, c := range []struct{ params, want string }{
 		{"{\"cmd\": \"echo hi\",\n \"x\": }", "not valid JSON at byte 25 (line 2, column 7)"},
@@ -80,6 +82,7 @@ func TestParamsJSONError(t *testing.T) {
 // daemon of the state directory serves (it would serve the tool as soon
 // as it loads) unless --force; a tree of one's own is fine.
 func TestNewRefusesServedTree(t *testing.T) {
+	t.Parallel()
 	state, tools := t.TempDir(), toolsCopy(t)
 	root, _ := filepath.Abs("../..")
 	info := startBinDaemon(t, root, state, binEnv(t), "--tools", tools)
@@ -102,6 +105,7 @@ func TestNewRefusesServedTree(t *testing.T) {
 // names the running daemon (address, pid) instead of the approval queue
 // it holds; one that cannot listen leaves no operator token behind.
 func TestServeNextToRunningDaemon(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	root, _ := filepath.Abs("../..")
 	info := startBinDaemon(t, root, state, binEnv(t))

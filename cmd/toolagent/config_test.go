@@ -30,6 +30,7 @@ func writeConfig(t *testing.T, content string) string {
 
 // TestConfigPrecedence: flag > environment > config file > default.
 func TestConfigPrecedence(t *testing.T) {
+	t.Parallel()
 	file := writeConfig(t, "listen: 127.0.0.1:1111\nshutdown_grace: 3s\nmax_concurrent: 7\nlog_format: json\n")
 	tests := []struct {
 		name      string
@@ -62,6 +63,7 @@ func TestConfigPrecedence(t *testing.T) {
 // file, comma-separated in the environment and flags; the former key
 // mcp_allowed_origins adds to allowed_origins.
 func TestConfigLists(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name        string
 		file        string
@@ -100,6 +102,7 @@ func TestConfigLists(t *testing.T) {
 }
 
 func TestConfigErrors(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		file string
@@ -138,6 +141,7 @@ func TestConfigErrors(t *testing.T) {
 // TestConfigDocumented checks that docs/daemon.md's configuration table has one
 // row per Config field with its key, variable, flag and default.
 func TestConfigDocumented(t *testing.T) {
+	t.Parallel()
 	readme, err := os.ReadFile("../../docs/daemon.md")
 	if err != nil {
 		t.Fatal(err)
@@ -182,6 +186,7 @@ func TestConfigDocumented(t *testing.T) {
 // TestExampleConfig: examples/toolagent.yaml names every setting a config
 // file may hold, each at its default, and loads to exactly the defaults.
 func TestExampleConfig(t *testing.T) {
+	t.Parallel()
 	const path = "../../examples/toolagent.yaml"
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -240,6 +245,7 @@ func TestExampleConfig(t *testing.T) {
 // TOOL.hdlp, validate --config FILE a daemon config and its tokens; each
 // exits 1 naming the problem, 0 when there is none.
 func TestValidateFileAndConfig(t *testing.T) {
+	t.Parallel()
 	tools := t.TempDir()
 	writeTool(t, tools, "broken", "method: run\nexecutor: shell\nargv: [echo]\nparams_schema: {}\nbogus_key: 1\n")
 	file := filepath.Join(tools, "broken", "TOOL.hdlp")

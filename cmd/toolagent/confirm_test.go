@@ -47,6 +47,7 @@ func auditLines(t *testing.T, state, id string) []map[string]any {
 // says what replaced it. From the wrong side: on a daemon with tokens, a
 // call token's own held call cannot be approved with that token.
 func TestOperatorConfirmsOwnCallThroughCLI(t *testing.T) {
+	t.Parallel()
 	proctest.SkipWithoutSandbox(t)
 	outside := t.TempDir() // no tools tree anywhere above: the embedded copy
 	state := filepath.Join(t.TempDir(), "state")
@@ -122,6 +123,7 @@ var oneTimeLink = regexp.MustCompile(`/ui/login\?once=[A-Za-z0-9_-]+`)
 // whose entry offers "Confirm and run" (no Approve); clicking it runs the
 // call and the entry says "confirmed by operator (own request)".
 func TestConsoleConfirmAndRun(t *testing.T) {
+	t.Parallel()
 	proctest.SkipWithoutSandbox(t)
 	ctx, _ := browser(t)
 	outside := t.TempDir()

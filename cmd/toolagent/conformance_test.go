@@ -50,6 +50,7 @@ func baselineEntries(t *testing.T, file string) []string {
 // check the conformance baseline expects to fail, so a reader learns
 // which fail and why from the docs, not from a YAML file.
 func TestConformanceBaselineDocumented(t *testing.T) {
+	t.Parallel()
 	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "mcp.md"))
 	if err != nil {
 		t.Fatal(err)
@@ -71,6 +72,7 @@ func TestConformanceBaselineDocumented(t *testing.T) {
 // and is not in the baseline, or one in the baseline that passes, fails
 // the test.
 func TestMCPConformance(t *testing.T) {
+	t.Parallel()
 	dir := os.Getenv("TOOLAGENT_TEST_MCP_CONFORMANCE_DIR")
 	if dir == "" {
 		t.Skip("set TOOLAGENT_TEST_MCP_CONFORMANCE_DIR to a directory where `scripts/mcp-conformance.sh --install DIR` ran (the MCP conformance suite from npm, and a Node.js 22 when the node on PATH is older) to run the suite (.ci/run does)")
@@ -96,6 +98,7 @@ func TestMCPConformance(t *testing.T) {
 		{"stateless", []string{"--mcp-stateless"}, baselineEntries(t, baselineFiles[1])},
 	} {
 		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
 			baseline := filepath.Join(t.TempDir(), "expected.yaml")
 			yaml := "server:\n  - " + strings.Join(append(append([]string{}, base...), mode.extra...), "\n  - ") + "\n"
 			if err := os.WriteFile(baseline, []byte(yaml), 0o600); err != nil {

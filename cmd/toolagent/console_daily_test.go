@@ -49,6 +49,7 @@ why: tests
 // wide go to the test's artifact directory (its path is logged). DOM
 // content is asserted, not pixels.
 func TestConsoleDailyUse(t *testing.T) {
+	t.Parallel()
 	r := newGitRepo(t)
 	alice := newSSHSigner(t, "alice@example.com", "", "")
 	signers := filepath.Join(t.TempDir(), "allowed_signers")

@@ -102,6 +102,7 @@ func consoleDaemon(t *testing.T) (*liveDaemon, string) {
 // shows the result; deny; an edit the schema refuses is refused on the
 // page. Every page is under 100 KB and no request leaves the daemon.
 func TestConsoleInABrowser(t *testing.T) {
+	t.Parallel()
 	d, root := consoleDaemon(t)
 	ctx, reqs := browser(t)
 	run := func(what string, steps ...chromedp.Action[chromedp.Void]) {
@@ -268,6 +269,7 @@ var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 // and a read-role session's approve (with a valid CSRF token) is refused
 // by the server whatever the page shows.
 func TestConsoleRefusesForgedPosts(t *testing.T) {
+	t.Parallel()
 	d, _ := consoleDaemon(t)
 	_, held := d.as(aliceToken).call(t, "shell-exec", map[string]any{"cmd": "touch /tmp/forged"})
 	if held.ApprovalID == "" {
@@ -348,6 +350,7 @@ func TestConsoleRefusesForgedPosts(t *testing.T) {
 // as it comes: the first line is on the page while the tool still waits
 // on a file the test creates only afterwards; then the result section.
 func TestConsoleLiveCall(t *testing.T) {
+	t.Parallel()
 	flag := goOnFlag(t)
 	tools := t.TempDir()
 	putTool(t, tools, "waiter", testTool("waiter", "intent: wait\nmethod: run\nexecutor: shell\nargv: [sh, -c, \"echo first; while [ ! -e "+flag+" ]; do sleep 0.05; done; echo second\"]\nparams_schema: {}\nconstraints:\n  timeout_ms: 120000\n"))

@@ -13,6 +13,7 @@ import (
 // and exit 1, and the same host with the file at 0600 exits 0; an
 // occupied listen address fails too.
 func TestDoctorCommand(t *testing.T) {
+	t.Parallel()
 	tokens := filepath.Join(t.TempDir(), "tokens")
 	if err := os.WriteFile(tokens, []byte("alice:call:secret-of-alice-0123\n"), 0o644); err != nil {
 		t.Fatal(err)

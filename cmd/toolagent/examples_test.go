@@ -17,6 +17,7 @@ import (
 // keeps the hardening the docs promise, and passes `systemd-analyze
 // verify` (when systemd-analyze is installed).
 func TestSystemdUnit(t *testing.T) {
+	t.Parallel()
 	const path = "../../examples/toolagent.service"
 	data, err := os.ReadFile(path)
 	if err != nil {

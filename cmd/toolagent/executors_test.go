@@ -28,6 +28,7 @@ import (
 // TestServeShellExample runs the shell example (method run, fixed argv)
 // through the daemon's HTTP API.
 func TestServeShellExample(t *testing.T) {
+	t.Parallel()
 	tools := t.TempDir()
 	putTool(t, tools, "uptime", example(t, "shell", "uptime"))
 	d := startDaemon(t, nil, "--tools", tools)
@@ -42,6 +43,7 @@ func TestServeShellExample(t *testing.T) {
 // from the config file, the token from the environment as a bearer
 // header, a 404 kept as an error with the body.
 func TestServeHlpdAPI(t *testing.T) {
+	t.Parallel()
 	const token = "hlpd-test-token-abcdef"
 	var mu sync.Mutex
 	var got []string
@@ -105,6 +107,7 @@ func TestServeHlpdAPI(t *testing.T) {
 // against the canned Gitea API of forgejotest (the one the executor's own
 // protocol tests use). TestServeForgejoReal is the real-server test.
 func TestServeForgejoProtocol(t *testing.T) {
+	t.Parallel()
 	f := forgejotest.NewServer(t)
 	tools := t.TempDir()
 	for _, name := range []string{"repo-read-file", "repo-list-commits", "repo-create-issue"} {
@@ -199,6 +202,7 @@ func showResult(code int, res dispatch.Result) string {
 // executor's tools failed, the reason naming the 401 and the refused
 // token.
 func TestServeForgejoReal(t *testing.T) {
+	t.Parallel()
 	url, token, timeout := forgejoReal(t)
 	admin, err := gitea.NewClient(url, gitea.SetToken(token))
 	if err != nil {
@@ -259,6 +263,7 @@ func TestServeForgejoReal(t *testing.T) {
 // OpenAI list and matching; ?all=1 shows them disabled with the reason,
 // and a call answers disabled with the reason.
 func TestServeExecutorsNotConfigured(t *testing.T) {
+	t.Parallel()
 	tools := t.TempDir()
 	entries, err := filepath.Glob(filepath.Join("..", "..", "examples", "*", "tools", "*", "TOOL.hdlp"))
 	if err != nil || len(entries) < 4 {
@@ -327,6 +332,7 @@ func TestServeExecutorsNotConfigured(t *testing.T) {
 // TestConfigExecutors reads the executor settings from a config file
 // with sections, and the environment.
 func TestConfigExecutors(t *testing.T) {
+	t.Parallel()
 	file := writeConfig(t, `health_schedule: "@every 5s"
 gatekeeper:
   default: backup

@@ -13,6 +13,7 @@ import (
 // list` shows what was learned, and `clear` forgets it: the request is
 // refused again.
 func TestServeLearnsFromUse(t *testing.T) {
+	t.Parallel()
 	tools := t.TempDir()
 	putTool(t, tools, "frobber", testTool("frobber", "intent: rotate the archive logs of the billing service\nmethod: run\nexecutor: shell\nargv: [echo, rotated]\nparams_schema: {}\n"))
 	putTool(t, tools, "disk", testTool("disk", "intent: show how full the disks are\nmethod: run\nexecutor: shell\nargv: [echo, full]\nparams_schema: {}\n"))
@@ -90,6 +91,7 @@ func TestServeLearnsFromUse(t *testing.T) {
 // tool the caller cannot see, an empty request and a read token are
 // refused.
 func TestServeFeedbackTeaches(t *testing.T) {
+	t.Parallel()
 	tools := t.TempDir()
 	putTool(t, tools, "frobber", testTool("frobber", "intent: rotate the archive logs of the billing service\nmethod: run\nexecutor: shell\nargv: [echo, rotated]\nparams_schema: {}\n"))
 	putTool(t, tools, "disk", testTool("disk", "intent: show how full the disks are\nmethod: run\nexecutor: shell\nargv: [echo, full]\nparams_schema: {}\n"))

@@ -104,6 +104,7 @@ const gatekeeperTestToken = "gatekeeper-test-token-0123456789"
 // starts it again on the same address (they come back), with no restart
 // of the daemon.
 func TestServeGatekeeper(t *testing.T) {
+	t.Parallel()
 	env := map[string]string{"TOOLAGENT_GATEKEEPER_TOKEN": gatekeeperTestToken}
 	primary := startGatekeeper(t, env, "--listen", "127.0.0.1:0")
 	backup := startGatekeeper(t, env, "--listen", "127.0.0.1:0", "--allow", "echo")
@@ -183,6 +184,7 @@ func TestServeGatekeeper(t *testing.T) {
 // TestGatekeeperCommand checks the subcommand's start-up refusals and its
 // token check.
 func TestGatekeeperCommand(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		env  map[string]string
@@ -228,6 +230,7 @@ func TestGatekeeperCommand(t *testing.T) {
 // neither the token nor the server's processes; with --sandbox=off it
 // says so at start.
 func TestGatekeeperSandbox(t *testing.T) {
+	t.Parallel()
 	proctest.SkipWithoutSandbox(t)
 	// The token file must lie outside /tmp, which a sandbox replaces
 	// anyway.

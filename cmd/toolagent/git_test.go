@@ -261,6 +261,7 @@ func (d *liveDaemon) callVersion(t testing.TB, step, name, wantVersion, wantRev 
 // back. Every listing and result names the commit its definition came
 // from.
 func TestGitSource(t *testing.T) {
+	t.Parallel()
 	r := newGitRepo(t)
 	r.write("README.md", "tools\n")
 	r.write("tools/alpha/TOOL.hdlp", versionTool("alpha", "a1"))
@@ -422,6 +423,7 @@ func writeSecret(t testing.TB, secret string) string {
 // refused and syncs nothing; a push to another branch is ignored. With
 // API tokens configured, the webhook still needs none.
 func TestGitWebhook(t *testing.T) {
+	t.Parallel()
 	const secret = "webhook-secret-0123456789"
 	r := newGitRepo(t)
 	r.write("tools/alpha/TOOL.hdlp", versionTool("alpha", "v0"))
@@ -512,6 +514,7 @@ func (d *liveDaemon) primedLine(t testing.TB) (p primed, ok bool) {
 // once. Then one changed tool parses exactly one file. Without a usable
 // listing, a restart reads the tree and still parses nothing.
 func TestGitRestart(t *testing.T) {
+	t.Parallel()
 	const n = 30
 	r := newGitRepo(t)
 	for i := range n {
@@ -594,6 +597,8 @@ func TestGitRestart(t *testing.T) {
 
 // TestGitSchedule: without a webhook, a pushed commit is served within one
 // schedule period; the status tells when the next scheduled sync is.
+// Not parallel: it bounds how long the sync takes (seconds), which the
+// other tests' load would stretch.
 func TestGitSchedule(t *testing.T) {
 	r := newGitRepo(t)
 	r.write("tools/alpha/TOOL.hdlp", versionTool("alpha", "v1"))
@@ -632,6 +637,7 @@ func runSyncCmd(t testing.TB, args ...string) (daemon.SyncSummary, error) {
 // broken file is a problem, not a failure; an unreachable server is a
 // failure (exit 1) that still prints the summary.
 func TestSyncCommand(t *testing.T) {
+	t.Parallel()
 	r := newGitRepo(t)
 	r.write("tools/alpha/TOOL.hdlp", versionTool("alpha", "v1"))
 	r.write("tools/beta/TOOL.hdlp", versionTool("beta", "v1"))
@@ -667,6 +673,7 @@ func TestSyncCommand(t *testing.T) {
 // TestGitConfigErrors: settings that cannot work stop the daemon at start
 // with a message that says why.
 func TestGitConfigErrors(t *testing.T) {
+	t.Parallel()
 	empty := writeSecret(t, "")
 	tests := []struct {
 		name string
@@ -693,6 +700,7 @@ func TestGitConfigErrors(t *testing.T) {
 // TestGitTokenNeverLogged: the repository token reaches the server (HTTP
 // basic auth) and never the logs, the status or an error.
 func TestGitTokenNeverLogged(t *testing.T) {
+	t.Parallel()
 	const token = "tok-5f4e3d2c1b0a99887766"
 	r := newGitRepo(t)
 	inner := r.handler
@@ -786,6 +794,7 @@ func BenchmarkGitWebhookPushToCallable(b *testing.B) {
 // that names its commit syncs at once, whatever the debounce (an hour
 // here, which a push that names none waits out).
 func TestGitWebhookExactSkipsDebounce(t *testing.T) {
+	t.Parallel()
 	const secret = "exact-webhook-secret-0123"
 	r := newGitRepo(t)
 	r.write("tools/alpha/TOOL.hdlp", versionTool("alpha", "v1"))
@@ -893,6 +902,7 @@ func BenchmarkGitOneChanged10k(b *testing.B) {
 // this machine at (default 127.0.0.1, which needs the server's [webhook]
 // ALLOWED_HOST_LIST = loopback or *).
 func TestGitForgejoReal(t *testing.T) {
+	t.Parallel()
 	base, token, timeout := forgejoReal(t)
 	host := cmp.Or(os.Getenv("TOOLAGENT_TEST_WEBHOOK_HOST"), "127.0.0.1")
 	client, err := gitea.NewClient(base, gitea.SetToken(token))
@@ -960,6 +970,7 @@ func TestGitForgejoReal(t *testing.T) {
 // tools tree of the served commit (issue 12, item 1), over smart HTTP and
 // over git daemon's git://.
 func TestGitForcePushRemovesATool(t *testing.T) {
+	t.Parallel()
 	for _, proto := range []string{"http", "git"} {
 		t.Run(proto, func(t *testing.T) {
 			const secret = "webhook-secret-0123456789"
@@ -1028,6 +1039,7 @@ func (r *gitRepo) gitDaemon(t *testing.T) string {
 // restarts, for a git source and a directory source alike (issue 12,
 // item 4).
 func TestStaleSurvivesARestart(t *testing.T) {
+	t.Parallel()
 	t.Run("git", func(t *testing.T) {
 		r := newGitRepo(t)
 		r.write("tools/alpha/TOOL.hdlp", versionTool("alpha", "a1"))
@@ -1078,6 +1090,7 @@ func TestStaleSurvivesARestart(t *testing.T) {
 // commit deep: the head is the commit known to hold the definition). A
 // restart at the same head keeps the revisions (issue 12, item 9).
 func TestGitProvenance(t *testing.T) {
+	t.Parallel()
 	r := newGitRepo(t)
 	r.write("tools/alpha/TOOL.hdlp", versionTool("alpha", "a1"))
 	c1 := r.commit("alpha")
@@ -1135,6 +1148,7 @@ func TestGitProvenance(t *testing.T) {
 // off (status says when the next retry is, and that is when it comes);
 // POST /v1/sync still goes through at once (issue 12, item 8).
 func TestGitBackoffHoldsTheSchedule(t *testing.T) {
+	t.Parallel()
 	r := newGitRepo(t)
 	r.write("tools/alpha/TOOL.hdlp", versionTool("alpha", "a1"))
 	c1 := r.commit("alpha")
@@ -1183,15 +1197,15 @@ func TestGitBackoffHoldsTheSchedule(t *testing.T) {
 // others hear the announcement and sync themselves), and each one's status
 // names the newest revision any replica has seen.
 func TestReplicasOnePushEveryReplica(t *testing.T) {
-	url := pgtest.URL(t)
-	t.Setenv("TOOLAGENT_STORE_URL", url)
+	t.Parallel()
+	env := []string{"TOOLAGENT_STORE_URL=" + pgtest.URL(t)}
 	const secret = "webhook-secret-0123456789"
 	r := newGitRepo(t)
 	r.write("tools/alpha/TOOL.hdlp", versionTool("alpha", "v0"))
 	rev := r.commit("v0")
 	var ds []*liveDaemon
 	for range 3 {
-		d := processDaemon(t, "--repo", r.url(), "--schedule", "off", "--webhook-secret-file", writeSecret(t, secret), "--store", "postgres")
+		d := processDaemon(t, env, "--repo", r.url(), "--schedule", "off", "--webhook-secret-file", writeSecret(t, secret), "--store", "postgres")
 		d.waitRev(t, rev)
 		ds = append(ds, d)
 	}

@@ -10,6 +10,7 @@ import (
 // stdout and exits 0 (no "flag: help requested"), in one style: each flag
 // once, as --name, its default written once, the same way.
 func TestHelpStyle(t *testing.T) {
+	t.Parallel()
 	for _, c := range commands() {
 		t.Run(c.name, func(t *testing.T) {
 			out, errOut, code := runCLI(t, nil, c.name, "-h")
@@ -46,6 +47,7 @@ func TestHelpStyle(t *testing.T) {
 // says which subcommand's help lists the flags; a bad --listen says the
 // address is bad.
 func TestDidYouMean(t *testing.T) {
+	t.Parallel()
 	for typed, want := range map[string]string{"lsit": "list", "calll": "call", "approve": "approvals", "sevre": "serve"} {
 		if _, errOut, code := runCLI(t, nil, typed); code != exitUsage || !strings.Contains(errOut, `did you mean "`+want+`"`) {
 			t.Errorf("toolagent %s = exit %d %q; want 2 and did you mean %q", typed, code, errOut, want)
@@ -65,6 +67,7 @@ func TestDidYouMean(t *testing.T) {
 // TestCompletion: the scripts name every subcommand and each one's own
 // flags, and bash (and zsh, when installed) accept them.
 func TestCompletion(t *testing.T) {
+	t.Parallel()
 	out, _, code := runCLI(t, nil, "completion", "bash")
 	if code != 0 {
 		t.Fatalf("completion bash = exit %d", code)

@@ -18,6 +18,7 @@ import (
 // as through MCP or the console (one store method); once it is decided, a
 // new one. /metrics counts what is pending and what was decided.
 func TestHoldOnceThroughServe(t *testing.T) {
+	t.Parallel()
 	tools := t.TempDir()
 	putTool(t, tools, "shell-exec", shellExec(t))
 	d := startDaemon(t, map[string]string{"TOOLAGENT_TOKENS": "alice:call:" + aliceCallToken + ",carol:call:" + carolCallToken + ",bob:approve:" + bobToken}, "--tools", tools)
@@ -67,6 +68,7 @@ func TestHoldOnceThroughServe(t *testing.T) {
 // decision: a JSON one signed with its secret, a Slack one in Slack's
 // format; with the console's link, and no secret in either.
 func TestApprovalNotifyThroughServe(t *testing.T) {
+	t.Parallel()
 	type got struct {
 		header http.Header
 		body   []byte

@@ -31,6 +31,7 @@ const (
 // runs no repository code, and nothing of a call outlives it; carol's
 // later call comes back as her command wrote it.
 func TestIsolationPlantedAgentReachesNoOtherCaller(t *testing.T) {
+	t.Parallel()
 	proctest.SkipWithoutSandbox(t)
 	tools := t.TempDir()
 	for _, name := range []string{"file-write", "git-ops", "shell-exec"} {
@@ -79,6 +80,7 @@ func TestIsolationPlantedAgentReachesNoOtherCaller(t *testing.T) {
 // descriptor of the launching shell open (7>>log): a read-only call
 // neither reads root's files nor writes the descriptor.
 func TestIsolationServeAsRoot(t *testing.T) {
+	t.Parallel()
 	proctest.SkipWithoutSandbox(t)
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: the daemon runs as root here, the tools must not")
@@ -109,6 +111,7 @@ func TestIsolationServeAsRoot(t *testing.T) {
 // TestIsolationLimitsStated: a memory hog that also runs into its
 // timeout says which limit ended it; so does a call that fills its /tmp.
 func TestIsolationLimitsStated(t *testing.T) {
+	t.Parallel()
 	proctest.SkipWithoutSandbox(t)
 	if os.Geteuid() != 0 {
 		t.Skip("needs a control group per call (root here)")

@@ -39,6 +39,7 @@ func crossMatchTools(t *testing.T) string {
 // prints the figures; the warnings fail the run only with --match-strict;
 // without --match the output is what it always was.
 func TestValidateMatchCrossMatch(t *testing.T) {
+	t.Parallel()
 	tools := crossMatchTools(t)
 	state := t.TempDir()
 	plain, _, code := runCLI(t, nil, "validate", "--state", state, tools)
@@ -78,6 +79,7 @@ func TestValidateMatchCrossMatch(t *testing.T) {
 // TestValidateMatchShippedTools: every example of the shipped tools finds
 // its own tool first with itself left out, and is not refused.
 func TestValidateMatchShippedTools(t *testing.T) {
+	t.Parallel()
 	out, _, code := runCLI(t, nil, "validate", "--state", t.TempDir(), "--match-strict", nativeTools(t))
 	if code != 0 || !strings.Contains(out, "Hit@1 1.000, Hit@3 1.000, refused 0.000; 0 warnings") {
 		t.Errorf("validate --match-strict native = exit %d\n%s\nwant 0 and no warnings", code, out)
@@ -86,6 +88,7 @@ func TestValidateMatchShippedTools(t *testing.T) {
 
 // TestValidateMatchUsage: --match needs a tools tree.
 func TestValidateMatchUsage(t *testing.T) {
+	t.Parallel()
 	file := filepath.Join(nativeTools(t), "git-ops", "TOOL.hdlp")
 	for _, args := range [][]string{
 		{"validate", "--match", file},
@@ -104,6 +107,7 @@ func TestValidateMatchUsage(t *testing.T) {
 // and, beside them, those with the examples removed; a request in an
 // example's words is found with examples and not without.
 func TestEvalWithoutExamples(t *testing.T) {
+	t.Parallel()
 	tools := crossMatchTools(t)
 	queries := filepath.Join(t.TempDir(), "q.jsonl")
 	if err := os.WriteFile(queries, []byte(`{"query": "支付又卡死了", "expected": ["svc-restart"]}
@@ -149,6 +153,7 @@ func TestEvalWithoutExamples(t *testing.T) {
 // the figures with them beside those without; learning does not lower
 // the no-fit recall.
 func TestValidateMatchShowsLearning(t *testing.T) {
+	t.Parallel()
 	tools := crossMatchTools(t)
 	state := t.TempDir()
 	out, _, code := runCLI(t, nil, "validate", "--state", state, "--match", tools)

@@ -150,6 +150,7 @@ func (m *mcpStdio) close(t *testing.T) error {
 // TestMCPStdio runs `toolagent mcp` in-process on pipes and drives it with
 // the SDK's client, as an MCP client that spawns the process would.
 func TestMCPStdio(t *testing.T) {
+	t.Parallel()
 	tools := t.TempDir()
 	putTool(t, tools, "shell-exec", shellExec(t))
 	listChanged := make(chan struct{}, 1)
@@ -163,6 +164,7 @@ func TestMCPStdio(t *testing.T) {
 // TestServeMCPHTTP drives /mcp of a running daemon over streamable HTTP,
 // and checks it sits behind the API tokens.
 func TestServeMCPHTTP(t *testing.T) {
+	t.Parallel()
 	tools := t.TempDir()
 	putTool(t, tools, "shell-exec", shellExec(t))
 	d := startDaemon(t, nil, "--tools", tools, "--reload-debounce", "20ms")
@@ -200,6 +202,7 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // alice's call over /mcp is approved by bob. The approval records the
 // door apart (issue 20, items 1 and 2).
 func TestOneIdentityAtEveryDoor(t *testing.T) {
+	t.Parallel()
 	tools := t.TempDir()
 	putTool(t, tools, "guarded", guardedTool("run a command after an approval"))
 	d := startApprovalDaemon(t, tools)
@@ -255,6 +258,7 @@ func TestOneIdentityAtEveryDoor(t *testing.T) {
 // (403, against DNS rebinding), serves its own origin, a configured one,
 // and clients that send no Origin (issue 20, item 5).
 func TestMCPOrigin(t *testing.T) {
+	t.Parallel()
 	tools := t.TempDir()
 	putTool(t, tools, "shell-exec", shellExec(t))
 	d := startDaemon(t, nil, "--tools", tools, "--mcp-allowed-origins", "https://console.example:8443")
@@ -291,6 +295,7 @@ func TestMCPOrigin(t *testing.T) {
 // from their sandbox grants, call_tool is offered over HTTP too, and
 // serverInfo names the build, not "dev" (issue 20, items 6 and 7).
 func TestMCPAnnotationsAndVersion(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, nil, "--tools", nativeTools(t))
 	cs, err := mcpClient(make(chan struct{}, 1)).Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: d.url + "/mcp"}, nil)
 	if err != nil {
@@ -342,6 +347,7 @@ func TestMCPAnnotationsAndVersion(t *testing.T) {
 // the grace period: the daemon stops without the "grace period over"
 // warning, and the streams end (issue 20, item 4).
 func TestShutdownEndsIdleMCPStreams(t *testing.T) {
+	t.Parallel()
 	tools := t.TempDir()
 	putTool(t, tools, "shell-exec", shellExec(t))
 	d := startDaemon(t, nil, "--tools", tools, "--shutdown-grace", "20s")
@@ -422,6 +428,7 @@ func TestShutdownEndsIdleMCPStreams(t *testing.T) {
 // finds the queue locked by the running server and decides through its
 // control socket, as the user the kernel says it is (issue 20, item 3).
 func TestMCPStdioApprovalsWhileRunning(t *testing.T) {
+	t.Parallel()
 	tools, state := t.TempDir(), t.TempDir()
 	putTool(t, tools, "guarded", guardedTool("run a command after an approval"))
 	m := startMCPStdio(t, make(chan struct{}, 1), "--tools", tools, "--state", state)
@@ -483,6 +490,7 @@ func waitControl(t *testing.T, state string) {
 // TOOLAGENT_TEST_MCP_SDK_DIR to a directory where `npm install
 // @modelcontextprotocol/sdk` ran (.ci/run does).
 func TestMCPWithTheTypeScriptSDK(t *testing.T) {
+	t.Parallel()
 	sdk := os.Getenv("TOOLAGENT_TEST_MCP_SDK_DIR")
 	node, err := exec.LookPath("node")
 	if sdk == "" || err != nil {
@@ -505,6 +513,7 @@ func TestMCPWithTheTypeScriptSDK(t *testing.T) {
 		{"http", []string{"http", d.url + "/mcp"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			cmd := exec.CommandContext(t.Context(), node, append([]string{script}, tc.args...)...)
 			cmd.Env = append(os.Environ(), "MCP_SDK_DIR="+sdk, runMainEnv+"=1")
 			var stderr bytes.Buffer
@@ -581,6 +590,7 @@ func (a *alternate) RoundTrip(r *http.Request) (*http.Response, error) {
 // a 2025-11-25 client of the stateful endpoint does not get that far,
 // since the second replica does not know the first one's session.
 func TestMCPStatelessAcrossReplicas(t *testing.T) {
+	t.Parallel()
 	tools := t.TempDir()
 	putTool(t, tools, "shell-exec", shellExec(t))
 	for i, tc := range []struct {

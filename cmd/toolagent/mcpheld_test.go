@@ -104,6 +104,7 @@ func (d *tsDriver) call(t *testing.T, cmd string) tsCall {
 // the call after that is a new request. Over stdio the hints name only
 // what works there. Files store over HTTP and stdio, PostgreSQL over HTTP.
 func TestMCPHeldCallFinishesInsideMCP(t *testing.T) {
+	t.Parallel()
 	tools := t.TempDir()
 	putTool(t, tools, "guarded", testTool("guarded", `intent: run a command after an approval, writing under the files root
 method: exec
@@ -172,8 +173,9 @@ constraints:
 				}
 			})
 	}
-	t.Run("http files", func(t *testing.T) { overHTTP(t, env) })
+	t.Run("http files", func(t *testing.T) { t.Parallel(); overHTTP(t, env) })
 	t.Run("http postgres", func(t *testing.T) {
+		t.Parallel()
 		url := pgtest.URL(t)
 		pg := map[string]string{"TOOLAGENT_STORE_URL": url}
 		for k, v := range env {
@@ -182,6 +184,7 @@ constraints:
 		overHTTP(t, pg, "--store", "postgres")
 	})
 	t.Run("stdio", func(t *testing.T) {
+		t.Parallel()
 		drv := startTSDriver(t)
 		state := t.TempDir()
 		exe, err := os.Executable()
@@ -264,6 +267,7 @@ type tsTask struct {
 // survives a daemon restart between hold and approval; tasks/cancel
 // withdraws a pending request, which never runs.
 func TestMCPHeldCallAsTask(t *testing.T) {
+	t.Parallel()
 	tools := t.TempDir()
 	putTool(t, tools, "guarded", testTool("guarded", `intent: run a command after an approval, writing under the files root
 method: exec
@@ -434,8 +438,9 @@ constraints:
 		}
 		check(t, drv, filepath.Join(files, "ran"), srv)
 	}
-	t.Run("http files", func(t *testing.T) { overHTTP(t, env) })
+	t.Run("http files", func(t *testing.T) { t.Parallel(); overHTTP(t, env) })
 	t.Run("http postgres", func(t *testing.T) {
+		t.Parallel()
 		pg := map[string]string{"TOOLAGENT_STORE_URL": pgtest.URL(t)}
 		for k, v := range env {
 			pg[k] = v
@@ -443,6 +448,7 @@ constraints:
 		overHTTP(t, pg, "--store", "postgres")
 	})
 	t.Run("stdio", func(t *testing.T) {
+		t.Parallel()
 		drv := startTSDriver(t)
 		state, files := t.TempDir(), proctest.HostDir(t)
 		exe, err := os.Executable()

@@ -77,6 +77,7 @@ func rpc2026(t *testing.T, url, token, method, name string, params map[string]an
 // does not declare it gets the tool result (and -32021 for the extension's
 // methods); an unknown task, or another caller's, is -32602.
 func TestMCPTasksExtension(t *testing.T) {
+	t.Parallel()
 	tools := t.TempDir()
 	putTool(t, tools, "guarded", testTool("guarded", `intent: run a command after an approval, writing under the files root
 method: exec
@@ -191,6 +192,7 @@ constraints:
 // approver through the API, from the elicitation handler) and accepts;
 // the retried call returns the raw result, and the command ran once.
 func TestMCPHeldCallAsElicitation(t *testing.T) {
+	t.Parallel()
 	tools := t.TempDir()
 	putTool(t, tools, "guarded", testTool("guarded", `intent: run a command after an approval, writing under the files root
 method: exec

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -21,32 +22,47 @@ import (
 	"github.com/toolagent/toolagent/internal/proc/proctest"
 )
 
+// buildBinary builds cmd/toolagent into a new temporary directory, as the
+// README's tour does (go build -o bin/toolagent ./cmd/toolagent), and
+// returns its path.
+func buildBinary() (string, error) {
+	dir, err := os.MkdirTemp("", "toolagent-bin-")
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, "toolagent")
+	if out, err := exec.Command("go", "build", "-o", path, ".").CombinedOutput(); err != nil {
+		return path, errors.New("go build: " + err.Error() + "\n" + string(out))
+	}
+	return path, nil
+}
+
 var (
-	binOnce sync.Once
-	binPath string
-	binErr  error
+	// binaryOnce builds the binary once per test run.
+	binaryOnce = sync.OnceValues(buildBinary)
+	// binaryAsked is set once something called binaryOnce: TestMain then
+	// removes the binary's directory at the end.
+	binaryAsked atomic.Bool
 )
 
-// builtBinary builds cmd/toolagent once per test run, as the README's tour
-// does (go build -o bin/toolagent ./cmd/toolagent), and returns its path.
+// removeBinary removes the built binary's directory.
+func removeBinary() {
+	if binaryAsked.Load() {
+		if path, _ := binaryOnce(); path != "" {
+			os.RemoveAll(filepath.Dir(path))
+		}
+	}
+}
+
+// builtBinary returns the path of the binary built once per test run.
 func builtBinary(t *testing.T) string {
 	t.Helper()
-	binOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "toolagent-bin-")
-		if err != nil {
-			binErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "toolagent")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
-		if err != nil {
-			binErr = errors.New("go build: " + err.Error() + "\n" + string(out))
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
+	binaryAsked.Store(true)
+	path, err := binaryOnce()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return binPath
+	return path
 }
 
 // binEnv is the environment the built binary runs with: nothing inherited
@@ -131,6 +147,7 @@ func startBinDaemonLogs(t *testing.T, dir, state string, env []string, args ...s
 // call it makes is held with an id, and approving it as the operator runs
 // it. Everything through the built binary.
 func TestOperatorApprovesOnTheEmbeddedDefault(t *testing.T) {
+	t.Parallel()
 	proctest.SkipWithoutSandbox(t)
 	outside := t.TempDir() // no tools tree anywhere above: the embedded copy
 	state := filepath.Join(t.TempDir(), "state")
@@ -215,6 +232,7 @@ func TestOperatorApprovesOnTheEmbeddedDefault(t *testing.T) {
 // with exit code 5 and says what to set. A daemon that is gone leaves no
 // daemon.json, and status says no daemon runs.
 func TestCLIAsksTheDaemonAtServer(t *testing.T) {
+	t.Parallel()
 	tools := t.TempDir()
 	putTool(t, tools, "guarded", guardedTool("run a command after an approval"))
 	d := startApprovalDaemon(t, tools)
@@ -251,6 +269,7 @@ func TestCLIAsksTheDaemonAtServer(t *testing.T) {
 // TestDaemonInfoRemovedAtStop: the daemon removes STATE/daemon.json when
 // it stops, so no later command talks to a port another process may own.
 func TestDaemonInfoRemovedAtStop(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	p := startInProcess(t, nil, []string{"serve", "--listen", "127.0.0.1:0", "--log-format", "json", "--state", state, "--tools", t.TempDir()})
 	if _, err := operator.ReadInfo(state); err != nil {

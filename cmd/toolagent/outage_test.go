@@ -27,6 +27,7 @@ import (
 // run. The database URL's password,
 // host and port are in no answer; the password in no log line.
 func TestServeStoreOutage(t *testing.T) {
+	t.Parallel()
 	c := pgtest.NewCluster(t)
 	u, err := url.Parse(c.URL)
 	if err != nil {

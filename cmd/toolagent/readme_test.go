@@ -68,8 +68,9 @@ type tourStep struct {
 // pid, and the rest of the tour asks it; without one, no command claims to
 // ask a daemon before the tour's own `serve`.
 func TestReadmeTour(t *testing.T) {
-	t.Run("without the first daemon", func(t *testing.T) { readmeTour(t, false) })
-	t.Run("with the first daemon running", func(t *testing.T) { readmeTour(t, true) })
+	t.Parallel()
+	t.Run("without the first daemon", func(t *testing.T) { t.Parallel(); readmeTour(t, false) })
+	t.Run("with the first daemon running", func(t *testing.T) { t.Parallel(); readmeTour(t, true) })
 }
 
 func readmeTour(t *testing.T, firstRuns bool) {
@@ -206,6 +207,7 @@ func readmeTour(t *testing.T, firstRuns bool) {
 // loopback; the second is the test command CI runs (.ci/run runs it, and
 // this test checks that it does).
 func TestReadmeTwoCommands(t *testing.T) {
+	t.Parallel()
 	lines := readmeBlock(t, "## The two commands")
 	if len(lines) != 2 || !strings.HasPrefix(lines[0], "go run ./cmd/toolagent serve") || !strings.HasPrefix(lines[1], "go test -race ./...") {
 		t.Fatalf("the two commands are %q; the test knows `go run ./cmd/toolagent serve` and `go test -race ./...`", lines)

@@ -25,6 +25,7 @@ import (
 // the check passes they come back without a restart. The check runs in
 // the sandbox, so what it looks at lies outside /tmp (private there).
 func TestServeRequires(t *testing.T) {
+	t.Parallel()
 	host := proctest.HostDir(t)
 	conf, flag := filepath.Join(host, "ready.conf"), filepath.Join(host, "flag")
 	tools := t.TempDir()
@@ -112,6 +113,7 @@ func TestServeRequires(t *testing.T) {
 // TestValidateRejectsBadRequiresAndTags: validate names the file, line,
 // column and field of a bad requires or tags, and fails.
 func TestValidateRejectsBadRequiresAndTags(t *testing.T) {
+	t.Parallel()
 	tools := t.TempDir()
 	writeTool(t, tools, "bad-requires", "method: run\nexecutor: shell\nargv: [kubectl]\nparams_schema: {}\n"+
 		"requires:\n  programs: [kubectl, \"\"]\n  files: [etc/kubeconfig]\n  chek: [kubectl, version]\n")
@@ -141,6 +143,7 @@ func TestValidateRejectsBadRequiresAndTags(t *testing.T) {
 // given, repeated or as a comma list, and shows their tags; a malformed
 // tag is a usage error.
 func TestListTag(t *testing.T) {
+	t.Parallel()
 	tools, state := nativeTools(t), t.TempDir()
 	list := func(args ...string) []string {
 		t.Helper()

@@ -26,12 +26,19 @@ import (
 // test can start a real daemon process (and SIGKILL it).
 const runMainEnv = "TOOLAGENT_TEST_RUN_MAIN"
 
+// Every test of this package calls t.Parallel first (they mostly wait on
+// daemons, sandboxes, git, browsers and node), unless it uses what the
+// whole test process shares: its environment (t.Setenv), its working
+// directory (t.Chdir), or every process or goroutine below it; those say
+// why they do not. A daemon process gets its settings with withEnv.
 func TestMain(m *testing.M) {
 	if os.Getenv(runMainEnv) == "1" {
 		main()
 		return
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	removeBinary()
+	os.Exit(code)
 }
 
 // listener counts the connections a loopback TCP server gets.
@@ -63,6 +70,8 @@ func listener(t *testing.T) (port int, conns *atomic.Int64) {
 // with no policy at all (every command runs: only the sandbox stands in
 // the way). Afterwards nothing outside the grant changed, the network was
 // not reached, and no planted secret came back, whatever the verdicts.
+// Not parallel: the planted secret is in the test process's own
+// environment (t.Setenv), where the in-process daemon runs.
 func TestSandboxHoldsAgainstACaller(t *testing.T) {
 	const secret = "SECRET-7f3a9c"
 	t.Setenv("TOOLAGENT_TEST_PLANTED", secret) // the daemon's own environment
@@ -190,6 +199,7 @@ func fileWriteTool(t testing.TB) string {
 // call may write the files root (its declared grant); the same command
 // without approval could not, and the approval record shows the grant.
 func TestSandboxApprovedCallGetsTheDeclaredGrant(t *testing.T) {
+	t.Parallel()
 	files := proctest.HostDir(t)
 	tools := t.TempDir()
 	putTool(t, tools, "shell-exec", shellExec(t))
@@ -228,11 +238,19 @@ type daemonProcess struct {
 }
 
 // processDaemon is startDaemonProcess seen as a daemon, so that the
-// helpers of in-process daemons (call, status, hook, ...) drive it.
-func processDaemon(t *testing.T, args ...string) *liveDaemon {
+// helpers of in-process daemons (call, status, hook, ...) drive it; env
+// (KEY=value) is added to the environment the process inherits.
+func processDaemon(t *testing.T, env []string, args ...string) *liveDaemon {
 	t.Helper()
-	dp := startDaemonProcess(t, append([]string{"--state", t.TempDir()}, args...)...)
+	dp := startDaemonProcessCmd(t, withEnv(env...), append([]string{"--state", t.TempDir()}, args...)...)
 	return &liveDaemon{url: dp.url, client: &http.Client{}}
+}
+
+// withEnv is a startDaemonProcessCmd hook that adds kv (KEY=value) to the
+// process's environment, over what it inherits: a test passes the
+// daemon's settings this way, not with t.Setenv, and may run in parallel.
+func withEnv(kv ...string) func(*exec.Cmd) {
+	return func(cmd *exec.Cmd) { cmd.Env = append(cmd.Env, kv...) }
 }
 
 // startDaemonProcess starts serve with args on 127.0.0.1:0 and waits until
@@ -325,6 +343,7 @@ constraints: { timeout_ms: 600000, shell_policy: none, require_confirm: %v }
 }
 
 func TestSandboxSIGKILLedDaemonLeavesNothing(t *testing.T) {
+	t.Parallel()
 	tools := t.TempDir()
 	putTool(t, tools, "long", longTool(false))
 	d := startDaemonProcess(t, "--state", t.TempDir(), "--tools", tools)
@@ -344,6 +363,7 @@ func TestSandboxSIGKILLedDaemonLeavesNothing(t *testing.T) {
 // daemon is SIGKILLed; the restarted daemon shows it interrupted (when,
 // why), does not run it again, and answers 409 to a new decision.
 func TestApprovedCallInterruptedByACrash(t *testing.T) {
+	t.Parallel()
 	tools, state := t.TempDir(), t.TempDir()
 	putTool(t, tools, "long", longTool(true))
 	d := startDaemonProcess(t, "--state", state, "--tools", tools, "--allow-self-approval")
@@ -392,6 +412,7 @@ func TestApprovedCallInterruptedByACrash(t *testing.T) {
 // and no bubblewrap, the daemon does not start, and says what to install
 // and how to start without it.
 func TestServeRefusesWithoutBubblewrap(t *testing.T) {
+	t.Parallel()
 	err := run(t.Context(), []string{"serve", "--listen", "127.0.0.1:0", "--state", t.TempDir(), "--sandbox-mechanism", "bubblewrap", "--sandbox-bwrap", "/nonexistent/bwrap"},
 		func(string) string { return "" }, strings.NewReader(""), io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "apt-get install bubblewrap") || !strings.Contains(err.Error(), "--sandbox=off") {
@@ -402,6 +423,7 @@ func TestServeRefusesWithoutBubblewrap(t *testing.T) {
 // TestServeSandboxStatus: /v1/status says whether the sandbox is on and
 // which mechanism; --sandbox=off says so and warns at start.
 func TestServeSandboxStatus(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{"on", "off"} {
 		t.Run(mode, func(t *testing.T) {
 			d := startDaemon(t, map[string]string{}, "--tools", t.TempDir(), "--sandbox", mode)
@@ -494,6 +516,7 @@ func BenchmarkServeEcho(b *testing.B) {
 // only lists (its argv adds --list for those ops), runs read-only in the
 // sandbox, and the repository keeps its refs.
 func TestSandboxGitOpsCreatesNoRef(t *testing.T) {
+	t.Parallel()
 	git, err := exec.LookPath("git")
 	if err != nil {
 		t.Skip("git not installed")
@@ -536,6 +559,7 @@ func TestSandboxGitOpsCreatesNoRef(t *testing.T) {
 // reports it in limit_hit and in its error, while an ordinary call of the
 // same daemon reports no limit.
 func TestServeLimitHitInResult(t *testing.T) {
+	t.Parallel()
 	tools := t.TempDir()
 	putTool(t, tools, "spawner", testTool("spawner", "intent: spawn\nmethod: run\nexecutor: shell\nargv: [sh, -c, \"i=0; while [ $i -lt 64 ]; do sleep 30 & i=$((i+1)); done; echo spawned\"]\nparams_schema: {}\n"))
 	putTool(t, tools, "fine", testTool("fine", "intent: fine\nmethod: run\nexecutor: shell\nargv: [echo, fine]\nparams_schema: {}\n"))

@@ -71,6 +71,7 @@ func toolNames(t *testing.T, d *liveDaemon, path string) []string {
 // answers, and the audit line records the refusal; an approver scoped to
 // deploy-* neither sees nor approves a shell-exec call.
 func TestScopedTokens(t *testing.T) {
+	t.Parallel()
 	d := scopedDaemon(t)
 	git := d.as(gitBotToken)
 	wantGit := []string{"git-blame", "git-log"}
@@ -145,6 +146,7 @@ func TestScopedTokens(t *testing.T) {
 // one answers not_found; /mcp/{profile} serves the profile's subset,
 // intersected with the token's scope; an unknown profile is 404.
 func TestScopedMCP(t *testing.T) {
+	t.Parallel()
 	d := scopedDaemon(t)
 	connect := func(token, path string) *mcp.ClientSession {
 		t.Helper()
@@ -216,6 +218,7 @@ func TestScopedMCP(t *testing.T) {
 // profile names its tools or tags. Checked with validate --config, which
 // reads a config and its tokens as serve does.
 func TestScopeSyntax(t *testing.T) {
+	t.Parallel()
 	for _, bad := range []string{
 		"a:call:0123456789abcdef:tools=",
 		"a:call:0123456789abcdef:tags=Git",

@@ -77,6 +77,7 @@ func (r *recorder) server(t *testing.T) string {
 // A held call keeps the value in memory alone: approved after a restart,
 // it does not run and says to ask again; an approver cannot edit it.
 func TestSecretParamNeverLeaves(t *testing.T) {
+	t.Parallel()
 	t.Run("files", func(t *testing.T) { testSecretNeverLeaves(t, "") })
 	t.Run("postgres", func(t *testing.T) { testSecretNeverLeaves(t, pgtest.URL(t)) })
 }

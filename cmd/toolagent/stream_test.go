@@ -96,6 +96,7 @@ func nextEvent(t *testing.T, sc *bufio.Scanner) runs.Event {
 // a plain call, and GET /v1/runs/{id} shows the run, running then done.
 // Another caller's token does not see the run.
 func TestServeStream(t *testing.T) {
+	t.Parallel()
 	flag := goOnFlag(t)
 	tools := t.TempDir()
 	putTool(t, tools, "waiter", testTool("waiter", "intent: wait\nmethod: run\nexecutor: shell\nargv: [sh, -c, \"echo first; while [ ! -e "+flag+" ]; do sleep 0.05; done; echo second >&2; exit 3\"]\nparams_schema: {}\nconstraints:\n  timeout_ms: 120000\n"))
@@ -177,6 +178,7 @@ func TestServeStream(t *testing.T) {
 // TestServeStreamSSE: with Accept text/event-stream the same events come
 // as server-sent events, each with its seq as the id.
 func TestServeStreamSSE(t *testing.T) {
+	t.Parallel()
 	tools := t.TempDir()
 	putTool(t, tools, "hello", testTool("hello", "intent: greet\nmethod: run\nexecutor: shell\nargv: [echo, hello]\nparams_schema: {}\n"))
 	d := startDaemon(t, nil, "--tools", tools)
@@ -203,6 +205,7 @@ func TestServeStreamSSE(t *testing.T) {
 // call once no client re-attached within the grace, as without streaming;
 // its run records why.
 func TestServeStreamClientGone(t *testing.T) {
+	t.Parallel()
 	tools := t.TempDir()
 	marker := "toolagent-stream-gone-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	putTool(t, tools, "forever", testTool("forever", "intent: hang\nmethod: run\nexecutor: shell\nargv: [bash, -c, \"(exec -a "+marker+" sleep 1000) & echo started; wait\"]\nparams_schema: {}\nconstraints:\n  timeout_ms: 600000\n"))
@@ -238,6 +241,7 @@ func TestServeStreamClientGone(t *testing.T) {
 // stderr as the stream brings them, then the result, and exits by its
 // status: through a daemon (--server), and in-process without one.
 func TestCallFollow(t *testing.T) {
+	t.Parallel()
 	tools := t.TempDir()
 	putTool(t, tools, "both", testTool("both", "intent: print\nmethod: run\nexecutor: shell\nargv: [sh, -c, \"echo out1; echo err1 >&2; echo out2; exit 3\"]\nparams_schema: {}\n"))
 	d := startDaemon(t, nil, "--tools", tools)
@@ -269,6 +273,7 @@ func TestCallFollow(t *testing.T) {
 // the message (the tool waits on a file the test creates only after it
 // saw the first notification); without a token, none.
 func TestMCPProgress(t *testing.T) {
+	t.Parallel()
 	flag := goOnFlag(t)
 	tools := t.TempDir()
 	putTool(t, tools, "stepper", testTool("stepper", "intent: step\nmethod: run\nexecutor: shell\nargv: [sh, -c, \"echo step one; while [ ! -e "+flag+" ]; do sleep 0.05; done; echo step two\"]\nparams_schema: {}\nconstraints:\n  timeout_ms: 120000\n"))
@@ -341,6 +346,7 @@ func TestMCPProgress(t *testing.T) {
 // the remote command's output as it runs (the gatekeeper protocol's
 // streamed /exec answer), then the result.
 func TestServeStreamGatekeeper(t *testing.T) {
+	t.Parallel()
 	flag := goOnFlag(t)
 	env := map[string]string{"TOOLAGENT_GATEKEEPER_TOKEN": gatekeeperTestToken}
 	gk := startGatekeeper(t, env, "--listen", "127.0.0.1:0")
@@ -373,6 +379,7 @@ func TestServeStreamGatekeeper(t *testing.T) {
 // starts at the next event (no chunk lost, none repeated) and ends with
 // the result.
 func TestServeStreamResume(t *testing.T) {
+	t.Parallel()
 	flag := goOnFlag(t)
 	tools := t.TempDir()
 	putTool(t, tools, "waiter", testTool("waiter", "intent: wait\nmethod: run\nexecutor: shell\nargv: [sh, -c, \"echo first; while [ ! -e "+flag+" ]; do sleep 0.05; done; echo second; echo third >&2\"]\nparams_schema: {}\nconstraints:\n  timeout_ms: 120000\n"))
@@ -426,6 +433,7 @@ func TestServeStreamResume(t *testing.T) {
 // plain call answers for the same command (only the run's own id, times
 // differ), here with a capped output that keeps both ends.
 func TestServeStreamSameResult(t *testing.T) {
+	t.Parallel()
 	tools := t.TempDir()
 	putTool(t, tools, "count", testTool("count", "intent: count\nmethod: run\nexecutor: shell\nargv: [seq, \"1\", \"100000\"]\nparams_schema: {}\nconstraints:\n  max_output_bytes: 1000\n  output: { keep: both }\n"))
 	d := startDaemon(t, nil, "--tools", tools)
@@ -510,6 +518,7 @@ func BenchmarkServeEchoStream(b *testing.B) {
 // TestServeKeepMillion (issue 18's acceptance): keep tail and keep both on
 // `seq 1 1000000` return exactly the bytes expected.
 func TestServeKeepMillion(t *testing.T) {
+	t.Parallel()
 	var full strings.Builder
 	for i := 1; i <= 1000000; i++ {
 		full.WriteString(strconv.Itoa(i))
@@ -536,6 +545,7 @@ func TestServeKeepMillion(t *testing.T) {
 // TestServeStreamProgress: a tool's progress line on stderr is a progress
 // event in the stream (and stays in stderr).
 func TestServeStreamProgress(t *testing.T) {
+	t.Parallel()
 	tools := t.TempDir()
 	putTool(t, tools, "copier", testTool("copier", "intent: copy\nmethod: run\nexecutor: shell\nargv: [sh, -c, \"echo 'TOOLAGENT_PROGRESS 1/2 first half' >&2; echo 'TOOLAGENT_PROGRESS 2/2 done' >&2\"]\nparams_schema: {}\n"))
 	d := startDaemon(t, nil, "--tools", tools)

@@ -61,6 +61,7 @@ func (d *liveDaemon) send(t *testing.T, c *http.Client, r surfaceReq) (int, stri
 // without Origin, the daemon's own origin, a public host and an allowed
 // origin are served; the webhook and the probes are not checked.
 func TestHTTPSurface(t *testing.T) {
+	t.Parallel()
 	tools := t.TempDir()
 	fw, err := os.ReadFile("../../native-repo/tools/file-write/TOOL.hdlp")
 	if err != nil {
@@ -162,6 +163,7 @@ func TestHTTPSurface(t *testing.T) {
 // is refused and writes nothing. On an open daemon and signed in with a
 // token.
 func TestConsoleFormsThroughTheSurface(t *testing.T) {
+	t.Parallel()
 	tools := t.TempDir()
 	fw, err := os.ReadFile("../../native-repo/tools/file-write/TOOL.hdlp")
 	if err != nil {

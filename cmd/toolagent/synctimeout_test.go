@@ -9,6 +9,7 @@ import (
 // TestSyncTimeoutNamed: a server that accepts and never answers makes a
 // sync hit sync_timeout, and the error says which setting that was.
 func TestSyncTimeoutNamed(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 // them, through the built binary in a temporary tools repository (trap 2
 // is TestOperatorApprovesOnTheEmbeddedDefault, trap 3 TestReadmeTour).
 func TestTrapsThroughTheBinary(t *testing.T) {
+	t.Parallel()
 	proctest.SkipWithoutSandbox(t)
 	repo := t.TempDir()
 	writeTool(t, filepath.Join(repo, "tools"), "greet", "method: run\nexecutor: shell\nargv: [echo, hi]\nparams_schema: {}\nbogus_key: 1\n")

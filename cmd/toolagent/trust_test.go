@@ -142,6 +142,7 @@ func getTools(t testing.TB, get func(path string) (int, []byte), all bool) map[s
 // unsigned one, and re-signing it, without a restart; then a restart that
 // verifies nothing again.
 func TestTrustedSigners(t *testing.T) {
+	t.Parallel()
 	for _, c := range []string{"ssh-keygen", "gpg"} {
 		if _, err := exec.LookPath(c); err != nil {
 			t.Fatalf("%s is needed: %v", c, err)
@@ -294,6 +295,7 @@ func TestTrustedSigners(t *testing.T) {
 // refuses the unsigned and foreign ones with the reason, and names the
 // signer; with a local tools directory it refuses to start.
 func TestTrustedSignersBinary(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("ssh-keygen"); err != nil {
 		t.Fatalf("ssh-keygen is needed: %v", err)
 	}
@@ -461,6 +463,7 @@ func BenchmarkTrustStart10k(b *testing.B) {
 // approver decides, approving is refused (409 "the definition changed;
 // ask again") and nothing runs.
 func TestTrustedRugPull(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("ssh-keygen"); err != nil {
 		t.Fatalf("ssh-keygen is needed: %v", err)
 	}
