@@ -217,7 +217,7 @@ func (s *Store) Close() error {
 	if s.lock == nil {
 		return nil
 	}
-	err := s.lock.Close()
+	err := unlockDir(s.lock)
 	s.lock = nil
 	return err
 }

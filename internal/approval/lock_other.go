@@ -16,3 +16,6 @@ func lockDir(path string) (*os.File, error) {
 	}
 	return f, nil
 }
+
+// unlockDir closes f.
+func unlockDir(f *os.File) error { return f.Close() }

@@ -26,3 +26,15 @@ func lockDir(path string) (*os.File, error) {
 	}
 	return f, nil
 }
+
+// unlockDir releases the lock lockDir took and closes f. The lock is
+// released before the close: a process started at this moment holds a
+// copy of f (between its fork and its exec, which the sandbox's user
+// namespace set-up makes longer), and the kernel keeps an flock while
+// any copy of its open file is open, so a close alone left the queue
+// locked against the next Open of this very process
+// (TestCloseReleasesLockHeldByChild).
+func unlockDir(f *os.File) error {
+	uerr := syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	return errors.Join(uerr, f.Close())
+}
