@@ -288,11 +288,11 @@ func TestApprovalsSurviveRestart(t *testing.T) {
 	}
 	// One process owns a state directory's approval queue. The refused
 	// one leaves nothing running: its sandbox's warm worker ends with it.
-	before := len(descendants(t))
+	before := len(proctest.Descendants(t))
 	if _, stderr, code := runCLI(t, nil, "serve", "--listen", "127.0.0.1:0", "--tools", tools, "--state", state); code == 0 || !strings.Contains(stderr, "a toolagent daemon already listens on "+strings.TrimPrefix(d1.url, "http://")) {
 		t.Errorf("a second serve on the state dir = exit %d %q; want a refusal naming the daemon that runs there", code, stderr)
 	}
-	pollUntil(t, fmt.Sprintf("the refused serve's processes gone (back to %d)", before), func() bool { return len(descendants(t)) <= before })
+	pollUntil(t, fmt.Sprintf("the refused serve's processes gone (back to %d)", before), func() bool { return len(proctest.Descendants(t)) <= before })
 	if err := d1.stop(t); err != nil {
 		t.Fatalf("stop: %v", err)
 	}

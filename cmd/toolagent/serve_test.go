@@ -19,6 +19,7 @@ import (
 	"github.com/toolagent/toolagent/internal/dispatch"
 	"github.com/toolagent/toolagent/internal/host"
 	"github.com/toolagent/toolagent/internal/proc"
+	"github.com/toolagent/toolagent/internal/proc/proctest"
 )
 
 // syncBuffer is a goroutine-safe log sink the test reads while the daemon
@@ -290,59 +291,6 @@ params_schema:
 	}
 }
 
-// descendants returns the pids of every process below ours.
-func descendants(t testing.TB) []int {
-	t.Helper()
-	parent := map[int]int{}
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...: comm may hold spaces, so cut at ')'.
-		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-		if len(f) > 1 {
-			parent[pid], _ = strconv.Atoi(f[1])
-		}
-	}
-	var out []int
-	mine := map[int]bool{os.Getpid(): true}
-	for changed := true; changed; {
-		changed = false
-		for pid, pp := range parent {
-			if mine[pp] && !mine[pid] {
-				mine[pid] = true
-				out = append(out, pid)
-				changed = true
-			}
-		}
-	}
-	return out
-}
-
-// withMarker returns the pids whose command line holds marker, wherever
-// they were reparented.
-func withMarker(marker string) []int {
-	var out []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err == nil && bytes.Contains(b, []byte(marker)) {
-			pid, _ := strconv.Atoi(e.Name())
-			out = append(out, pid)
-		}
-	}
-	return out
-}
-
 const (
 	testReadToken = "reader-0123456789abcdef"
 	testCallToken = "caller-0123456789abcdef"
@@ -468,7 +416,7 @@ func TestServeShutdown(t *testing.T) {
 				if !bytes.Contains(b, []byte("toolagent_calls_in_flight 1")) {
 					return false
 				}
-				for _, pid := range descendants(t) {
+				for _, pid := range proctest.Descendants(t) {
 					if comm, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm"); strings.TrimSpace(string(comm)) == "sleep" {
 						return true
 					}
@@ -489,7 +437,7 @@ func TestServeShutdown(t *testing.T) {
 			if tc.wantStatus == dispatch.Cancelled && (!strings.HasPrefix(a.res.Error, "cancelled: shutdown") || a.res.ExitCode <= 128) {
 				t.Errorf("the call killed at shutdown: error %q, exit %d; want cancelled: shutdown and the real signal exit code", a.res.Error, a.res.ExitCode)
 			}
-			pollUntil(t, "no child processes", func() bool { return len(descendants(t)) == 0 })
+			pollUntil(t, "no child processes", func() bool { return len(proctest.Descendants(t)) == 0 })
 		})
 	}
 }

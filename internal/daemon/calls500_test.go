@@ -1,71 +1,16 @@
 package daemon
 
 import (
-	"bytes"
 	"fmt"
-	"os"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/toolagent/toolagent/internal/dispatch"
+	"github.com/toolagent/toolagent/internal/proc/proctest"
 )
-
-// descendants returns the pids of every process below ours.
-func descendants(t testing.TB) []int {
-	t.Helper()
-	parent := map[int]int{}
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...: comm may hold spaces, so cut at ')'.
-		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-		if len(f) > 1 {
-			parent[pid], _ = strconv.Atoi(f[1])
-		}
-	}
-	var out []int
-	mine := map[int]bool{os.Getpid(): true}
-	for changed := true; changed; {
-		changed = false
-		for pid, pp := range parent {
-			if mine[pp] && !mine[pid] {
-				mine[pid] = true
-				out = append(out, pid)
-				changed = true
-			}
-		}
-	}
-	return out
-}
-
-// withMarker returns the pids whose command line holds marker, wherever
-// they were reparented.
-func withMarker(marker string) []int {
-	var out []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err == nil && bytes.Contains(b, []byte(marker)) {
-			pid, _ := strconv.Atoi(e.Name())
-			out = append(out, pid)
-		}
-	}
-	return out
-}
 
 // TestServe500Calls fires 500 concurrent calls, a mix of fast, failing and
 // timing-out tools, at a live daemon: every call gets its correct result
@@ -160,6 +105,6 @@ func TestServe500Calls(t *testing.T) {
 		t.Errorf("run() = %v; want nil", err)
 	}
 	d.client.CloseIdleConnections()
-	pollUntil(t, "no child processes", func() bool { return len(descendants(t)) == 0 && len(withMarker(marker)) == 0 })
+	pollUntil(t, "no child processes", func() bool { return len(proctest.Descendants(t)) == 0 && len(proctest.WithMarker(marker)) == 0 })
 	pollUntil(t, fmt.Sprintf("goroutines back to %d", goroutinesBefore), func() bool { return runtime.NumGoroutine() <= goroutinesBefore })
 }

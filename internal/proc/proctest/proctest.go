@@ -3,7 +3,8 @@
 // (bubblewrap is part of the product, and .ci/run installs it) and skips
 // only when asked to, a host directory the sandbox does not replace with a
 // private one, and a count of processes by a marker in their argv, which
-// works across the sandbox's PID namespaces.
+// works across the sandbox's PID namespaces; and the processes a test
+// left behind (Descendants, WithMarker, procs.go).
 //
 // Imports: proc. Imported only by tests.
 package proctest
