@@ -46,22 +46,6 @@ func loadDevSet(t *testing.T) ([]match.Doc, []matcheval.Query) {
 	if dir == "" {
 		t.Skip("dev set ../shared/eval/intent (beside the module root) is absent; skipping")
 	}
-	paths, err := filepath.Glob(filepath.Join(dir, "tools", "*", hldp.FileName))
-	if err != nil || len(paths) == 0 {
-		t.Fatalf("no tools under %s: %v", dir, err)
-	}
-	var docs []match.Doc
-	for _, p := range paths {
-		data, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tool, err := hldp.Parse(p, data)
-		if err != nil {
-			t.Fatalf("dev set tool does not parse: %v", err)
-		}
-		docs = append(docs, catalog.ToolDoc(tool))
-	}
 	f, err := os.Open(filepath.Join(dir, "queries.jsonl"))
 	if err != nil {
 		t.Fatal(err)
@@ -71,6 +55,7 @@ func loadDevSet(t *testing.T) ([]match.Doc, []matcheval.Query) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	docs := loadTools(t, filepath.Join(dir, "tools"))
 	return docs, qs
 }
 
