@@ -12,6 +12,7 @@ package catalog
 import (
 	"fmt"
 	"iter"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -117,6 +118,9 @@ type Snapshot struct {
 	// A slice, not a map: a map of 100,000 entries took twice the room.
 	entries []Entry
 	enabled []int32 // indexes in entries of the callable ones
+	// counts is how many entries have each status (Counts), counted once:
+	// /v1/status, /readyz and the metrics read it on every request.
+	counts map[Status]int
 
 	vocab     *match.Vocab
 	learned   func(name, intent string) []Learned
@@ -236,7 +240,9 @@ func New(rev string, entries []Entry, opts Options) *Snapshot {
 	}
 	s.entries = sortedEntries(entries)
 	s.gone = goneSince(opts.Prev, s.entries, rev)
+	s.counts = make(map[Status]int, 4)
 	for i, e := range s.entries {
+		s.counts[e.Status]++
 		if e.Status.Callable() && e.Tool != nil {
 			s.enabled = append(s.enabled, int32(i))
 		}
@@ -434,14 +440,9 @@ func (s *Snapshot) All() []Entry { return slices.Clone(s.entries) }
 // Len is the number of entries of any status.
 func (s *Snapshot) Len() int { return len(s.entries) }
 
-// Counts returns how many entries have each status.
-func (s *Snapshot) Counts() map[Status]int {
-	m := make(map[Status]int, 4)
-	for _, e := range s.entries {
-		m[e.Status]++
-	}
-	return m
-}
+// Counts returns how many entries have each status, in a map of the
+// caller's own.
+func (s *Snapshot) Counts() map[Status]int { return maps.Clone(s.counts) }
 
 // Match ranks the callable tools for an intent in words and returns at most
 // k candidates (Found is false when nothing fits well enough).
@@ -488,7 +489,7 @@ func (st *Store) reindex(update bool) bool {
 	if cur == nil {
 		return false
 	}
-	next := &Snapshot{rev: cur.rev, gen: cur.gen, builtAt: cur.builtAt, entries: cur.entries, enabled: cur.enabled, vocab: cur.vocab, learned: cur.learned, builder: cur.builder}
+	next := &Snapshot{rev: cur.rev, gen: cur.gen, builtAt: cur.builtAt, entries: cur.entries, enabled: cur.enabled, counts: cur.counts, vocab: cur.vocab, learned: cur.learned, builder: cur.builder}
 	if update && cur.built.Load() {
 		next.prev = cur // the tools whose learned requests changed are updated
 	}

@@ -52,6 +52,12 @@ func TestSnapshotEnabledExcludesNotCallable(t *testing.T) {
 	if c := s.Counts(); c[Enabled] != 1 || c[Stale] != 1 || c[Disabled] != 1 || c[Failed] != 1 {
 		t.Errorf("Counts() = %v", c)
 	}
+	// The counts are kept with the snapshot; a caller's map is its own.
+	c := s.Counts()
+	c[Enabled] = 99
+	if got := s.Counts()[Enabled]; got != 1 {
+		t.Errorf("after a caller changed its map, Counts()[Enabled] = %d, want 1", got)
+	}
 }
 
 // TestStoreReadersSeeWholeSnapshots swaps snapshots while readers load in a
