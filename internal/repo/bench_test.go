@@ -65,7 +65,7 @@ func BenchmarkGitListAndHash(b *testing.B) {
 	b.Run("fresh", func(b *testing.B) {
 		head := plumbing.NewHash(tree.Rev())
 		for b.Loop() {
-			t, err := newGitTree(g.cur.path, head, DefaultPath, nil)
+			t, err := newGitTree(g.cur.path, head, DefaultPath, nil, nil)
 			if err != nil {
 				b.Fatal(err)
 			}

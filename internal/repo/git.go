@@ -101,6 +101,10 @@ type Git struct {
 
 	maxPacks  int        // tests lower the compaction threshold; 0 means maxPacks
 	lastFetch fetchStats // what the last thin fetch received, for tests
+	// fetched are the objects the current thin fetch received, resolved,
+	// for the Tree made of them to read from memory; set only during
+	// fetchLocked.
+	fetched map[plumbing.Hash]plumbing.EncodedObject
 }
 
 // treeKey identifies the content of a Tree of a Git.
@@ -246,7 +250,7 @@ func (g *Git) treeLocked(c *clone, head plumbing.Hash, path string) (*Tree, erro
 	if g.last != nil && g.lastKey == key {
 		return g.last, nil
 	}
-	t, err := newGitTree(c.path, head, path, g.last)
+	t, err := newGitTree(c.path, head, path, g.last, g.fetched)
 	if err != nil {
 		return nil, err
 	}
@@ -302,12 +306,14 @@ func removeStale(dir, keep string) {
 // local branch at the fetched head. It tries a thin-pack fetch first and
 // falls back to go-git's fetch on any error but the context's.
 func (g *Git) fetchLocked(ctx context.Context, s gitSettings, auth transport.AuthMethod) (*Tree, error) {
-	st, err := g.thinFetchLocked(ctx, s, auth)
+	st, fetched, err := g.thinFetchLocked(ctx, s, auth)
 	g.lastFetch = st
 	if err == nil {
 		head, err := pointLocal(g.cur, s.branch)
 		if err == nil {
+			g.fetched = fetched
 			t, err := g.treeLocked(g.cur, head, s.path)
+			g.fetched = nil
 			if err == nil {
 				s.log.Debug("git fetch", "url", redactURL(s.url), "branch", s.branch, "rev", t.Rev(),
 					"objects", st.objects, "bytes", st.bytes)

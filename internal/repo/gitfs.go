@@ -6,9 +6,8 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"maps"
 	"runtime"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -42,24 +41,32 @@ type objects struct {
 	mu   sync.Mutex
 	s    *filesystem.Storage
 	dirs map[plumbing.Hash]*gitDir // decoded trees; guarded by mu
+	// fetched holds the objects the fetch that made this Tree received,
+	// as it resolved them: read from memory, not back from the pack file
+	// they were just written to. Never changed once the Tree is made.
+	fetched map[plumbing.Hash]plumbing.EncodedObject
 
 	// blobReads counts blob contents read, so tests can check that listing
-	// and hashing read none.
-	blobReads atomic.Int64
+	// and hashing read none; treeReads counts the tree objects read from
+	// the clone's files (not from fetched), so tests can check what a
+	// fetch's Tree reads again.
+	blobReads, treeReads atomic.Int64
 }
 
 // gitDir is a decoded tree object, its entries sorted by name as fs.ReadDir
 // requires. It is immutable once built.
 type gitDir struct {
 	entries []object.TreeEntry
-	index   map[string]int
 }
 
-// openObjects opens the clone at clonePath. If seed is not nil, the tree
-// objects it decoded are reused: a tree object's content is fixed by its
-// hash, so after a commit that changes one tool only the trees on the path
-// to it are decoded again.
-func openObjects(clonePath string, seed *objects) *objects {
+// find returns the index of the entry called name.
+func (d *gitDir) find(name string) (int, bool) {
+	return slices.BinarySearchFunc(d.entries, name, func(e object.TreeEntry, n string) int { return strings.Compare(e.Name, n) })
+}
+
+// openObjects opens the clone at clonePath. fetched are objects a fetch
+// just received (see objects.fetched); nil for none.
+func openObjects(clonePath string, fetched map[plumbing.Hash]plumbing.EncodedObject) *objects {
 	// The object cache only needs to hold tree objects between decoding
 	// steps; decoded trees are kept in dirs. Pack files stay open once
 	// read: opening one per object made a 1,000-tool walk 40x slower. They
@@ -68,16 +75,47 @@ func openObjects(clonePath string, seed *objects) *objects {
 	// re-clone deletes its directory.
 	s := filesystem.NewStorageWithOptions(idxInMemory{osfs.New(clonePath)}, cache.NewObjectLRU(256*cache.KiByte),
 		filesystem.Options{KeepDescriptors: true})
-	o := &objects{path: clonePath, s: s}
-	if seed != nil {
-		seed.mu.Lock()
-		o.dirs = maps.Clone(seed.dirs)
-		seed.mu.Unlock()
-	} else {
-		o.dirs = make(map[plumbing.Hash]*gitDir)
-	}
+	o := &objects{path: clonePath, s: s, dirs: make(map[plumbing.Hash]*gitDir), fetched: fetched}
 	runtime.AddCleanup(o, func(s *filesystem.Storage) { s.Close() }, s)
 	return o
+}
+
+// adopt decodes tree h (the sub-tree a Tree serves) unless seed, an
+// earlier Tree's objects, has, and takes from seed the decoded trees below
+// it: a tree object's content is fixed by its hash, so after a commit that
+// changes one tool only the trees on the path to it are decoded again.
+// Trees seed decoded that h does not reach are left behind, so a
+// long-running source holds the trees of its current commit, not of every
+// commit it served. Below a tree seed had not decoded (a changed tool
+// folder), nothing is read here.
+func (o *objects) adopt(seed *objects, h plumbing.Hash) error {
+	seed.mu.Lock()
+	d, ok := seed.dirs[h]
+	seed.mu.Unlock()
+	if !ok {
+		var err error
+		if d, err = o.dir(h); err != nil {
+			return err
+		}
+	}
+	seed.mu.Lock()
+	defer seed.mu.Unlock()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.dirs[h] = d
+	var walk func(d *gitDir)
+	walk = func(d *gitDir) {
+		for _, e := range d.entries {
+			// Below a tree seed has, seed has what it decoded; below one it
+			// has not (a changed folder), nothing is taken.
+			if c, ok := seed.dirs[e.Hash]; ok && e.Mode == filemode.Dir {
+				o.dirs[e.Hash] = c
+				walk(c)
+			}
+		}
+	}
+	walk(d)
+	return nil
 }
 
 // dir returns the decoded tree object h.
@@ -87,34 +125,125 @@ func (o *objects) dir(h plumbing.Hash) (*gitDir, error) {
 	if d, ok := o.dirs[h]; ok {
 		return d, nil
 	}
-	t, err := object.GetTree(o.s, h)
+	data, err := o.readLocked(plumbing.TreeObject, h)
 	if err != nil {
 		return nil, fmt.Errorf("read tree %s: %w", h, err)
 	}
-	d := &gitDir{entries: append([]object.TreeEntry(nil), t.Entries...), index: make(map[string]int, len(t.Entries))}
-	sort.Slice(d.entries, func(i, j int) bool { return d.entries[i].Name < d.entries[j].Name })
-	for i, e := range d.entries {
-		d.index[e.Name] = i
+	d, err := decodeTree(data)
+	if err != nil {
+		return nil, fmt.Errorf("read tree %s: %w", h, err)
 	}
 	o.dirs[h] = d
 	return d, nil
 }
+
+// readLocked returns the content of object h of type t, from fetched
+// when it is there.
+func (o *objects) readLocked(t plumbing.ObjectType, h plumbing.Hash) ([]byte, error) {
+	obj, ok := o.fetched[h]
+	if !ok || obj.Type() != t {
+		var err error
+		if obj, err = o.s.EncodedObject(t, h); err != nil {
+			return nil, err
+		}
+		if t == plumbing.TreeObject {
+			o.treeReads.Add(1)
+		}
+	}
+	r, err := obj.Reader()
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	// The object's header gave its size: read that much, and check that
+	// nothing follows. A size past maxPrealloc is not taken on trust (an
+	// object's header may lie): read what there is.
+	if obj.Size() < 0 || obj.Size() > maxPrealloc {
+		return io.ReadAll(r)
+	}
+	data := make([]byte, obj.Size())
+	if _, err := io.ReadFull(r, data); err != nil {
+		return nil, fmt.Errorf("object %s is shorter than its header says: %w", h, err)
+	}
+	if n, _ := r.Read(make([]byte, 1)); n != 0 {
+		return nil, fmt.Errorf("object %s is longer than its header says", h)
+	}
+	return data, nil
+}
+
+// decodeTree decodes the content of a tree object: entries of an octal
+// mode, a space, a name, a NUL and a 20-byte hash. Each name is a string
+// of its own: a catalog entry may keep one long after the tree is gone,
+// and must not keep the whole tree's bytes with it. Entries come sorted by
+// name (git orders a folder as if its name ended in "/", which differs
+// from that only for a name that is a prefix of another).
+func decodeTree(all []byte) (*gitDir, error) {
+	n := bytes.Count(all, []byte{0})
+	entries := make([]object.TreeEntry, 0, n)
+	for i := 0; i < len(all); {
+		var mode uint32
+		j := i
+		for ; j < len(all) && all[j] != ' '; j++ {
+			c := all[j]
+			if c < '0' || c > '7' || j-i >= 7 {
+				return nil, fmt.Errorf("malformed tree: bad mode at byte %d", i)
+			}
+			mode = mode<<3 | uint32(c-'0')
+		}
+		if j == i || j == len(all) {
+			return nil, fmt.Errorf("malformed tree: bad mode at byte %d", i)
+		}
+		k := bytes.IndexByte(all[j+1:], 0)
+		if k < 0 || j+1+k+1+hashSize > len(all) {
+			return nil, fmt.Errorf("malformed tree: entry at byte %d is cut short", i)
+		}
+		if k == 0 {
+			return nil, fmt.Errorf("malformed tree: empty name at byte %d", i)
+		}
+		name := string(all[j+1 : j+1+k])
+		var h plumbing.Hash
+		copy(h[:], all[j+1+k+1:])
+		entries = append(entries, object.TreeEntry{Name: name, Mode: canonicalMode(mode), Hash: h})
+		i = j + 1 + k + 1 + hashSize
+	}
+	cmpName := func(a, b object.TreeEntry) int { return strings.Compare(a.Name, b.Name) }
+	if !slices.IsSortedFunc(entries, cmpName) {
+		slices.SortFunc(entries, cmpName)
+	}
+	return &gitDir{entries: entries}, nil
+}
+
+// canonicalMode is the mode git reads a tree entry's mode as (as go-git's
+// decoder does): the type bits decide, and a regular file is executable
+// when any execute bit is set.
+func canonicalMode(m uint32) filemode.FileMode {
+	switch m & 0o170000 {
+	case 0o040000:
+		return filemode.Dir
+	case 0o100000:
+		if m&0o111 != 0 {
+			return filemode.Executable
+		}
+		return filemode.Regular
+	case 0o120000:
+		return filemode.Symlink
+	default:
+		return filemode.Submodule
+	}
+}
+
+// maxPrealloc bounds the buffer readLocked sizes from an object's header.
+const maxPrealloc = 16 << 20
+
+// hashSize is the length of an object hash in a tree entry.
+const hashSize = len(plumbing.Hash{})
 
 // blob returns the content of blob h.
 func (o *objects) blob(h plumbing.Hash) ([]byte, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.blobReads.Add(1)
-	obj, err := o.s.EncodedObject(plumbing.BlobObject, h)
-	if err != nil {
-		return nil, fmt.Errorf("read blob %s: %w", h, err)
-	}
-	r, err := obj.Reader()
-	if err != nil {
-		return nil, fmt.Errorf("read blob %s: %w", h, err)
-	}
-	defer r.Close()
-	data, err := io.ReadAll(r)
+	data, err := o.readLocked(plumbing.BlobObject, h)
 	if err != nil {
 		return nil, fmt.Errorf("read blob %s: %w", h, err)
 	}
@@ -125,9 +254,12 @@ func (o *objects) blob(h plumbing.Hash) ([]byte, error) {
 func (o *objects) blobSize(h plumbing.Hash) (int64, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	obj, err := o.s.EncodedObject(plumbing.BlobObject, h)
-	if err != nil {
-		return 0, fmt.Errorf("read blob %s: %w", h, err)
+	obj, ok := o.fetched[h]
+	if !ok || obj.Type() != plumbing.BlobObject {
+		var err error
+		if obj, err = o.s.EncodedObject(plumbing.BlobObject, h); err != nil {
+			return 0, fmt.Errorf("read blob %s: %w", h, err)
+		}
 	}
 	return obj.Size(), nil
 }
@@ -135,20 +267,28 @@ func (o *objects) blobSize(h plumbing.Hash) (int64, error) {
 // newGitTree returns the Tree of sub (a slash-separated path, "" for the
 // whole tree) in commit, reading objects from the bare clone at clonePath.
 // prev, if not nil, is an earlier git Tree whose decoded trees are reused.
-func newGitTree(clonePath string, commit plumbing.Hash, sub string, prev *Tree) (*Tree, error) {
+func newGitTree(clonePath string, commit plumbing.Hash, sub string, prev *Tree, fetched map[plumbing.Hash]plumbing.EncodedObject) (*Tree, error) {
 	var seed *objects
 	if prev != nil {
 		if f, ok := prev.fsys.(*gitFS); ok {
 			seed = f.o
 		}
 	}
-	o := openObjects(clonePath, seed)
+	o := openObjects(clonePath, fetched)
 	o.mu.Lock()
-	c, err := object.GetCommit(o.s, commit)
+	var c *object.Commit
+	data, err := o.readLocked(plumbing.CommitObject, commit)
+	if err == nil {
+		obj := &plumbing.MemoryObject{}
+		obj.SetType(plumbing.CommitObject)
+		obj.Write(data)
+		c, err = object.DecodeCommit(o.s, obj)
+	}
 	o.mu.Unlock()
 	if err != nil {
 		return nil, fmt.Errorf("read commit %s: %w", commit, err)
 	}
+
 	root := c.TreeHash
 	if sub != "" {
 		for _, part := range strings.Split(sub, "/") {
@@ -156,7 +296,7 @@ func newGitTree(clonePath string, commit plumbing.Hash, sub string, prev *Tree) 
 			if err != nil {
 				return nil, err
 			}
-			i, ok := d.index[part]
+			i, ok := d.find(part)
 			if !ok || d.entries[i].Mode != filemode.Dir {
 				return nil, fmt.Errorf("%q at %s: %w", sub, commit, errNoPath)
 			}
@@ -165,7 +305,11 @@ func newGitTree(clonePath string, commit plumbing.Hash, sub string, prev *Tree) 
 	}
 	// Read the sub-tree's own object now, so a clone missing it is found
 	// during Sync rather than by a reader later.
-	if _, err := o.dir(root); err != nil {
+	if seed != nil {
+		if err := o.adopt(seed, root); err != nil {
+			return nil, err
+		}
+	} else if _, err := o.dir(root); err != nil {
 		return nil, err
 	}
 	fsys := &gitFS{o: o, root: root}
@@ -207,7 +351,7 @@ func (f *gitFS) lookup(op, name string) (object.TreeEntry, error) {
 		if err != nil {
 			return object.TreeEntry{}, &fs.PathError{Op: op, Path: name, Err: err}
 		}
-		j, ok := d.index[part]
+		j, ok := d.find(part)
 		if !ok {
 			return object.TreeEntry{}, &fs.PathError{Op: op, Path: name, Err: fs.ErrNotExist}
 		}

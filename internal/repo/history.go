@@ -298,7 +298,7 @@ func OpenCheckout(dir string) (*Tree, string, error) {
 	if !ok {
 		return nil, "", fmt.Errorf("%s: the repository is not stored on disk", root)
 	}
-	t, err := newGitTree(fsStore.Filesystem().Root(), head.Hash(), sub, nil)
+	t, err := newGitTree(fsStore.Filesystem().Root(), head.Hash(), sub, nil, nil)
 	if err != nil {
 		return nil, "", err
 	}

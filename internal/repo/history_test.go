@@ -172,7 +172,7 @@ func BenchmarkLastChanged10k(b *testing.B) {
 		names[i] = fmt.Sprintf("tool-%05d", i)
 	}
 	for b.Loop() {
-		t, err := newGitTree(r.bare, head, "tools", nil)
+		t, err := newGitTree(r.bare, head, "tools", nil, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
