@@ -14,6 +14,7 @@
 package cache
 
 import (
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -232,6 +233,33 @@ func (c *Cache) Listing(tree string) (blobs map[string]string, ok bool) {
 		return nil, false
 	}
 	return c.listing, true
+}
+
+// MoveListing changes the listing SetListing recorded for tree from into
+// the listing of tree to: the paths of gone leave it, then the keys of
+// set enter it. It does nothing unless the listing is from's: a build that
+// scanned a few folders of to, knowing the rest are as in from, calls it
+// instead of SetListing.
+func (c *Cache) MoveListing(from, to string, gone []string, set []Key) {
+	if from == "" || to == "" {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.listTree != from {
+		return
+	}
+	// The map is shared with readers of Listing: change a copy.
+	m := maps.Clone(c.listing)
+	for _, p := range gone {
+		delete(m, p)
+	}
+	for _, k := range set {
+		m[k.Path] = k.Blob
+	}
+	c.listTree, c.listing = to, m
+	c.dirty = true
+	c.gen++
 }
 
 // Served is the version of a definition file a build served: its blob

@@ -317,7 +317,46 @@ func newGitTree(clonePath string, commit plumbing.Hash, sub string, prev *Tree, 
 	for i, h := range c.ParentHashes {
 		parents[i] = h.String()
 	}
-	return &Tree{fsys: fsys, rev: commit.String(), treeHash: root.String(), hash: fsys.blobHash, parents: parents, isGit: true, sub: sub}, nil
+	t := &Tree{fsys: fsys, rev: commit.String(), treeHash: root.String(), hash: fsys.blobHash, parents: parents, isGit: true, sub: sub}
+	if seed != nil && prev.isGit && prev.sub == sub {
+		if base, ok := seed.decoded(prev.fsys.(*gitFS).root); ok {
+			d, _ := o.dir(root) // decoded above
+			t.base, t.baseTree, t.delta, t.hasDelta = prev.rev, prev.treeHash, changedNames(base, d), true
+		}
+	}
+	return t, nil
+}
+
+// decoded returns tree h if it is decoded.
+func (o *objects) decoded(h plumbing.Hash) (*gitDir, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	d, ok := o.dirs[h]
+	return d, ok
+}
+
+// changedNames returns the names of the entries of a and b (both sorted by
+// name) that are in one alone or differ in mode or hash, sorted: what a
+// scan of b must look at again after a scan of a.
+func changedNames(a, b *gitDir) []string {
+	var names []string
+	i, j := 0, 0
+	for i < len(a.entries) || j < len(b.entries) {
+		switch {
+		case j == len(b.entries) || i < len(a.entries) && a.entries[i].Name < b.entries[j].Name:
+			names = append(names, a.entries[i].Name)
+			i++
+		case i == len(a.entries) || b.entries[j].Name < a.entries[i].Name:
+			names = append(names, b.entries[j].Name)
+			j++
+		default:
+			if a.entries[i].Hash != b.entries[j].Hash || a.entries[i].Mode != b.entries[j].Mode {
+				names = append(names, b.entries[j].Name)
+			}
+			i, j = i+1, j+1
+		}
+	}
+	return names
 }
 
 // gitFS is an fs.FS over a tree object. Directories are decoded when opened

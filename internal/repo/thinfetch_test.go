@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/go-git/go-git/v5/plumbing"
@@ -180,4 +181,39 @@ func BenchmarkWritePack(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestGitTreeDelta checks what a git Tree says differs from the source's
+// previous Tree: nothing for the first; after a commit that edits one
+// tool, adds one and removes one (and changes a file beside tools/), those
+// three names, sorted, against the previous commit and its tools tree;
+// none after a commit that changes nothing below tools/.
+func TestGitTreeDelta(t *testing.T) {
+	t.Parallel()
+	r := newRemote(t, "main")
+	for _, n := range []string{"a", "b", "c"} {
+		r.write("tools/"+n+"/TOOL.hdlp", "name: "+n+"\n")
+	}
+	first := r.commit("three tools")
+	g := newGit(t, serve(t, r, nil))
+	t1 := mustSync(t, g)
+	if base, names, ok := t1.Delta(); ok {
+		t.Errorf("the first Tree's Delta = %s %v true; want none", base, names)
+	}
+	r.write("tools/a/TOOL.hdlp", "name: a\nintent: edited\n")
+	r.write("tools/d/TOOL.hdlp", "name: d\n")
+	r.remove("tools/b/TOOL.hdlp")
+	r.write("README.md", "beside the tools\n")
+	r.commit("edit a, add d, remove b")
+	t2 := mustSync(t, g)
+	base, names, ok := t2.Delta()
+	if !ok || base != first || !slices.Equal(names, []string{"a", "b", "d"}) || t2.BaseTreeHash() != t1.TreeHash() {
+		t.Errorf("Delta after the commit = %s %v %v, base tree %s; want %s [a b d] true, base tree %s", base, names, ok, t2.BaseTreeHash(), first, t1.TreeHash())
+	}
+	r.write("README.md", "still beside the tools\n")
+	r.commit("outside tools/")
+	t3 := mustSync(t, g)
+	if base, names, ok := t3.Delta(); !ok || base != t2.Rev() || len(names) != 0 || t3.TreeHash() != t2.TreeHash() {
+		t.Errorf("Delta after a commit outside tools/ = %s %v %v; want %s [] true, the same tree hash", base, names, ok, t2.Rev())
+	}
 }

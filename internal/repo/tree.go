@@ -13,8 +13,9 @@ type Tree struct {
 	parents  []string // the commit's parents, for git trees
 	isGit    bool
 	sub      string // the sub-tree's path in the commit, for git trees
-	// base, delta and hasDelta are Delta's.
+	// base, delta and hasDelta are Delta's; baseTree is BaseTreeHash's.
 	base     string
+	baseTree string
 	delta    []string
 	hasDelta bool
 }
@@ -22,12 +23,19 @@ type Tree struct {
 // Delta reports, for a local tree listed by a watched Sync (see
 // LocalDir.Track), the revision of the tree the Sync started from and the
 // top-level names it listed again, sorted: every other top-level entry,
-// and everything below it, is as in that tree. ok is false for any other
-// tree. A scan of the tree may then start from its scan of base and look
-// at those names alone.
+// and everything below it, is as in that tree. For a git tree, base is
+// the commit of the source's previous Tree and names the top-level entries
+// whose tree entry differs from that commit's (added, removed, or another
+// hash or mode). ok is false for any other tree (the first of a source,
+// one after a change of sub-path). A scan of the tree may then start from
+// its scan of base and look at those names alone.
 func (t *Tree) Delta() (base string, names []string, ok bool) {
 	return t.base, t.delta, t.hasDelta
 }
+
+// BaseTreeHash returns, for a git tree with a Delta, the TreeHash of the
+// tree its base names; "" otherwise.
+func (t *Tree) BaseTreeHash() string { return t.baseTree }
 
 // Parents returns the parent commits of a git tree's commit, and true; for
 // a local tree nil and false. The clone is one commit deep, so these are

@@ -359,13 +359,27 @@ func buildDelta(prev *catalog.Snapshot, t Tree, c *cache.Cache, opts Options) (_
 	if !isDelta || was == nil || base != prev.Rev() || was.prefix != opts.Prefix {
 		return nil, Report{}, false
 	}
-	if th, ok := t.(treeHasher); ok && th.TreeHash() != "" {
-		return nil, Report{}, false
-	}
-	if isGit(t) {
-		return nil, Report{}, false
-	}
 	fsys, rev := t.FS(), t.Rev()
+	// A git tree: the cited revisions carry only along a fast-forward of
+	// one commit (see carries), and the cache's listing (the blob hashes a
+	// restart takes, by tree hash) moves from the base's tree to this one
+	// only if it is the base's.
+	var treeHash, baseTree string
+	if th, ok := t.(treeHasher); ok {
+		treeHash = th.TreeHash()
+	}
+	if treeHash != "" {
+		bt, ok := t.(interface{ BaseTreeHash() string })
+		if !ok || !carries(t, prev, c, rev) {
+			return nil, Report{}, false
+		}
+		baseTree = bt.BaseTreeHash()
+		if c != nil {
+			if _, ok := c.Listing(baseTree); !ok {
+				return nil, Report{}, false
+			}
+		}
+	}
 	var slots []folder // in names' order
 	for _, name := range names {
 		fi, err := fs.Lstat(fsys, name)
@@ -494,6 +508,22 @@ func buildDelta(prev *catalog.Snapshot, t Tree, c *cache.Cache, opts Options) (_
 		c.UpdateLastGood(served, gone)
 		forget = slices.DeleteFunc(forget, func(k cache.Key) bool { return kept[k] })
 		c.Forget(forget)
+		if treeHash != "" {
+			// The listing: the files of names go, the keys their folders
+			// scanned to come.
+			unset := make([]string, len(names))
+			for i, name := range names {
+				unset[i] = name + "/" + hldp.FileName
+			}
+			var set []cache.Key
+			for _, f := range slots {
+				if f.res.key != (cache.Key{}) {
+					set = append(set, f.res.key)
+				}
+			}
+			c.MoveListing(baseTree, treeHash, unset, set)
+			c.SetHead(rev)
+		}
 	}
 	return snapshot(prev, rev, entries, notes, opts), rep, true
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -780,5 +781,130 @@ func TestEntrySharesToolStrings(t *testing.T) {
 				t.Errorf("%s: entry %s (file %s) holds copies of its tool's File %q", what, e.Name, e.File, f)
 			}
 		}
+	}
+}
+
+// gitDeltaTree is a commit's tree over a map of files, as internal/repo
+// gives after a fetch: its tree hash, its parents, and the top-level
+// names that differ from the tree of the commit base.
+type gitDeltaTree struct {
+	Tree
+	hash, baseTree string
+	parents        []string
+	base           string
+	names          []string
+	delta          bool
+}
+
+func (g gitDeltaTree) TreeHash() string                { return g.hash }
+func (g gitDeltaTree) BaseTreeHash() string            { return g.baseTree }
+func (g gitDeltaTree) Parents() ([]string, bool)       { return g.parents, true }
+func (g gitDeltaTree) Delta() (string, []string, bool) { return g.base, g.names, g.delta }
+
+// TestBuildDeltaGitEqualsBuild: for git commits, a Build of a tree that
+// names the folders that differ from its parent's scans those alone and
+// gives what a whole Build gives (entries with the revisions they cite,
+// problems, counts, the cache's outcomes and last good versions), and it
+// moves the cache's listing to the new tree hash as a whole Build sets it,
+// so a restart at the new commit takes every blob hash from it. A commit
+// that is not the child of the one prev was built from (a force push, or
+// several commits in one fetch), or a cache whose listing is of another
+// tree, gets a whole Build.
+func TestBuildDeltaGitEqualsBuild(t *testing.T) {
+	files := map[string]string{
+		"a/TOOL.hdlp":      def("a", "list things"),
+		"b/TOOL.hdlp":      def("b", "show things"),
+		"broken/TOOL.hdlp": "name: broken\nintent: [unclosed\n",
+		"nofile/run.sh":    "echo\n",
+		"wrong/TOOL.hdlp":  def("a", "declares another folder's name"),
+	}
+	opts := Options{Catalog: catalog.Options{LazyIndex: true}}
+	commit := 0
+	head, headTree := "", ""
+	// next makes the tree of a new commit whose parent is parent.
+	next := func(parent string, names []string) gitDeltaTree {
+		commit++
+		rev := fmt.Sprintf("%040d", commit)
+		tree := FromFS(mapFS(files), rev)
+		g := gitDeltaTree{Tree: tree, hash: fmt.Sprintf("tree-%d", commit), parents: []string{parent}, base: head, baseTree: headTree, names: names, delta: head != ""}
+		head, headTree = rev, g.hash
+		return g
+	}
+	cWhole, cDelta := cache.New(), cache.New()
+	first := next("", nil)
+	whole, _, err := Build(nil, first, cWhole, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	delta, _, err := Build(nil, first, cDelta, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listings := func(step, hash string) {
+		t.Helper()
+		lw, okw := cWhole.Listing(hash)
+		ld, okd := cDelta.Listing(hash)
+		if !okw || !okd || !maps.Equal(lw, ld) {
+			t.Errorf("%s: listing of %s: whole %v %v, delta %v %v", step, hash, lw, okw, ld, okd)
+		}
+		if cWhole.Head() != cDelta.Head() {
+			t.Errorf("%s: heads: whole %s, delta %s", step, cWhole.Head(), cDelta.Head())
+		}
+	}
+	steps := []struct {
+		name    string
+		change  func()
+		touched []string
+		forced  bool // the new commit's parent is not the last one
+	}{
+		{"one edited", func() { files["b/TOOL.hdlp"] = def("b", "show more things") }, []string{"b"}, false},
+		{"one broken, served stale", func() { files["a/TOOL.hdlp"] = "name: a\nintent: [\n" }, []string{"a"}, false},
+		{"fixed", func() { files["a/TOOL.hdlp"] = def("a", "list things again") }, []string{"a"}, false},
+		{"added", func() { files["d/TOOL.hdlp"] = def("d", "new things") }, []string{"d"}, false},
+		{"removed", func() { delete(files, "d/TOOL.hdlp") }, []string{"d"}, false},
+		{"the duplicate goes", func() { delete(files, "wrong/TOOL.hdlp") }, []string{"wrong"}, false},
+		{"a missing file appears", func() { files["nofile/TOOL.hdlp"] = def("nofile", "now a tool") }, []string{"nofile"}, false},
+		{"nothing changed below tools/", func() {}, nil, false},
+		{"force-pushed", func() { files["b/TOOL.hdlp"] = def("b", "rewritten") }, []string{"b"}, true},
+		{"after the force push", func() { files["e/TOOL.hdlp"] = def("e", "more") }, []string{"e"}, false},
+	}
+	for _, st := range steps {
+		parent := head
+		if st.forced {
+			parent = "f000000000000000000000000000000000000000"
+		}
+		st.change()
+		tree := next(parent, st.touched)
+		var repWhole, repDelta Report
+		if whole, repWhole, err = Build(whole, tree, cWhole, opts); err != nil {
+			t.Fatal(err)
+		}
+		if delta, repDelta, err = Build(delta, tree, cDelta, opts); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case st.forced && repDelta.Scanned != repWhole.Scanned:
+			t.Errorf("%s: the Build after a force push scanned %d folders, want all %d", st.name, repDelta.Scanned, repWhole.Scanned)
+		case !st.forced && repDelta.Scanned > len(st.touched):
+			t.Errorf("%s: the delta Build scanned %d folders, want at most %d", st.name, repDelta.Scanned, len(st.touched))
+		}
+		sameBuild(t, st.name, whole, delta, repWhole, repDelta, cWhole, cDelta)
+		listings(st.name, tree.hash)
+	}
+
+	// A cache whose listing is of another tree: a whole Build (which
+	// records this tree's listing).
+	files["a/TOOL.hdlp"] = def("a", "list once more")
+	tree := next(head, []string{"a"})
+	tree.baseTree = "tree-elsewhere"
+	_, rep, err := Build(delta, tree, cDelta, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Scanned <= 1 {
+		t.Errorf("a delta whose base tree the cache has no listing of scanned %d folders, want every folder", rep.Scanned)
+	}
+	if _, ok := cDelta.Listing(tree.hash); !ok {
+		t.Error("after it, the cache has no listing of the new tree")
 	}
 }
