@@ -13,7 +13,11 @@
 // exits), the embedded default tools, a local directory's cold start (new
 // state) and warm start (same state, nothing changed), and a git source's
 // restart at the commit it synced (served over HTTP by git http-backend,
-// as a forge would). docs/operations.md ("Start time") quotes its figures.
+// as a forge would), and git-webhook: one-tool commits announced to a
+// running daemon by signed push webhooks, each timed to served, with the
+// git server's own share of it (the same fetch, made again afterwards by
+// this program and timed alone). docs/operations.md ("Start time") quotes
+// its figures.
 package main
 
 import (
@@ -40,6 +44,12 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/protocol/packp"
+	"github.com/go-git/go-git/v5/plumbing/protocol/packp/capability"
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	gitclient "github.com/go-git/go-git/v5/plumbing/transport/client"
 )
 
 func main() {
@@ -57,6 +67,9 @@ type sample struct {
 	wall, cpu time.Duration
 	rss       uint64
 	restRSS   uint64 // the resident set --rest after ready (0: not measured)
+	// server is, for git-webhook, how long the git server alone took to
+	// answer the fetch the daemon made (see serverShare); 0: not measured.
+	server time.Duration
 }
 
 // cases are the starts measured, in the order printed.
@@ -162,7 +175,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				case "git-webhook":
 					var during []sample
 					_, err = startServeDuring(ctx, bin, s.state, s.args, 0, logFile, func(addr string, pid int) error {
-						during, err = pushChanges(ctx, repo, addr, pid, secret, webhookChanges)
+						during, err = pushChanges(ctx, repo, url, addr, pid, secret, webhookChanges)
 						return err
 					})
 					if err == nil {
@@ -191,7 +204,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	fmt.Fprintf(stdout, "%d tools, %d rounds; median (min-max) of: wall ms to /readyz 200, CPU ms then, RSS MiB then, and %v later\n", *n, *rounds, *rest)
-	fmt.Fprintf(stdout, "(git-webhook: %d one-tool commits a round to a running daemon; wall from the webhook's POST to /v1/status serving the commit, the daemon's CPU for it, RSS after)\n", webhookChanges)
+	fmt.Fprintf(stdout, "(git-webhook: %d one-tool commits a round to a running daemon; wall from the webhook's POST to /v1/status serving the commit, the daemon's CPU for it, RSS after; server: the git server alone answering the same fetch, timed after)\n", webhookChanges)
 	for _, bin := range binList {
 		fmt.Fprintf(stdout, "%s\n", bin)
 		for _, c := range cases {
@@ -204,7 +217,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 }
 
 func (s sample) String() string {
-	return fmt.Sprintf("wall %.0f ms, cpu %.0f ms, rss %.1f MiB, at rest %.1f MiB", ms(s.wall), ms(s.cpu), mib(s.rss), mib(s.restRSS))
+	out := fmt.Sprintf("wall %.0f ms, cpu %.0f ms, rss %.1f MiB, at rest %.1f MiB", ms(s.wall), ms(s.cpu), mib(s.rss), mib(s.restRSS))
+	if s.server > 0 {
+		out += fmt.Sprintf(", the server alone %.0f ms", ms(s.server))
+	}
+	return out
 }
 
 func mib(b uint64) float64 { return float64(b) / (1 << 20) }
@@ -219,11 +236,15 @@ func summary(samples []sample) string {
 		slices.Sort(v)
 		return fmt.Sprintf(f+" ("+f+"-"+f+")", v[len(v)/2], v[0], v[len(v)-1])
 	}
-	return fmt.Sprintf("wall %s  cpu %s  rss %s  rest %s",
+	out := fmt.Sprintf("wall %s  cpu %s  rss %s  rest %s",
 		stat(func(s sample) float64 { return ms(s.wall) }, "%.0f"),
 		stat(func(s sample) float64 { return ms(s.cpu) }, "%.0f"),
 		stat(func(s sample) float64 { return mib(s.rss) }, "%.1f"),
 		stat(func(s sample) float64 { return mib(s.restRSS) }, "%.1f"))
+	if samples[0].server > 0 {
+		out += "  server " + stat(func(s sample) float64 { return ms(s.server) }, "%.0f")
+	}
+	return out
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
@@ -524,10 +545,14 @@ func (b *benchRepo) commitOne(ctx context.Context) (string, error) {
 // addr by a signed push webhook as Forgejo sends it, and times each from
 // the POST to /v1/status serving the commit; cpu is the daemon's CPU
 // time over that span, rss its resident set after.
-func pushChanges(ctx context.Context, repo *benchRepo, addr string, pid int, secret []byte, n int) ([]sample, error) {
+func pushChanges(ctx context.Context, repo *benchRepo, url, addr string, pid int, secret []byte, n int) ([]sample, error) {
 	client := &http.Client{Timeout: 10 * time.Second}
 	var out []sample
 	for range n {
+		prev, err := repo.run(ctx, "-C", repo.work, "rev-parse", "HEAD")
+		if err != nil {
+			return nil, err
+		}
 		commit, err := repo.commitOne(ctx)
 		if err != nil {
 			return nil, err
@@ -571,7 +596,56 @@ func pushChanges(ctx context.Context, repo *benchRepo, addr string, pid int, sec
 			}
 			time.Sleep(time.Millisecond)
 		}
-		out = append(out, sample{wall: time.Since(start), cpu: procCPU(pid) - cpu0, rss: procRSS(pid)})
+		sm := sample{wall: time.Since(start), cpu: procCPU(pid) - cpu0, rss: procRSS(pid)}
+		if sm.server, err = serverShare(ctx, url, strings.TrimSpace(prev), strings.TrimSpace(commit)); err != nil {
+			return nil, err
+		}
+		out = append(out, sm)
 	}
 	return out, nil
+}
+
+// serverShare times the git server answering the fetch a daemon at
+// commit prev (a clone one commit deep) makes for commit: the ref
+// advertisement, then the thin pack, read to its end. It runs after the
+// daemon served commit, so the two do not share the machine: it is the
+// floor of any client of this server, the daemon's share is the rest.
+func serverShare(ctx context.Context, url, prev, commit string) (time.Duration, error) {
+	ep, err := transport.NewEndpoint(url)
+	if err != nil {
+		return 0, err
+	}
+	cl, err := gitclient.NewClient(ep)
+	if err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	sess, err := cl.NewUploadPackSession(ep, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer sess.Close()
+	ar, err := sess.AdvertisedReferencesContext(ctx)
+	if err != nil {
+		return 0, err
+	}
+	req := packp.NewUploadPackRequestFromCapabilities(ar.Capabilities)
+	for _, c := range []capability.Capability{capability.ThinPack, capability.Shallow, capability.NoProgress} {
+		if err := req.Capabilities.Set(c); err != nil {
+			return 0, err
+		}
+	}
+	req.Depth = packp.DepthCommits(1)
+	req.Wants = []plumbing.Hash{plumbing.NewHash(commit)}
+	req.Haves = []plumbing.Hash{plumbing.NewHash(prev)}
+	req.Shallows = []plumbing.Hash{plumbing.NewHash(prev)}
+	resp, err := sess.UploadPack(ctx, req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Close()
+	if _, err := io.Copy(io.Discard, resp); err != nil {
+		return 0, err
+	}
+	return time.Since(start), nil
 }
