@@ -132,16 +132,25 @@ func (s *server) followRun(w http.ResponseWriter, r *http.Request, media string,
 	linger := time.NewTimer(streamLinger)
 	defer linger.Stop()
 	var buf []byte
+	write := func(e *runs.Event) error { // e is the run's until it returns (Reader.Each)
+		buf = appendRunEvent(buf, media, e)
+		if len(buf) < streamBatch {
+			return nil
+		}
+		_, err := w.Write(buf)
+		buf = buf[:0]
+		return err
+	}
 	for {
-		evs, ended, changed := rd.Next()
-		for i := range evs {
-			buf = appendRunEvent(buf, media, &evs[i])
-			if len(buf) >= streamBatch || i == len(evs)-1 {
-				if _, err := w.Write(buf); err != nil {
-					return false
-				}
-				buf = buf[:0]
+		ended, changed, err := rd.Each(write)
+		if err != nil {
+			return false
+		}
+		if len(buf) > 0 {
+			if _, err := w.Write(buf); err != nil {
+				return false
 			}
+			buf = buf[:0]
 		}
 		if rc.Flush() != nil {
 			return false
