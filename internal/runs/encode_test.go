@@ -27,8 +27,9 @@ func checkJSONString(t *testing.T, s string) {
 }
 
 // TestAppendJSONStringEdges: every byte and rune that is escaped, at every
-// place in a word (the fast path reads 8 bytes at a time) and around a
-// block's end, is escaped as json.Marshal does.
+// place in an 8-byte word (where a word-at-a-time scan would look) and
+// around the end of appendJSONString's block, is escaped as json.Marshal
+// does.
 func TestAppendJSONStringEdges(t *testing.T) {
 	specials := []string{"\x00", "\x01", "\x08", "\t", "\n", "\x0c", "\r", "\x1f", "\x7f", "\x20", "\"", "\\", "<", ">", "&",
 		"'", "%", ";", "=", "?", "[", "]", "\u2028", "\u2029", "\u2027", "\u202a", "é", "日", "😀", "\xff", "\xc3", "\xe2\x80",
