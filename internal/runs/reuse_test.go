@@ -140,7 +140,7 @@ func TestReusedBuffersNeverChange(t *testing.T) {
 		for { // until the event after its position is no longer kept
 			r.mu.Lock()
 			gone := len(r.events) > 0 && r.events[0].Seq > after+1
-			done, changed := r.done, r.changed
+			done, changed := r.done, r.changedLocked()
 			r.mu.Unlock()
 			if gone {
 				break

@@ -252,7 +252,9 @@ type Run struct {
 	out     int64   // output bytes so far (Event.end of the last one)
 	done    bool
 	endedAt time.Time
-	changed chan struct{} // closed and replaced at every change
+	changed chan struct{} // closed and replaced at every change once handed out
+	// changedSeen: changed was handed out since it was made.
+	changedSeen bool
 	// stderrLine is the unfinished last line of stderr, scanned for
 	// progress lines (at most maxLine bytes of it are kept).
 	stderrLine []byte
@@ -492,7 +494,7 @@ func (rd *Reader) tookLocked(evs []Event) (done bool, changed <-chan struct{}) {
 	if r.done {
 		return true, nil
 	}
-	return false, r.changed
+	return false, r.changedLocked()
 }
 
 // Followers returns how many readers are attached.
@@ -724,8 +726,16 @@ func (r *Run) appendLocked(e Event, n int) {
 }
 
 func (r *Run) signalChangedLocked() {
-	close(r.changed)
-	r.changed = make(chan struct{})
+	if r.changedSeen { // else no one can be waiting on it
+		close(r.changed)
+		r.changed, r.changedSeen = make(chan struct{}), false
+	}
+}
+
+// changedLocked returns the channel closed at the next change.
+func (r *Run) changedLocked() <-chan struct{} {
+	r.changedSeen = true
+	return r.changed
 }
 
 // Since returns the kept events after seq after, whether the run has
@@ -743,7 +753,7 @@ func (r *Run) Since(after int64) (evs []Event, done bool, changed <-chan struct{
 	if r.done {
 		return evs, true, nil
 	}
-	return evs, false, r.changed
+	return evs, false, r.changedLocked()
 }
 
 // sinceLocked appends to evs the kept events after seq after, with a gap
