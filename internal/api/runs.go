@@ -124,7 +124,8 @@ const DefaultReattachGrace = 10 * time.Second
 // stream waits streamLinger before it takes the new events, so a tool
 // that writes fast gathers into few large events (runs.Run.Output joins
 // chunks no reader took), written at once: a write and a flush per
-// batch, not per chunk of the tool's pipe.
+// batch, not per chunk of the tool's pipe. After a round of a batch or
+// more it takes the next at once: the output gathered while it wrote.
 func (s *server) followRun(w http.ResponseWriter, r *http.Request, media string, run *runs.Run, after int64) bool {
 	rd := run.Attach(after)
 	defer rd.Close()
@@ -132,8 +133,11 @@ func (s *server) followRun(w http.ResponseWriter, r *http.Request, media string,
 	linger := time.NewTimer(streamLinger)
 	defer linger.Stop()
 	var buf []byte
+	sent := 0 // bytes of events in this round
 	write := func(e *runs.Event) error { // e is the run's until it returns (Reader.Each)
+		n := len(buf)
 		buf = appendRunEvent(buf, media, e)
+		sent += len(buf) - n
 		if len(buf) < streamBatch {
 			return nil
 		}
@@ -142,6 +146,7 @@ func (s *server) followRun(w http.ResponseWriter, r *http.Request, media string,
 		return err
 	}
 	for {
+		sent = 0
 		ended, changed, err := rd.Each(write)
 		if err != nil {
 			return false
@@ -162,6 +167,9 @@ func (s *server) followRun(w http.ResponseWriter, r *http.Request, media string,
 		case <-changed:
 		case <-r.Context().Done():
 			return false
+		}
+		if sent >= streamBatch {
+			continue // a busy stream: what came meanwhile is gathered already
 		}
 		linger.Reset(streamLinger)
 		select {
