@@ -323,3 +323,19 @@ func TestBuffersReused(t *testing.T) {
 }
 
 func base64Decode(s string) ([]byte, error) { return base64.StdEncoding.DecodeString(s) }
+
+// TestSmallOutputNoBuffer: a call that writes a little takes none of the
+// run's buffers (a string of its size), and a second chunk joins it.
+func TestSmallOutputNoBuffer(t *testing.T) {
+	r := New(Options{}).Start("a", "t", "c")
+	r.Output(EventStdout, []byte("hello\n"))
+	if r.made != 0 {
+		t.Errorf("a 6-byte output took %d buffers; want none", r.made)
+	}
+	r.Output(EventStdout, []byte("world\n"))
+	r.Finish("done")
+	evs, _, _ := r.Since(0)
+	if len(evs) != 2 || evs[0].Data != "hello\nworld\n" || evs[1].Event != EventResult {
+		t.Errorf("events %s; want the chunks joined, then the result", mustJSON(evs))
+	}
+}

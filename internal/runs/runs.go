@@ -585,11 +585,18 @@ func (r *Run) Output(stream string, p []byte) {
 
 // joinLocked adds text p to the newest event while it is of the same
 // stream, no reader has taken it and it has room, and the rest to new
-// events of at most mergeMax bytes each, cut between runes.
+// events of at most mergeMax bytes each, cut between runes. A new event
+// takes one of the run's buffers, unless its chunk is smaller than
+// smallChunk: then it is a string until a chunk joins it.
 func (r *Run) joinLocked(stream string, p []byte) {
 	for len(p) > 0 {
 		last := r.lastLocked()
 		if last == nil || last.Event != stream || last.Encoding != "" || last.Seq <= r.taken || last.size() >= mergeMax {
+			if len(p) < smallChunk { // a string of its own: most calls write little
+				r.out += int64(len(p))
+				r.appendLocked(Event{Event: stream, Data: string(p), end: r.out}, len(p))
+				return
+			}
 			r.appendLocked(Event{Event: stream, end: r.out}, 0)
 			last = r.lastLocked()
 		}
@@ -618,6 +625,9 @@ func (r *Run) joinLocked(stream string, p []byte) {
 	}
 	r.signalChangedLocked()
 }
+
+// smallChunk: a chunk smaller than this starts an event without a buffer.
+const smallChunk = 4 << 10
 
 // mergeMax bounds the data of an event chunks are joined into.
 const mergeMax = 64 << 10
