@@ -116,5 +116,15 @@ for r in $(seq "$rounds"); do
 		printf '%-6s %-8s %9.3f %9s %7s %7.2f\n' "$r" cat "$(awk -v x="$c" 'BEGIN{print x/1e9}')" "$(mbs "$c")" "" "$ccpu"
 		printf '%-6s %-8s %9.3f %9s %7.2f %7.2f %9.2f\n' "$r" "sb-$mode" "$(awk -v x="$s" 'BEGIN{print x/1e9}')" "$(mbs "$s")" \
 			"$(awk -v c="$c" -v s="$s" 'BEGIN{print c/s}')" "$scpu" "$(awk -v c="$ccpu" -v s="$scpu" 'BEGIN{print c/s}')"
+		awk -v c="$c" -v s="$s" -v cc="$ccpu" -v sc="$scpu" 'BEGIN{print c/s, cc/sc}' >>"$work/ratios-$mode"
 	done
+done
+# the median and the range of each ratio over the rounds
+for mode in off on; do
+	for col in 1 2; do
+		sort -n -k"$col,$col" "$work/ratios-$mode" | awk -v col="$col" '{v[NR] = $col} END {
+			m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+			printf "%s %.2f (%.2f-%.2f)  ", col == 1 ? "ratio" : "cpu_ratio", m, v[1], v[NR]}'
+	done | sed "s/^/sb-$mode median over $rounds rounds: /"
+	echo
 done
