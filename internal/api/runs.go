@@ -224,11 +224,8 @@ func (s *server) handleRun(w http.ResponseWriter, r *http.Request) {
 		writeError(w, s.log, err)
 		return
 	}
-	evs, ended, _ := run.Since(-1)
-	v := runView{RunID: run.ID, Tool: run.Tool, State: "running", Started: run.Started.UTC().Format("2006-01-02T15:04:05.000Z07:00")}
-	if n := len(evs); n > 0 {
-		v.Events = evs[n-1].Seq
-	}
+	last, ended := run.Last()
+	v := runView{RunID: run.ID, Tool: run.Tool, State: "running", Started: run.Started.UTC().Format("2006-01-02T15:04:05.000Z07:00"), Events: last}
 	if ended {
 		v.State = "done"
 		v.Result, _ = run.Result()

@@ -339,3 +339,22 @@ func TestSmallOutputNoBuffer(t *testing.T) {
 		t.Errorf("events %s; want the chunks joined, then the result", mustJSON(evs))
 	}
 }
+
+// TestLastTakesNothing: a status poll names the newest event and takes
+// nothing: the next chunk still joins that event.
+func TestLastTakesNothing(t *testing.T) {
+	r := New(Options{}).Start("a", "t", "c")
+	if seq, done := r.Last(); seq != 0 || done {
+		t.Errorf("a new run: Last() = %d, %v; want 0, false", seq, done)
+	}
+	r.Output(EventStdout, []byte("a"))
+	if seq, done := r.Last(); seq != 1 || done {
+		t.Errorf("Last() = %d, %v; want 1, false", seq, done)
+	}
+	r.Output(EventStdout, []byte("b"))
+	r.Finish("done")
+	evs, _, _ := r.Since(0)
+	if seq, done := r.Last(); seq != 2 || !done || len(evs) != 2 || evs[0].Data != "ab" {
+		t.Errorf("Last() = %d, %v, events %s; want 2, true, ab joined", seq, done, mustJSON(evs))
+	}
+}

@@ -798,6 +798,15 @@ func (r *Run) sinceLocked(evs []Event, after, off int64, give bool) []Event {
 	return evs
 }
 
+// Last returns the seq of the run's newest event (0: none yet) and
+// whether the run has ended. It takes no event: a status poll costs the
+// run nothing.
+func (r *Run) Last() (seq int64, done bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.next, r.done
+}
+
 // Result returns the result once the run has ended.
 func (r *Run) Result() (json.RawMessage, bool) {
 	r.mu.Lock()
