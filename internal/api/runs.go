@@ -134,7 +134,9 @@ func (s *server) followRun(w http.ResponseWriter, r *http.Request, media string,
 	defer linger.Stop()
 	var buf []byte
 	sent := 0 // bytes of events in this round
-	write := func(e *runs.Event) error { // e is the run's until it returns (Reader.Each)
+
+	// write encodes e, the run's only until it returns (Reader.Each).
+	write := func(e *runs.Event) error {
 		n := len(buf)
 		buf = appendRunEvent(buf, media, e)
 		sent += len(buf) - n
