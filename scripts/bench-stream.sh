@@ -20,14 +20,13 @@
 #   scripts/bench-stream.sh [ROUNDS] [N]
 #   scripts/bench-stream.sh 5 6000000        # the defaults
 #
-# Environment: PORT (default 18775; PORT and PORT+1 are used), BIN (a
-# built binary; default: go build).
+# Environment: BIN (a built binary; default: go build). Each serve
+# listens on a free port of 127.0.0.1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 rounds=${1:-5}
 n=${2:-6000000}
-port=${PORT:-18775}
 [ -x /usr/bin/time ] || { echo "bench-stream: needs /usr/bin/time (Debian package time)" >&2; exit 1; }
 command -v python3 >/dev/null || { echo "bench-stream: needs python3 to check the streams" >&2; exit 1; }
 
@@ -55,26 +54,28 @@ created: 2026-12-01
 why: bench-stream.sh streams its output
 HDLP
 
-start() { # start MODE PORT
-	"$bin" serve --listen "127.0.0.1:$2" --state "$work/state-$1" --tools "$work/tools" \
-		--sandbox "$1" --log-level warn >"$work/serve-$1.log" 2>&1 &
+addrs=()
+start() { # start MODE: serve on a free port; its address goes to addrs
+	"$bin" serve --listen 127.0.0.1:0 --state "$work/state-$1" --tools "$work/tools" \
+		--sandbox "$1" --log-level info >"$work/serve-$1.log" 2>&1 &
 	pids+=($!)
 	for _ in $(seq 300); do
-		curl -sf "http://127.0.0.1:$2/readyz" >/dev/null 2>&1 && return 0
+		a=$(sed -n 's/.*msg=listening .*addr=\(127\.0\.0\.1:[0-9]*\).*/\1/p' "$work/serve-$1.log" | head -1)
+		[ -n "$a" ] && curl -sf "http://$a/readyz" >/dev/null 2>&1 && { addrs+=("$a"); return 0; }
 		sleep 0.1
 	done
 	echo "serve did not become ready:" >&2; cat "$work/serve-$1.log" >&2; exit 1
 }
-start off "$port"
-start on "$((port + 1))"
+start off
+start on
 
 now() { date +%s%N; }
 # ticks PID: the CPU ticks of PID and its reaped children (the tools).
 ticks() { awk '{print $14 + $15 + $16 + $17}' "/proc/$1/stat"; }
 hz=$(getconf CLK_TCK)
-stream() { # stream PORT FILE
+stream() { # stream ADDR FILE
 	curl -sfN -H 'Accept: application/x-ndjson' -H 'Content-Type: application/json' \
-		"http://127.0.0.1:$1/v1/call" -d '{"tool":"seq"}' -o "$2"
+		"http://$1/v1/call" -d '{"tool":"seq"}' -o "$2"
 }
 # check FILE: the stream holds seq 1 N exactly and no gap.
 check() {
@@ -94,20 +95,20 @@ PY
 }
 
 # warm-up: page the binary, the tool and the sandbox in
-stream "$port" "$work/out" >/dev/null
-stream "$((port + 1))" "$work/out" >/dev/null
+stream "${addrs[0]}" "$work/out" >/dev/null
+stream "${addrs[1]}" "$work/out" >/dev/null
 bytes=$(seq 1 "$n" | wc -c)
 mbs() { awk -v b="$bytes" -v ns="$1" 'BEGIN{printf "%.1f", b/1e6/(ns/1e9)}'; }
 printf '%-6s %-8s %9s %9s %7s %7s %9s\n' round what seconds MB/s ratio cpu_s cpu_ratio
 for r in $(seq "$rounds"); do
 	for mode in off on; do
-		p=$port; [ "$mode" = off ] || p=$((port + 1))
-		pid=${pids[0]}; [ "$mode" = off ] || pid=${pids[1]}
+		a=${addrs[0]} pid=${pids[0]}
+		[ "$mode" = off ] || a=${addrs[1]} pid=${pids[1]}
 		t0=$(now)
 		ccpu=$( { /usr/bin/time -f '%U %S' sh -c 'seq 1 "$1" | cat >"$2"' sh "$n" "$work/cat.out"; } 2>&1 | awk '{print $1 + $2}')
 		t1=$(now); d0=$(ticks "$pid")
 		scpu=$( { /usr/bin/time -f '%U %S' curl -sfN -H 'Accept: application/x-ndjson' -H 'Content-Type: application/json' \
-			"http://127.0.0.1:$p/v1/call" -d '{"tool":"seq"}' -o "$work/stream.out"; } 2>&1 | awk '{print $1 + $2}')
+			"http://$a/v1/call" -d '{"tool":"seq"}' -o "$work/stream.out"; } 2>&1 | awk '{print $1 + $2}')
 		t2=$(now); d1=$(ticks "$pid")
 		scpu=$(awk -v c="$scpu" -v d="$((d1 - d0))" -v hz="$hz" 'BEGIN{print c + d/hz}')
 		check "$work/stream.out"
@@ -115,5 +116,15 @@ for r in $(seq "$rounds"); do
 		printf '%-6s %-8s %9.3f %9s %7s %7.2f\n' "$r" cat "$(awk -v x="$c" 'BEGIN{print x/1e9}')" "$(mbs "$c")" "" "$ccpu"
 		printf '%-6s %-8s %9.3f %9s %7.2f %7.2f %9.2f\n' "$r" "sb-$mode" "$(awk -v x="$s" 'BEGIN{print x/1e9}')" "$(mbs "$s")" \
 			"$(awk -v c="$c" -v s="$s" 'BEGIN{print c/s}')" "$scpu" "$(awk -v c="$ccpu" -v s="$scpu" 'BEGIN{print c/s}')"
+		awk -v c="$c" -v s="$s" -v cc="$ccpu" -v sc="$scpu" 'BEGIN{print c/s, cc/sc}' >>"$work/ratios-$mode"
 	done
+done
+# the median and the range of each ratio over the rounds
+for mode in off on; do
+	for col in 1 2; do
+		sort -n -k"$col,$col" "$work/ratios-$mode" | awk -v col="$col" '{v[NR] = $col} END {
+			m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+			printf "%s %.2f (%.2f-%.2f)  ", col == 1 ? "ratio" : "cpu_ratio", m, v[1], v[NR]}'
+	done | sed "s/^/sb-$mode median over $rounds rounds: /"
+	echo
 done

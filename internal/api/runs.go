@@ -124,7 +124,8 @@ const DefaultReattachGrace = 10 * time.Second
 // stream waits streamLinger before it takes the new events, so a tool
 // that writes fast gathers into few large events (runs.Run.Output joins
 // chunks no reader took), written at once: a write and a flush per
-// batch, not per chunk of the tool's pipe.
+// batch, not per chunk of the tool's pipe. After a round of a batch or
+// more it takes the next at once: the output gathered while it wrote.
 func (s *server) followRun(w http.ResponseWriter, r *http.Request, media string, run *runs.Run, after int64) bool {
 	rd := run.Attach(after)
 	defer rd.Close()
@@ -132,16 +133,31 @@ func (s *server) followRun(w http.ResponseWriter, r *http.Request, media string,
 	linger := time.NewTimer(streamLinger)
 	defer linger.Stop()
 	var buf []byte
+	sent := 0 // bytes of events in this round
+
+	// write encodes e, the run's only until it returns (Reader.Each).
+	write := func(e *runs.Event) error {
+		n := len(buf)
+		buf = appendRunEvent(buf, media, e)
+		sent += len(buf) - n
+		if len(buf) < streamBatch {
+			return nil
+		}
+		_, err := w.Write(buf)
+		buf = buf[:0]
+		return err
+	}
 	for {
-		evs, ended, changed := rd.Next()
-		for i := range evs {
-			buf = appendRunEvent(buf, media, &evs[i])
-			if len(buf) >= streamBatch || i == len(evs)-1 {
-				if _, err := w.Write(buf); err != nil {
-					return false
-				}
-				buf = buf[:0]
+		sent = 0
+		ended, changed, err := rd.Each(write)
+		if err != nil {
+			return false
+		}
+		if len(buf) > 0 {
+			if _, err := w.Write(buf); err != nil {
+				return false
 			}
+			buf = buf[:0]
 		}
 		if rc.Flush() != nil {
 			return false
@@ -153,6 +169,9 @@ func (s *server) followRun(w http.ResponseWriter, r *http.Request, media string,
 		case <-changed:
 		case <-r.Context().Done():
 			return false
+		}
+		if sent >= streamBatch {
+			continue // a busy stream: what came meanwhile is gathered already
 		}
 		linger.Reset(streamLinger)
 		select {
@@ -207,11 +226,8 @@ func (s *server) handleRun(w http.ResponseWriter, r *http.Request) {
 		writeError(w, s.log, err)
 		return
 	}
-	evs, ended, _ := run.Since(-1)
-	v := runView{RunID: run.ID, Tool: run.Tool, State: "running", Started: run.Started.UTC().Format("2006-01-02T15:04:05.000Z07:00")}
-	if n := len(evs); n > 0 {
-		v.Events = evs[n-1].Seq
-	}
+	last, ended := run.Last()
+	v := runView{RunID: run.ID, Tool: run.Tool, State: "running", Started: run.Started.UTC().Format("2006-01-02T15:04:05.000Z07:00"), Events: last}
 	if ended {
 		v.State = "done"
 		v.Result, _ = run.Result()

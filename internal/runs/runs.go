@@ -17,6 +17,11 @@
 // reader attached the oldest events go first, and a reader resuming from
 // one of them learns the same.
 //
+// A run reuses the buffers its output events are joined in: a reader
+// that takes events through Reader.Each sees them only while its callback
+// runs, so the buffer of an event dropped since is free once no callback
+// reads it. Events Next and Since give out are never reused.
+//
 // Imports: the standard library only. Imported by dispatch, api,
 // mcpserver, operator, the daemon and cmd/toolagent.
 package runs
@@ -86,6 +91,10 @@ type Event struct {
 	// raw holds the data of an output event chunks are still joined into
 	// (Data is "" until it is sealed).
 	raw []byte
+	// buf, when set, is the run's buffer raw or Data is in: the run
+	// reuses it once the event is dropped and no one can see it (see
+	// Reader.Each). Nil when the Data is the garbage collector's.
+	buf *[mergeMax]byte
 }
 
 // size is the bytes of e's data, joined or sealed.
@@ -96,10 +105,11 @@ func (e *Event) size() int {
 	return len(e.Data)
 }
 
-// seal turns the joined chunks into Data: without a copy when the buffer
-// is mostly used (it is never written again), else into a string of
-// their size.
-func (e *Event) seal() {
+// sealLocked turns e's joined chunks into Data: without a copy when the
+// buffer is mostly used (it is not written again until it is reused, see
+// Reader.Each), else into a string of their size, and the buffer is free
+// at once: no one has seen it.
+func (r *Run) sealLocked(e *Event) {
 	if e.raw == nil {
 		return
 	}
@@ -107,6 +117,8 @@ func (e *Event) seal() {
 		e.Data = unsafe.String(unsafe.SliceData(e.raw), len(e.raw))
 	} else {
 		e.Data = string(e.raw)
+		r.putLocked(e.buf)
+		e.buf = nil
 	}
 	e.raw = nil
 }
@@ -240,7 +252,9 @@ type Run struct {
 	out     int64   // output bytes so far (Event.end of the last one)
 	done    bool
 	endedAt time.Time
-	changed chan struct{} // closed and replaced at every change
+	changed chan struct{} // closed and replaced at every change once handed out
+	// changedSeen: changed was handed out since it was made.
+	changedSeen bool
 	// stderrLine is the unfinished last line of stderr, scanned for
 	// progress lines (at most maxLine bytes of it are kept).
 	stderrLine []byte
@@ -259,6 +273,86 @@ type Run struct {
 	// reader resuming from one of them learns exactly how many bytes it
 	// missed.
 	dropped [droppedKept]droppedEnd
+
+	// The buffers output events are joined in, reused. A buffer is free
+	// when its event is dropped (or sealed into a copy) and no one can
+	// see it: an event given out by Since or Next is the garbage
+	// collector's from then on (its buf is cleared), and one given to a
+	// Reader.Each callback is pinned until the callback returns.
+	free    []*[mergeMax]byte
+	pins    []pin     // the seqs Each callbacks are reading
+	retired []retired // dropped events' buffers still pinned
+	made    int       // buffers allocated (tests)
+}
+
+// pin is the seqs [lo, hi] an Each callback reads.
+type pin struct{ lo, hi int64 }
+
+// retired is the buffer of dropped event seq.
+type retired struct {
+	seq int64
+	buf *[mergeMax]byte
+}
+
+// maxFree bounds the free buffers of a run: what its kept events fill,
+// and some.
+func (r *Run) maxFree() int { return r.maxBytes/mergeMax + 4 }
+
+// getLocked returns an empty buffer: a free one, else a new one.
+func (r *Run) getLocked() *[mergeMax]byte {
+	if n := len(r.free); n > 0 {
+		b := r.free[n-1]
+		r.free[n-1] = nil
+		r.free = r.free[:n-1]
+		return b
+	}
+	r.made++
+	return new([mergeMax]byte)
+}
+
+// putLocked frees b (nil: nothing), which no one can see any more. An
+// ended run keeps none: it is only read from then on.
+func (r *Run) putLocked(b *[mergeMax]byte) {
+	if b != nil && !r.done && len(r.free) < r.maxFree() {
+		r.free = append(r.free, b)
+	}
+}
+
+// retireLocked frees the buffer of dropped event e, or keeps it until no
+// Each callback reads e.
+func (r *Run) retireLocked(e *Event) {
+	if e.buf == nil {
+		return
+	}
+	if r.pinnedLocked(e.Seq) {
+		r.retired = append(r.retired, retired{e.Seq, e.buf})
+	} else {
+		r.putLocked(e.buf)
+	}
+	e.buf = nil
+}
+
+func (r *Run) pinnedLocked(seq int64) bool {
+	for _, p := range r.pins {
+		if p.lo <= seq && seq <= p.hi {
+			return true
+		}
+	}
+	return false
+}
+
+// unpinLocked ends pin p, freeing the retired buffers no pin holds.
+func (r *Run) unpinLocked(p pin) {
+	if i := slices.Index(r.pins, p); i >= 0 {
+		r.pins = slices.Delete(r.pins, i, i+1)
+	}
+	r.retired = slices.DeleteFunc(r.retired, func(x retired) bool {
+		if r.pinnedLocked(x.seq) {
+			return false
+		}
+		r.putLocked(x.buf)
+		return true
+	})
 }
 
 // droppedKept is how many dropped events' ends a run remembers.
@@ -285,6 +379,7 @@ type Reader struct {
 	// took events (zero: not waited for).
 	behind time.Time
 	closed bool
+	evs    []Event // Each's events, reused
 }
 
 // Attach opens a reader of the run from the event after seq after (0:
@@ -346,7 +441,49 @@ func (rd *Reader) Next() (evs []Event, done bool, changed <-chan struct{}) {
 	r := rd.r
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	evs = r.sinceLocked(rd.after, rd.off)
+	evs = r.sinceLocked(nil, rd.after, rd.off, true)
+	done, changed = rd.tookLocked(evs)
+	return evs, done, changed
+}
+
+// Each calls f with each event after the reader's position, as Next
+// returns them, and returns as Next does; it stops at the first error of
+// f and returns it. f must not keep e, its Data or anything made without a
+// copy from them once it returns: the run reuses the buffer of an event's
+// Data once the event is dropped and no Each callback reads it. (Events
+// Next or Since return are never reused.) f runs without the run's lock:
+// it may write to a slow client while the tool goes on writing.
+func (rd *Reader) Each(f func(e *Event) error) (done bool, changed <-chan struct{}, err error) {
+	r := rd.r
+	r.mu.Lock()
+	evs := r.sinceLocked(rd.evs[:0], rd.after, rd.off, false)
+	done, changed = rd.tookLocked(evs)
+	if len(evs) == 0 {
+		r.mu.Unlock()
+		return done, changed, nil
+	}
+	p := pin{evs[0].Seq, evs[len(evs)-1].Seq}
+	r.pins = append(r.pins, p)
+	r.mu.Unlock()
+	defer func() {
+		clear(evs) // no reference to a buffer once it may be reused
+		rd.evs = evs[:0]
+		r.mu.Lock()
+		r.unpinLocked(p)
+		r.mu.Unlock()
+	}()
+	for i := range evs {
+		if err = f(&evs[i]); err != nil {
+			return done, changed, err
+		}
+	}
+	return done, changed, nil
+}
+
+// tookLocked moves the reader past evs, which it took, and returns
+// whether the run has ended and its change channel (nil once ended).
+func (rd *Reader) tookLocked(evs []Event) (done bool, changed <-chan struct{}) {
+	r := rd.r
 	if n := len(evs); n > 0 {
 		r.taken = max(r.taken, evs[n-1].Seq)
 		rd.after = evs[n-1].Seq
@@ -355,9 +492,9 @@ func (rd *Reader) Next() (evs []Event, done bool, changed <-chan struct{}) {
 		r.signalAdvancedLocked()
 	}
 	if r.done {
-		return evs, true, nil
+		return true, nil
 	}
-	return evs, false, r.changed
+	return false, r.changedLocked()
 }
 
 // Followers returns how many readers are attached.
@@ -425,37 +562,72 @@ func (r *Run) Output(stream string, p []byte) {
 	if r.done {
 		return
 	}
-	r.out += int64(len(p))
-	if last := r.lastLocked(); text && last != nil && last.Event == stream && last.Encoding == "" &&
-		last.Seq > r.taken && last.size()+len(p) <= mergeMax {
-		if last.raw == nil {
-			last.raw = append(make([]byte, 0, mergeMax), last.Data...)
-			last.Data = ""
-		}
-		last.raw = append(last.raw, p...)
-		last.end = r.out
-		r.bytes += len(p)
-		r.signalChangedLocked()
+	if text {
+		r.joinLocked(stream, p)
 	} else {
+		r.out += int64(len(p))
 		e := Event{Event: stream, end: r.out}
-		if text {
-			e.Data = string(p)
-		} else {
-			e.Data, e.Encoding = base64.StdEncoding.EncodeToString(p), "base64"
-		}
+		e.Data, e.Encoding = base64.StdEncoding.EncodeToString(p), "base64"
 		r.appendLocked(e, len(e.Data))
 	}
 	if stream == EventStderr {
 		r.scanProgressLocked(p)
 	}
 	for r.bytes > r.maxBytes && len(r.events) > 1 {
-		first := r.events[0]
+		first := &r.events[0]
 		r.dropped[first.Seq%droppedKept] = droppedEnd{first.Seq, first.end}
 		r.bytes -= first.size()
-		r.events[0] = Event{}
+		r.retireLocked(first)
+		*first = Event{}
 		r.events = r.events[1:]
 	}
 }
+
+// joinLocked adds text p to the newest event while it is of the same
+// stream, no reader has taken it and it has room, and the rest to new
+// events of at most mergeMax bytes each, cut between runes. A new event
+// takes one of the run's buffers, unless its chunk is smaller than
+// smallChunk: then it is a string until a chunk joins it.
+func (r *Run) joinLocked(stream string, p []byte) {
+	for len(p) > 0 {
+		last := r.lastLocked()
+		if last == nil || last.Event != stream || last.Encoding != "" || last.Seq <= r.taken || last.size() >= mergeMax {
+			if len(p) < smallChunk { // a string of its own: most calls write little
+				r.out += int64(len(p))
+				r.appendLocked(Event{Event: stream, Data: string(p), end: r.out}, len(p))
+				return
+			}
+			r.appendLocked(Event{Event: stream, end: r.out}, 0)
+			last = r.lastLocked()
+		}
+		if last.raw == nil { // the new one, or a sealed one no one took
+			if len(last.Data) >= mergeMax/2 {
+				r.appendLocked(Event{Event: stream, end: r.out}, 0)
+				last = r.lastLocked()
+			}
+			last.buf = r.getLocked()
+			last.raw = append(last.buf[:0], last.Data...)
+			last.Data = ""
+		}
+		n := min(len(p), mergeMax-len(last.raw))
+		for n < len(p) && n > 0 && !utf8.RuneStart(p[n]) {
+			n-- // a rune is not cut
+		}
+		if n == 0 { // no room for the rune: a new event
+			r.appendLocked(Event{Event: stream, end: r.out}, 0)
+			continue
+		}
+		last.raw = append(last.raw, p[:n]...)
+		r.out += int64(n)
+		last.end = r.out
+		r.bytes += n
+		p = p[n:]
+	}
+	r.signalChangedLocked()
+}
+
+// smallChunk: a chunk smaller than this starts an event without a buffer.
+const smallChunk = 4 << 10
 
 // mergeMax bounds the data of an event chunks are joined into.
 const mergeMax = 64 << 10
@@ -521,6 +693,7 @@ func (r *Run) Finish(result any) {
 	}
 	r.appendLocked(Event{Event: EventResult, Result: b, end: r.out}, 0)
 	r.done, r.endedAt = true, r.now()
+	r.free = nil // an ended run is only read: it joins no more chunks
 	r.signalAdvancedLocked()
 }
 
@@ -553,7 +726,7 @@ func (r *Run) scanProgressLocked(p []byte) {
 
 func (r *Run) appendLocked(e Event, n int) {
 	if last := r.lastLocked(); last != nil {
-		last.seal() // no longer the newest: nothing joins it
+		r.sealLocked(last) // no longer the newest: nothing joins it
 	}
 	r.next++
 	e.Seq = r.next
@@ -563,8 +736,16 @@ func (r *Run) appendLocked(e Event, n int) {
 }
 
 func (r *Run) signalChangedLocked() {
-	close(r.changed)
-	r.changed = make(chan struct{})
+	if r.changedSeen { // else no one can be waiting on it
+		close(r.changed)
+		r.changed, r.changedSeen = make(chan struct{}), false
+	}
+}
+
+// changedLocked returns the channel closed at the next change.
+func (r *Run) changedLocked() <-chan struct{} {
+	r.changedSeen = true
+	return r.changed
 }
 
 // Since returns the kept events after seq after, whether the run has
@@ -575,24 +756,25 @@ func (r *Run) signalChangedLocked() {
 func (r *Run) Since(after int64) (evs []Event, done bool, changed <-chan struct{}) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	evs = r.sinceLocked(after, r.offsetLocked(after))
+	evs = r.sinceLocked(nil, after, r.offsetLocked(after), true)
 	if n := len(evs); n > 0 {
 		r.taken = max(r.taken, evs[n-1].Seq)
 	}
 	if r.done {
 		return evs, true, nil
 	}
-	return evs, false, r.changed
+	return evs, false, r.changedLocked()
 }
 
-// sinceLocked returns the kept events after seq after, with a gap first
-// when some are no longer kept; off is the output bytes up to the end of
-// after (-1: unknown, and the gap then says no byte count).
-func (r *Run) sinceLocked(after, off int64) (evs []Event) {
+// sinceLocked appends to evs the kept events after seq after, with a gap
+// first when some are no longer kept; off is the output bytes up to the
+// end of after (-1: unknown, and the gap then says no byte count). With
+// give, the events' buffers are given away: never reused.
+func (r *Run) sinceLocked(evs []Event, after, off int64, give bool) []Event {
 	if len(r.events) == 0 {
-		return nil
+		return evs
 	}
-	r.lastLocked().seal() // taken now: nothing joins it any more
+	r.sealLocked(r.lastLocked()) // taken now: nothing joins it any more
 	first := r.events[0]
 	if after+1 < first.Seq {
 		gap := Event{Seq: first.Seq - 1, Event: EventGap, Dropped: first.Seq - 1 - after}
@@ -604,9 +786,25 @@ func (r *Run) sinceLocked(after, off int64) (evs []Event) {
 	}
 	i := max(after+1-first.Seq, 0)
 	if i < int64(len(r.events)) {
+		start := len(evs)
 		evs = append(evs, r.events[i:]...)
+		for k := range evs[start:] {
+			evs[start+k].buf = nil // a reader's copy never frees a buffer
+			if give {
+				r.events[i+int64(k)].buf = nil
+			}
+		}
 	}
 	return evs
+}
+
+// Last returns the seq of the run's newest event (0: none yet) and
+// whether the run has ended. It takes no event: a status poll costs the
+// run nothing.
+func (r *Run) Last() (seq int64, done bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.next, r.done
 }
 
 // Result returns the result once the run has ended.
