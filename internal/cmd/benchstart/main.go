@@ -57,6 +57,11 @@ type sample struct {
 	wall, cpu time.Duration
 	rss       uint64
 	restRSS   uint64 // the resident set --rest after ready (0: not measured)
+	// anon and restAnon are the anonymous part of rss and restRSS (the
+	// heap, stacks): the rest is the binary's file pages, which depend on
+	// how its file came into the page cache (a binary just written by go
+	// build or cp maps about 34 MiB of them, one read back from disk 28).
+	anon, restAnon uint64
 }
 
 // cases are the starts measured, in the order printed.
@@ -190,7 +195,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			}
 		}
 	}
-	fmt.Fprintf(stdout, "%d tools, %d rounds; median (min-max) of: wall ms to /readyz 200, CPU ms then, RSS MiB then, and %v later\n", *n, *rounds, *rest)
+	fmt.Fprintf(stdout, "%d tools, %d rounds; median (min-max) of: wall ms to /readyz 200, CPU ms then, RSS MiB then, and %v later; the anonymous part of both (heap, stacks: the rest is the binary's file pages)\n", *n, *rounds, *rest)
 	fmt.Fprintf(stdout, "(git-webhook: %d one-tool commits a round to a running daemon; wall from the webhook's POST to /v1/status serving the commit, the daemon's CPU for it, RSS after)\n", webhookChanges)
 	for _, bin := range binList {
 		fmt.Fprintf(stdout, "%s\n", bin)
@@ -204,7 +209,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 }
 
 func (s sample) String() string {
-	return fmt.Sprintf("wall %.0f ms, cpu %.0f ms, rss %.1f MiB, at rest %.1f MiB", ms(s.wall), ms(s.cpu), mib(s.rss), mib(s.restRSS))
+	return fmt.Sprintf("wall %.0f ms, cpu %.0f ms, rss %.1f MiB (anon %.1f), at rest %.1f MiB (anon %.1f)", ms(s.wall), ms(s.cpu), mib(s.rss), mib(s.anon), mib(s.restRSS), mib(s.restAnon))
 }
 
 func mib(b uint64) float64 { return float64(b) / (1 << 20) }
@@ -219,11 +224,13 @@ func summary(samples []sample) string {
 		slices.Sort(v)
 		return fmt.Sprintf(f+" ("+f+"-"+f+")", v[len(v)/2], v[0], v[len(v)-1])
 	}
-	return fmt.Sprintf("wall %s  cpu %s  rss %s  rest %s",
+	return fmt.Sprintf("wall %s  cpu %s  rss %s  rest %s  anon %s  rest anon %s",
 		stat(func(s sample) float64 { return ms(s.wall) }, "%.0f"),
 		stat(func(s sample) float64 { return ms(s.cpu) }, "%.0f"),
 		stat(func(s sample) float64 { return mib(s.rss) }, "%.1f"),
-		stat(func(s sample) float64 { return mib(s.restRSS) }, "%.1f"))
+		stat(func(s sample) float64 { return mib(s.restRSS) }, "%.1f"),
+		stat(func(s sample) float64 { return mib(s.anon) }, "%.1f"),
+		stat(func(s sample) float64 { return mib(s.restAnon) }, "%.1f"))
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
@@ -325,14 +332,15 @@ func startServeDuring(ctx context.Context, bin, state string, args []string, res
 		time.Sleep(time.Millisecond)
 	}
 	wall := time.Since(start)
-	sm := sample{wall: wall, cpu: procCPU(cmd.Process.Pid), rss: procRSS(cmd.Process.Pid)}
+	sm := sample{wall: wall, cpu: procCPU(cmd.Process.Pid)}
+	sm.rss, sm.anon = procRSS(cmd.Process.Pid)
 	if rest > 0 {
 		select {
 		case <-ctx.Done():
 			return sample{}, ctx.Err()
 		case <-time.After(rest):
 		}
-		sm.restRSS = procRSS(cmd.Process.Pid)
+		sm.restRSS, sm.restAnon = procRSS(cmd.Process.Pid)
 	}
 	if during != nil {
 		if err := during(addr, cmd.Process.Pid); err != nil {
@@ -358,19 +366,23 @@ func procCPU(pid int) time.Duration {
 	return time.Duration(ut+st) * 10 * time.Millisecond // USER_HZ is 100 on Linux
 }
 
-// procRSS is the resident set of process pid.
-func procRSS(pid int) uint64 {
+// procRSS is the resident set of process pid, and its anonymous part.
+func procRSS(pid int) (rss, anon uint64) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0
+		return 0, 0
 	}
 	for line := range strings.Lines(string(data)) {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return kb << 10
+		key, v, _ := strings.Cut(line, ":")
+		kb, _ := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		switch key {
+		case "VmRSS":
+			rss = kb << 10
+		case "RssAnon":
+			anon = kb << 10
 		}
 	}
-	return 0
+	return rss, anon
 }
 
 // writeTools writes n tool folders under dir.
@@ -571,7 +583,9 @@ func pushChanges(ctx context.Context, repo *benchRepo, addr string, pid int, sec
 			}
 			time.Sleep(time.Millisecond)
 		}
-		out = append(out, sample{wall: time.Since(start), cpu: procCPU(pid) - cpu0, rss: procRSS(pid)})
+		sm := sample{wall: time.Since(start), cpu: procCPU(pid) - cpu0}
+		sm.rss, sm.anon = procRSS(pid)
+		out = append(out, sm)
 	}
 	return out, nil
 }
