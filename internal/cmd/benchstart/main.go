@@ -62,6 +62,9 @@ type sample struct {
 	// how its file came into the page cache (a binary just written by go
 	// build or cp maps about 34 MiB of them, one read back from disk 28).
 	anon, restAnon uint64
+	// peak is the largest resident set up to --rest after ready
+	// (VmHWM): the index build and the first sync after ready raise it.
+	peak uint64
 }
 
 // cases are the starts measured, in the order printed.
@@ -195,7 +198,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			}
 		}
 	}
-	fmt.Fprintf(stdout, "%d tools, %d rounds; median (min-max) of: wall ms to /readyz 200, CPU ms then, RSS MiB then, and %v later; the anonymous part of both (heap, stacks: the rest is the binary's file pages)\n", *n, *rounds, *rest)
+	fmt.Fprintf(stdout, "%d tools, %d rounds; median (min-max) of: wall ms to /readyz 200, CPU ms then, RSS MiB then, and %v later; the anonymous part of both (heap, stacks: the rest is the binary's file pages); the peak RSS until then\n", *n, *rounds, *rest)
 	fmt.Fprintf(stdout, "(git-webhook: %d one-tool commits a round to a running daemon; wall from the webhook's POST to /v1/status serving the commit, the daemon's CPU for it, RSS after)\n", webhookChanges)
 	for _, bin := range binList {
 		fmt.Fprintf(stdout, "%s\n", bin)
@@ -209,7 +212,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 }
 
 func (s sample) String() string {
-	return fmt.Sprintf("wall %.0f ms, cpu %.0f ms, rss %.1f MiB (anon %.1f), at rest %.1f MiB (anon %.1f)", ms(s.wall), ms(s.cpu), mib(s.rss), mib(s.anon), mib(s.restRSS), mib(s.restAnon))
+	return fmt.Sprintf("wall %.0f ms, cpu %.0f ms, rss %.1f MiB (anon %.1f), at rest %.1f MiB (anon %.1f, peak %.1f)", ms(s.wall), ms(s.cpu), mib(s.rss), mib(s.anon), mib(s.restRSS), mib(s.restAnon), mib(s.peak))
 }
 
 func mib(b uint64) float64 { return float64(b) / (1 << 20) }
@@ -224,13 +227,14 @@ func summary(samples []sample) string {
 		slices.Sort(v)
 		return fmt.Sprintf(f+" ("+f+"-"+f+")", v[len(v)/2], v[0], v[len(v)-1])
 	}
-	return fmt.Sprintf("wall %s  cpu %s  rss %s  rest %s  anon %s  rest anon %s",
+	return fmt.Sprintf("wall %s  cpu %s  rss %s  rest %s  anon %s  rest anon %s  peak %s",
 		stat(func(s sample) float64 { return ms(s.wall) }, "%.0f"),
 		stat(func(s sample) float64 { return ms(s.cpu) }, "%.0f"),
 		stat(func(s sample) float64 { return mib(s.rss) }, "%.1f"),
 		stat(func(s sample) float64 { return mib(s.restRSS) }, "%.1f"),
 		stat(func(s sample) float64 { return mib(s.anon) }, "%.1f"),
-		stat(func(s sample) float64 { return mib(s.restAnon) }, "%.1f"))
+		stat(func(s sample) float64 { return mib(s.restAnon) }, "%.1f"),
+		stat(func(s sample) float64 { return mib(s.peak) }, "%.1f"))
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
@@ -333,14 +337,14 @@ func startServeDuring(ctx context.Context, bin, state string, args []string, res
 	}
 	wall := time.Since(start)
 	sm := sample{wall: wall, cpu: procCPU(cmd.Process.Pid)}
-	sm.rss, sm.anon = procRSS(cmd.Process.Pid)
+	sm.rss, sm.anon, _ = procRSS(cmd.Process.Pid)
 	if rest > 0 {
 		select {
 		case <-ctx.Done():
 			return sample{}, ctx.Err()
 		case <-time.After(rest):
 		}
-		sm.restRSS, sm.restAnon = procRSS(cmd.Process.Pid)
+		sm.restRSS, sm.restAnon, sm.peak = procRSS(cmd.Process.Pid)
 	}
 	if during != nil {
 		if err := during(addr, cmd.Process.Pid); err != nil {
@@ -366,11 +370,12 @@ func procCPU(pid int) time.Duration {
 	return time.Duration(ut+st) * 10 * time.Millisecond // USER_HZ is 100 on Linux
 }
 
-// procRSS is the resident set of process pid, and its anonymous part.
-func procRSS(pid int) (rss, anon uint64) {
+// procRSS is the resident set of process pid, its anonymous part, and
+// the largest resident set it had.
+func procRSS(pid int) (rss, anon, peak uint64) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0, 0
+		return 0, 0, 0
 	}
 	for line := range strings.Lines(string(data)) {
 		key, v, _ := strings.Cut(line, ":")
@@ -380,9 +385,11 @@ func procRSS(pid int) (rss, anon uint64) {
 			rss = kb << 10
 		case "RssAnon":
 			anon = kb << 10
+		case "VmHWM":
+			peak = kb << 10
 		}
 	}
-	return rss, anon
+	return rss, anon, peak
 }
 
 // writeTools writes n tool folders under dir.
@@ -584,7 +591,7 @@ func pushChanges(ctx context.Context, repo *benchRepo, addr string, pid int, sec
 			time.Sleep(time.Millisecond)
 		}
 		sm := sample{wall: time.Since(start), cpu: procCPU(pid) - cpu0}
-		sm.rss, sm.anon = procRSS(pid)
+		sm.rss, sm.anon, _ = procRSS(pid)
 		out = append(out, sm)
 	}
 	return out, nil
