@@ -136,11 +136,19 @@ func (a analyzer) title(doc Doc) (titleActs, []string) {
 	}
 	var out titleActs
 	var others []string
+	// The tokens are analysed into the analyzer's buffer when it has
+	// one: a new slice for each field made 34 MB of garbage while bench
+	// catalog's 10,000 tools were indexed.
+	var toks []token
+	if a.buf != nil {
+		toks = a.buf.title
+	}
 	for _, fl := range doc.Fields {
 		if w := weight(fl); w == 0 || w < top {
 			continue
 		}
-		for _, t := range a.analyze(nil, fl.Text, false) {
+		toks = a.analyze(toks[:0], fl.Text, false)
+		for _, t := range toks {
 			switch {
 			case t.kind == kindConcept && t.class == Action:
 				if t.weight >= absentActionMinWeight {
@@ -152,6 +160,9 @@ func (a analyzer) title(doc Doc) (titleActs, []string) {
 				others = append(others, t.key)
 			}
 		}
+	}
+	if a.buf != nil {
+		a.buf.title = toks
 	}
 	return out, others
 }

@@ -58,6 +58,7 @@ type abuf struct {
 	covered []bool
 	stop    []bool
 	memo    map[string]string // word -> stem, and character -> unigram key
+	title   []token           // the tokens title analyses a field into
 }
 
 func (a analyzer) stem(w string) string {

@@ -132,3 +132,30 @@ func benchUpdate(b *testing.B, n int) {
 
 // BenchmarkMatch100kP99 is BenchmarkMatch10kP99 at 100,000 tools.
 func BenchmarkMatch100kP99(b *testing.B) { benchP99(b, 100000) }
+
+// benchCatalogDocs are the documents of bench catalog's tools (the
+// synthetic TOOL.hdlp of internal/cmd/benchstart, fields as
+// catalog.ToolDoc makes them): mostly Chinese, each with its own number.
+func benchCatalogDocs(n int) []Doc {
+	docs := make([]Doc, n)
+	for i := range docs {
+		docs[i] = Doc{ID: fmt.Sprintf("tool-%05d", i), Fields: []Field{
+			{Name: "name", Text: fmt.Sprintf("tool %05d", i), Weight: 2.5},
+			{Name: "display", Text: fmt.Sprintf("查看 nginx 服务 %d 号", i), Weight: 2.5},
+			{Name: "intent", Text: fmt.Sprintf("查看第 %d 号 nginx 服务在目标主机上的运行状态", i), Weight: 2},
+			{Name: "keywords", Text: fmt.Sprintf("show, nginx, nginx%d", i), Weight: 2.5},
+			{Name: "why", Text: "toolagent benchstart 生成的合成工具，用来测量启动。", Weight: 0.7, Context: true},
+			{Name: "params", Text: "host: 目标主机名，如 web-01.", Weight: 0.5, Context: true},
+		}}
+	}
+	return docs
+}
+
+func BenchmarkBuildBench10k(b *testing.B) {
+	docs := benchCatalogDocs(10000)
+	DefaultVocab()
+	b.ReportAllocs()
+	for b.Loop() {
+		New(docs, nil)
+	}
+}

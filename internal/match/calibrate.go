@@ -22,16 +22,30 @@ import (
 // whose examples times documents pass calibrateMax (one index is built
 // per example) is returned as it is. docs and vocab must be those of ix.
 func Calibrate(ix *Index, docs []Doc, vocab *Vocab) *Index {
+	return CalibrateFunc(ix, len(docs), func(i int) Doc { return docs[i] }, vocab)
+}
+
+// CalibrateFunc is Calibrate over the n documents doc(0) to doc(n-1),
+// those NewFunc built ix of. It holds them all only for a catalog it
+// calibrates (see calibrateMax); a larger one's are counted one by one.
+func CalibrateFunc(ix *Index, n int, doc func(i int) Doc, vocab *Vocab) *Index {
 	total := 0
-	for _, d := range docs {
-		for _, f := range d.Fields {
+	for i := range n {
+		for _, f := range doc(i).Fields {
 			if f.Example {
 				total++
 			}
 		}
+		if total*n > calibrateMax {
+			return ix
+		}
 	}
-	if total == 0 || total*len(docs) > calibrateMax {
+	if total == 0 {
 		return ix
+	}
+	docs := make([]Doc, n)
+	for i := range docs {
+		docs[i] = doc(i)
 	}
 	var zh, en []float64
 	trial := slices.Clone(docs)

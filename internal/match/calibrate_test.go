@@ -1,6 +1,9 @@
 package match
 
-import "testing"
+import (
+	"reflect"
+	"testing"
+)
 
 // TestCalibrateChinese (issue 41, item 2): a catalog whose Chinese
 // examples, each left out, score below the threshold gets a lower
@@ -52,5 +55,30 @@ func TestCalibrateChinese(t *testing.T) {
 	eix := New(english, nil)
 	if got := Calibrate(eix, english, nil); got != eix {
 		t.Errorf("a catalog without Chinese examples was calibrated (%v)", got.zhThreshold)
+	}
+}
+
+// TestNewFunc: an index and its calibration built from documents asked
+// for one at a time are those built from the slice, each document asked
+// for once per pass of the build.
+func TestNewFunc(t *testing.T) {
+	docs := synthDocs(20) // 100 examples: calibrated (see calibrateMax)
+	asked := make([]int, len(docs))
+	doc := func(i int) Doc { asked[i]++; return docs[i] }
+	want := Calibrate(New(docs, nil), docs, nil)
+	got := NewFunc(len(docs), doc, nil)
+	for i, n := range asked {
+		if n != 2 {
+			t.Errorf("NewFunc asked for document %d %d times, want 2", i, n)
+		}
+	}
+	got = CalibrateFunc(got, len(docs), doc, nil)
+	for _, q := range append(benchQueries, "please restart the service on web-01", "帮我重启服务") {
+		if g, w := got.ThresholdFor(q), want.ThresholdFor(q); g != w {
+			t.Errorf("ThresholdFor(%q) = %v, want %v", q, g, w)
+		}
+		if g, w := got.Match(q, 5), want.Match(q, 5); !reflect.DeepEqual(g, w) {
+			t.Errorf("Match(%q) = %+v, want %+v", q, g, w)
+		}
 	}
 }

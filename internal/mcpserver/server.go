@@ -63,8 +63,8 @@
 package mcpserver
 
 import (
+	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -282,7 +282,7 @@ func (s *Server) Sync() {
 	defer s.syncMu.Unlock()
 	snap := s.store.Load()
 	var surface []catalog.Entry
-	var want []listed // without fingerprints yet
+	var want []listed
 	if snap != nil {
 		surface = s.opts.Surface.Filter(snap.Enabled())
 		want = make([]listed, 0, len(surface))
@@ -314,15 +314,10 @@ func (s *Server) Sync() {
 		if len(old) > 0 && old[0].name() == w.name() {
 			prev, old = &old[0], old[1:]
 		}
-		if prev != nil && prev.tool == w.tool && sameSigned(prev.signed, w.signed) {
-			w.fp = prev.fp // the same parsed definition: a Tool is immutable
-			continue
-		}
-		w.fp = fingerprint(mcpTool(w.tool, w.signed))
 		switch {
 		case prev == nil:
 			added = append(added, w.name())
-		case prev.fp != w.fp:
+		case !prev.same(*w):
 			updated = append(updated, w.name())
 		}
 	}
@@ -470,11 +465,26 @@ func description(t *hldp.Tool) string {
 }
 
 // listed is what Sync last published of a tool: the definition it was
-// made from, and the fingerprint of what clients see.
+// made from. What a client sees of it is made for each page that lists
+// it (list.go), not kept (100,000 tools: 66 MB of JSON).
 type listed struct {
 	tool   *hldp.Tool
 	signed *catalog.Signature // the entry's provenance (trusted_signers), or nil
-	fp     digest
+}
+
+// same reports whether a client sees l and m alike: the same parsed
+// definition (a Tool is immutable) with the same provenance, or
+// definitions whose listings are the same JSON. The JSON is made only
+// for a tool whose definition was parsed anew: a Sync that adds a whole
+// catalog (the first) or carries its definitions over (a reload that
+// changed few files) marshals none, and keeps no fingerprints.
+func (l listed) same(m listed) bool {
+	if l.tool == m.tool && sameSigned(l.signed, m.signed) {
+		return true
+	}
+	a, errA := json.Marshal(mcpTool(l.tool, l.signed))
+	b, errB := json.Marshal(mcpTool(m.tool, m.signed))
+	return errA == nil && errB == nil && bytes.Equal(a, b) // cannot fail: every field marshals
 }
 
 // name is the tool's name, which is its catalog entry's (a definition
@@ -498,22 +508,6 @@ func logNames(names []string) []string {
 		return names
 	}
 	return append(slices.Clip(names[:logMaxNames]), fmt.Sprintf("(and %d more)", len(names)-logMaxNames))
-}
-
-// digest is a fingerprint: what a client sees of a tool is made for
-// each page that lists it (list.go), not kept as the JSON to compare
-// with (100,000 tools: 66 MB). Half a SHA-256: a change it missed would
-// take a collision of 128 bits.
-type digest [16]byte
-
-// fingerprint is the digest of the JSON of what a client sees of a tool.
-func fingerprint(t *mcp.Tool) digest {
-	b, err := json.Marshal(t)
-	if err != nil { // cannot happen: every field marshals
-		return digest{}
-	}
-	sum := sha256.Sum256(b)
-	return digest(sum[:16])
 }
 
 func instructions(metaOnly bool) string {

@@ -70,6 +70,14 @@ type sample struct {
 	// server is, for git-webhook, how long the git server alone took to
 	// answer the fetch the daemon made (see serverShare); 0: not measured.
 	server time.Duration
+	// anon and restAnon are the anonymous part of rss and restRSS (the
+	// heap, stacks): the rest is the binary's file pages, which depend on
+	// how its file came into the page cache (a binary just written by go
+	// build or cp maps about 34 MiB of them, one read back from disk 28).
+	anon, restAnon uint64
+	// peak is the largest resident set up to --rest after ready
+	// (VmHWM): the index build and the first sync after ready raise it.
+	peak uint64
 }
 
 // cases are the starts measured, in the order printed.
@@ -203,7 +211,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			}
 		}
 	}
-	fmt.Fprintf(stdout, "%d tools, %d rounds; median (min-max) of: wall ms to /readyz 200, CPU ms then, RSS MiB then, and %v later\n", *n, *rounds, *rest)
+	fmt.Fprintf(stdout, "%d tools, %d rounds; median (min-max) of: wall ms to /readyz 200, CPU ms then, RSS MiB then, and %v later; the anonymous part of both (heap, stacks: the rest is the binary's file pages); the peak RSS until then\n", *n, *rounds, *rest)
 	fmt.Fprintf(stdout, "(git-webhook: %d one-tool commits a round to a running daemon; wall from the webhook's POST to /v1/status serving the commit, the daemon's CPU for it, RSS after; server: the git server alone answering the same fetch, timed after)\n", webhookChanges)
 	for _, bin := range binList {
 		fmt.Fprintf(stdout, "%s\n", bin)
@@ -217,7 +225,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 }
 
 func (s sample) String() string {
-	out := fmt.Sprintf("wall %.0f ms, cpu %.0f ms, rss %.1f MiB, at rest %.1f MiB", ms(s.wall), ms(s.cpu), mib(s.rss), mib(s.restRSS))
+	out := fmt.Sprintf("wall %.0f ms, cpu %.0f ms, rss %.1f MiB (anon %.1f), at rest %.1f MiB (anon %.1f, peak %.1f)", ms(s.wall), ms(s.cpu), mib(s.rss), mib(s.anon), mib(s.restRSS), mib(s.restAnon), mib(s.peak))
 	if s.server > 0 {
 		out += fmt.Sprintf(", the server alone %.0f ms", ms(s.server))
 	}
@@ -236,11 +244,14 @@ func summary(samples []sample) string {
 		slices.Sort(v)
 		return fmt.Sprintf(f+" ("+f+"-"+f+")", v[len(v)/2], v[0], v[len(v)-1])
 	}
-	out := fmt.Sprintf("wall %s  cpu %s  rss %s  rest %s",
+	out := fmt.Sprintf("wall %s  cpu %s  rss %s  rest %s  anon %s  rest anon %s  peak %s",
 		stat(func(s sample) float64 { return ms(s.wall) }, "%.0f"),
 		stat(func(s sample) float64 { return ms(s.cpu) }, "%.0f"),
 		stat(func(s sample) float64 { return mib(s.rss) }, "%.1f"),
-		stat(func(s sample) float64 { return mib(s.restRSS) }, "%.1f"))
+		stat(func(s sample) float64 { return mib(s.restRSS) }, "%.1f"),
+		stat(func(s sample) float64 { return mib(s.anon) }, "%.1f"),
+		stat(func(s sample) float64 { return mib(s.restAnon) }, "%.1f"),
+		stat(func(s sample) float64 { return mib(s.peak) }, "%.1f"))
 	if samples[0].server > 0 {
 		out += "  server " + stat(func(s sample) float64 { return ms(s.server) }, "%.0f")
 	}
@@ -346,14 +357,15 @@ func startServeDuring(ctx context.Context, bin, state string, args []string, res
 		time.Sleep(time.Millisecond)
 	}
 	wall := time.Since(start)
-	sm := sample{wall: wall, cpu: procCPU(cmd.Process.Pid), rss: procRSS(cmd.Process.Pid)}
+	sm := sample{wall: wall, cpu: procCPU(cmd.Process.Pid)}
+	sm.rss, sm.anon, _ = procRSS(cmd.Process.Pid)
 	if rest > 0 {
 		select {
 		case <-ctx.Done():
 			return sample{}, ctx.Err()
 		case <-time.After(rest):
 		}
-		sm.restRSS = procRSS(cmd.Process.Pid)
+		sm.restRSS, sm.restAnon, sm.peak = procRSS(cmd.Process.Pid)
 	}
 	if during != nil {
 		if err := during(addr, cmd.Process.Pid); err != nil {
@@ -379,19 +391,26 @@ func procCPU(pid int) time.Duration {
 	return time.Duration(ut+st) * 10 * time.Millisecond // USER_HZ is 100 on Linux
 }
 
-// procRSS is the resident set of process pid.
-func procRSS(pid int) uint64 {
+// procRSS is the resident set of process pid, its anonymous part, and
+// the largest resident set it had.
+func procRSS(pid int) (rss, anon, peak uint64) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0
+		return 0, 0, 0
 	}
 	for line := range strings.Lines(string(data)) {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return kb << 10
+		key, v, _ := strings.Cut(line, ":")
+		kb, _ := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		switch key {
+		case "VmRSS":
+			rss = kb << 10
+		case "RssAnon":
+			anon = kb << 10
+		case "VmHWM":
+			peak = kb << 10
 		}
 	}
-	return 0
+	return rss, anon, peak
 }
 
 // writeTools writes n tool folders under dir.
@@ -596,7 +615,8 @@ func pushChanges(ctx context.Context, repo *benchRepo, url, addr string, pid int
 			}
 			time.Sleep(time.Millisecond)
 		}
-		sm := sample{wall: time.Since(start), cpu: procCPU(pid) - cpu0, rss: procRSS(pid)}
+		sm := sample{wall: time.Since(start), cpu: procCPU(pid) - cpu0}
+		sm.rss, sm.anon, _ = procRSS(pid)
 		if sm.server, err = serverShare(ctx, url, strings.TrimSpace(prev), strings.TrimSpace(commit)); err != nil {
 			return nil, err
 		}
