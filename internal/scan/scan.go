@@ -162,7 +162,7 @@ func Build(prev *catalog.Snapshot, t Tree, c *cache.Cache, opts Options) (*catal
 	// One slot per folder, in the tree's order: folders are scanned in
 	// parallel, and their results taken in this order, so the snapshot
 	// and the report do not depend on the scheduling.
-	var slots []folder
+	slots := make([]folder, 0, len(dirents))
 	for _, d := range dirents {
 		if f, ok := slotOf(fsys, d.Name(), d.Type(), opts.Prefix); ok {
 			slots = append(slots, f)
