@@ -3,6 +3,7 @@ package repo
 import (
 	"bytes"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -133,4 +134,49 @@ func FuzzDecodeTree(f *testing.F) {
 			t.Fatalf("decodeTree(%q) = %v\nwant (go-git) %v", data, d.entries, want)
 		}
 	})
+}
+
+// mappedPacks returns how many of this process's memory mappings are of a
+// file under dir.
+func mappedPacks(t *testing.T, dir string) int {
+	t.Helper()
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Skipf("no /proc/self/maps: %v", err)
+	}
+	return strings.Count(string(maps), dir+"/")
+}
+
+// TestPackFilesMapped checks that a Tree reads its clone's pack and index
+// files through read-only mappings (not copies on the heap), that the
+// objects read through them are right, and that closing the storage
+// unmaps them all.
+func TestPackFilesMapped(t *testing.T) {
+	t.Parallel()
+	r := newRemote(t, "main")
+	r.write("tools/a/TOOL.hdlp", "name: a\n")
+	r.write("tools/b/TOOL.hdlp", "name: b\n")
+	r.commit("two tools")
+	g := newGit(t, serve(t, r, nil))
+	tree := mustSync(t, g)
+	dir := clonePath(t, g)
+	before := mappedPacks(t, dir) // the mappings of tree's own reads
+	o := openObjects(dir, nil)
+	f := &gitFS{o: o, root: plumbing.NewHash(tree.TreeHash())}
+	data, err := f.ReadFile("b/TOOL.hdlp")
+	if err != nil || string(data) != "name: b\n" {
+		t.Fatalf("ReadFile through the mapped pack = %q, %v", data, err)
+	}
+	if n := mappedPacks(t, dir); n < before+1 {
+		t.Errorf("%d mappings of files of the clone after a read (%d before), want the pack's too", n, before)
+	}
+	o.mu.Lock()
+	err = o.s.Close()
+	o.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := mappedPacks(t, dir); n != before {
+		t.Errorf("%d mappings of files of the clone after the storage closed, want %d (as before it opened)", n, before)
+	}
 }
