@@ -76,7 +76,7 @@ func openObjects(clonePath string, fetched map[plumbing.Hash]plumbing.EncodedObj
 	// are closed when the objects value becomes unreachable, as os.File
 	// closes its descriptor; an open pack also stays readable if a later
 	// re-clone deletes its directory.
-	s := filesystem.NewStorageWithOptions(idxInMemory{osfs.New(clonePath), clonePath}, cache.NewObjectLRU(256*cache.KiByte),
+	s := filesystem.NewStorageWithOptions(packsMapped{osfs.New(clonePath), clonePath}, cache.NewObjectLRU(256*cache.KiByte),
 		filesystem.Options{KeepDescriptors: true})
 	o := &objects{path: clonePath, s: s, dirs: make(map[plumbing.Hash]*gitDir), fetched: fetched}
 	runtime.AddCleanup(o, func(s *filesystem.Storage) { s.Close() }, s)
@@ -140,18 +140,22 @@ func (o *objects) dir(h plumbing.Hash) (*gitDir, error) {
 	return d, nil
 }
 
-// readLocked returns the content of object h of type t, from fetched
-// when it is there.
+// objectLocked returns object h of type t, from fetched when it is there.
+func (o *objects) objectLocked(t plumbing.ObjectType, h plumbing.Hash) (plumbing.EncodedObject, error) {
+	if obj, ok := o.fetched[h]; ok && obj.Type() == t {
+		return obj, nil
+	}
+	if t == plumbing.TreeObject {
+		o.treeReads.Add(1)
+	}
+	return o.s.EncodedObject(t, h)
+}
+
+// readLocked returns the content of object h of type t (objectLocked).
 func (o *objects) readLocked(t plumbing.ObjectType, h plumbing.Hash) ([]byte, error) {
-	obj, ok := o.fetched[h]
-	if !ok || obj.Type() != t {
-		var err error
-		if obj, err = o.s.EncodedObject(t, h); err != nil {
-			return nil, err
-		}
-		if t == plumbing.TreeObject {
-			o.treeReads.Add(1)
-		}
+	obj, err := o.objectLocked(t, h)
+	if err != nil {
+		return nil, err
 	}
 	r, err := obj.Reader()
 	if err != nil {
@@ -257,12 +261,9 @@ func (o *objects) blob(h plumbing.Hash) ([]byte, error) {
 func (o *objects) blobSize(h plumbing.Hash) (int64, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	obj, ok := o.fetched[h]
-	if !ok || obj.Type() != plumbing.BlobObject {
-		var err error
-		if obj, err = o.s.EncodedObject(plumbing.BlobObject, h); err != nil {
-			return 0, fmt.Errorf("read blob %s: %w", h, err)
-		}
+	obj, err := o.objectLocked(plumbing.BlobObject, h)
+	if err != nil {
+		return 0, fmt.Errorf("read blob %s: %w", h, err)
 	}
 	return obj.Size(), nil
 }
@@ -646,7 +647,7 @@ func (d *gitDirFile) ReadDir(n int) ([]fs.DirEntry, error) {
 	return rest[:n], nil
 }
 
-// idxInMemory wraps a clone's file system so that pack index and pack
+// packsMapped wraps a clone's file system so that pack index and pack
 // files are read from a read-only mapping of the file. go-git decodes
 // index files with many tiny unbuffered reads, and each new Tree loads
 // every index of the clone: that cost about 1 ms per pack. It seeks and
@@ -659,34 +660,29 @@ func (d *gitDirFile) ReadDir(n int) ([]fs.DirEntry, error) {
 // files are written once and never changed in place (a fetch adds a new
 // one, a re-clone makes a new directory), so a mapping never sees its
 // file shrink.
-type idxInMemory struct {
+type packsMapped struct {
 	billy.Filesystem
 	root string // the directory Filesystem is over
 }
 
-func (f idxInMemory) Open(name string) (billy.File, error) {
-	if !strings.HasSuffix(name, ".idx") && !strings.HasSuffix(name, ".pack") {
+func (f packsMapped) Open(name string) (billy.File, error) {
+	if !strings.HasSuffix(name, ".idx") && !strings.HasSuffix(name, ".pack") || !filepath.IsLocal(name) {
 		return f.Filesystem.Open(name)
-	}
-	file, err := f.Filesystem.Open(name) // the name as go-git asks for it, checked
-	if err != nil {
-		return file, err
 	}
 	osf, err := os.Open(filepath.Join(f.root, filepath.FromSlash(name)))
 	if err != nil {
-		return file, nil
+		return f.Filesystem.Open(name) // its error, as go-git expects it
 	}
 	defer osf.Close() // the mapping stays
 	fi, err := osf.Stat()
 	if err != nil || fi.Size() <= 0 || fi.Size() != int64(int(fi.Size())) {
-		return file, nil
+		return f.Filesystem.Open(name) // nothing to map: read as a file
 	}
 	data, err := unix.Mmap(int(osf.Fd()), 0, int(fi.Size()), unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
-		return file, nil
+		return f.Filesystem.Open(name)
 	}
-	file.Close()
-	return &memFile{name: file.Name(), Reader: bytes.NewReader(data), data: data}, nil
+	return &memFile{name: name, Reader: bytes.NewReader(data), data: data}, nil
 }
 
 // memFile is a read-only billy.File over a mapped file; Close unmaps it.

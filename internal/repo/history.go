@@ -172,8 +172,8 @@ type history struct {
 const historyCache = 64 * cache.MiByte
 
 func newHistory(clonePath string) *history {
-	// Not idxInMemory: a walk reads objects from the packs many times
-	// over, and that wrapper reads a pack whole at every open.
+	// Not packsMapped: a walk reads objects from the packs many times
+	// over, and that wrapper maps a pack again at every open.
 	s := filesystem.NewStorageWithOptions(osfs.New(clonePath), cache.NewObjectLRU(historyCache),
 		filesystem.Options{KeepDescriptors: true})
 	return &history{s: s}
