@@ -110,6 +110,10 @@ func TestIsolationServeAsRoot(t *testing.T) {
 
 // TestIsolationLimitsStated: a memory hog that also runs into its
 // timeout says which limit ended it; so does a call that fills its /tmp.
+// The timeout is long enough for the hogs to reach the memory limit on a
+// saturated machine first: 512 MiB is some 130,000 fresh pages, at up to
+// 45 µs each on the CI's VMs, and a full -race run once took more than
+// the 8 s it had.
 func TestIsolationLimitsStated(t *testing.T) {
 	t.Parallel()
 	proctest.SkipWithoutSandbox(t)
@@ -122,7 +126,7 @@ method: exec
 executor: shell
 params_schema:
   cmd: { type: string, required: true }
-constraints: { timeout_ms: 8000, shell_policy: none }
+constraints: { timeout_ms: 30000, shell_policy: none }
 `))
 	d := startDaemon(t, map[string]string{}, "--tools", tools, "--sandbox-max-memory", "536870912")
 	code, res := d.call(t, "work", map[string]any{"cmd": "for i in 1 2 3; do perl -e '$x = \"x\" x 250000000; sleep 100' & done; sleep 100"})
