@@ -208,10 +208,12 @@ func newCore(cfg Config, log *slog.Logger, mode approvalMode) (_ *core, err erro
 		return nil, err
 	}
 	undo = append(undo, stopTracing)
-	// The parse cache is decoded while the sandbox is probed and the
-	// queues opened: at 10,000 tools it is most of a warm start.
+	// The parse cache is decoded while the sandbox is probed, the queues
+	// opened and the API, MCP and console built (daemon.New): at 10,000
+	// tools it is most of a warm start. The first build waits for it.
 	cacheOpened := make(chan *cache.Cache, 1)
 	go func() { cacheOpened <- openParseCache(c.State, log) }()
+	parseCache := sync.OnceValue(func() *cache.Cache { return <-cacheOpened })
 	offline, readOffline := startOffline(src) // and the tree of the last run read
 	undo = append(undo, readOffline)
 	c.RunsTools = mode != noApprovals // sync runs no tool
@@ -344,7 +346,6 @@ func newCore(cfg Config, log *slog.Logger, mode approvalMode) (_ *core, err erro
 	if ap != nil {
 		am.watch(disp)
 	}
-	parseCache := <-cacheOpened
 	saver := newCacheSaver(parseCache, log)
 	vocab, err := host.LoadVocab(cfg.VocabFile)
 	if err != nil {
@@ -363,7 +364,7 @@ func newCore(cfg Config, log *slog.Logger, mode approvalMode) (_ *core, err erro
 	loop := &reload.Loop{
 		Source: src.src,
 		Build: func(prev *catalog.Snapshot, t scan.Tree) (*catalog.Snapshot, scan.Report, error) {
-			snap, rep, err := scan.Build(prev, t, parseCache, scanOpts)
+			snap, rep, err := scan.Build(prev, t, parseCache(), scanOpts)
 			if cfg.OnBuild != nil {
 				cfg.OnBuild(rep)
 			}
@@ -581,7 +582,7 @@ func (ri *reindexer) kick() {
 // cacheSaver saves the parse cache on a goroutine of its own whenever a
 // build changed it: one save at a time, the last one after close.
 type cacheSaver struct {
-	c      *cache.Cache
+	c      func() *cache.Cache // waits for the cache to be opened
 	log    *slog.Logger
 	kick   chan struct{}
 	done   chan struct{}
@@ -593,7 +594,7 @@ type cacheSaver struct {
 	saves        *sync.Cond
 }
 
-func newCacheSaver(c *cache.Cache, log *slog.Logger) *cacheSaver {
+func newCacheSaver(c func() *cache.Cache, log *slog.Logger) *cacheSaver {
 	s := &cacheSaver{c: c, log: log, kick: make(chan struct{}, 1), done: make(chan struct{})}
 	s.saves = sync.NewCond(&s.mu)
 	go s.run()
@@ -616,7 +617,7 @@ func (s *cacheSaver) dirty() {
 	defer s.mu.Unlock()
 	s.asked++
 	if s.closed {
-		if err := s.c.Save(); err != nil {
+		if err := s.c().Save(); err != nil {
 			s.log.Warn("parse cache not saved; a restart parses again", "err", err)
 		}
 		return
@@ -633,7 +634,7 @@ func (s *cacheSaver) run() {
 		s.mu.Lock()
 		asked := s.asked
 		s.mu.Unlock()
-		if err := s.c.Save(); err != nil {
+		if err := s.c().Save(); err != nil {
 			s.log.Warn("parse cache not saved; a restart parses again", "err", err)
 		}
 		s.mu.Lock()
