@@ -312,11 +312,13 @@ func slackText(e Event) string {
 	case "pending":
 		fmt.Fprintf(&b, ":raised_hand: *%s* asks to run *%s*: it needs an approval.\n", e.Caller, e.Tool)
 	default:
-		fmt.Fprintf(&b, "*%s*'s call of *%s* was %s by %s", e.Caller, e.Tool, e.Kind, e.Decider)
+		// A reason names the decider itself ("confirmed by operator (own
+		// request)"): it stands in for "by DECIDER", not beside it.
 		if e.DecisionReason != "" {
-			fmt.Fprintf(&b, " (%s)", e.DecisionReason)
+			fmt.Fprintf(&b, "*%s*'s call of *%s* was %s: %s.\n", e.Caller, e.Tool, e.Kind, e.DecisionReason)
+		} else {
+			fmt.Fprintf(&b, "*%s*'s call of *%s* was %s by %s.\n", e.Caller, e.Tool, e.Kind, e.Decider)
 		}
-		b.WriteString(".\n")
 	}
 	fmt.Fprintf(&b, "params: `%s`\n", params)
 	if e.Why != "" {

@@ -157,7 +157,9 @@ func TestDecisionReason(t *testing.T) {
 			t.Fatalf("body %s: %v", body, err)
 		}
 		if text, ok := m["text"].(string); ok {
-			sawSlack = strings.Contains(text, "was approved by operator ("+reason+").")
+			// The reason names the decider: said once, not "approved
+			// by operator (confirmed by operator (own request))".
+			sawSlack = strings.Contains(text, "*operator*'s call of *"+e.Tool+"* was approved: "+reason+".\n") && strings.Count(text, "operator") == 2
 		} else {
 			sawJSON = m["decision_reason"] == reason
 		}
