@@ -27,7 +27,6 @@ import (
 	"embed"
 	"encoding/base64"
 	"encoding/json"
-	"html/template"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -190,7 +189,6 @@ type Console struct {
 	be    Backend
 	opts  Options
 	log   *slog.Logger
-	tmpl  map[string]*template.Template
 
 	mu       sync.Mutex
 	sessions map[string]*session
@@ -215,9 +213,7 @@ func New(store *catalog.Store, be Backend, opts Options) *Console {
 	if opts.Poll <= 0 {
 		opts.Poll = time.Second
 	}
-	c := &Console{store: store, be: be, opts: opts, log: opts.Logger, sessions: map[string]*session{}, once: map[string]time.Time{}}
-	c.tmpl = parseTemplates()
-	return c
+	return &Console{store: store, be: be, opts: opts, log: opts.Logger, sessions: map[string]*session{}, once: map[string]time.Time{}}
 }
 
 // OneTimeLink returns a path that signs its first visitor in as the
