@@ -141,7 +141,9 @@ func decodeListing(data []byte, dir string) (*listing, error) {
 			if len(cur) > 0 {
 				l.groups = append(l.groups, newGroup(cur))
 			}
-			cur = nil
+			// Most groups are a tool's folder and its TOOL.hdlp: room
+			// for two at once, not one and then two.
+			cur = make([]entry, 0, 2)
 		}
 		cur = append(cur, e)
 		prev = e.Path

@@ -90,10 +90,13 @@ func (f listedFS) ReadDir(name string) ([]fs.DirEntry, error) {
 		return f.rootFS.ReadDir(name)
 	}
 	if name == "." {
-		out := make([]fs.DirEntry, len(f.l.groups))
+		// One array of entries, not one allocation each: a build lists
+		// the top of 10,000 tools at every start.
+		out, des := make([]fs.DirEntry, len(f.l.groups)), make([]listedEntry, len(f.l.groups))
 		for k := range f.l.groups {
-			e := f.l.groups[k].entries[0]
-			out[k] = listedEntry{name: e.Path, e: e, fsys: f.rootFS}
+			e := &f.l.groups[k].entries[0]
+			des[k] = listedEntry{name: e.Path, path: e.Path, kind: e.Kind, fsys: f.rootFS}
+			out[k] = &des[k]
 		}
 		return out, nil
 	}
@@ -102,7 +105,7 @@ func (f listedFS) ReadDir(name string) ([]fs.DirEntry, error) {
 	out := make([]fs.DirEntry, 0, len(names))
 	for _, n := range names {
 		e, _ := f.l.find(prefix + n)
-		out = append(out, listedEntry{name: n, e: e, fsys: f.rootFS})
+		out = append(out, listedEntry{name: n, path: e.Path, kind: e.Kind, fsys: f.rootFS})
 	}
 	return out, nil
 }
@@ -110,14 +113,15 @@ func (f listedFS) ReadDir(name string) ([]fs.DirEntry, error) {
 // listedEntry is an entry of a folder as the Sync listed it.
 type listedEntry struct {
 	name string
-	e    entry
+	path string // below the directory
+	kind entryKind
 	fsys fs.FS
 }
 
 func (d listedEntry) Name() string { return d.name }
-func (d listedEntry) IsDir() bool  { return d.e.Kind == kindDir }
+func (d listedEntry) IsDir() bool  { return d.kind == kindDir }
 func (d listedEntry) Type() fs.FileMode {
-	switch d.e.Kind {
+	switch d.kind {
 	case kindDir:
 		return fs.ModeDir
 	case kindLink:
@@ -127,5 +131,5 @@ func (d listedEntry) Type() fs.FileMode {
 }
 
 // Info stats the entry now (without following a symbolic link).
-func (d listedEntry) Info() (fs.FileInfo, error) { return fs.Lstat(d.fsys, d.e.Path) }
+func (d listedEntry) Info() (fs.FileInfo, error) { return fs.Lstat(d.fsys, d.path) }
 func (d listedEntry) String() string             { return fs.FormatDirEntry(d) }
