@@ -251,16 +251,23 @@ func TestConsoleHistoryFilters(t *testing.T) {
 	}
 }
 
-// TestConsoleDiffIsBounded: a diff longer than maxDiffShown is cut at a
-// line's end and the page says so; a diff of a tool off the visitor's
-// surface, or without a "to", is refused.
-func TestConsoleDiffIsBounded(t *testing.T) {
+// deployStore is a store serving deployTool, enabled, at rev1.
+func deployStore(t *testing.T) *catalog.Store {
+	t.Helper()
 	tl, err := hldp.Parse("tools/deploy/TOOL.hdlp", []byte(deployTool))
 	if err != nil {
 		t.Fatal(err)
 	}
 	st := new(catalog.Store)
 	st.Swap(catalog.New("rev1", []catalog.Entry{{Name: "deploy", Tool: tl, Rev: "rev1", Status: catalog.Enabled}}, catalog.Options{LazyIndex: true}))
+	return st
+}
+
+// TestConsoleDiffIsBounded: a diff longer than maxDiffShown is cut at a
+// line's end and the page says so; a diff of a tool off the visitor's
+// surface, or without a "to", is refused.
+func TestConsoleDiffIsBounded(t *testing.T) {
+	st := deployStore(t)
 	big := strings.Repeat("+"+strings.Repeat("x", 99)+"\n", 2*maxDiffShown/100)
 	c := New(st, nil, Options{Open: true, ToolDiff: func(_ context.Context, name, from, to string) (string, error) { return big, nil }})
 	srv := httptest.NewServer(c.Handler())

@@ -6,21 +6,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
-
-	"github.com/toolagent/toolagent/internal/catalog"
-	"github.com/toolagent/toolagent/internal/hldp"
 )
 
 // TestConsolesShareTemplates: the pages are parsed once for the process
 // (templates), not per console at New, and consoles render them at once
 // from many requests (run with -race).
 func TestConsolesShareTemplates(t *testing.T) {
-	tl, err := hldp.Parse("tools/deploy/TOOL.hdlp", []byte(deployTool))
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := new(catalog.Store)
-	st.Swap(catalog.New("rev1", []catalog.Entry{{Name: "deploy", Tool: tl, Rev: "rev1", Status: catalog.Enabled}}, catalog.Options{LazyIndex: true}))
+	st := deployStore(t)
 	var wg sync.WaitGroup
 	for range 2 {
 		srv := httptest.NewServer(New(st, nil, Options{Open: true}).Handler())
