@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // This file models how programs parse their options, so that an option is
@@ -32,8 +33,7 @@ type option struct {
 
 // optSpec is the option grammar of one program.
 type optSpec struct {
-	short map[byte]option
-	long  map[string]option
+	words *optWords // its options, parsed at first use
 	// inOrder: options end at the first operand (wrappers, awk, git's
 	// global options: getopt with a leading "+"); otherwise GNU getopt
 	// permutes and options may follow operands.
@@ -58,8 +58,40 @@ type optSpec struct {
 // A suffix !class says what the option does, e.g. "-o:!write",
 // "--compress-program=!exec". A malformed word panics: specs are constants.
 func opts(list string) *optSpec {
-	s := &optSpec{short: map[byte]option{}, long: map[string]option{}}
-	for _, w := range strings.Fields(list) {
+	w := &optWords{list: list}
+	specsMu.Lock()
+	specs = append(specs, w)
+	specsMu.Unlock()
+	return &optSpec{words: w}
+}
+
+// optWords are the options of a spec's list, parsed at their first use:
+// parsing the 54 specs at init took 2-3 ms and 370 KB of every toolagent
+// process (the sandbox's reaper and each command line too), most of which
+// never judge a command. TestSpecsParse parses every one.
+type optWords struct {
+	once  sync.Once
+	list  string
+	short map[byte]option
+	long  map[string]option
+}
+
+// specs are the words of every spec made (TestSpecsParse).
+var (
+	specsMu sync.Mutex
+	specs   []*optWords
+)
+
+// options returns s's options, parsing them the first time.
+func (s *optSpec) options() *optWords {
+	s.words.once.Do(s.words.parse)
+	return s.words
+}
+
+// parse reads list into short and long; a malformed word panics.
+func (s *optWords) parse() {
+	s.short, s.long = map[byte]option{}, map[string]option{}
+	for _, w := range strings.Fields(s.list) {
 		w, class, _ := strings.Cut(w, "!")
 		o := option{class: Class(class)}
 		switch {
@@ -91,7 +123,6 @@ func opts(list string) *optSpec {
 			panic("policy: bad class in option spec " + w)
 		}
 	}
-	return s
 }
 
 // with returns a copy of s with the flags of mode set: "inOrder",
@@ -123,14 +154,15 @@ func (s *optSpec) with(mode string) *optSpec {
 // strictest counts (a dangerous one first), so an abbreviation that could
 // mean a dangerous option is judged as that option.
 func (s *optSpec) resolveLong(name string) (option, bool) {
-	if o, ok := s.long[name]; ok {
+	long := s.options().long
+	if o, ok := long[name]; ok {
 		return o, true
 	}
 	if name == "" {
 		return option{}, false
 	}
 	var cands []option
-	for n, o := range s.long {
+	for n, o := range long {
 		if strings.HasPrefix(n, name) {
 			cands = append(cands, o)
 		}
@@ -276,7 +308,7 @@ func (c *call) parseArgs(s *optSpec, args []arg) parsedArgs {
 		// A cluster of short options: -abc, -k2, -k 2.
 		for k := 1; k < len(a.s); k++ {
 			ch := a.s[k]
-			o, ok := s.short[ch]
+			o, ok := s.options().short[ch]
 			if !ok && s.numeric && ch >= '0' && ch <= '9' {
 				o, ok = option{name: string(ch)}, true
 			}

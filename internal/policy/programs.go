@@ -818,7 +818,7 @@ func tarCmd(c *call) {
 		for k := 0; k < len(args[0].s); k++ {
 			ch := args[0].s[k]
 			conv = append(conv, arg{s: "-" + string(ch), static: true, lead: "-" + string(ch)})
-			if o, ok := tarSpec.short[ch]; ok && o.value == needValue && len(rest) > 0 {
+			if o, ok := tarSpec.options().short[ch]; ok && o.value == needValue && len(rest) > 0 {
 				vals, rest = append(vals, rest[0]), rest[1:]
 				conv = append(conv, vals[len(vals)-1])
 			}
