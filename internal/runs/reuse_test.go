@@ -116,9 +116,13 @@ func TestReusedBuffersNeverChange(t *testing.T) {
 	wg.Go(func() { each("slow Each", slow, true) })
 
 	// A reader that leaves after its first events and re-attaches once
-	// events past its position were dropped.
+	// events past its position were dropped. Attached here, before the
+	// output, as fast and slow are: attached in its goroutine, which a
+	// busy machine may start late, it began after events no reader held
+	// any more were dropped, with a gap its first read did not expect.
+	early := r.Attach(0)
 	wg.Go(func() {
-		rd := r.Attach(0)
+		rd := early
 		var got []byte
 		var after int64
 		for len(got) == 0 {
