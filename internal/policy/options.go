@@ -56,7 +56,8 @@ type optSpec struct {
 //	-x::     optional value    --name=?    optional value
 //
 // A suffix !class says what the option does, e.g. "-o:!write",
-// "--compress-program=!exec". A malformed word panics: specs are constants.
+// "--compress-program=!exec". A malformed word panics when the spec is
+// first used (specs are constants; TestSpecsParse uses every one).
 func opts(list string) *optSpec {
 	w := &optWords{list: list}
 	specsMu.Lock()

@@ -292,7 +292,6 @@ func newGitTree(clonePath string, commit plumbing.Hash, sub string, prev *Tree, 
 	if err != nil {
 		return nil, fmt.Errorf("read commit %s: %w", commit, err)
 	}
-
 	root := c.TreeHash
 	if sub != "" {
 		for _, part := range strings.Split(sub, "/") {
