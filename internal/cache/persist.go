@@ -34,6 +34,12 @@ import (
 //	n × uvarint (each chunk's length), the n chunks, the tail.
 const fileFormat = "toolagent-parse-cache-4"
 
+// errNotCache says a file is not a parse cache of any layout.
+var errNotCache = errors.New("not a parse cache")
+
+// errShort says a cache file ends before its header says it does.
+var errShort = errors.New("cut short")
+
 // span is where one chunk lies in the file.
 type span struct{ off, n int64 }
 
@@ -54,25 +60,26 @@ type errFormat struct{ format string }
 
 func (e errFormat) Error() string { return "written for format " + e.format }
 
-// splitFile returns the chunks of a file's bytes, where each lies, and
-// the bytes after them.
-func splitFile(data []byte) (chunks [][]byte, spans []span, tail []byte, err error) {
-	rest, ok := bytes.CutPrefix(data, []byte(fileFormat+"\n"))
+// layout returns where the chunks of a cache file of size bytes lie and
+// where its tail begins, from head, the file's first bytes; when the
+// header may go on past head, more returns the n bytes after it.
+func layout(head []byte, size int64, more func(n int64) ([]byte, error)) (spans []span, tail int64, err error) {
+	rest, ok := bytes.CutPrefix(head, []byte(fileFormat+"\n"))
 	if !ok {
-		if f := formatOf(data); f != "" {
-			return nil, nil, nil, errFormat{f}
+		if f := formatOf(head); f != "" {
+			return nil, 0, errFormat{f}
 		}
 		// Layout 1 and 2 began with a gob-encoded fileHeader.
 		var h fileHeader
-		if gob.NewDecoder(bytes.NewReader(data)).Decode(&h) == nil && strings.HasPrefix(h.Format, "toolagent-parse-cache-") {
-			return nil, nil, nil, errFormat{fmt.Sprintf("%s/%d", h.Format, h.FormatVersion)}
+		if gob.NewDecoder(bytes.NewReader(head)).Decode(&h) == nil && strings.HasPrefix(h.Format, "toolagent-parse-cache-") {
+			return nil, 0, errFormat{fmt.Sprintf("%s/%d", h.Format, h.FormatVersion)}
 		}
-		return nil, nil, nil, errors.New("not a parse cache")
+		return nil, 0, errNotCache
 	}
 	uvarint := func() uint64 {
 		v, k := binary.Uvarint(rest)
 		if k <= 0 {
-			err = errors.New("cut short")
+			err = errShort
 			rest = nil
 			return 0
 		}
@@ -80,30 +87,41 @@ func splitFile(data []byte) (chunks [][]byte, spans []span, tail []byte, err err
 		return v
 	}
 	if v := uvarint(); err == nil && v != uint64(hldp.FormatVersion) {
-		return nil, nil, nil, errFormat{fmt.Sprintf("%s/%d", fileFormat, v)}
+		return nil, 0, errFormat{fmt.Sprintf("%s/%d", fileFormat, v)}
 	}
 	n := uvarint()
-	if n > uint64(len(rest)) { // every length takes a byte
-		return nil, nil, nil, errors.New("corrupt")
+	if err != nil {
+		return nil, 0, err
+	}
+	if n > uint64(size) { // every length takes a byte
+		return nil, 0, errors.New("corrupt")
+	}
+	read := int64(len(head)) // the bytes of the file rest ends
+	if want := int64(n) * binary.MaxVarintLen64; int64(len(rest)) < want && read < size {
+		m, err := more(min(size-read, want-int64(len(rest))))
+		if err != nil {
+			return nil, 0, err
+		}
+		rest = append(slices.Clip(rest), m...)
+		read += int64(len(m))
 	}
 	lens := make([]uint64, n)
 	for i := range lens {
 		lens[i] = uvarint()
 	}
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, 0, err
 	}
-	off := int64(len(data) - len(rest))
-	chunks, spans = make([][]byte, n), make([]span, n)
+	off := read - int64(len(rest))
+	spans = make([]span, n)
 	for i, l := range lens {
-		if l > uint64(len(rest)) {
-			return nil, nil, nil, errors.New("cut short")
+		if l > uint64(size-off) {
+			return nil, 0, errShort
 		}
-		chunks[i], rest = rest[:l:l], rest[l:]
 		spans[i] = span{off, int64(l)}
 		off += int64(l)
 	}
-	return chunks, spans, rest, nil
+	return spans, off, nil
 }
 
 // chunkLen is about the number of outcomes one chunk holds: enough that
@@ -165,15 +183,16 @@ func listingSum(tree string, keys []Key) uint32 {
 	return h.Sum32()
 }
 
-// parallel calls f(0) … f(n-1) on up to GOMAXPROCS goroutines and returns
-// when all have returned.
-func parallel(n int, f func(i int)) {
+// parallel calls f(w, 0) … f(w, n-1) on up to GOMAXPROCS goroutines and
+// returns when all have returned; w numbers the goroutine that calls (0 ≤
+// w < GOMAXPROCS), for what each keeps of its own.
+func parallel(n int, f func(w, i int)) {
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), n) {
+	for w := range min(runtime.GOMAXPROCS(0), n) {
 		wg.Go(func() {
 			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
-				f(i)
+				f(w, i)
 			}
 		})
 	}
@@ -188,34 +207,29 @@ func parallel(n int, f func(i int)) {
 func Open(path string) (*Cache, error) {
 	c := New()
 	c.path = path
-	data, disk, err := readFile(path)
+	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return c, nil
 	}
 	if err != nil {
 		return c, fmt.Errorf("cache: read %s: %w", path, err)
 	}
-	chunks, spans, tail, err := splitFile(data)
+	defer f.Close()
+	decoded, spans, tail, disk, err := readChunks(f)
 	var ef errFormat
 	switch {
 	case errors.As(err, &ef):
 		return c, fmt.Errorf("cache: %s was %v, want %s/%d (ignored; it will be rebuilt)", path, ef, fileFormat, hldp.FormatVersion)
-	case err != nil && !bytes.HasPrefix(data, []byte(fileFormat)):
+	case errors.As(err, new(*os.PathError)):
+		return c, fmt.Errorf("cache: read %s: %w", path, err)
+	case errors.Is(err, errNotCache):
 		return c, fmt.Errorf("cache: %s is not a parse cache (ignored): %w", path, err)
 	case err != nil:
 		return c, fmt.Errorf("cache: %s is corrupt (ignored): %w", path, err)
 	}
-	decoded := make([][]fileEntry, len(chunks))
-	errs := make([]error, len(chunks))
-	parallel(len(chunks), func(i int) {
-		decoded[i], errs[i] = decodeChunk(chunks[i])
-	})
-	if err := errors.Join(errs...); err != nil {
-		return c, fmt.Errorf("cache: %s is corrupt (ignored): %w", path, err)
-	}
 	// The next Save copies from this file the chunks nothing changed.
 	if disk != nil {
-		c.stale, c.spans, c.disk = make([]bool, len(chunks)), spans, disk
+		c.stale, c.spans, c.disk = make([]bool, len(spans)), spans, disk
 	}
 	// The file repeats each path and blob hash in the listing and the last
 	// good versions, each tool's path in its File, and a revision (one
@@ -270,7 +284,7 @@ func Open(path string) (*Cache, error) {
 			byPath[e.Key.Path] = e.Key
 		}
 	}
-	l, last, listErr, lastErr := decodeTail(tail)
+	l, last, listErr, lastErr := tail.l, tail.last, tail.listErr, tail.lastErr
 	switch {
 	case errors.Is(listErr, errListingSum):
 		return c, fmt.Errorf("cache: the tree listing in %s fails its checksum (ignored; the next build reads the tree)", path)
@@ -315,39 +329,76 @@ type fileServed struct {
 	Path, Blob, Rev string
 }
 
-// readFile reads the file at path whole, and stats it: disk is nil when
-// the file changed while it was read.
-func readFile(path string) (data []byte, disk os.FileInfo, err error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer f.Close()
+// headLen is how much of a cache file is read to find its layout: the
+// header of a catalog of 100,000 tools (256 chunks, three bytes a length)
+// fits; a longer one is read on (layout).
+const headLen = 4 << 10
+
+// decodedTail is the tail of a cache file, decoded (decodeTail).
+type decodedTail struct {
+	l                fileListing
+	last             fileLast
+	listErr, lastErr error
+}
+
+// readChunks decodes the chunks and the tail of the cache file f on
+// several goroutines, each reading what it decodes into a buffer of its
+// own that it reuses: never the whole file into memory, whose pages a
+// start would first touch only to drop them (5 MB at 10,000 tools). It
+// returns where the chunks lie, and f's stat, nil when f changed while it
+// was read.
+func readChunks(f *os.File) (decoded [][]fileEntry, spans []span, tail decodedTail, disk os.FileInfo, err error) {
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, tail, nil, err
 	}
-	// Read into one buffer of the size the stat says (and one byte more,
-	// to see the end): io.ReadAll would grow it from 512 bytes, copying
-	// and clearing megabytes at every step of the start.
-	data = make([]byte, 0, fi.Size()+1)
-	for {
-		n, err := f.Read(data[len(data):cap(data)])
-		data = data[:len(data)+n]
-		if err == io.EOF {
-			break
+	size := fi.Size()
+	head := make([]byte, min(size, headLen))
+	if _, err := f.ReadAt(head, 0); err != nil {
+		if errors.Is(err, io.EOF) { // it shrank since the stat
+			err = errShort
 		}
-		if err != nil {
-			return nil, nil, err
-		}
-		if len(data) == cap(data) {
-			data = slices.Grow(data, len(data)) // it grew since the stat
-		}
+		return nil, nil, tail, nil, err
 	}
-	if after, err := f.Stat(); err == nil && sameFile(after, fi) && int64(len(data)) == fi.Size() {
+	spans, tailAt, err := layout(head, size, func(n int64) ([]byte, error) {
+		b := make([]byte, n)
+		_, err := f.ReadAt(b, int64(len(head)))
+		return b, err
+	})
+	if err != nil {
+		return nil, nil, tail, nil, err
+	}
+	decoded = make([][]fileEntry, len(spans))
+	errs := make([]error, len(spans)+1)
+	bufs := make([][]byte, runtime.GOMAXPROCS(0))
+	// The tail is the last job: decoded beside the chunks, not after them.
+	parallel(len(spans)+1, func(w, i int) {
+		sp := span{tailAt, size - tailAt}
+		if i < len(spans) {
+			sp = spans[i]
+		}
+		b := slices.Grow(bufs[w][:0], int(sp.n))[:sp.n]
+		bufs[w] = b
+		if _, err := f.ReadAt(b, sp.off); err != nil {
+			errs[i] = err
+			return
+		}
+		if i < len(spans) {
+			decoded[i], errs[i] = decodeChunk(b)
+			return
+		}
+		tail.l, tail.last, tail.listErr, tail.lastErr = decodeTail(b)
+	})
+	if err := errors.Join(errs...); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = errShort
+		}
+		return nil, nil, tail, nil, err
+	}
+	if after, err := f.Stat(); err == nil && sameFile(after, fi) {
 		disk = fi
 	}
-	return data, disk, nil
+	return decoded, spans, tail, disk, nil
 }
 
 // sameFile reports whether a and b are stats of one file, unchanged.
@@ -451,7 +502,7 @@ func (c *Cache) Save() error {
 			encoded++
 		}
 	}
-	parallel(n, func(i int) {
+	parallel(n, func(_, i int) {
 		if !stale[i] {
 			return
 		}

@@ -325,6 +325,59 @@ func TestPersistChunks(t *testing.T) {
 	}
 }
 
+// TestOpenLongHeader: a file whose chunk lengths go on past the first
+// bytes Open reads to find its layout (headLen) is read whole, and one cut
+// inside those lengths, or inside its last chunk, is ignored as corrupt.
+func TestOpenLongHeader(t *testing.T) {
+	const n = headLen + 100 // a length a byte: the header ends past headLen
+	var chunks []byte
+	lens := make([]int64, n)
+	for i := range n {
+		name := fmt.Sprintf("t%05d", i)
+		c, err := appendChunk(nil, []fileEntry{{Key: Key{Path: name + "/TOOL.hdlp", Blob: "b"}, Tool: &hldp.Tool{Name: name}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(c) >= 0x80 {
+			t.Fatalf("a chunk of one outcome is %d bytes; the test wants lengths of one byte", len(c))
+		}
+		lens[i] = int64(len(c))
+		chunks = append(chunks, c...)
+	}
+	head := appendHeader(nil, lens)
+	if len(head) <= headLen {
+		t.Fatalf("header of %d bytes; want one longer than headLen (%d)", len(head), headLen)
+	}
+	data := append(head, chunks...)
+	dir := t.TempDir()
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	c, err := Open(write("whole", data))
+	if err != nil || c.Len() != n {
+		t.Fatalf("Open() = %d outcomes, %v; want %d, nil", c.Len(), err, n)
+	}
+	if o, ok := c.Get(Key{Path: fmt.Sprintf("t%05d/TOOL.hdlp", n-1), Blob: "b"}); !ok || o.Tool.Name != fmt.Sprintf("t%05d", n-1) {
+		t.Errorf("Get(the last chunk's outcome) = %+v, %v; want its tool", o, ok)
+	}
+	for _, cut := range []struct {
+		name string
+		at   int
+	}{
+		{"in the lengths past headLen", headLen + 50},
+		{"in the last chunk", len(data) - 3},
+	} {
+		c, err := Open(write("cut", data[:cut.at]))
+		if err == nil || !strings.Contains(err.Error(), "corrupt (ignored)") || c.Len() != 0 {
+			t.Errorf("Open(cut %s) = %d outcomes, %v; want none and an error saying it is corrupt and ignored", cut.name, c.Len(), err)
+		}
+	}
+}
+
 // TestSaveEncodesChangedChunks: after a first Save, or an Open, a Save
 // encodes only the chunks whose outcomes changed (a Put, a Retain that
 // drops one) and copies the others from the file, and what Open reads
