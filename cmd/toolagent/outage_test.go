@@ -134,7 +134,13 @@ func TestServeStoreOutage(t *testing.T) {
 		t.Errorf("a max_concurrency call during the outage: %d %+v; want 503 shared store unavailable: CAUSE", code, res)
 	}
 	noSecret("a max_concurrency call's answer", res.Error)
-	code, body := d.request(t, "GET", "/readyz", "")
+	// /readyz gives the store's answer of up to a second ago (sharedCheck):
+	// the first answer during the outage comes within that.
+	var body []byte
+	pollUntil(t, "/readyz to be 503 during the outage", func() bool {
+		code, body = d.request(t, "GET", "/readyz", "")
+		return code != 200
+	})
 	if code != 503 || !strings.Contains(string(body), `"store":"approval store unavailable: `) {
 		t.Errorf("/readyz during the outage: %d %s; want 503 naming the store", code, body)
 	}

@@ -60,6 +60,9 @@ type core struct {
 	// shared database (store postgres); nil without one. close releases
 	// its directory lock, or stops its leases.
 	approvals closingQueue
+	// storeCheck asks approvals whether it answers, for /readyz, /v1/status
+	// and the console (nil without approvals).
+	storeCheck *sharedCheck
 	// db is the shared database (store postgres), or nil; slots hold
 	// max_concurrency across the replicas on it.
 	db        *pgstore.DB
@@ -405,10 +408,15 @@ func newCore(cfg Config, log *slog.Logger, mode approvalMode) (_ *core, err erro
 			}()
 		}
 	}
+	var storeCheck *sharedCheck
+	if ap != nil {
+		storeCheck = newSharedCheck(ap.Check)
+	}
 	return &core{
 		embed: em, cfg: cfg, log: log, setup: c, sandbox: sb, reg: reg, store: store, execs: execs, disp: disp,
 		loop: loop, trigger: trigger, watchDir: src.watchDir, offline: offline, health: hc, src: src,
 		approvals: ap, db: db, slots: slots, broadcast: bc, auditFile: af, auditPG: apg, runs: runs, runReg: runReg, saver: saver, notifier: an, feedback: fb,
+		storeCheck:  storeCheck,
 		trust:       tg,
 		exporters:   exporters,
 		stopTracing: stopTracing,

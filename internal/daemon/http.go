@@ -203,8 +203,8 @@ func (cr *core) sharedStatus() func(context.Context) any {
 }
 
 // storeStatus is the store as /readyz and /v1/status report it: whether
-// it answers now and, when not, what still works; nil without an
-// approval queue.
+// it answers (asked at most once a storeCheckFresh, see sharedCheck) and,
+// when not, what still works; nil without an approval queue.
 func (cr *core) storeStatus() func(context.Context) api.StoreStatus {
 	if cr.approvals == nil {
 		return nil
@@ -218,7 +218,7 @@ func (cr *core) storeStatus() func(context.Context) api.StoreStatus {
 		if cr.slots != nil {
 			st.SlotReleasesOwed = cr.slots.Owed()
 		}
-		if err := cr.approvals.Check(ctx); err != nil {
+		if err := cr.storeCheck.Check(ctx); err != nil {
 			st.Available, st.Error, st.Effect = false, err.Error(), effect
 		}
 		return st
