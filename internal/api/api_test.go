@@ -26,6 +26,7 @@ import (
 	"github.com/toolagent/toolagent/internal/executors/shell"
 	"github.com/toolagent/toolagent/internal/hldp"
 	"github.com/toolagent/toolagent/internal/reload"
+	"github.com/toolagent/toolagent/internal/runs"
 	"github.com/toolagent/toolagent/internal/scan"
 )
 
@@ -748,6 +749,49 @@ func TestErrorsAreJSON(t *testing.T) {
 		code, body := f.do(t, tc.method, tc.path, "", "")
 		if code != tc.code || !strings.Contains(body, tc.want) || !json.Valid([]byte(body)) {
 			t.Errorf("%s %s = %d %s; want %d JSON containing %q", tc.method, tc.path, code, body, tc.code, tc.want)
+		}
+	}
+}
+
+// TestStreamCallFollowedAsItStarts: a streaming call's run has its reader
+// (the stream) before the call starts, so an executor that asks once, as
+// it starts, whether anyone follows (the gatekeeper's) hears yes; a plain
+// call's run has none.
+func TestStreamCallFollowedAsItStarts(t *testing.T) {
+	reg := runs.New(runs.Options{})
+	followed := make(chan bool, 1)
+	inv := invokerFunc(func(ctx context.Context, c dispatch.Call) dispatch.Result {
+		run, ok := reg.Get(c.RunID)
+		followed <- ok && run.Followed()
+		return dispatch.Result{Status: dispatch.Success}
+	})
+	st := new(catalog.Store)
+	st.Swap(catalog.New("r", nil, catalog.Options{}))
+	srv := httptest.NewServer(New(Options{Runs: reg}, st, inv, nil, nil))
+	t.Cleanup(srv.Close)
+	for _, tc := range []struct {
+		accept string
+		want   bool
+	}{{"application/x-ndjson", true}, {"application/json", false}} {
+		req, err := http.NewRequestWithContext(t.Context(), "POST", srv.URL+"/v1/call", strings.NewReader(`{"tool":"x"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", tc.accept)
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		select {
+		case got := <-followed:
+			if got != tc.want {
+				t.Errorf("Accept %s: the run followed as the call started: %v; want %v", tc.accept, got, tc.want)
+			}
+		default:
+			t.Errorf("Accept %s: %s; the call was not made", tc.accept, resp.Status)
 		}
 	}
 }

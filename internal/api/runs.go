@@ -88,6 +88,10 @@ func (s *server) streamCall(w http.ResponseWriter, r *http.Request, media string
 	})
 	// A cancelled call's output waits for no reader.
 	defer context.AfterFunc(ctx, run.Abandon)()
+	// The stream follows the run from before the call starts, so an
+	// executor that asks whether anyone follows (the gatekeeper's, once)
+	// hears yes.
+	rd := run.Attach(0)
 	done := make(chan dispatch.Result, 1)
 	go func() {
 		defer cancel(nil)
@@ -100,7 +104,7 @@ func (s *server) streamCall(w http.ResponseWriter, r *http.Request, media string
 	w.Header().Set("X-Run-Id", c.RunID)
 	w.WriteHeader(http.StatusOK)
 	writeRunEvent(w, media, runs.Event{Event: "run", Data: c.RunID})
-	if s.followRun(w, r, media, run, 0) {
+	if s.followRun(w, r, media, rd) {
 		<-done
 	}
 }
@@ -117,17 +121,16 @@ func (s *server) reattachGrace() time.Duration {
 // reader attached, waiting for its client to re-attach.
 const DefaultReattachGrace = 10 * time.Second
 
-// followRun writes run's events after seq after until the run ends (true)
-// or the client goes away (false). It follows the run as a runs.Reader:
-// while the client reads, the tool's output waits for it rather than
+// followRun writes the events of the run rd reads (those after the seq it
+// was attached after) until the run ends (true) or the client goes away
+// (false), then closes rd. While the client reads, the tool's output waits for it rather than
 // being dropped (runs.Options.StallWindow). Once the run changed, the
 // stream waits streamLinger before it takes the new events, so a tool
 // that writes fast gathers into few large events (runs.Run.Output joins
 // chunks no reader took), written at once: a write and a flush per
 // batch, not per chunk of the tool's pipe. After a round of a batch or
 // more it takes the next at once: the output gathered while it wrote.
-func (s *server) followRun(w http.ResponseWriter, r *http.Request, media string, run *runs.Run, after int64) bool {
-	rd := run.Attach(after)
+func (s *server) followRun(w http.ResponseWriter, r *http.Request, media string, rd *runs.Reader) bool {
 	defer rd.Close()
 	rc := http.NewResponseController(w)
 	linger := time.NewTimer(streamLinger)
@@ -262,5 +265,5 @@ func (s *server) handleRunEvents(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", media)
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
-	s.followRun(w, r, media, run, after)
+	s.followRun(w, r, media, run.Attach(after))
 }

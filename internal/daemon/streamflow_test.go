@@ -15,6 +15,7 @@ import (
 	"flag"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -24,7 +25,9 @@ import (
 	"time"
 
 	"github.com/toolagent/toolagent/internal/dispatch"
+	"github.com/toolagent/toolagent/internal/gatekeeper"
 	"github.com/toolagent/toolagent/internal/operator"
+	"github.com/toolagent/toolagent/internal/proc"
 	"github.com/toolagent/toolagent/internal/runs"
 	"github.com/toolagent/toolagent/internal/settings"
 )
@@ -255,6 +258,53 @@ func TestServeStreamWhole(t *testing.T) {
 	if res.Status != dispatch.Success || res.OutputBytes != int64(len(want)) || res.Output != string(want[:65536]) || !res.Truncated {
 		t.Errorf("result: status %s, output_bytes %d, %d bytes of output, truncated %v, error %q; want success, %d, the first 65536",
 			res.Status, res.OutputBytes, len(res.Output), res.Truncated, res.Error, len(want))
+	}
+}
+
+// TestServeStreamGatekeeperWhole: a gatekeeper tool's output followed
+// through NDJSON arrives whole, though it goes on past the cap and the
+// drain limit (64 KiB + 8 MiB; this one prints 10.9 MB): the daemon tells
+// the gatekeeper server someone follows (Toolagent-Follow), so the server
+// reads on instead of closing the pipe. The same call not streamed is cut
+// there, as without a follower: the remote seq dies of the closed pipe.
+func TestServeStreamGatekeeperWhole(t *testing.T) {
+	t.Parallel()
+	const lines = 1500000
+	want := seqLines(lines)
+	if int64(len(want)) <= 65536+proc.DrainLimit {
+		t.Fatalf("the output is %d bytes; want more than the cap and the drain limit", len(want))
+	}
+	gk := httptest.NewServer(gatekeeper.NewHandler(gatekeeper.Options{Tokens: []string{"gk-test-token"}}, nil))
+	t.Cleanup(gk.Close)
+	tokenFile := filepath.Join(t.TempDir(), "gk.token")
+	if err := os.WriteFile(tokenFile, []byte("gk-test-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tools := t.TempDir()
+	writeTestTool(t, tools, "remote-seq", testTool("remote-seq", "intent: count remotely\nmethod: run\nexecutor: gatekeeper\nargv: [seq, \"1\", \""+strconv.Itoa(lines)+"\"]\nparams_schema: {}\nconstraints:\n  timeout_ms: 600000\n  max_output_bytes: 65536\n"))
+	d := serveForTest(t, "--tools", tools, "--gatekeeper-url", gk.URL, "--gatekeeper-token-file", tokenFile)
+	h := sha256.New()
+	got := 0
+	res := streamEvents(t, d.stream(t, `{"tool":"remote-seq"}`).Body, func(e runs.Event) {
+		switch e.Event {
+		case runs.EventStdout:
+			h.Write([]byte(e.Data))
+			got += len(e.Data)
+		case runs.EventGap:
+			t.Fatalf("a gap in the stream of a client that reads: %+v", e)
+		}
+	})
+	if sum := sha256.Sum256(want); !bytes.Equal(h.Sum(nil), sum[:]) || got != len(want) {
+		t.Errorf("the stream brought %d bytes, SHA-256 %x; want %d bytes, %x", got, h.Sum(nil), len(want), sum)
+	}
+	if res.Status != dispatch.Success || res.ExitCode != 0 || res.OutputBytes != int64(len(want)) || res.Output != string(want[:65536]) {
+		t.Errorf("streamed result: status %s, exit %d, output_bytes %d, error %q; want success, exit 0, %d, the first 65536 bytes",
+			res.Status, res.ExitCode, res.OutputBytes, res.Error, len(want))
+	}
+	code, plain := d.call(t, "remote-seq", nil)
+	if code != 200 || plain.ExitCode == 0 || plain.OutputBytes >= int64(len(want)) || plain.Output != string(want[:65536]) {
+		t.Errorf("the call not streamed: %d, exit %d, output_bytes %d, error %q; want the remote command cut past the drain limit (a closed pipe), its head kept",
+			code, plain.ExitCode, plain.OutputBytes, plain.Error)
 	}
 }
 

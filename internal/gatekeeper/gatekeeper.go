@@ -503,6 +503,11 @@ func (h *handler) exec(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", mediaNDJSON)
 		w.WriteHeader(http.StatusOK)
 		spec.OnOutput = st.output
+		if r.Header.Get(FollowHeader) == "1" {
+			// Someone is shown all of it, for as long as the client reads:
+			// the request's end (the client gone) ends the command too.
+			spec.Followed = func() bool { return r.Context().Err() == nil }
+		}
 	}
 	// The request context ends when the client goes away: proc then kills
 	// the process group, so an abandoned call leaves nothing running.
@@ -540,6 +545,12 @@ func (h *handler) exec(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, resp)
 }
+
+// FollowHeader, set to "1" on a streamed /exec request, says the client
+// shows the command's output to someone as it comes (PROTOCOL.md,
+// "Streaming"): a stream past max_output_bytes and proc.DrainLimit is then
+// read on and streamed while the client reads, not cut.
+const FollowHeader = "Toolagent-Follow"
 
 // mediaNDJSON is the media type of a streamed /exec answer.
 const mediaNDJSON = "application/x-ndjson"

@@ -454,7 +454,11 @@ func (e *Executor) Execute(ctx context.Context, req executors.Request) (executor
 	defer cancel()
 	start := time.Now()
 	var wr wireResponse
-	if err := e.sendCall(ctx, c, &wr, req.Output); err != nil {
+	// Whether someone follows the output is asked once, as the call
+	// starts: the server then reads a long stream on rather than cutting
+	// it (PROTOCOL.md, "Streaming").
+	follow := req.Output != nil && req.Followed != nil && req.Followed()
+	if err := e.sendCall(ctx, c, &wr, req.Output, follow); err != nil {
 		return executors.Outcome{}, fmt.Errorf("tool %s: %w", req.Tool.Name, err)
 	}
 	stdout, err := decode(wr.Stdout, wr.StdoutEncoding)
@@ -497,11 +501,11 @@ func (e *Executor) Execute(ctx context.Context, req executors.Request) (executor
 // server refuses its grant and has restarted since (its boot id
 // changed), nothing ran, and the call is signed for the new boot and sent
 // once more.
-func (e *Executor) sendCall(ctx context.Context, c call, wr *wireResponse, output func(string, []byte)) error {
+func (e *Executor) sendCall(ctx context.Context, c call, wr *wireResponse, output func(string, []byte), follow bool) error {
 	limit := 2*6*c.maxOut + responseSlack
 	if c.grant == nil {
 		body, _ := json.Marshal(c.body) // plain strings and numbers: cannot fail
-		return e.doStream(ctx, c.target, "/exec", body, limit, wr, output)
+		return e.doStream(ctx, c.target, "/exec", body, limit, wr, output, follow)
 	}
 	boot, err := e.bootID(ctx, c.target)
 	if err != nil {
@@ -510,7 +514,7 @@ func (e *Executor) sendCall(ctx context.Context, c call, wr *wireResponse, outpu
 	for try := 0; ; try++ {
 		c.body.Grant = sign(c.grant, c.target, boot, c.timeout)
 		body, _ := json.Marshal(c.body)
-		err := e.doStream(ctx, c.target, "/exec", body, limit, wr, output)
+		err := e.doStream(ctx, c.target, "/exec", body, limit, wr, output, follow)
 		if try > 0 || !errors.Is(err, executors.ErrRefused) {
 			return err
 		}
@@ -527,17 +531,18 @@ func (e *Executor) sendCall(ctx context.Context, c call, wr *wireResponse, outpu
 // at most limit bytes. Every failure names the target, never the token.
 // doStream POSTs body to path like do; with output set it asks for a
 // streamed answer and hands each chunk of the command's output to output
-// as it comes. A server that does not stream (an older one) answers the
-// plain way, which do's path reads.
-func (e *Executor) doStream(ctx context.Context, t target, path string, body []byte, limit int64, v *wireResponse, output func(string, []byte)) error {
+// as it comes; follow says someone is shown all of it, so the server reads
+// a stream past its cap and drain limit on. A server that does not stream
+// (an older one) answers the plain way, which do's path reads.
+func (e *Executor) doStream(ctx context.Context, t target, path string, body []byte, limit int64, v *wireResponse, output func(string, []byte), follow bool) error {
 	if output == nil {
 		return e.do(ctx, t, http.MethodPost, path, body, limit, v)
 	}
-	return e.send(ctx, t, http.MethodPost, path, body, limit, v, output)
+	return e.send(ctx, t, http.MethodPost, path, body, limit, v, output, follow)
 }
 
 func (e *Executor) do(ctx context.Context, t target, method, path string, body []byte, limit int64, v any) error {
-	return e.send(ctx, t, method, path, body, limit, v, nil)
+	return e.send(ctx, t, method, path, body, limit, v, nil, false)
 }
 
 // streamEvent is one line of a streamed /exec answer (PROTOCOL.md).
@@ -585,7 +590,7 @@ func readStream(t target, r io.Reader, limit int64, v any, output func(string, [
 	return fmt.Errorf("gatekeeper target %s (%s): %w: the stream ended before the command's result", t.name, t.raw, ErrUnreachable)
 }
 
-func (e *Executor) send(ctx context.Context, t target, method, path string, body []byte, limit int64, v any, output func(string, []byte)) error {
+func (e *Executor) send(ctx context.Context, t target, method, path string, body []byte, limit int64, v any, output func(string, []byte), follow bool) error {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
@@ -601,6 +606,9 @@ func (e *Executor) send(ctx context.Context, t target, method, path string, body
 	hreq.Header.Set("Accept", "application/json")
 	if output != nil {
 		hreq.Header.Set("Accept", "application/x-ndjson, application/json")
+		if follow {
+			hreq.Header.Set("Toolagent-Follow", "1") // gatekeeper.FollowHeader
+		}
 	}
 	if t.token != "" {
 		hreq.Header.Set("Authorization", "Bearer "+t.token)
