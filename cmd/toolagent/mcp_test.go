@@ -183,6 +183,40 @@ func TestServeMCPHTTP(t *testing.T) {
 	}
 }
 
+// TestReadyMeansListedOverMCP: once /readyz answers 200 (startDaemon waits
+// for it), an MCP client's first tools/list holds every tool of the
+// catalog: ready waits for the MCP lists, not only the snapshot (a client
+// that lists once at connect would otherwise see none of them).
+func TestReadyMeansListedOverMCP(t *testing.T) {
+	t.Parallel()
+	tools := t.TempDir()
+	const n = 2000 // enough that listing them takes the MCP server a while
+	for i := range n {
+		name := fmt.Sprintf("tool-%03d", i)
+		putTool(t, tools, name, testTool(name, "intent: count "+name+"\nmethod: run\nexecutor: shell\nargv: [echo, \""+name+"\"]\nparams_schema: {}\n"))
+	}
+	for round := range 3 { // each a start from scratch: the race is at start
+		d := startDaemon(t, nil, "--tools", tools)
+		cs, err := mcpClient(make(chan struct{}, 1)).Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: d.url + "/mcp"}, nil)
+		if err != nil {
+			t.Fatalf("connect: %v", err)
+		}
+		got := 0
+		for tl, err := range cs.Tools(t.Context(), nil) { // every page
+			if err != nil {
+				t.Fatalf("tools/list: %v", err)
+			}
+			if strings.HasPrefix(tl.Name, "tool-") {
+				got++
+			}
+		}
+		cs.Close()
+		if got != n {
+			t.Errorf("start %d: the first tools/list after ready holds %d of the %d tools", round+1, got, n)
+		}
+	}
+}
+
 // bearer adds a bearer token to every request of an MCP HTTP client.
 type bearer struct {
 	token string
@@ -305,9 +339,7 @@ func TestMCPAnnotationsAndVersion(t *testing.T) {
 	if v := cs.InitializeResult().ServerInfo.Version; v == "" || v == "dev" {
 		t.Errorf("serverInfo.version = %q; want the build's version", v)
 	}
-	// The MCP server adds the catalog's tools once it has seen the first
-	// snapshot, a moment after /readyz: wait for them.
-	pollUntil(t, "the catalog's tools in tools/list", func() bool { return slices.Contains(listNames(t, cs), "http-request") })
+	// Ready means the MCP lists hold the catalog: no wait.
 	res, err := cs.ListTools(t.Context(), nil)
 	if err != nil {
 		t.Fatal(err)

@@ -95,7 +95,8 @@ constraints:
 		state, files := t.TempDir(), proctest.HostDir(t)
 		args := append([]string{"--tools", tools, "--state", state, "--files-root", files}, extra...)
 		d := startDaemon(t, env, args...)
-		// The MCP list follows the catalog a moment after /readyz.
+		// Ready means the MCP list holds the catalog; a reload after
+		// that reaches it a moment later.
 		listed := func() {
 			pollUntil(t, "guarded listed over MCP", func() bool {
 				res, _ := rpc2026(t, d.url+"/mcp", aliceToken, "tools/list", "", map[string]any{}, true)

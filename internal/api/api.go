@@ -92,6 +92,10 @@ type Options struct {
 	// the shared concurrency slots) answers: /readyz is 503 naming it
 	// when it does not, and /v1/status shows it as "store".
 	Store func(ctx context.Context) StoreStatus
+	// Serving, when set, reports whether the other doors (the MCP tool
+	// lists) serve the catalog too: /readyz is 503 until it does, so a
+	// client that waits for ready and lists MCP tools sees them.
+	Serving func() bool
 	// Listen, when set, is the address the daemon listens on, shown as
 	// "listen" in /v1/status.
 	Listen func() string
@@ -287,7 +291,7 @@ type readyBody struct {
 }
 
 func (s *server) handleReadyz(w http.ResponseWriter, r *http.Request) {
-	if s.store.Load() == nil {
+	if s.store.Load() == nil || s.opts.Serving != nil && !s.opts.Serving() {
 		encode(w, s.log, http.StatusServiceUnavailable, readyBody{Status: "not ready"})
 		return
 	}

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -793,5 +794,30 @@ func TestStreamCallFollowedAsItStarts(t *testing.T) {
 		default:
 			t.Errorf("Accept %s: %s; the call was not made", tc.accept, resp.Status)
 		}
+	}
+}
+
+// TestReadyzWaitsForServing: /readyz is 503 until the store has a snapshot
+// and Options.Serving (the MCP lists) says the other doors serve it too.
+func TestReadyzWaitsForServing(t *testing.T) {
+	var serving atomic.Bool
+	st := new(catalog.Store)
+	inv := invokerFunc(func(context.Context, dispatch.Call) dispatch.Result { return dispatch.Result{} })
+	h := New(Options{Serving: serving.Load}, st, inv, nil, nil)
+	ready := func() int {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+		return rec.Code
+	}
+	if got := ready(); got != 503 {
+		t.Errorf("/readyz with no snapshot = %d; want 503", got)
+	}
+	st.Swap(catalog.New("r", nil, catalog.Options{}))
+	if got := ready(); got != 503 {
+		t.Errorf("/readyz with a snapshot the MCP lists do not hold yet = %d; want 503", got)
+	}
+	serving.Store(true)
+	if got := ready(); got != 200 {
+		t.Errorf("/readyz once both serve = %d; want 200", got)
 	}
 }

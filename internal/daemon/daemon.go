@@ -108,7 +108,8 @@ func New(cfg Config) (_ *Daemon, err error) {
 	var hooks lastDelivery
 	apiHandler := api.New(api.Options{OnWebhook: hooks.saw, Tokens: tokens, MaxBodyBytes: cfg.MaxBodyBytes, Registry: cr.reg, Webhook: cr.src.webhook, Approvals: disp, Sandbox: sandboxStatus(cr.sandbox), Version: Version(),
 		Runs: cr.runReg, ReattachGrace: cfg.ReattachGrace, OnMatch: cr.onMatch(), Match: cr.matchFunc(), Feedback: cr.feedback, Shared: cr.sharedStatus(), Notifications: cr.notificationStatus(), Store: cr.storeStatus(),
-		Listen: func() string { return strings.TrimPrefix(d.url, "http://") }},
+		Serving: func() bool { return d.mcpSrv.Serving() }, // d.mcpSrv is made below, before any request
+		Listen:  func() string { return strings.TrimPrefix(d.url, "http://") }},
 		store, disp, cr.syncer(), log.With(slog.String("log", "api")))
 	// MCP over streamable HTTP beside the API (api may not import
 	// mcpserver: both sit on one layer). No write timeout applies: its

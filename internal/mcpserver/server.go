@@ -71,6 +71,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -166,7 +167,10 @@ type Server struct {
 	// a third of a map's room (100,000 tools: 2.4 MB, not 9.5). Sync
 	// replaces it whole and never changes it in place.
 	published []listed
-	findDesc  string // find_tool's description as last published
+	// serving is set once a Sync listed a snapshot (not the empty store
+	// of a start): see Serving.
+	serving  atomic.Bool
+	findDesc string // find_tool's description as last published
 	// syncHook, when set (tests), is called by Sync once it has made the
 	// new list, before it swaps it in.
 	syncHook func()
@@ -242,6 +246,11 @@ func New(store *catalog.Store, inv Invoker, opts Options) *Server {
 	s.Sync()
 	return s
 }
+
+// Serving reports whether the server lists a snapshot's tools: false
+// until the first Sync after the store got one (a client listing before
+// would see none, and learn of them only by list_changed).
+func (s *Server) Serving() bool { return s.serving.Load() }
 
 // Listed is how many catalog tools the server lists (meta-tools aside).
 func (s *Server) Listed() int {
@@ -330,6 +339,9 @@ func (s *Server) Sync() {
 	changed := len(added)+len(updated)+len(removed) > 0
 	s.mu.Lock()
 	s.published = want
+	if snap != nil {
+		s.serving.Store(true)
+	}
 	if changed && s.changed != nil {
 		close(s.changed)
 		s.changed = nil

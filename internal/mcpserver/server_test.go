@@ -938,3 +938,29 @@ func TestListDuringSync(t *testing.T) {
 		t.Errorf("after the Sync: %d tools listed (say-hi: %v), want %d with say-hi", n, srv.lists("say-hi"), before+1)
 	}
 }
+
+// TestServingOnceListed: a server serves (the daemon's /readyz waits for
+// it) once a Sync listed a snapshot's tools, not when the store got the
+// snapshot: a client listing between the two would see no tool. An empty
+// store is not served; a later snapshot with no tools keeps it serving.
+func TestServingOnceListed(t *testing.T) {
+	store := new(catalog.Store)
+	srv := New(store, dispatch.New(store, nil, dispatch.Options{}), Options{})
+	if srv.Serving() {
+		t.Error("Serving() before the store has a snapshot; want false")
+	}
+	tl := shellTool(t, "a", "a", "intent of a", `["echo", "a"]`)
+	store.Swap(catalog.New("rev1", []catalog.Entry{{Name: "a", Tool: tl, Status: catalog.Enabled}}, catalog.Options{}))
+	if srv.Serving() {
+		t.Error("Serving() once the store has a snapshot, before a Sync listed it; want false")
+	}
+	srv.Sync()
+	if !srv.Serving() || srv.Listed() != 1 {
+		t.Errorf("after the Sync: Serving() = %v, Listed() = %d; want true, 1", srv.Serving(), srv.Listed())
+	}
+	store.Swap(catalog.New("rev2", nil, catalog.Options{}))
+	srv.Sync()
+	if !srv.Serving() || srv.Listed() != 0 {
+		t.Errorf("after a snapshot with no tools: Serving() = %v, Listed() = %d; want true, 0", srv.Serving(), srv.Listed())
+	}
+}

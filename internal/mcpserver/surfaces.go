@@ -72,6 +72,10 @@ func (p *Surfaces) Run(ctx context.Context) error {
 	}
 }
 
+// Serving is Server.Serving of the full surface's server (the profiles'
+// are synced in the same loop, and at their making).
+func (p *Surfaces) Serving() bool { return p.Server(nil).Serving() }
+
 // HTTPHandler is Server.HTTPHandler over the surfaces: each request is
 // served by the server of the surface surfaceOf gives it (after
 // authentication, so the token is known), and a session stays with the
