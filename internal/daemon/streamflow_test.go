@@ -226,21 +226,14 @@ func streamEvents(t *testing.T, r io.Reader, each func(runs.Event)) dispatch.Res
 	return dispatch.Result{}
 }
 
-// TestServeStreamWhole: 47 MB of a tool's output through NDJSON to a
-// client that reads as fast as it can arrives byte for byte (the same
-// SHA-256), with no gap, though the tool's max_output_bytes is 64 KiB: a
-// followed tool is read to its end; the result carries the head as
-// declared and counts every byte.
-func TestServeStreamWhole(t *testing.T) {
-	t.Parallel()
-	want := streamOutput()
-	tools := t.TempDir()
-	writeTestTool(t, tools, "seq", seqTool(streamLines))
-	d := serveForTest(t, "--tools", tools)
-	resp := d.stream(t, `{"tool":"seq"}`)
+// streamWhole reads a call's NDJSON stream to its result, which it
+// returns, and checks the stdout chunks are want byte for byte (the same
+// SHA-256 and length), each as text, with no gap.
+func streamWhole(t *testing.T, r io.Reader, want []byte) dispatch.Result {
+	t.Helper()
 	h := sha256.New()
 	got := 0
-	res := streamEvents(t, resp.Body, func(e runs.Event) {
+	res := streamEvents(t, r, func(e runs.Event) {
 		switch e.Event {
 		case runs.EventStdout:
 			if e.Encoding != "" {
@@ -255,6 +248,21 @@ func TestServeStreamWhole(t *testing.T) {
 	if sum := sha256.Sum256(want); !bytes.Equal(h.Sum(nil), sum[:]) || got != len(want) {
 		t.Errorf("the stream brought %d bytes, SHA-256 %x; want %d bytes, %x", got, h.Sum(nil), len(want), sum)
 	}
+	return res
+}
+
+// TestServeStreamWhole: 47 MB of a tool's output through NDJSON to a
+// client that reads as fast as it can arrives byte for byte (the same
+// SHA-256), with no gap, though the tool's max_output_bytes is 64 KiB: a
+// followed tool is read to its end; the result carries the head as
+// declared and counts every byte.
+func TestServeStreamWhole(t *testing.T) {
+	t.Parallel()
+	want := streamOutput()
+	tools := t.TempDir()
+	writeTestTool(t, tools, "seq", seqTool(streamLines))
+	d := serveForTest(t, "--tools", tools)
+	res := streamWhole(t, d.stream(t, `{"tool":"seq"}`).Body, want)
 	if res.Status != dispatch.Success || res.OutputBytes != int64(len(want)) || res.Output != string(want[:65536]) || !res.Truncated {
 		t.Errorf("result: status %s, output_bytes %d, %d bytes of output, truncated %v, error %q; want success, %d, the first 65536",
 			res.Status, res.OutputBytes, len(res.Output), res.Truncated, res.Error, len(want))
@@ -283,20 +291,7 @@ func TestServeStreamGatekeeperWhole(t *testing.T) {
 	tools := t.TempDir()
 	writeTestTool(t, tools, "remote-seq", testTool("remote-seq", "intent: count remotely\nmethod: run\nexecutor: gatekeeper\nargv: [seq, \"1\", \""+strconv.Itoa(lines)+"\"]\nparams_schema: {}\nconstraints:\n  timeout_ms: 600000\n  max_output_bytes: 65536\n"))
 	d := serveForTest(t, "--tools", tools, "--gatekeeper-url", gk.URL, "--gatekeeper-token-file", tokenFile)
-	h := sha256.New()
-	got := 0
-	res := streamEvents(t, d.stream(t, `{"tool":"remote-seq"}`).Body, func(e runs.Event) {
-		switch e.Event {
-		case runs.EventStdout:
-			h.Write([]byte(e.Data))
-			got += len(e.Data)
-		case runs.EventGap:
-			t.Fatalf("a gap in the stream of a client that reads: %+v", e)
-		}
-	})
-	if sum := sha256.Sum256(want); !bytes.Equal(h.Sum(nil), sum[:]) || got != len(want) {
-		t.Errorf("the stream brought %d bytes, SHA-256 %x; want %d bytes, %x", got, h.Sum(nil), len(want), sum)
-	}
+	res := streamWhole(t, d.stream(t, `{"tool":"remote-seq"}`).Body, want)
 	if res.Status != dispatch.Success || res.ExitCode != 0 || res.OutputBytes != int64(len(want)) || res.Output != string(want[:65536]) {
 		t.Errorf("streamed result: status %s, exit %d, output_bytes %d, error %q; want success, exit 0, %d, the first 65536 bytes",
 			res.Status, res.ExitCode, res.OutputBytes, res.Error, len(want))
