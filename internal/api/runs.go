@@ -123,13 +123,14 @@ const DefaultReattachGrace = 10 * time.Second
 
 // followRun writes the events of the run rd reads (those after the seq it
 // was attached after) until the run ends (true) or the client goes away
-// (false), then closes rd. While the client reads, the tool's output waits for it rather than
-// being dropped (runs.Options.StallWindow). Once the run changed, the
-// stream waits streamLinger before it takes the new events, so a tool
-// that writes fast gathers into few large events (runs.Run.Output joins
-// chunks no reader took), written at once: a write and a flush per
-// batch, not per chunk of the tool's pipe. After a round of a batch or
-// more it takes the next at once: the output gathered while it wrote.
+// (false), then closes rd. While the client reads, the tool's output
+// waits for it rather than being dropped (runs.Options.StallWindow).
+// Once the run changed, the stream waits streamLinger before it takes
+// the new events, so a tool that writes fast gathers into few large
+// events (runs.Run.Output joins chunks no reader took), written at once:
+// a write and a flush per batch, not per chunk of the tool's pipe. After
+// a round of a batch or more it takes the next at once: the output
+// gathered while it wrote.
 func (s *server) followRun(w http.ResponseWriter, r *http.Request, media string, rd *runs.Reader) bool {
 	defer rd.Close()
 	rc := http.NewResponseController(w)
