@@ -371,7 +371,8 @@ func readChunks(f *os.File) (decoded [][]fileEntry, spans []span, tail decodedTa
 	decoded = make([][]fileEntry, len(spans))
 	errs := make([]error, len(spans)+1)
 	bufs := make([][]byte, runtime.GOMAXPROCS(0))
-	// The tail is the last job: decoded beside the chunks, not after them.
+	// The tail is one more job, taken after the chunks: it decodes beside
+	// the last of them, not once all have ended.
 	parallel(len(spans)+1, func(w, i int) {
 		sp := span{tailAt, size - tailAt}
 		if i < len(spans) {
