@@ -67,9 +67,13 @@ type sample struct {
 	wall, cpu time.Duration
 	rss       uint64
 	restRSS   uint64 // the resident set --rest after ready (0: not measured)
-	// server is, for git-webhook, how long the git server alone took to
-	// answer the fetch the daemon made (see serverShare); 0: not measured.
+	// server is, for the webhook cases, how long the git server alone
+	// took to answer the fetch the daemon made (see serverShare); 0: not
+	// measured.
 	server time.Duration
+	// hook is, for gitea-webhook, the daemon's share of wall: from the
+	// forge's webhook reaching it to serving the commit (0: not measured).
+	hook time.Duration
 	// anon and restAnon are the anonymous part of rss and restRSS (the
 	// heap, stacks): the rest is the binary's file pages, which depend on
 	// how its file came into the page cache (a binary just written by go
@@ -81,7 +85,16 @@ type sample struct {
 }
 
 // cases are the starts measured, in the order printed.
-var cases = []string{"version", "embedded", "local-cold", "local-warm", "git-restart", "git-webhook"}
+var cases = []string{"version", "embedded", "local-cold", "local-warm", "git-restart", "git-webhook", "gitea-webhook"}
+
+// defaultCases are the cases run without --cases: gitea-webhook only
+// when a forge is named (giteaURLEnv).
+func defaultCases() []string {
+	if os.Getenv(giteaURLEnv) == "" {
+		return cases[:len(cases)-1]
+	}
+	return cases
+}
 
 // webhookChanges is how many one-tool commits the git-webhook case
 // pushes to a running daemon, each announced by a signed push webhook.
@@ -97,7 +110,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	rest := fs.Duration("rest", 3*time.Second, "how long after ready to read the resident set again (at rest: the first sync and the index built); 0: not")
 	logDir := fs.String("logs", "", "`DIR` to keep each start's log in (round-binary-case.log)")
 	keep := fs.Bool("keep", false, "keep the work folder (its tools/ tree, the git repository) instead of removing it")
-	only := fs.String("cases", strings.Join(cases, ","), "`LIST` of cases to run, comma-separated")
+	only := fs.String("cases", strings.Join(defaultCases(), ","), "`LIST` of cases to run, comma-separated (gitea-webhook needs "+giteaURLEnv+" and "+giteaTokenEnv+")")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -111,6 +124,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("--cases: unknown case %q (want some of %s)", c, strings.Join(cases, ","))
 		}
 		want[c] = true
+	}
+	var forgeBase, forgeToken string
+	if want["gitea-webhook"] {
+		var err error
+		if forgeBase, forgeToken, err = forgeEnv(); err != nil {
+			return err
+		}
 	}
 	dir, err := os.MkdirTemp(*parent, "toolagent-benchstart-")
 	if err != nil {
@@ -138,6 +158,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := os.WriteFile(secretFile, secret, 0o600); err != nil {
 		return err
 	}
+	var forge *giteaForge
+	if want["gitea-webhook"] {
+		if forge, err = newGiteaForge(ctx, forgeBase, forgeToken, repo); err != nil {
+			return err
+		}
+		if !*keep {
+			defer forge.close(context.WithoutCancel(ctx))
+		}
+	}
 	fmt.Fprintf(stderr, "benchstart: %d tools in %s\n", *n, dir)
 	fmt.Fprintln(stdout, machine())
 
@@ -149,6 +178,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		for bi, bin := range binList {
 			st := filepath.Join(dir, fmt.Sprintf("state-%d-%d", r, bi))
 			gst := st + "-git"
+			fst := st + "-gitea"
+			forgeURL := ""
+			if forge != nil {
+				forgeURL = forge.cloneURL()
+			}
 			steps := []struct {
 				name  string
 				args  []string
@@ -161,13 +195,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				{"git-first", []string{"--repo", url, "--schedule", "off"}, gst},
 				{"git-restart", []string{"--repo", url, "--schedule", "off"}, gst},
 				{"git-webhook", []string{"--repo", url, "--schedule", "off", "--webhook-secret-file", secretFile}, gst},
+				{"gitea-first", []string{"--repo", forgeURL, "--schedule", "off"}, fst},
+				{"gitea-webhook", []string{"--repo", forgeURL, "--schedule", "off", "--webhook-secret-file", secretFile}, fst},
 			}
 			for _, s := range steps {
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
 				// A restart needs the start before it: run it unrecorded.
-				needed := s.name == "git-first" && (want["git-restart"] || want["git-webhook"]) || s.name == "local-cold" && want["local-warm"]
+				needed := s.name == "git-first" && (want["git-restart"] || want["git-webhook"]) || s.name == "local-cold" && want["local-warm"] || s.name == "gitea-first" && want["gitea-webhook"]
 				if !want[s.name] && !needed {
 					continue
 				}
@@ -180,10 +216,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				switch s.name {
 				case "version":
 					sm, err = runVersion(ctx, bin)
-				case "git-webhook":
+				case "git-webhook", "gitea-webhook":
 					var during []sample
 					_, err = startServeDuring(ctx, bin, s.state, s.args, 0, logFile, func(addr string, pid int) error {
-						during, err = pushChanges(ctx, repo, url, addr, pid, secret, webhookChanges)
+						if s.name == "gitea-webhook" {
+							during, err = pushGitea(ctx, forge, addr, pid, secret, webhookChanges)
+						} else {
+							during, err = pushChanges(ctx, repo, url, addr, pid, secret, webhookChanges)
+						}
 						return err
 					})
 					if err == nil {
@@ -206,13 +246,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				results[bin][s.name] = append(results[bin][s.name], sm)
 				fmt.Fprintf(stderr, "round %d %s %s: %s\n", r+1, filepath.Base(bin), s.name, sm)
 			}
-			for _, p := range []string{st, gst, st + "-embedded"} {
+			for _, p := range []string{st, gst, fst, st + "-embedded"} {
 				os.RemoveAll(p)
 			}
 		}
 	}
 	fmt.Fprintf(stdout, "%d tools, %d rounds; median (min-max) of: wall ms to /readyz 200, CPU ms then, RSS MiB then, and %v later; the anonymous part of both (heap, stacks: the rest is the binary's file pages); the peak RSS until then\n", *n, *rounds, *rest)
 	fmt.Fprintf(stdout, "(git-webhook: %d one-tool commits a round to a running daemon; wall from the webhook's POST to /v1/status serving the commit, the daemon's CPU for it, RSS after; server: the git server alone answering the same fetch, timed after)\n", webhookChanges)
+	if forge != nil {
+		fmt.Fprintf(stdout, "(gitea-webhook: %d one-tool commits a round through the contents API of %s; wall from the API's answer to served; daemon: from the forge's own signed webhook reaching the daemon to served; server: the forge alone answering the same fetch)\n", webhookChanges, forgeBase)
+	}
 	for _, bin := range binList {
 		fmt.Fprintf(stdout, "%s\n", bin)
 		for _, c := range cases {
@@ -226,6 +269,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 func (s sample) String() string {
 	out := fmt.Sprintf("wall %.0f ms, cpu %.0f ms, rss %.1f MiB (anon %.1f), at rest %.1f MiB (anon %.1f, peak %.1f)", ms(s.wall), ms(s.cpu), mib(s.rss), mib(s.anon), mib(s.restRSS), mib(s.restAnon), mib(s.peak))
+	if s.hook > 0 {
+		out += fmt.Sprintf(", the daemon's share %.0f ms", ms(s.hook))
+	}
 	if s.server > 0 {
 		out += fmt.Sprintf(", the server alone %.0f ms", ms(s.server))
 	}
@@ -252,6 +298,9 @@ func summary(samples []sample) string {
 		stat(func(s sample) float64 { return mib(s.anon) }, "%.1f"),
 		stat(func(s sample) float64 { return mib(s.restAnon) }, "%.1f"),
 		stat(func(s sample) float64 { return mib(s.peak) }, "%.1f"))
+	if samples[0].hook > 0 {
+		out += "  daemon " + stat(func(s sample) float64 { return ms(s.hook) }, "%.0f")
+	}
 	if samples[0].server > 0 {
 		out += "  server " + stat(func(s sample) float64 { return ms(s.server) }, "%.0f")
 	}
@@ -599,23 +648,8 @@ func pushChanges(ctx context.Context, repo *benchRepo, url, addr string, pid int
 		if resp.StatusCode != http.StatusAccepted {
 			return nil, fmt.Errorf("webhook: %s %s", resp.Status, msg)
 		}
-		deadline := time.Now().Add(time.Minute)
-		for {
-			var st struct {
-				Revision string `json:"revision"`
-			}
-			resp, err := client.Get("http://" + addr + "/v1/status")
-			if err == nil {
-				json.NewDecoder(resp.Body).Decode(&st)
-				resp.Body.Close()
-			}
-			if st.Revision == commit {
-				break
-			}
-			if time.Now().After(deadline) {
-				return nil, fmt.Errorf("commit %s not served a minute after its webhook (serving %q)", commit, st.Revision)
-			}
-			time.Sleep(time.Millisecond)
+		if err := waitServed(ctx, client, addr, commit); err != nil {
+			return nil, err
 		}
 		sm := sample{wall: time.Since(start), cpu: procCPU(pid) - cpu0}
 		sm.rss, sm.anon, _ = procRSS(pid)
@@ -625,6 +659,35 @@ func pushChanges(ctx context.Context, repo *benchRepo, url, addr string, pid int
 		out = append(out, sm)
 	}
 	return out, nil
+}
+
+// waitServed waits, up to a minute, for the daemon at addr to serve
+// commit (its /v1/status revision).
+func waitServed(ctx context.Context, client *http.Client, addr, commit string) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var st struct {
+			Revision string `json:"revision"`
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/v1/status", nil)
+		if err != nil {
+			return err
+		}
+		if resp, err := client.Do(req); err == nil {
+			json.NewDecoder(resp.Body).Decode(&st)
+			resp.Body.Close()
+		}
+		if st.Revision == commit {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("commit %s not served a minute after its webhook (serving %q)", commit, st.Revision)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // serverShare times the git server answering the fetch a daemon at

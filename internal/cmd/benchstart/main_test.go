@@ -2,8 +2,12 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -53,4 +57,67 @@ func TestProcRSS(t *testing.T) {
 		t.Errorf("procRSS = %d, %d, %d; want an anonymous part of at least 8 MiB (the heap touched) within the resident set, within the peak", rss, anon, peak)
 	}
 	runtime.KeepAlive(heap)
+}
+
+// TestRelay: a forge's delivery reaches the daemon with its body and its
+// signature and event headers, the daemon's answer comes back, and the
+// arrival is noted by the push's commit.
+func TestRelay(t *testing.T) {
+	type got struct {
+		body      string
+		sig, kind string
+	}
+	seen := make(chan got, 1)
+	daemon := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		seen <- got{string(b), r.Header.Get("X-Gitea-Signature"), r.Header.Get("X-Gitea-Event")}
+		w.WriteHeader(http.StatusAccepted)
+		io.WriteString(w, "queued")
+	}))
+	defer daemon.Close()
+	rl := &relay{target: daemon.URL + "/v1/hooks/forgejo", at: map[string]time.Time{}}
+	front := httptest.NewServer(rl)
+	defer front.Close()
+	body := `{"ref":"refs/heads/main","after":"0123abcd"}`
+	req, _ := http.NewRequest(http.MethodPost, front.URL, strings.NewReader(body))
+	req.Header.Set("X-Gitea-Signature", "feed")
+	req.Header.Set("X-Gitea-Event", "push")
+	before := time.Now()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted || string(answer) != "queued" {
+		t.Errorf("relay answered %s %q; want the daemon's 202 queued", resp.Status, answer)
+	}
+	if g := <-seen; g != (got{body, "feed", "push"}) {
+		t.Errorf("the daemon got %+v; want the body and headers as sent", g)
+	}
+	if at, ok := rl.arrived("0123abcd"); !ok || at.Before(before) {
+		t.Errorf("arrived(0123abcd) = %v, %v; want a time after the delivery started", at, ok)
+	}
+	if _, ok := rl.arrived("ffff"); ok {
+		t.Error("arrived(ffff) is known; no webhook named it")
+	}
+}
+
+// TestGiteaNeedsForge: the gitea-webhook case without a forge says which
+// variables to set, before it writes a catalog.
+func TestGiteaNeedsForge(t *testing.T) {
+	t.Setenv(giteaURLEnv, "")
+	t.Setenv(giteaTokenEnv, "")
+	var out, errs strings.Builder
+	dir := t.TempDir()
+	err := run(t.Context(), []string{"--bin", "/nonexistent", "--tools", "1", "--rounds", "1", "--dir", dir, "--cases", "gitea-webhook"}, &out, &errs)
+	if ents, _ := os.ReadDir(dir); len(ents) > 0 {
+		t.Errorf("%d entries written to --dir before the missing forge was named", len(ents))
+	}
+	if err == nil || !strings.Contains(err.Error(), giteaURLEnv) || !strings.Contains(err.Error(), giteaTokenEnv) {
+		t.Errorf("run = %v; want an error naming %s and %s", err, giteaURLEnv, giteaTokenEnv)
+	}
+	if slices.Contains(defaultCases(), "gitea-webhook") {
+		t.Errorf("default cases %v hold gitea-webhook with no forge named", defaultCases())
+	}
 }
