@@ -16,8 +16,11 @@
 // as a forge would), and git-webhook: one-tool commits announced to a
 // running daemon by signed push webhooks, each timed to served, with the
 // git server's own share of it (the same fetch, made again afterwards by
-// this program and timed alone). docs/operations.md ("Start time") quotes
-// its figures.
+// this program and timed alone). With a Gitea or Forgejo named
+// (TOOLAGENT_TEST_FORGEJO_URL and _TOKEN, as scripts/real-gitea.sh prints
+// them), gitea-webhook makes the same change through the forge's contents
+// API and its own push webhook (gitea.go); it runs after every round of
+// the others. docs/operations.md ("Start time") quotes its figures.
 package main
 
 import (
@@ -158,15 +161,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := os.WriteFile(secretFile, secret, 0o600); err != nil {
 		return err
 	}
-	var forge *giteaForge
-	if want["gitea-webhook"] {
-		if forge, err = newGiteaForge(ctx, forgeBase, forgeToken, repo); err != nil {
-			return err
-		}
-		if !*keep {
-			defer forge.close(context.WithoutCancel(ctx))
-		}
-	}
 	fmt.Fprintf(stderr, "benchstart: %d tools in %s\n", *n, dir)
 	fmt.Fprintln(stdout, machine())
 
@@ -174,87 +168,107 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	for _, b := range binList {
 		results[b] = map[string][]sample{}
 	}
-	for r := range *rounds {
-		for bi, bin := range binList {
-			st := filepath.Join(dir, fmt.Sprintf("state-%d-%d", r, bi))
-			gst := st + "-git"
-			fst := st + "-gitea"
-			forgeURL := ""
-			if forge != nil {
-				forgeURL = forge.cloneURL()
+	// The forge's cases run after every round of the others: what a forge
+	// does after a push (its queues, its indexers) would otherwise load the
+	// machine during the next round's starts.
+	var forge *giteaForge
+	for phase := range 2 {
+		if phase == 1 {
+			if !want["gitea-webhook"] {
+				break
 			}
-			steps := []struct {
-				name  string
-				args  []string
-				state string
-			}{
-				{"version", nil, ""},
-				{"embedded", []string{"--tools", "embedded"}, st + "-embedded"},
-				{"local-cold", []string{"--tools", filepath.Join(work, "tools")}, st},
-				{"local-warm", []string{"--tools", filepath.Join(work, "tools")}, st},
-				{"git-first", []string{"--repo", url, "--schedule", "off"}, gst},
-				{"git-restart", []string{"--repo", url, "--schedule", "off"}, gst},
-				{"git-webhook", []string{"--repo", url, "--schedule", "off", "--webhook-secret-file", secretFile}, gst},
-				{"gitea-first", []string{"--repo", forgeURL, "--schedule", "off"}, fst},
-				{"gitea-webhook", []string{"--repo", forgeURL, "--schedule", "off", "--webhook-secret-file", secretFile}, fst},
+			if forge, err = newGiteaForge(ctx, forgeBase, forgeToken, repo); err != nil {
+				return err
 			}
-			for _, s := range steps {
-				if ctx.Err() != nil {
-					return ctx.Err()
+			if !*keep {
+				defer forge.close(context.WithoutCancel(ctx))
+			}
+		}
+		for r := range *rounds {
+			for bi, bin := range binList {
+				st := filepath.Join(dir, fmt.Sprintf("state-%d-%d", r, bi))
+				gst := st + "-git"
+				fst := st + "-gitea"
+				forgeURL := ""
+				if forge != nil {
+					forgeURL = forge.cloneURL()
 				}
-				// A restart needs the start before it: run it unrecorded.
-				needed := s.name == "git-first" && (want["git-restart"] || want["git-webhook"]) || s.name == "local-cold" && want["local-warm"] || s.name == "gitea-first" && want["gitea-webhook"]
-				if !want[s.name] && !needed {
-					continue
+				steps := []struct {
+					name  string
+					args  []string
+					state string
+				}{
+					{"version", nil, ""},
+					{"embedded", []string{"--tools", "embedded"}, st + "-embedded"},
+					{"local-cold", []string{"--tools", filepath.Join(work, "tools")}, st},
+					{"local-warm", []string{"--tools", filepath.Join(work, "tools")}, st},
+					{"git-first", []string{"--repo", url, "--schedule", "off"}, gst},
+					{"git-restart", []string{"--repo", url, "--schedule", "off"}, gst},
+					{"git-webhook", []string{"--repo", url, "--schedule", "off", "--webhook-secret-file", secretFile}, gst},
+					{"gitea-first", []string{"--repo", forgeURL, "--schedule", "off"}, fst},
+					{"gitea-webhook", []string{"--repo", forgeURL, "--schedule", "off", "--webhook-secret-file", secretFile}, fst},
 				}
-				var sm sample
-				var err error
-				logFile := ""
-				if *logDir != "" {
-					logFile = filepath.Join(*logDir, fmt.Sprintf("%d-%d-%s.log", r+1, bi, s.name))
-				}
-				switch s.name {
-				case "version":
-					sm, err = runVersion(ctx, bin)
-				case "git-webhook", "gitea-webhook":
-					var during []sample
-					_, err = startServeDuring(ctx, bin, s.state, s.args, 0, logFile, func(addr string, pid int) error {
-						if s.name == "gitea-webhook" {
-							during, err = pushGitea(ctx, forge, addr, pid, secret, webhookChanges)
-						} else {
-							during, err = pushChanges(ctx, repo, url, addr, pid, secret, webhookChanges)
+				for _, s := range steps {
+					if ctx.Err() != nil {
+						return ctx.Err()
+					}
+					if strings.HasPrefix(s.name, "gitea-") != (phase == 1) {
+						continue
+					}
+					// A restart needs the start before it: run it unrecorded.
+					needed := s.name == "git-first" && (want["git-restart"] || want["git-webhook"]) || s.name == "local-cold" && want["local-warm"] || s.name == "gitea-first" && want["gitea-webhook"]
+					if !want[s.name] && !needed {
+						continue
+					}
+					var sm sample
+					var err error
+					logFile := ""
+					if *logDir != "" {
+						logFile = filepath.Join(*logDir, fmt.Sprintf("%d-%d-%s.log", r+1, bi, s.name))
+					}
+					switch s.name {
+					case "version":
+						sm, err = runVersion(ctx, bin)
+					case "git-webhook", "gitea-webhook":
+						var during []sample
+						_, err = startServeDuring(ctx, bin, s.state, s.args, 0, logFile, func(addr string, pid int) error {
+							if s.name == "gitea-webhook" {
+								during, err = pushGitea(ctx, forge, addr, pid, secret, webhookChanges)
+							} else {
+								during, err = pushChanges(ctx, repo, url, addr, pid, secret, webhookChanges)
+							}
+							return err
+						})
+						if err == nil {
+							results[bin][s.name] = append(results[bin][s.name], during...)
+							fmt.Fprintf(stderr, "round %d %s %s: %d changes, the first %s\n", r+1, filepath.Base(bin), s.name, len(during), during[0])
 						}
-						return err
-					})
-					if err == nil {
-						results[bin][s.name] = append(results[bin][s.name], during...)
-						fmt.Fprintf(stderr, "round %d %s %s: %d changes, the first %s\n", r+1, filepath.Base(bin), s.name, len(during), during[0])
+						if err != nil {
+							return fmt.Errorf("%s round %d %s: %w", bin, r+1, s.name, err)
+						}
+						continue
+					default:
+						sm, err = startServe(ctx, bin, s.state, s.args, *rest, logFile)
 					}
 					if err != nil {
 						return fmt.Errorf("%s round %d %s: %w", bin, r+1, s.name, err)
 					}
-					continue
-				default:
-					sm, err = startServe(ctx, bin, s.state, s.args, *rest, logFile)
+					if !want[s.name] {
+						continue
+					}
+					results[bin][s.name] = append(results[bin][s.name], sm)
+					fmt.Fprintf(stderr, "round %d %s %s: %s\n", r+1, filepath.Base(bin), s.name, sm)
 				}
-				if err != nil {
-					return fmt.Errorf("%s round %d %s: %w", bin, r+1, s.name, err)
+				for _, p := range []string{st, gst, fst, st + "-embedded"} {
+					os.RemoveAll(p)
 				}
-				if !want[s.name] {
-					continue
-				}
-				results[bin][s.name] = append(results[bin][s.name], sm)
-				fmt.Fprintf(stderr, "round %d %s %s: %s\n", r+1, filepath.Base(bin), s.name, sm)
-			}
-			for _, p := range []string{st, gst, fst, st + "-embedded"} {
-				os.RemoveAll(p)
 			}
 		}
 	}
 	fmt.Fprintf(stdout, "%d tools, %d rounds; median (min-max) of: wall ms to /readyz 200, CPU ms then, RSS MiB then, and %v later; the anonymous part of both (heap, stacks: the rest is the binary's file pages); the peak RSS until then\n", *n, *rounds, *rest)
 	fmt.Fprintf(stdout, "(git-webhook: %d one-tool commits a round to a running daemon; wall from the webhook's POST to /v1/status serving the commit, the daemon's CPU for it, RSS after; server: the git server alone answering the same fetch, timed after)\n", webhookChanges)
 	if forge != nil {
-		fmt.Fprintf(stdout, "(gitea-webhook: %d one-tool commits a round through the contents API of %s; wall from the API's answer to served; daemon: from the forge's own signed webhook reaching the daemon to served; server: the forge alone answering the same fetch)\n", webhookChanges, forgeBase)
+		fmt.Fprintf(stdout, "(gitea-webhook: %d one-tool commits a round through the contents API of %s; wall from the API's answer to served; delivery: from the API's answer to the forge's webhook at the daemon (below 0: it came before the answer); daemon: from the forge's own signed webhook reaching the daemon to served; server: the forge alone answering the same fetch)\n", webhookChanges, forgeBase)
 	}
 	for _, bin := range binList {
 		fmt.Fprintf(stdout, "%s\n", bin)
@@ -299,6 +313,7 @@ func summary(samples []sample) string {
 		stat(func(s sample) float64 { return mib(s.restAnon) }, "%.1f"),
 		stat(func(s sample) float64 { return mib(s.peak) }, "%.1f"))
 	if samples[0].hook > 0 {
+		out += "  delivery " + stat(func(s sample) float64 { return ms(s.wall - s.hook) }, "%.0f")
 		out += "  daemon " + stat(func(s sample) float64 { return ms(s.hook) }, "%.0f")
 	}
 	if samples[0].server > 0 {

@@ -45,6 +45,21 @@ func TestSummary(t *testing.T) {
 	}
 }
 
+// TestSummaryForge: a forge's samples also give the delivery (wall less
+// the daemon's share) and the daemon's share.
+func TestSummaryForge(t *testing.T) {
+	got := summary([]sample{
+		{wall: 400 * time.Millisecond, hook: 150 * time.Millisecond, server: 90 * time.Millisecond},
+		{wall: 300 * time.Millisecond, hook: 100 * time.Millisecond, server: 80 * time.Millisecond},
+		{wall: 500 * time.Millisecond, hook: 160 * time.Millisecond, server: 70 * time.Millisecond},
+	})
+	for _, want := range []string{"wall 400 (300-500)", "delivery 250 (200-340)", "daemon 150 (100-160)", "server 80 (70-90)"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("summary = %q; want it to contain %q", got, want)
+		}
+	}
+}
+
 // TestProcRSS: this process's resident set, its anonymous part, which a
 // heap that was just touched is in, and its peak.
 func TestProcRSS(t *testing.T) {
