@@ -160,6 +160,7 @@ func (g *giteaForge) commitOne(ctx context.Context) (commit, prev string, err er
 // when each commit's arrived.
 type relay struct {
 	target string
+	client *http.Client
 	mu     sync.Mutex
 	at     map[string]time.Time // by the push's "after" commit
 }
@@ -189,7 +190,7 @@ func (r *relay) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			out.Header[k] = v
 		}
 	}
-	resp, err := http.DefaultClient.Do(out)
+	resp, err := r.client.Do(out)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadGateway)
 		return
@@ -216,7 +217,7 @@ func pushGitea(ctx context.Context, g *giteaForge, addr string, pid int, secret 
 	if err != nil {
 		return nil, err
 	}
-	rl := &relay{target: "http://" + addr + "/v1/hooks/forgejo", at: map[string]time.Time{}}
+	rl := &relay{target: "http://" + addr + "/v1/hooks/forgejo", client: &http.Client{Timeout: 30 * time.Second}, at: map[string]time.Time{}}
 	srv := &http.Server{Handler: rl, ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	defer srv.Close()
@@ -241,12 +242,15 @@ func pushGitea(ctx context.Context, g *giteaForge, addr string, pid int, secret 
 		}
 		answered := time.Now()
 		if err := waitServed(ctx, client, addr, commit); err != nil {
+			if _, ok := rl.arrived(commit); !ok {
+				err = fmt.Errorf("%w; the forge never delivered its webhook (is its webhook delivery working, and may it reach loopback: [webhook] ALLOWED_HOST_LIST?)", err)
+			}
 			return nil, err
 		}
 		served := time.Now()
 		at, ok := rl.arrived(commit)
 		if !ok {
-			return nil, fmt.Errorf("commit %s served, but its webhook never reached the relay (the schedule is off: is the forge's webhook delivery working?)", commit)
+			return nil, fmt.Errorf("commit %s served, but its webhook never reached the relay", commit)
 		}
 		sm := sample{wall: served.Sub(answered), hook: served.Sub(at), cpu: procCPU(pid) - cpu0}
 		sm.rss, sm.anon, _ = procRSS(pid)

@@ -699,7 +699,7 @@ func waitServed(ctx context.Context, client *http.Client, addr, commit string) e
 			return err
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("commit %s not served a minute after its webhook (serving %q)", commit, st.Revision)
+			return fmt.Errorf("commit %s not served within a minute (serving %q)", commit, st.Revision)
 		}
 		time.Sleep(time.Millisecond)
 	}

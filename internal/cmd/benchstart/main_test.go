@@ -90,7 +90,7 @@ func TestRelay(t *testing.T) {
 		io.WriteString(w, "queued")
 	}))
 	defer daemon.Close()
-	rl := &relay{target: daemon.URL + "/v1/hooks/forgejo", at: map[string]time.Time{}}
+	rl := &relay{target: daemon.URL + "/v1/hooks/forgejo", client: daemon.Client(), at: map[string]time.Time{}}
 	front := httptest.NewServer(rl)
 	defer front.Close()
 	body := `{"ref":"refs/heads/main","after":"0123abcd"}`
