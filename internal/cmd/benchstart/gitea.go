@@ -23,6 +23,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"code.gitea.io/sdk/gitea"
 )
 
 // Where the gitea-webhook case finds its forge: the variables
@@ -35,9 +37,9 @@ const (
 // giteaForge is a throw-away repository on a real Gitea or Forgejo that
 // holds the benchmark's tools.
 type giteaForge struct {
-	base, token, owner, repo string
-	client                   *http.Client
-	changes                  int
+	client             *gitea.Client
+	owner, repo, clone string
+	changes            int
 }
 
 // forgeEnv reads the forge's URL and token from the environment.
@@ -52,112 +54,73 @@ func forgeEnv() (base, token string, err error) {
 // newGiteaForge creates a public repository on the forge at base and
 // pushes the work tree's commit to its main branch.
 func newGiteaForge(ctx context.Context, base, token string, repo *benchRepo) (*giteaForge, error) {
-	g := &giteaForge{base: strings.TrimRight(base, "/"), token: token, client: &http.Client{Timeout: time.Minute}}
-	var user struct {
-		Login string `json:"login"`
+	// Not ended with ctx: the repository is deleted when the run is
+	// interrupted too; each call is bounded by the HTTP client instead.
+	client, err := gitea.NewClient(base, gitea.SetToken(token), gitea.SetContext(context.WithoutCancel(ctx)),
+		gitea.SetHTTPClient(&http.Client{Timeout: time.Minute}))
+	if err != nil {
+		return nil, fmt.Errorf("forge %s: %w", base, err)
 	}
-	if err := g.api(ctx, http.MethodGet, "/user", nil, &user); err != nil {
-		return nil, err
+	me, _, err := client.GetMyUserInfo()
+	if err != nil {
+		return nil, fmt.Errorf("forge: who am I: %w", err)
 	}
-	g.owner = user.Login
-	g.repo = fmt.Sprintf("benchstart-%d-%d", os.Getpid(), time.Now().UnixNano())
-	if err := g.api(ctx, http.MethodPost, "/user/repos", map[string]any{"name": g.repo, "private": false}, nil); err != nil {
-		return nil, err
+	name := fmt.Sprintf("benchstart-%d-%d", os.Getpid(), time.Now().UnixNano())
+	info, _, err := client.CreateRepo(gitea.CreateRepoOption{Name: name})
+	if err != nil {
+		return nil, fmt.Errorf("forge: create repository: %w", err)
 	}
-	if _, err := repo.run(ctx, "-C", repo.work, "-c", "http.extraHeader=Authorization: token "+token, "push", "--quiet", g.cloneURL(), "HEAD:refs/heads/main"); err != nil {
-		g.close(ctx)
+	g := &giteaForge{client: client, owner: me.UserName, repo: name, clone: info.CloneURL}
+	if _, err := repo.run(ctx, "-C", repo.work, "-c", "http.extraHeader=Authorization: token "+token, "push", "--quiet", g.clone, "HEAD:refs/heads/main"); err != nil {
+		g.close()
 		return nil, errors.New(strings.ReplaceAll(err.Error(), token, "<token>"))
 	}
 	return g, nil
 }
 
 // cloneURL is the repository's URL, which the daemon's git source pulls.
-func (g *giteaForge) cloneURL() string { return g.base + "/" + g.owner + "/" + g.repo + ".git" }
+func (g *giteaForge) cloneURL() string { return g.clone }
 
 // close deletes the repository.
-func (g *giteaForge) close(ctx context.Context) {
-	_ = g.api(ctx, http.MethodDelete, "/repos/"+g.owner+"/"+g.repo, nil, nil)
-}
-
-// api makes one call of the forge's API with in as its JSON body and
-// decodes the answer into out (nil: read and dropped).
-func (g *giteaForge) api(ctx context.Context, method, path string, in, out any) error {
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return err
-		}
-		body = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, g.base+"/api/v1"+path, body)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "token "+g.token)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := g.client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("%s %s: %s %s", method, path, resp.Status, bytes.TrimSpace(data))
-	}
-	if out != nil {
-		return json.Unmarshal(data, out)
-	}
-	return nil
-}
+func (g *giteaForge) close() { _, _ = g.client.DeleteRepo(g.owner, g.repo) }
 
 // commitOne changes tool-00042's intent through the contents API and
 // returns the new commit and the commit before it.
-func (g *giteaForge) commitOne(ctx context.Context) (commit, prev string, err error) {
+func (g *giteaForge) commitOne() (commit, prev string, err error) {
 	g.changes++
 	const path = "tools/tool-00042/TOOL.hdlp"
-	var file struct {
-		SHA     string `json:"sha"`
-		Content string `json:"content"`
-	}
-	if err := g.api(ctx, http.MethodGet, "/repos/"+g.owner+"/"+g.repo+"/contents/"+path+"?ref=main", nil, &file); err != nil {
-		return "", "", err
-	}
-	var branch struct {
-		Commit struct {
-			ID string `json:"id"`
-		} `json:"commit"`
-	}
-	if err := g.api(ctx, http.MethodGet, "/repos/"+g.owner+"/"+g.repo+"/branches/main", nil, &branch); err != nil {
-		return "", "", err
-	}
-	data, err := base64.StdEncoding.DecodeString(file.Content)
+	file, _, err := g.client.GetContents(g.owner, g.repo, "main", path)
 	if err != nil {
-		return "", "", fmt.Errorf("%s: content: %v", path, err)
+		return "", "", fmt.Errorf("forge: %s: %w", path, err)
+	}
+	branch, _, err := g.client.GetRepoBranch(g.owner, g.repo, "main")
+	if err != nil {
+		return "", "", fmt.Errorf("forge: branch main: %w", err)
+	}
+	if file.Content == nil || branch.Commit == nil {
+		return "", "", fmt.Errorf("forge: %s: no content, or main has no commit", path)
+	}
+	data, err := base64.StdEncoding.DecodeString(*file.Content)
+	if err != nil {
+		return "", "", fmt.Errorf("forge: %s: content: %v", path, err)
 	}
 	head, rest, ok := strings.Cut(string(data), "intent: ")
 	if !ok {
-		return "", "", fmt.Errorf("%s: no intent line", path)
+		return "", "", fmt.Errorf("forge: %s: no intent line", path)
 	}
 	_, rest, _ = strings.Cut(rest, "\n")
 	data = fmt.Appendf(nil, "%sintent: 查看第 42 号 nginx 服务的运行状态（Gitea 上第 %d 次修改）\n%s", head, g.changes, rest)
-	var done struct {
-		Commit struct {
-			SHA string `json:"sha"`
-		} `json:"commit"`
+	done, _, err := g.client.UpdateFile(g.owner, g.repo, path, gitea.UpdateFileOptions{
+		FileOptions: gitea.FileOptions{Message: fmt.Sprintf("change %d", g.changes), BranchName: "main"},
+		SHA:         file.SHA, Content: base64.StdEncoding.EncodeToString(data)})
+	if err != nil {
+		return "", "", fmt.Errorf("forge: update %s: %w", path, err)
 	}
-	err = g.api(ctx, http.MethodPut, "/repos/"+g.owner+"/"+g.repo+"/contents/"+path, map[string]any{
-		"content": base64.StdEncoding.EncodeToString(data), "sha": file.SHA, "branch": "main",
-		"message": fmt.Sprintf("change %d", g.changes),
-	}, &done)
-	return done.Commit.SHA, branch.Commit.ID, err
+	return done.Commit.SHA, branch.Commit.ID, nil
 }
 
 // relay forwards the forge's webhook deliveries to the daemon and notes
-// when each commit's arrived.
+// when each commit's first arrived.
 type relay struct {
 	target string
 	client *http.Client
@@ -177,7 +140,9 @@ func (r *relay) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	if json.Unmarshal(body, &push) == nil && push.After != "" {
 		r.mu.Lock()
-		r.at[push.After] = now
+		if _, seen := r.at[push.After]; !seen { // a redelivery is not the arrival
+			r.at[push.After] = now
+		}
 		r.mu.Unlock()
 	}
 	out, err := http.NewRequestWithContext(req.Context(), req.Method, r.target, bytes.NewReader(body))
@@ -221,22 +186,19 @@ func pushGitea(ctx context.Context, g *giteaForge, addr string, pid int, secret 
 	srv := &http.Server{Handler: rl, ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	defer srv.Close()
-	var hook struct {
-		ID int64 `json:"id"`
-	}
-	err = g.api(ctx, http.MethodPost, "/repos/"+g.owner+"/"+g.repo+"/hooks", map[string]any{
-		"type": "gitea", "active": true, "events": []string{"push"}, "branch_filter": "main",
-		"config": map[string]string{"url": "http://" + ln.Addr().String() + "/", "content_type": "json", "secret": string(secret)},
-	}, &hook)
+	hook, _, err := g.client.CreateRepoHook(g.owner, g.repo, gitea.CreateHookOption{
+		Type: gitea.HookTypeGitea, Active: true, Events: []string{"push"}, BranchFilter: "main",
+		Config: map[string]string{"url": "http://" + ln.Addr().String() + "/", "content_type": "json", "secret": string(secret)},
+	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("forge: add the webhook: %w", err)
 	}
-	defer g.api(context.WithoutCancel(ctx), http.MethodDelete, fmt.Sprintf("/repos/%s/%s/hooks/%d", g.owner, g.repo, hook.ID), nil, nil)
+	defer g.client.DeleteRepoHook(g.owner, g.repo, hook.ID)
 	client := &http.Client{Timeout: 10 * time.Second}
 	var out []sample
 	for range n {
 		cpu0 := procCPU(pid)
-		commit, prev, err := g.commitOne(ctx)
+		commit, prev, err := g.commitOne()
 		if err != nil {
 			return nil, err
 		}

@@ -181,7 +181,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				return err
 			}
 			if !*keep {
-				defer forge.close(context.WithoutCancel(ctx))
+				defer forge.close()
 			}
 		}
 		for r := range *rounds {

@@ -110,8 +110,18 @@ func TestRelay(t *testing.T) {
 	if g := <-seen; g != (got{body, "feed", "push"}) {
 		t.Errorf("the daemon got %+v; want the body and headers as sent", g)
 	}
-	if at, ok := rl.arrived("0123abcd"); !ok || at.Before(before) {
-		t.Errorf("arrived(0123abcd) = %v, %v; want a time after the delivery started", at, ok)
+	first, ok := rl.arrived("0123abcd")
+	if !ok || first.Before(before) {
+		t.Errorf("arrived(0123abcd) = %v, %v; want a time after the delivery started", first, ok)
+	}
+	// A redelivery of the same push does not move its arrival.
+	again, _ := http.NewRequest(http.MethodPost, front.URL, strings.NewReader(body))
+	if resp, err := http.DefaultClient.Do(again); err == nil {
+		resp.Body.Close()
+	}
+	<-seen
+	if at, _ := rl.arrived("0123abcd"); !at.Equal(first) {
+		t.Errorf("after a redelivery arrived(0123abcd) = %v; want the first arrival %v", at, first)
 	}
 	if _, ok := rl.arrived("ffff"); ok {
 		t.Error("arrived(ffff) is known; no webhook named it")
