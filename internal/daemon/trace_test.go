@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolagent/toolagent/internal/dispatch"
+	"github.com/toolagent/toolagent/internal/executors/forgejo/forgejotest"
 	"github.com/toolagent/toolagent/internal/gatekeeper"
 	"github.com/toolagent/toolagent/internal/host"
 	"github.com/toolagent/toolagent/internal/settings"
@@ -27,6 +28,10 @@ import (
 // paramSecret is the value every traced call passes as a param: it must
 // appear in no exported byte.
 const paramSecret = "qz7Kx9ParamValueNeverTraced"
+
+// forgejoToken is the rig's Forgejo token (the only one its fake forge
+// takes): no span holds it.
+const forgejoToken = forgejotest.Token
 
 // traceRig is a daemon with tracing on, exporting to an OTLP/HTTP
 // receiver in the test process, with a gatekeeper server and an HLDP API
@@ -82,12 +87,15 @@ func newTraceRig(t *testing.T) *traceRig {
 	put("held-echo", "method: run\nexecutor: shell\nargv: [echo, \"{msg}\"]\n"+msg+"constraints:\n  require_confirm: true\n")
 	put("gk-echo", "method: run\nexecutor: gatekeeper\ntarget: main\nargv: [echo, \"{msg}\"]\n"+msg)
 	put("item-get", "method: items.get\nexecutor: hlpd-api\nparams_schema:\n  id: { type: string, required: true, pattern: \"^[A-Za-z0-9]+$\" }\n  q: { type: string }\n")
+	put("fj-read", "method: get_file\nexecutor: git-forgejo\nparams_schema:\n  path: { type: string, required: true }\n")
+	fj := forgejotest.NewServer(t)
 
 	var cfg Config
 	settings.New(&cfg, settings.Options{})
 	cfg.Listen, cfg.Tools, cfg.State, cfg.Sandbox = "127.0.0.1:0", tools, state, host.SandboxOff
 	cfg.GatekeeperURL, cfg.GatekeeperToken = gk.URL, "gk-test-token"
 	cfg.HlpdURL, cfg.HlpdRoutes = hlpd.URL, map[string]string{"items.get": "GET /v1/items/{id}"}
+	cfg.ForgejoURL, cfg.ForgejoToken, cfg.ForgejoOwner, cfg.ForgejoRepo = fj.URL, forgejoToken, "o", "r"
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -268,6 +276,18 @@ func TestTraces(t *testing.T) {
 	}
 	r.waitTree(t, id, "POST /v1/call\n  call item-get\n    execute hlpd-api\n      GET\n    params\n    policy\n")
 
+	// A git-forgejo call: the executor's requests to the forge are client
+	// spans of the call's trace.
+	tp, id = traceparent(12)
+	r.post(t, "/v1/call", `{"tool":"fj-read","params":{"path":"README.md"}}`, tp, "", &res)
+	if res.Status != dispatch.Success {
+		t.Fatalf("fj-read: %s %s", res.Status, res.Error)
+	}
+	spans = r.waitTree(t, id, "POST /v1/call\n  call fj-read\n    execute git-forgejo\n      GET\n    params\n    policy\n")
+	if s := find(spans, id, "call fj-read"); s.Attrs["toolagent.executor"] != "git-forgejo" || s.Attrs["toolagent.method"] != "get_file" {
+		t.Errorf("fj-read call span executor %q method %q; want git-forgejo get_file", s.Attrs["toolagent.executor"], s.Attrs["toolagent.method"])
+	}
+
 	// A held call, then its approval: the approved run links to the hold.
 	tp, id = traceparent(5)
 	r.post(t, "/v1/call", fmt.Sprintf(call, "held-echo"), tp, "", &res)
@@ -357,6 +377,7 @@ func TestTracesCarryNoParamValue(t *testing.T) {
 		`{"tool":"item-get","params":{"id":"not/` + paramSecret + `"}}`,
 		`{"tool":"gk-echo","params":{"msg":"` + paramSecret + `"}}`,
 		`{"tool":"held-echo","params":{"msg":"` + paramSecret + `"}}`,
+		`{"tool":"fj-read","params":{"path":"` + paramSecret + `.md"}}`,
 	} {
 		tp, _ := traceparent(10)
 		r.post(t, "/v1/call", body, tp, "", &res)
@@ -386,7 +407,7 @@ func TestTracesCarryNoParamValue(t *testing.T) {
 		t.Errorf("an exported span holds a param's value: ...%q...", raw[max(0, i-80):min(len(raw), i+80)])
 	}
 	for _, s := range r.rcv.Spans() {
-		if strings.Contains(fmt.Sprint(s), "gk-test-token") || strings.Contains(fmt.Sprint(s), r.opToken) {
+		if strings.Contains(fmt.Sprint(s), "gk-test-token") || strings.Contains(fmt.Sprint(s), forgejoToken) || strings.Contains(fmt.Sprint(s), r.opToken) {
 			t.Errorf("span %s holds a token", s.Name)
 		}
 	}
