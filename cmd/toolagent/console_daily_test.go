@@ -181,7 +181,7 @@ func TestConsoleDailyUse(t *testing.T) {
 	}
 	sel := `[id="` + held.ApprovalID + `"]`
 	run("the inbox on a phone", phone, chromedp.Navigate(d.url+"/ui/approvals"), chromedp.WaitVisible(sel+` .approve`))
-	card := get("the held call", chromedp.Text(sel))
+	card := get("the held call", liveText(sel))
 	for _, want := range []string{"deploy", "alice", "app: web", c2[:12], "Expires"} {
 		if !strings.Contains(card, want) {
 			t.Errorf("the held call's card lacks %q:\n%s", want, card)

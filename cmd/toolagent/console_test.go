@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -23,6 +24,16 @@ import (
 )
 
 const readerToken = "reader-0123456789abcdef00" // role read
+
+// liveText reads the visible text of the first element matching the CSS
+// selector sel in one step in the page. chromedp.Text finds the node in
+// one DevTools call and reads it in the next; on a page that re-renders
+// itself (the approvals inbox reloads its list when the queue changes) the
+// node can be replaced in between, and a node no longer in the page has
+// no layout: Text then reads "". An element that is not there reads "".
+func liveText(sel string) chromedp.Action[string] {
+	return chromedp.Evaluate[string](`(function () { const e = document.querySelector(` + strconv.Quote(sel) + `); return e ? e.innerText : ""; })()`)
+}
 
 // browser starts headless Chromium (Debian's chromium, or the program in
 // TOOLAGENT_TEST_CHROMIUM) for the test, recording every request it
