@@ -37,9 +37,9 @@ const (
 // giteaForge is a throw-away repository on a real Gitea or Forgejo that
 // holds the benchmark's tools.
 type giteaForge struct {
-	client             *gitea.Client
-	owner, repo, clone string
-	changes            int
+	client                *gitea.Client
+	owner, repo, cloneURL string // cloneURL: what the daemon's git source pulls
+	changes               int
 }
 
 // forgeEnv reads the forge's URL and token from the environment.
@@ -70,53 +70,45 @@ func newGiteaForge(ctx context.Context, base, token string, repo *benchRepo) (*g
 	if err != nil {
 		return nil, fmt.Errorf("forge: create repository: %w", err)
 	}
-	g := &giteaForge{client: client, owner: me.UserName, repo: name, clone: info.CloneURL}
-	if _, err := repo.run(ctx, "-C", repo.work, "-c", "http.extraHeader=Authorization: token "+token, "push", "--quiet", g.clone, "HEAD:refs/heads/main"); err != nil {
+	g := &giteaForge{client: client, owner: me.UserName, repo: name, cloneURL: info.CloneURL}
+	if _, err := repo.run(ctx, "-C", repo.work, "-c", "http.extraHeader=Authorization: token "+token, "push", "--quiet", g.cloneURL, "HEAD:refs/heads/main"); err != nil {
 		g.close()
 		return nil, errors.New(strings.ReplaceAll(err.Error(), token, "<token>"))
 	}
 	return g, nil
 }
 
-// cloneURL is the repository's URL, which the daemon's git source pulls.
-func (g *giteaForge) cloneURL() string { return g.clone }
-
 // close deletes the repository.
 func (g *giteaForge) close() { _, _ = g.client.DeleteRepo(g.owner, g.repo) }
 
-// commitOne changes tool-00042's intent through the contents API and
-// returns the new commit and the commit before it.
+// commitOne changes changedTool's intent through the contents API and
+// returns the new commit and its parent.
 func (g *giteaForge) commitOne() (commit, prev string, err error) {
 	g.changes++
-	const path = "tools/tool-00042/TOOL.hdlp"
-	file, _, err := g.client.GetContents(g.owner, g.repo, "main", path)
+	file, _, err := g.client.GetContents(g.owner, g.repo, "main", changedTool)
 	if err != nil {
-		return "", "", fmt.Errorf("forge: %s: %w", path, err)
+		return "", "", fmt.Errorf("forge: %s: %w", changedTool, err)
 	}
-	branch, _, err := g.client.GetRepoBranch(g.owner, g.repo, "main")
-	if err != nil {
-		return "", "", fmt.Errorf("forge: branch main: %w", err)
-	}
-	if file.Content == nil || branch.Commit == nil {
-		return "", "", fmt.Errorf("forge: %s: no content, or main has no commit", path)
+	if file.Content == nil {
+		return "", "", fmt.Errorf("forge: %s: no content", changedTool)
 	}
 	data, err := base64.StdEncoding.DecodeString(*file.Content)
 	if err != nil {
-		return "", "", fmt.Errorf("forge: %s: content: %v", path, err)
+		return "", "", fmt.Errorf("forge: %s: content: %v", changedTool, err)
 	}
-	head, rest, ok := strings.Cut(string(data), "intent: ")
-	if !ok {
-		return "", "", fmt.Errorf("forge: %s: no intent line", path)
+	if data, err = withIntent(data, fmt.Sprintf("查看第 42 号 nginx 服务的运行状态（Gitea 上第 %d 次修改）", g.changes)); err != nil {
+		return "", "", err
 	}
-	_, rest, _ = strings.Cut(rest, "\n")
-	data = fmt.Appendf(nil, "%sintent: 查看第 42 号 nginx 服务的运行状态（Gitea 上第 %d 次修改）\n%s", head, g.changes, rest)
-	done, _, err := g.client.UpdateFile(g.owner, g.repo, path, gitea.UpdateFileOptions{
+	done, _, err := g.client.UpdateFile(g.owner, g.repo, changedTool, gitea.UpdateFileOptions{
 		FileOptions: gitea.FileOptions{Message: fmt.Sprintf("change %d", g.changes), BranchName: "main"},
 		SHA:         file.SHA, Content: base64.StdEncoding.EncodeToString(data)})
 	if err != nil {
-		return "", "", fmt.Errorf("forge: update %s: %w", path, err)
+		return "", "", fmt.Errorf("forge: update %s: %w", changedTool, err)
 	}
-	return done.Commit.SHA, branch.Commit.ID, nil
+	if done.Commit == nil || len(done.Commit.Parents) == 0 {
+		return "", "", fmt.Errorf("forge: update %s: the answer names no commit and parent", changedTool)
+	}
+	return done.Commit.SHA, done.Commit.Parents[0].SHA, nil
 }
 
 // relay forwards the forge's webhook deliveries to the daemon and notes
@@ -216,7 +208,7 @@ func pushGitea(ctx context.Context, g *giteaForge, addr string, pid int, secret 
 		}
 		sm := sample{wall: served.Sub(answered), hook: served.Sub(at), cpu: procCPU(pid) - cpu0}
 		sm.rss, sm.anon, _ = procRSS(pid)
-		if sm.server, err = serverShare(ctx, g.cloneURL(), prev, commit); err != nil {
+		if sm.server, err = serverShare(ctx, g.cloneURL, prev, commit); err != nil {
 			return nil, err
 		}
 		out = append(out, sm)

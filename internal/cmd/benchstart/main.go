@@ -191,7 +191,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				fst := st + "-gitea"
 				forgeURL := ""
 				if forge != nil {
-					forgeURL = forge.cloneURL()
+					forgeURL = forge.cloneURL
 				}
 				steps := []struct {
 					name  string
@@ -604,17 +604,33 @@ func (b *benchRepo) run(ctx context.Context, args ...string) (string, error) {
 	return strings.TrimSpace(string(out)), nil
 }
 
-// commitOne changes one tool's intent, commits and pushes it, and
+// changedTool is the definition the webhook cases change, by its path in
+// the repository.
+const changedTool = "tools/tool-00042/TOOL.hdlp"
+
+// withIntent returns the definition data with its intent line's text
+// replaced by intent.
+func withIntent(data []byte, intent string) ([]byte, error) {
+	head, rest, ok := strings.Cut(string(data), "\nintent: ")
+	if !ok {
+		return nil, fmt.Errorf("%s: no intent line", changedTool)
+	}
+	_, rest, _ = strings.Cut(rest, "\n")
+	return fmt.Appendf(nil, "%s\nintent: %s\n%s", head, intent, rest), nil
+}
+
+// commitOne changes changedTool's intent, commits and pushes it, and
 // returns the new commit.
 func (b *benchRepo) commitOne(ctx context.Context) (string, error) {
 	b.changes++
-	p := filepath.Join(b.work, "tools", "tool-00042", "TOOL.hdlp")
+	p := filepath.Join(b.work, filepath.FromSlash(changedTool))
 	data, err := os.ReadFile(p)
 	if err != nil {
 		return "", err
 	}
-	old, _, _ := strings.Cut(strings.SplitAfter(string(data), "intent: ")[1], "\n")
-	data = []byte(strings.Replace(string(data), "intent: "+old, fmt.Sprintf("intent: 查看第 42 号 nginx 服务的运行状态（第 %d 次修改）", b.changes), 1))
+	if data, err = withIntent(data, fmt.Sprintf("查看第 42 号 nginx 服务的运行状态（第 %d 次修改）", b.changes)); err != nil {
+		return "", err
+	}
 	if err := os.WriteFile(p, data, 0o644); err != nil {
 		return "", err
 	}

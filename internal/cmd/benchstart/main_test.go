@@ -146,3 +146,27 @@ func TestGiteaNeedsForge(t *testing.T) {
 		t.Errorf("default cases %v hold gitea-webhook with no forge named", defaultCases())
 	}
 }
+
+// TestWithIntent: the webhook cases' change leaves a definition that
+// parses, with the new intent and everything else as it was.
+func TestWithIntent(t *testing.T) {
+	orig := benchTool(42)
+	data, err := withIntent(orig, "查看第 42 号 nginx 服务的运行状态（第 1 次修改）")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := hldp.Parse(changedTool, orig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := hldp.Parse(changedTool, data)
+	if err != nil {
+		t.Fatalf("changed definition does not parse: %v\n%s", err, data)
+	}
+	if after.Intent != "查看第 42 号 nginx 服务的运行状态（第 1 次修改）" || after.Name != before.Name || after.Method != before.Method {
+		t.Errorf("after the change: name %q method %q intent %q; want %q %q and the new intent", after.Name, after.Method, after.Intent, before.Name, before.Method)
+	}
+	if _, err := withIntent([]byte("name: x\n"), "y"); err == nil {
+		t.Error("withIntent of a definition without an intent line: no error")
+	}
+}
