@@ -208,7 +208,7 @@ func pushGitea(ctx context.Context, g *giteaForge, addr string, pid int, secret 
 		}
 		sm := sample{wall: served.Sub(answered), hook: served.Sub(at), cpu: procCPU(pid) - cpu0}
 		sm.rss, sm.anon, _ = procRSS(pid)
-		if sm.server, err = serverShare(ctx, g.cloneURL, prev, commit); err != nil {
+		if sm.server, err = serverShare(ctx, g.cloneURL, prev, commit, true); err != nil {
 			return nil, err
 		}
 		out = append(out, sm)

@@ -113,6 +113,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	rest := fs.Duration("rest", 3*time.Second, "how long after ready to read the resident set again (at rest: the first sync and the index built); 0: not")
 	logDir := fs.String("logs", "", "`DIR` to keep each start's log in (round-binary-case.log)")
 	keep := fs.Bool("keep", false, "keep the work folder (its tools/ tree, the git repository) instead of removing it")
+	signed := fs.Bool("signed", false, "sign every commit of the git cases with a new SSH key and serve them with --trusted-signers naming it (the trusted-definitions path); not with gitea-webhook, whose commits the forge makes")
 	only := fs.String("cases", strings.Join(defaultCases(), ","), "`LIST` of cases to run, comma-separated (gitea-webhook needs "+giteaURLEnv+" and "+giteaTokenEnv+")")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -127,6 +128,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("--cases: unknown case %q (want some of %s)", c, strings.Join(cases, ","))
 		}
 		want[c] = true
+	}
+	if *signed && want["gitea-webhook"] {
+		return errors.New("--signed: the forge's contents API makes gitea-webhook's commits, unsigned by benchstart's key; run it without --signed")
 	}
 	var forgeBase, forgeToken string
 	if want["gitea-webhook"] {
@@ -150,12 +154,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := writeTools(filepath.Join(work, "tools"), *n); err != nil {
 		return err
 	}
-	srv, url, err := serveRepo(ctx, git, dir, work)
+	var signing gitSigning
+	if *signed {
+		if signing, err = newSigning(ctx, dir); err != nil {
+			return err
+		}
+	}
+	env := gitEnv(dir, signing.key)
+	srv, url, err := serveRepo(ctx, git, dir, work, env)
 	if err != nil {
 		return err
 	}
 	defer srv.Close()
-	repo := &benchRepo{git: git, work: work, bare: filepath.Join(dir, "git", "tools.git"), env: gitEnv(dir)}
+	repo := &benchRepo{git: git, work: work, bare: filepath.Join(dir, "git", "tools.git"), env: env}
 	secret := []byte("benchstart-webhook-secret")
 	secretFile := filepath.Join(dir, "webhook.secret")
 	if err := os.WriteFile(secretFile, secret, 0o600); err != nil {
@@ -212,6 +223,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 					if ctx.Err() != nil {
 						return ctx.Err()
 					}
+					if signing.signers != "" && strings.HasPrefix(s.name, "git-") {
+						s.args = append(s.args, "--trusted-signers", signing.signers)
+					}
 					if strings.HasPrefix(s.name, "gitea-") != (phase == 1) {
 						continue
 					}
@@ -235,7 +249,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 							if s.name == "gitea-webhook" {
 								during, err = pushGitea(ctx, forge, addr, pid, secret, webhookChanges)
 							} else {
-								during, err = pushChanges(ctx, repo, url, addr, pid, secret, webhookChanges)
+								during, err = pushChanges(ctx, repo, url, addr, pid, secret, webhookChanges, !*signed)
 							}
 							return err
 						})
@@ -264,6 +278,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				}
 			}
 		}
+	}
+	if *signed {
+		fmt.Fprintln(stdout, "signed: every git commit signed with an SSH key the daemons trust (--trusted-signers); they keep the whole history")
 	}
 	fmt.Fprintf(stdout, "%d tools, %d rounds; median (min-max) of: wall ms to /readyz 200, CPU ms then, RSS MiB then, and %v later; the anonymous part of both (heap, stacks: the rest is the binary's file pages); the peak RSS until then\n", *n, *rounds, *rest)
 	fmt.Fprintf(stdout, "(git-webhook: %d one-tool commits a round to a running daemon; wall from the webhook's POST to /v1/status serving the commit, the daemon's CPU for it, RSS after; server: the git server alone answering the same fetch, timed after)\n", webhookChanges)
@@ -510,24 +527,60 @@ why: toolagent benchstart 生成的合成工具，用来测量启动。
 `, i)
 }
 
-// gitEnv is the environment of the git commands run in dir.
-func gitEnv(dir string) []string {
-	return []string{
+// gitEnv is the environment of the git commands run in dir; with a
+// signing key (a private SSH key's file) every commit is signed with it.
+func gitEnv(dir, key string) []string {
+	env := []string{
 		"HOME=" + dir, "PATH=" + os.Getenv("PATH"),
 		"GIT_CONFIG_GLOBAL=" + os.DevNull, "GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0",
-		"GIT_AUTHOR_NAME=Bench", "GIT_AUTHOR_EMAIL=bench@example.invalid",
-		"GIT_COMMITTER_NAME=Bench", "GIT_COMMITTER_EMAIL=bench@example.invalid",
-		// No detached gc writing into the repositories while they are used.
-		"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=gc.auto", "GIT_CONFIG_VALUE_0=0",
+		"GIT_AUTHOR_NAME=Bench", "GIT_AUTHOR_EMAIL=" + benchEmail,
+		"GIT_COMMITTER_NAME=Bench", "GIT_COMMITTER_EMAIL=" + benchEmail,
 	}
+	// No detached gc writing into the repositories while they are used.
+	config := [][2]string{{"gc.auto", "0"}}
+	if key != "" {
+		config = append(config, [2]string{"commit.gpgsign", "true"}, [2]string{"gpg.format", "ssh"}, [2]string{"user.signingkey", key})
+	}
+	env = append(env, "GIT_CONFIG_COUNT="+strconv.Itoa(len(config)))
+	for i, kv := range config {
+		env = append(env, fmt.Sprintf("GIT_CONFIG_KEY_%d=%s", i, kv[0]), fmt.Sprintf("GIT_CONFIG_VALUE_%d=%s", i, kv[1]))
+	}
+	return env
 }
 
-// serveRepo commits the work tree to a bare repository under dir and
-// serves it over HTTP with git http-backend; it returns the server and the
+// benchEmail is the author, committer and signer of benchstart's commits.
+const benchEmail = "bench@example.invalid"
+
+// gitSigning is --signed's key: the private key's file, and the
+// allowed_signers file that trusts its public half.
+type gitSigning struct {
+	key, signers string
+}
+
+// newSigning makes a new ed25519 key in dir with ssh-keygen and an
+// allowed_signers file naming it for benchEmail.
+func newSigning(ctx context.Context, dir string) (gitSigning, error) {
+	key := filepath.Join(dir, "signing")
+	cmd := exec.CommandContext(ctx, "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", benchEmail, "-f", key)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return gitSigning{}, fmt.Errorf("--signed needs ssh-keygen: %v\n%s", err, out)
+	}
+	pub, err := os.ReadFile(key + ".pub")
+	if err != nil {
+		return gitSigning{}, err
+	}
+	signers := filepath.Join(dir, "allowed_signers")
+	if err := os.WriteFile(signers, fmt.Appendf(nil, "%s %s", benchEmail, pub), 0o644); err != nil {
+		return gitSigning{}, err
+	}
+	return gitSigning{key: key, signers: signers}, nil
+}
+
+// serveRepo commits the work tree to a bare repository under dir (git
+// run with env) and serves it over HTTP with git http-backend; it returns the server and the
 // repository's URL.
-func serveRepo(ctx context.Context, git, dir, work string) (*http.Server, string, error) {
+func serveRepo(ctx context.Context, git, dir, work string, env []string) (*http.Server, string, error) {
 	root := filepath.Join(dir, "git")
-	env := gitEnv(dir)
 	bare := filepath.Join(root, "tools.git")
 	for _, a := range [][]string{
 		{"init", "--quiet", "--bare", "-b", "main", bare},
@@ -645,8 +698,9 @@ func (b *benchRepo) commitOne(ctx context.Context) (string, error) {
 // pushChanges makes n one-tool commits, each announced to the daemon at
 // addr by a signed push webhook as Forgejo sends it, and times each from
 // the POST to /v1/status serving the commit; cpu is the daemon's CPU
-// time over that span, rss its resident set after.
-func pushChanges(ctx context.Context, repo *benchRepo, url, addr string, pid int, secret []byte, n int) ([]sample, error) {
+// time over that span, rss its resident set after. shallow says the
+// daemon's clone is one commit deep (not with trusted signers).
+func pushChanges(ctx context.Context, repo *benchRepo, url, addr string, pid int, secret []byte, n int, shallow bool) ([]sample, error) {
 	client := &http.Client{Timeout: 10 * time.Second}
 	var out []sample
 	for range n {
@@ -684,7 +738,7 @@ func pushChanges(ctx context.Context, repo *benchRepo, url, addr string, pid int
 		}
 		sm := sample{wall: time.Since(start), cpu: procCPU(pid) - cpu0}
 		sm.rss, sm.anon, _ = procRSS(pid)
-		if sm.server, err = serverShare(ctx, url, strings.TrimSpace(prev), strings.TrimSpace(commit)); err != nil {
+		if sm.server, err = serverShare(ctx, url, strings.TrimSpace(prev), strings.TrimSpace(commit), shallow); err != nil {
 			return nil, err
 		}
 		out = append(out, sm)
@@ -693,12 +747,13 @@ func pushChanges(ctx context.Context, repo *benchRepo, url, addr string, pid int
 }
 
 // waitServed waits, up to a minute, for the daemon at addr to serve
-// commit (its /v1/status revision).
+// commit (its /v1/status revision) with every tool enabled.
 func waitServed(ctx context.Context, client *http.Client, addr, commit string) error {
 	deadline := time.Now().Add(time.Minute)
 	for {
 		var st struct {
-			Revision string `json:"revision"`
+			Revision string         `json:"revision"`
+			Tools    map[string]int `json:"tools"`
 		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/v1/status", nil)
 		if err != nil {
@@ -709,6 +764,11 @@ func waitServed(ctx context.Context, client *http.Client, addr, commit string) e
 			resp.Body.Close()
 		}
 		if st.Revision == commit {
+			// A tool not callable would make the change not what was
+			// timed (a signature refused, a definition broken).
+			if n := st.Tools["total"] - st.Tools["enabled"]; n != 0 {
+				return fmt.Errorf("commit %s is served, but %d of its %d tools are not enabled: %v", commit, n, st.Tools["total"], st.Tools)
+			}
 			return nil
 		}
 		if err := ctx.Err(); err != nil {
@@ -722,11 +782,12 @@ func waitServed(ctx context.Context, client *http.Client, addr, commit string) e
 }
 
 // serverShare times the git server answering the fetch a daemon at
-// commit prev (a clone one commit deep) makes for commit: the ref
+// commit prev (a clone one commit deep when shallow, else the whole
+// history) makes for commit: the ref
 // advertisement, then the thin pack, read to its end. It runs after the
 // daemon served commit, so the two do not share the machine: it is the
 // floor of any client of this server, the daemon's share is the rest.
-func serverShare(ctx context.Context, url, prev, commit string) (time.Duration, error) {
+func serverShare(ctx context.Context, url, prev, commit string, shallow bool) (time.Duration, error) {
 	ep, err := transport.NewEndpoint(url)
 	if err != nil {
 		return 0, err
@@ -746,15 +807,21 @@ func serverShare(ctx context.Context, url, prev, commit string) (time.Duration, 
 		return 0, err
 	}
 	req := packp.NewUploadPackRequestFromCapabilities(ar.Capabilities)
-	for _, c := range []capability.Capability{capability.ThinPack, capability.Shallow, capability.NoProgress} {
+	caps := []capability.Capability{capability.ThinPack, capability.NoProgress}
+	if shallow {
+		caps = append(caps, capability.Shallow)
+	}
+	for _, c := range caps {
 		if err := req.Capabilities.Set(c); err != nil {
 			return 0, err
 		}
 	}
-	req.Depth = packp.DepthCommits(1)
 	req.Wants = []plumbing.Hash{plumbing.NewHash(commit)}
 	req.Haves = []plumbing.Hash{plumbing.NewHash(prev)}
-	req.Shallows = []plumbing.Hash{plumbing.NewHash(prev)}
+	if shallow {
+		req.Depth = packp.DepthCommits(1)
+		req.Shallows = []plumbing.Hash{plumbing.NewHash(prev)}
+	}
 	resp, err := sess.UploadPack(ctx, req)
 	if err != nil {
 		return 0, err

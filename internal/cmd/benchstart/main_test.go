@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"runtime"
 	"slices"
 	"strings"
@@ -168,5 +169,69 @@ func TestWithIntent(t *testing.T) {
 	}
 	if _, err := withIntent([]byte("name: x\n"), "y"); err == nil {
 		t.Error("withIntent of a definition without an intent line: no error")
+	}
+}
+
+// TestSigning: with --signed's key, the git cases' commits are signed,
+// and git itself verifies them against the allowed_signers file the
+// daemons are given; without a key they are not signed.
+func TestSigning(t *testing.T) {
+	dir := t.TempDir()
+	s, err := newSigning(t.Context(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{s.key, ""} {
+		work := t.TempDir()
+		env := gitEnv(dir, key)
+		git := func(args ...string) (string, error) {
+			cmd := exec.Command("git", append([]string{"-C", work}, args...)...)
+			cmd.Env = env
+			out, err := cmd.CombinedOutput()
+			return string(out), err
+		}
+		for _, a := range [][]string{{"init", "--quiet", "-b", "main"}, {"commit", "--quiet", "--allow-empty", "-m", "x"}} {
+			if out, err := git(a...); err != nil {
+				t.Fatalf("git %v: %v\n%s", a, err, out)
+			}
+		}
+		out, err := git("-c", "gpg.ssh.allowedSignersFile="+s.signers, "verify-commit", "HEAD")
+		if key != "" && err != nil {
+			t.Errorf("a commit made with the key does not verify against %s: %v\n%s", s.signers, err, out)
+		}
+		if key == "" && err == nil {
+			t.Errorf("a commit made without a key verifies: %s", out)
+		}
+	}
+}
+
+// TestSignedNotWithForge: --signed refuses the forge's case, whose commits
+// the forge makes, before writing anything.
+func TestSignedNotWithForge(t *testing.T) {
+	dir := t.TempDir()
+	var out, errs strings.Builder
+	err := run(t.Context(), []string{"--bin", "/nonexistent", "--tools", "1", "--rounds", "1", "--dir", dir, "--signed", "--cases", "git-webhook,gitea-webhook"}, &out, &errs)
+	if err == nil || !strings.Contains(err.Error(), "--signed") || !strings.Contains(err.Error(), "gitea-webhook") {
+		t.Errorf("run = %v; want an error naming --signed and gitea-webhook", err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) > 0 {
+		t.Errorf("%d entries written to --dir", len(ents))
+	}
+}
+
+// TestWaitServed: a commit served with every tool enabled is served; one
+// served with a tool not callable (a signature refused) is an error that
+// says how many.
+func TestWaitServed(t *testing.T) {
+	status := `{"revision":"c1","tools":{"total":2,"enabled":2}}`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, status) }))
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	if err := waitServed(t.Context(), srv.Client(), addr, "c1"); err != nil {
+		t.Errorf("every tool enabled: %v", err)
+	}
+	status = `{"revision":"c1","tools":{"total":2,"enabled":1,"untrusted":1}}`
+	if err := waitServed(t.Context(), srv.Client(), addr, "c1"); err == nil || !strings.Contains(err.Error(), "1 of its 2 tools are not enabled") {
+		t.Errorf("one untrusted: %v; want an error saying 1 of 2 not enabled", err)
 	}
 }
