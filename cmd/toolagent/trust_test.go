@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/toolagent/toolagent/internal/catalog"
+	"github.com/toolagent/toolagent/internal/daemon"
 	"github.com/toolagent/toolagent/internal/dispatch"
 )
 
@@ -515,5 +516,165 @@ func TestTrustedRugPull(t *testing.T) {
 	}
 	if _, err := os.Stat(marker); err == nil {
 		t.Error("the call ran on a definition its approver never saw")
+	}
+}
+
+// TestTrustedDelta: a reload to a commit whose first parent is the served
+// one judges the folders it changed alone, and serves what judging every
+// tool gives (daemon.CheckTrust on the same commit, as validate does): a
+// signed change, an unsigned one, a signed merge of unsigned work, a
+// removal. A push of two commits, whose first parent is not the served
+// one, judges every tool: its tool changed and changed back by an
+// unsigned commit is untrusted although the served and the new trees hold
+// the same folder; so is one whose first parent is a branch main was
+// merged into; so is a sync that brings a new policy. A restart then verifies nothing again and serves the
+// same.
+func TestTrustedDelta(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("ssh-keygen"); err != nil {
+		t.Fatalf("ssh-keygen is needed: %v", err)
+	}
+	r := newGitRepo(t)
+	alice := newSSHSigner(t, "alice@example.com", "", "")
+	mallory := newSSHSigner(t, "mallory@example.com", "", "")
+	signers := filepath.Join(t.TempDir(), "allowed_signers")
+	os.WriteFile(signers, []byte(alice.line+"\n"), 0o644)
+	for _, n := range []string{"a", "b", "c", "d"} {
+		r.write("tools/"+n+"/TOOL.hdlp", versionTool(n, n+"1"))
+	}
+	c0 := r.commitSigned(nil, alice.args(), "four tools")
+	r.pushTo("main")
+	state := t.TempDir()
+	args := []string{"--repo", r.url(), "--schedule", "off", "--state", state, "--trusted-signers", signers}
+	d := startDaemon(t, nil, args...)
+	d.waitRev(t, c0)
+
+	// judged returns the "since" of the signature check of rev: the
+	// served revision it judged from, "" when it judged every tool.
+	judged := func(d *liveDaemon, rev string) (since string, tools int) {
+		t.Helper()
+		for line := range strings.Lines(d.logs.String()) {
+			var l struct {
+				Msg, Revision, Since string
+				Tools                int
+			}
+			if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "signatures checked" && l.Revision == rev {
+				since, tools = l.Since, l.Tools
+			}
+		}
+		return since, tools
+	}
+	// check compares what d serves with every tool judged at the work
+	// tree's commit; signedIn names the commit each trusted tool must
+	// cite.
+	check := func(step string, d *liveDaemon, signedIn map[string]string) {
+		t.Helper()
+		all := getTools(t, func(p string) (int, []byte) { return d.request(t, "GET", p, "") }, true)
+		var names []string
+		for n := range all {
+			names = append(names, n)
+		}
+		head, problems, err := daemon.CheckTrust(signers, "", filepath.Join(r.work, "tools"), names)
+		if err != nil {
+			t.Fatalf("%s: CheckTrust: %v", step, err)
+		}
+		want := map[string]string{}
+		for _, p := range problems {
+			want[p.Tool] = p.Reason
+		}
+		for n, v := range all {
+			reason, untrusted := want[n]
+			switch {
+			case untrusted && (v.Status != catalog.Untrusted || v.Reason != reason || v.Signed != nil):
+				t.Errorf("%s at %s: %s is %s %q signed %+v; judging every tool: untrusted %q", step, head[:7], n, v.Status, v.Reason, v.Signed, reason)
+			case !untrusted && (v.Status != catalog.Enabled || v.Signed == nil || v.Signed.Commit != signedIn[n]):
+				t.Errorf("%s at %s: %s is %s %q signed %+v; judging every tool: trusted, signed in %s", step, head[:7], n, v.Status, v.Reason, v.Signed, signedIn[n])
+			}
+		}
+		if len(all) != len(signedIn)+len(want) {
+			t.Errorf("%s: %d tools served, want %d trusted and %d untrusted", step, len(all), len(signedIn), len(want))
+		}
+	}
+	check("start", d, map[string]string{"a": c0, "b": c0, "c": c0, "d": c0})
+	sync := func(step, rev, since string, tools int) {
+		t.Helper()
+		d.syncNow(t)
+		d.waitRev(t, rev)
+		if s, n := judged(d, rev); s != since || n != tools {
+			t.Errorf("%s: the signature check of %s judged %d tools since %q; want %d since %q", step, rev[:7], n, s, tools, since)
+		}
+	}
+
+	r.write("tools/a/TOOL.hdlp", versionTool("a", "a2"))
+	c1 := r.commitSigned(nil, alice.args(), "a signed")
+	r.pushTo("main")
+	sync("a signed", c1, c0, 1)
+	check("a signed", d, map[string]string{"a": c1, "b": c0, "c": c0, "d": c0})
+
+	r.write("tools/b/TOOL.hdlp", versionTool("b", "b2"))
+	c2 := r.commitSigned(nil, nil, "b unsigned")
+	r.pushTo("main")
+	sync("b unsigned", c2, c1, 1)
+	check("b unsigned", d, map[string]string{"a": c1, "c": c0, "d": c0})
+
+	r.write("tools/c/TOOL.hdlp", versionTool("c", "c2"))
+	r.commitSigned(nil, mallory.args(), "c changed by mallory")
+	r.write("tools/c/TOOL.hdlp", versionTool("c", "c1"))
+	c4 := r.commitSigned(nil, nil, "c back, unsigned")
+	r.pushTo("main")
+	sync("c changed and back", c4, "", 4)
+	check("c changed and back", d, map[string]string{"a": c1, "d": c0})
+
+	r.run(r.work, "checkout", "--quiet", "-b", "feature")
+	r.write("tools/d/TOOL.hdlp", versionTool("d", "d2"))
+	r.commitSigned(nil, nil, "d on a branch, unsigned")
+	r.run(r.work, "checkout", "--quiet", "main")
+	r.gitWith(nil, append(alice.args(), "merge", "--quiet", "--no-ff", "-S", "-m", "merge feature", "feature")...)
+	c5 := r.run(r.work, "rev-parse", "HEAD")
+	r.pushTo("main")
+	sync("signed merge", c5, c4, 1)
+	check("signed merge", d, map[string]string{"a": c1, "d": c5})
+
+	r.remove("tools/a/TOOL.hdlp")
+	c6 := r.commitSigned(nil, alice.args(), "a removed")
+	r.pushTo("main")
+	sync("a removed", c6, c5, 0)
+	check("a removed", d, map[string]string{"d": c5})
+
+	// The operator trusts mallory, and mallory's change of c arrives in
+	// the same sync: a new policy judges every tool.
+	os.WriteFile(signers, []byte(alice.line+"\n"+mallory.line+"\n"), 0o644)
+	r.write("tools/c/TOOL.hdlp", versionTool("c", "c3"))
+	cM := r.commitSigned(nil, mallory.args(), "c by mallory")
+	r.pushTo("main")
+	sync("a new policy", cM, "", 3)
+	check("a new policy", d, map[string]string{"c": cM, "d": c5})
+
+	// Main merged into a branch from before d's change, by an unsigned
+	// merge, pushed as main: a fast-forward whose first parent is not the
+	// served commit. Against that parent the merge changed d, so d's last
+	// change is the unsigned merge, although the served tree and the new
+	// one hold the same d.
+	r.run(r.work, "checkout", "--quiet", "-b", "side", c4)
+	r.write("tools/b/TOOL.hdlp", versionTool("b", "b3"))
+	c7 := r.commitSigned(nil, alice.args(), "b on a side branch")
+	r.gitWith(nil, "merge", "--quiet", "--no-ff", "--no-gpg-sign", "-m", "merge main into side", "main")
+	c8 := r.pushTo("main")
+	sync("main merged into a side branch", c8, "", 3)
+	check("main merged into a side branch", d, map[string]string{"b": c7})
+
+	if err := d.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if logs := d.logs.String(); strings.Contains(logs, "no tool is trusted") {
+		t.Errorf("a judge failed:\n%s", logs)
+	}
+	d2 := startDaemon(t, nil, args...)
+	d2.waitRev(t, c8)
+	check("restarted", d2, map[string]string{"b": c7})
+	for line := range strings.Lines(d2.logs.String()) {
+		if strings.Contains(line, `"signatures checked"`) && !strings.Contains(line, `"verified":0`) {
+			t.Errorf("a restart verified signatures again: %s", line)
+		}
 	}
 }

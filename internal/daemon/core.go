@@ -362,7 +362,7 @@ func newCore(cfg Config, log *slog.Logger, mode approvalMode) (_ *core, err erro
 		return nil, err
 	}
 	if tg != nil {
-		scanOpts.Vet = tg.vet
+		scanOpts.Vet, scanOpts.VetDelta = tg.vet, tg.vetDelta
 	}
 	loop := &reload.Loop{
 		Source: src.src,

@@ -24,7 +24,10 @@ import (
 // key added, one revoked) applies at the next reload. Verdicts and the
 // commit of each folder are kept in a trust.Cache under the state
 // directory: a restart, or a reload that changed one tool, verifies
-// nothing it verified before.
+// nothing it verified before. A reload to a commit whose first parent is
+// the served one, under the same policy, judges the folders that commit
+// changed alone (vetDelta): every other folder's last change, and so its
+// verdict, is the same as before.
 type trustGate struct {
 	signers, keyring string
 	prefix           string // the tools folder's path in the repository, with a trailing slash ("" for the root)
@@ -33,6 +36,7 @@ type trustGate struct {
 
 	mu      sync.Mutex // one vet at a time
 	applied string     // Policy.Digest of the last judge; guarded by mu
+	judged  string     // the revision whose every tool the last vet judged, "" after a failure; guarded by mu
 }
 
 // dirty reports whether the policy files changed since the last build
@@ -63,18 +67,58 @@ func newTrustGate(cfg Config, cacheFile, prefix string, log *slog.Logger) (*trus
 	return &trustGate{signers: cfg.TrustedSigners, keyring: cfg.TrustedKeyring, prefix: prefix, cache: c, log: log}, nil
 }
 
-// vet is scan.Options.Vet.
+// vet is scan.Options.Vet: it judges every tool of t.
 func (g *trustGate) vet(t scan.Tree, entries []catalog.Entry) {
 	rt, ok := t.(*repo.Tree)
 	if !ok {
+		g.mu.Lock()
+		g.judged = ""
+		g.mu.Unlock()
 		untrustAll(entries, "the tools come from a directory without commits; trusted_signers needs a git repository (repo)")
 		return
 	}
+	g.apply(rt, entries, "")
+}
+
+// vetDelta is scan.Options.VetDelta. The verdicts of prev's tools hold
+// at t for every folder t's commit did not change when that commit's
+// first parent is prev's revision, the last vet judged all of prev's
+// tools under the policy in force now, and the trust cache's record of
+// each folder's last change is of prev: a folder the commit did not
+// change was last changed where it was at prev. Then only the entries of
+// the folders it changed are judged. A merge is compared with its first
+// parent, as LastChanged does; anything else (a push of several commits,
+// a force-push, an edited policy, a restart) judges every tool.
+func (g *trustGate) vetDelta(t scan.Tree, prev *catalog.Snapshot) (func(fresh []catalog.Entry), bool) {
+	rt, ok := t.(*repo.Tree)
+	if !ok {
+		return nil, false
+	}
+	parents, _ := rt.Parents()
+	base := prev.Rev()
+	if len(parents) == 0 || parents[0] != base {
+		return nil, false
+	}
+	pol, err := trust.Load(g.signers, g.keyring)
+	if err != nil {
+		return nil, false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.judged != base || g.applied != pol.Digest() || g.cache.Head() != base {
+		return nil, false
+	}
+	return func(fresh []catalog.Entry) { g.apply(rt, fresh, base) }, true
+}
+
+// apply judges entries, tools of rt, and makes the ones not trusted
+// Untrusted; base is as judge's.
+func (g *trustGate) apply(rt *repo.Tree, entries []catalog.Entry, base string) {
 	names := make([]string, 0, len(entries))
 	for _, e := range entries {
 		names = append(names, e.Name)
 	}
-	verdicts, err := g.judge(rt, names)
+	verdicts, err := g.judge(rt, names, base)
 	if err != nil {
 		g.log.Error("no tool is trusted", "revision", rt.Rev(), "err", err)
 		untrustAll(entries, err.Error())
@@ -98,20 +142,33 @@ type toolTrust struct {
 	reason string
 }
 
-// judge returns the verdict on each of names (tool folders of t). The
-// error is for a policy or a history that cannot be read: then no tool is
-// trusted.
-func (g *trustGate) judge(rt *repo.Tree, names []string) (map[string]toolTrust, error) {
+// judge returns the verdict on each of names (tool folders of t). base
+// is "" when names are all of t's tools; else they are those of the
+// folders rt's commit changed from its first parent base, whose verdicts
+// were judged (see vetDelta). The error is for a policy or a history that
+// cannot be read: then no tool is trusted.
+func (g *trustGate) judge(rt *repo.Tree, names []string, base string) (_ map[string]toolTrust, err error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.judged = ""
+	defer func() {
+		if err == nil {
+			g.judged = rt.Rev()
+		}
+	}()
 	start := time.Now()
 	pol, err := trust.Load(g.signers, g.keyring)
 	if err != nil {
 		g.applied = ""
 		return nil, fmt.Errorf("the trust policy cannot be read: %w", err)
 	}
+	if base != "" && pol.Digest() != g.applied {
+		// vetDelta saw this policy; a file edited since applies to every
+		// tool, and a delta has the changed ones alone.
+		return nil, fmt.Errorf("the trust policy changed during the reload; the next reload judges every tool")
+	}
 	g.applied = pol.Digest()
-	changes, err := g.lastChanged(rt, names)
+	changes, err := g.lastChanged(rt, names, base)
 	if err != nil {
 		return nil, fmt.Errorf("the history of revision %s cannot be read: %w", rt.Rev(), err)
 	}
@@ -154,16 +211,17 @@ func (g *trustGate) judge(rt *repo.Tree, names []string) (map[string]toolTrust, 
 		g.log.Warn("trust cache not saved; a restart verifies again", "err", err)
 	}
 	g.log.Info("signatures checked", "revision", rt.Rev(), "tools", len(names), "untrusted", untrusted,
-		"verified", verified, "took_ms", time.Since(start).Milliseconds())
+		"verified", verified, "since", base, "took_ms", time.Since(start).Milliseconds())
 	return out, nil
 }
 
 // lastChanged returns the commit that last changed each of names in t,
 // walking t's history back to the head the cache knows at most, and the
 // whole history for what is missing (after a force-push, or the first
-// time).
-func (g *trustGate) lastChanged(t *repo.Tree, names []string) (map[string]string, error) {
-	head, known := g.cache.Changes()
+// time). base is judge's: with it, the cache's record moves from base to
+// t by names alone.
+func (g *trustGate) lastChanged(t *repo.Tree, names []string, base string) (map[string]string, error) {
+	head := g.cache.Head()
 	found, reached, err := t.LastChanged(names, head)
 	if err != nil {
 		return nil, err
@@ -174,7 +232,7 @@ func (g *trustGate) lastChanged(t *repo.Tree, names []string) (map[string]string
 			if found[n] != "" {
 				continue
 			}
-			if c, ok := known[n]; ok {
+			if c, ok := g.cache.Change(n); ok {
 				found[n] = c
 			} else {
 				missing = append(missing, n)
@@ -190,7 +248,11 @@ func (g *trustGate) lastChanged(t *repo.Tree, names []string) (map[string]string
 			}
 		}
 	}
-	g.cache.SetChanges(t.Rev(), found)
+	if base == "" {
+		g.cache.SetChanges(t.Rev(), found)
+	} else if !g.cache.MoveChanges(base, t.Rev(), found) {
+		return nil, fmt.Errorf("the trust cache's record moved from %s during the reload; the next reload judges every tool", short(base))
+	}
 	return found, nil
 }
 
@@ -240,7 +302,7 @@ func CheckTrust(signers, keyring, dir string, names []string) (string, []TrustPr
 	if err != nil {
 		return "", nil, err
 	}
-	verdicts, err := g.judge(t, names)
+	verdicts, err := g.judge(t, names, "")
 	if err != nil {
 		return "", nil, err
 	}

@@ -80,8 +80,16 @@ type Options struct {
 	// to narrow them further (the daemon's signature check: an untrusted
 	// tool becomes catalog.Untrusted) and record their provenance
 	// (Entry.Signed). It may change the entries' Status, Reason and Signed
-	// only. A Build with Vet always scans the whole tree.
+	// only. A Build with Vet scans the whole tree unless VetDelta lets it
+	// start from prev.
 	Vet func(t Tree, entries []catalog.Entry)
+	// VetDelta, when set beside Vet, is asked before a Build starts from
+	// prev's snapshot and scans only the folders t's Delta names (see
+	// buildDelta): ok says Vet's verdicts on prev's entries hold for every
+	// folder t did not change, and then vet is called, instead of Vet,
+	// with the entries of the folders scanned again (after Check), under
+	// the same rules. !ok: the Build scans the whole tree and calls Vet.
+	VetDelta func(t Tree, prev *catalog.Snapshot) (vet func(fresh []catalog.Entry), ok bool)
 }
 
 // Report says what a Build did.
@@ -130,10 +138,8 @@ func Build(prev *catalog.Snapshot, t Tree, c *cache.Cache, opts Options) (*catal
 	if opts.Prefix == "" {
 		opts.Prefix = "tools/"
 	}
-	if opts.Vet == nil {
-		if snap, rep, ok := buildDelta(prev, t, c, opts); ok {
-			return snap, rep, nil
-		}
+	if snap, rep, ok := buildDelta(prev, t, c, opts); ok {
+		return snap, rep, nil
 	}
 	var rep Report
 	fsys := t.FS()
@@ -402,6 +408,16 @@ func buildDelta(prev *catalog.Snapshot, t Tree, c *cache.Cache, opts Options) (_
 			}
 		}
 	}
+	var vet func([]catalog.Entry)
+	if opts.Vet != nil {
+		ok := false
+		if opts.VetDelta != nil {
+			vet, ok = opts.VetDelta(t, prev)
+		}
+		if !ok {
+			return nil, Report{}, false
+		}
+	}
 	var slots []folder // in names' order
 	for _, name := range names {
 		fi, err := fs.Lstat(fsys, name)
@@ -439,6 +455,9 @@ func buildDelta(prev *catalog.Snapshot, t Tree, c *cache.Cache, opts Options) (_
 		}
 	}
 	check(fresh, opts.Check)
+	if vet != nil {
+		vet(fresh)
+	}
 
 	// The entries: prev's but for names, merged with the fresh ones (both
 	// sorted by name); what the folders of names held before is forgotten.

@@ -908,3 +908,105 @@ func TestBuildDeltaGitEqualsBuild(t *testing.T) {
 		t.Error("after it, the cache has no listing of the new tree")
 	}
 }
+
+// TestBuildDeltaVet: with Vet set, a Build starts from prev only when
+// VetDelta says prev's verdicts hold, and then vets the folders it scanned
+// again, alone; the snapshot is what a whole Build vetting every entry
+// gives. Without VetDelta, or when it says no, the Build scans and vets
+// every folder.
+func TestBuildDeltaVet(t *testing.T) {
+	files := map[string]string{
+		"a/TOOL.hdlp":      def("a", "list things"),
+		"b/TOOL.hdlp":      def("b", "show things (untrusted)"),
+		"c/TOOL.hdlp":      def("c", "count things"),
+		"broken/TOOL.hdlp": "name: broken\nintent: [unclosed\n",
+	}
+	// vetted records the names each vet saw; a tool whose intent says
+	// "untrusted" is made Untrusted.
+	var vetted [][]string
+	vet := func(entries []catalog.Entry) {
+		var names []string
+		for i := range entries {
+			e := &entries[i]
+			names = append(names, e.Name)
+			if e.Tool != nil && strings.Contains(e.Tool.Intent, "untrusted") {
+				e.Status, e.Reason = catalog.Untrusted, "its intent says so"
+			}
+		}
+		vetted = append(vetted, names)
+	}
+	holds := true
+	var asked []string // the prev revisions VetDelta was asked about
+	whole := Options{Catalog: catalog.Options{LazyIndex: true}, Vet: func(_ Tree, e []catalog.Entry) { vet(e) }}
+	delta := whole
+	delta.VetDelta = func(_ Tree, prev *catalog.Snapshot) (func([]catalog.Entry), bool) {
+		asked = append(asked, prev.Rev())
+		return vet, holds
+	}
+	commit := 0
+	head, headTree := "", ""
+	next := func(names []string) gitDeltaTree {
+		commit++
+		rev := fmt.Sprintf("%040d", commit)
+		g := gitDeltaTree{Tree: FromFS(mapFS(files), rev), hash: fmt.Sprintf("tree-%d", commit), parents: []string{head}, base: head, baseTree: headTree, names: names, delta: head != ""}
+		head, headTree = rev, g.hash
+		return g
+	}
+	cWhole, cDelta, cNone := cache.New(), cache.New(), cache.New()
+	none := whole // Vet without VetDelta
+	first := next(nil)
+	var sw, sd, sn *catalog.Snapshot
+	var err error
+	build := func(step string, tree Tree, wantDelta bool, touched []string) {
+		t.Helper()
+		var rw, rd, rn Report
+		vetted = nil
+		if sw, rw, err = Build(sw, tree, cWhole, whole); err != nil {
+			t.Fatal(err)
+		}
+		vetted = nil
+		if sd, rd, err = Build(sd, tree, cDelta, delta); err != nil {
+			t.Fatal(err)
+		}
+		gotVetted := vetted
+		if sn, rn, err = Build(sn, tree, cNone, none); err != nil {
+			t.Fatal(err)
+		}
+		sameBuild(t, step, sw, sd, rw, rd, cWhole, cDelta)
+		sameBuild(t, step+" (no VetDelta)", sw, sn, rw, rn, cWhole, cNone)
+		if rn.Scanned != rw.Scanned {
+			t.Errorf("%s: without VetDelta the Build scanned %d folders, want all %d", step, rn.Scanned, rw.Scanned)
+		}
+		if len(gotVetted) != 1 {
+			t.Fatalf("%s: vet called %d times, want once", step, len(gotVetted))
+		}
+		if wantDelta {
+			if rd.Scanned != len(touched) || !slices.Equal(gotVetted[0], touched) {
+				t.Errorf("%s: the delta Build scanned %d folders and vetted %q; want %q alone", step, rd.Scanned, gotVetted[0], touched)
+			}
+		} else if rd.Scanned != rw.Scanned || len(gotVetted[0]) != sw.Len() {
+			t.Errorf("%s: VetDelta said no, yet the Build scanned %d folders and vetted %q; want all %d", step, rd.Scanned, gotVetted[0], sw.Len())
+		}
+	}
+	build("first", first, false, nil)
+	if len(asked) != 0 {
+		t.Errorf("VetDelta asked about %q for a first Build", asked)
+	}
+	files["a/TOOL.hdlp"] = def("a", "list things (untrusted)")
+	prev := head
+	build("a made untrusted", next([]string{"a"}), true, []string{"a"})
+	if !slices.Equal(asked, []string{prev}) {
+		t.Errorf("VetDelta asked about %q, want the previous revision %s", asked, prev)
+	}
+	files["b/TOOL.hdlp"] = def("b", "show things, now trusted")
+	build("b made trusted", next([]string{"b"}), true, []string{"b"})
+	files["d/TOOL.hdlp"] = def("d", "new (untrusted)")
+	delete(files, "c/TOOL.hdlp")
+	build("d added, c removed", next([]string{"c", "d"}), true, []string{"d"})
+	holds = false
+	files["a/TOOL.hdlp"] = def("a", "list things again")
+	build("VetDelta says no", next([]string{"a"}), false, nil)
+	if e, _ := sd.Lookup("a"); e.Status != catalog.Enabled {
+		t.Errorf("a after a whole Build: %s %q", e.Status, e.Reason)
+	}
+}

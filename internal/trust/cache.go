@@ -105,6 +105,40 @@ func (c *Cache) Changes() (head string, changes map[string]string) {
 	return c.f.Head, maps.Clone(c.f.Changes)
 }
 
+// Head returns the commit Changes are of ("" for none).
+func (c *Cache) Head() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.f.Head
+}
+
+// Change returns the commit that last changed folder as of Head.
+func (c *Cache) Change(folder string) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h, ok := c.f.Changes[folder]
+	return h, ok
+}
+
+// MoveChanges moves Changes from base to head, a commit whose first
+// parent is base: changes holds the folders head changed, every other
+// folder keeps its commit. It reports false, and keeps nothing, when
+// Changes are not of base. Unlike SetChanges it costs what changed, not
+// what there is: it drops no verdict (the next SetChanges does) and keeps
+// the folders head removed (a folder is looked up only while it exists,
+// and one added again is a change of the commit that adds it).
+func (c *Cache) MoveChanges(base, head string, changes map[string]string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.f.Head != base || base == "" {
+		return false
+	}
+	c.f.Head = head
+	maps.Copy(c.f.Changes, changes)
+	c.dirty = true
+	return true
+}
+
 // SetChanges keeps changes, the commit that last changed each tool folder
 // of head.
 func (c *Cache) SetChanges(head string, changes map[string]string) {

@@ -1,6 +1,7 @@
 package trust_test
 
 import (
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -241,5 +242,46 @@ func TestCachePersists(t *testing.T) {
 	os.WriteFile(f, []byte("{not json"), 0o600)
 	if c3, err := trust.OpenCache(f); err == nil || c3 == nil {
 		t.Fatalf("a damaged file: want an error and an empty cache, got %v", err)
+	}
+}
+
+// TestCacheMoveChanges: the record of each folder's last change moves to
+// a child commit by the folders it changed, keeps the others, survives a
+// restart, and does not move from a head it is not of.
+func TestCacheMoveChanges(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "trust.json")
+	c, err := trust.OpenCache(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MoveChanges("", "h1", map[string]string{"x": "h1"}) {
+		t.Fatal("MoveChanges moved a cache with no head")
+	}
+	c.SetChanges("h1", map[string]string{"x": "c1", "y": "c2"})
+	if c.MoveChanges("h0", "h2", map[string]string{"x": "h2"}) {
+		t.Fatal("MoveChanges moved from h0 a record of h1")
+	}
+	if c.Head() != "h1" {
+		t.Fatalf("head %s after a refused move, want h1", c.Head())
+	}
+	if !c.MoveChanges("h1", "h2", map[string]string{"x": "h2", "z": "h2"}) {
+		t.Fatal("MoveChanges refused to move from h1")
+	}
+	if err := c.Save(); err != nil {
+		t.Fatal(err)
+	}
+	c2, err := trust.OpenCache(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, ch := c2.Changes()
+	if want := map[string]string{"x": "h2", "y": "c2", "z": "h2"}; head != "h2" || !maps.Equal(ch, want) {
+		t.Fatalf("after the move and a restart: %s %v; want h2 %v", head, ch, want)
+	}
+	if h, ok := c2.Change("y"); !ok || h != "c2" {
+		t.Fatalf("Change(y) = %s %v", h, ok)
+	}
+	if _, ok := c2.Change("gone"); ok {
+		t.Fatal("Change of a folder never recorded")
 	}
 }
