@@ -176,7 +176,7 @@ func TestConsoleConfirmAndRun(t *testing.T) {
 		t.Fatal("the held call ran before it was confirmed")
 	}
 	run("confirm and run", chromedp.Click(sel+` .confirm`), chromedp.WaitVisible(sel+` .decision-reason`))
-	if reason := get("reason", chromedp.Text(sel+` .decision-reason`)); reason != dispatch.ReasonOperatorOwn {
+	if reason := get("reason", liveText(sel+` .decision-reason`)); reason != dispatch.ReasonOperatorOwn {
 		t.Errorf("the decided entry's reason = %q; want %q", reason, dispatch.ReasonOperatorOwn)
 	}
 	run("open the decided call", chromedp.Click(sel+` .approval-open`), chromedp.WaitVisible(`#exit-code`))

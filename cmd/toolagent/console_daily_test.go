@@ -192,7 +192,7 @@ func TestConsoleDailyUse(t *testing.T) {
 	}
 	screenshot(t, ctx, "approvals-390")
 	run("approve on the phone", chromedp.Click(sel+` .approve`), chromedp.WaitVisible(sel+` .approval-status`))
-	if st := get("decided", chromedp.Text(sel+` .approval-status`)); st != "executed" {
+	if st := get("decided", liveText(sel+` .approval-status`)); st != "executed" {
 		t.Errorf("after approving: %q; want executed", st)
 	}
 	for _, p := range []struct{ name, path, sel string }{

@@ -208,7 +208,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	_, held2 := alice.call(t, "shell-exec", map[string]any{"cmd": "touch " + marker + "2"})
 	sel2 := `[id="` + held2.ApprovalID + `"]`
 	run("deny", chromedp.WaitVisible(sel2+` .deny`), chromedp.Click(sel2+` .deny`), chromedp.WaitVisible(sel2+` .approval-status`))
-	if text := get("denied", chromedp.Text(sel2+` .approval-status`)); text != "denied" {
+	if text := get("denied", liveText(sel2+` .approval-status`)); text != "denied" {
 		t.Errorf("denied approval shows %q", text)
 	}
 
