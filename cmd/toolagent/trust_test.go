@@ -281,13 +281,38 @@ func TestTrustedSigners(t *testing.T) {
 	if v := getTools(t, func(p string) (int, []byte) { return d2.request(t, "GET", p, "") }, true)["good"]; v.Status != catalog.Enabled {
 		t.Errorf("after a restart: good %s %q", v.Status, v.Reason)
 	}
-	for line := range strings.Lines(d2.logs.String()) {
+	verifiedNothing(t, d2)
+}
+
+// aliceAndMallory is the start of a trust test: a repository, two SSH
+// signers, and an allowed_signers file that trusts alice alone.
+func aliceAndMallory(t *testing.T) (r *gitRepo, alice, mallory sshSigner, signers string) {
+	t.Helper()
+	if _, err := exec.LookPath("ssh-keygen"); err != nil {
+		t.Fatalf("ssh-keygen is needed: %v", err)
+	}
+	r = newGitRepo(t)
+	alice = newSSHSigner(t, "alice@example.com", "", "")
+	mallory = newSSHSigner(t, "mallory@example.com", "", "")
+	signers = filepath.Join(t.TempDir(), "allowed_signers")
+	if err := os.WriteFile(signers, []byte(alice.line+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return r, alice, mallory, signers
+}
+
+// verifiedNothing fails t unless d (restarted) checked signatures and
+// verified none: every verdict came from the trust cache.
+func verifiedNothing(t *testing.T, d *liveDaemon) {
+	t.Helper()
+	logs := d.logs.String()
+	for line := range strings.Lines(logs) {
 		if strings.Contains(line, `"signatures checked"`) && !strings.Contains(line, `"verified":0`) {
 			t.Errorf("a restart verified signatures again: %s", line)
 		}
 	}
-	if !strings.Contains(d2.logs.String(), `"signatures checked"`) {
-		t.Errorf("no signature check logged:\n%s", d2.logs)
+	if !strings.Contains(logs, `"signatures checked"`) {
+		t.Errorf("no signature check logged:\n%s", logs)
 	}
 }
 
@@ -297,14 +322,7 @@ func TestTrustedSigners(t *testing.T) {
 // signer; with a local tools directory it refuses to start.
 func TestTrustedSignersBinary(t *testing.T) {
 	t.Parallel()
-	if _, err := exec.LookPath("ssh-keygen"); err != nil {
-		t.Fatalf("ssh-keygen is needed: %v", err)
-	}
-	r := newGitRepo(t)
-	alice := newSSHSigner(t, "alice@example.com", "", "")
-	mallory := newSSHSigner(t, "mallory@example.com", "", "")
-	signers := filepath.Join(t.TempDir(), "allowed_signers")
-	os.WriteFile(signers, []byte(alice.line+"\n"), 0o644)
+	r, alice, mallory, signers := aliceAndMallory(t)
 	r.write("tools/signed/TOOL.hdlp", versionTool("signed", "s1"))
 	cSigned := r.commitSigned(nil, alice.args(), "signed")
 	r.write("tools/unsigned/TOOL.hdlp", versionTool("unsigned", "u1"))
@@ -527,18 +545,11 @@ func TestTrustedRugPull(t *testing.T) {
 // one, judges every tool: its tool changed and changed back by an
 // unsigned commit is untrusted although the served and the new trees hold
 // the same folder; so is one whose first parent is a branch main was
-// merged into; so is a sync that brings a new policy. A restart then verifies nothing again and serves the
-// same.
+// merged into; so is a sync that brings a new policy. A restart then
+// verifies nothing again and serves the same.
 func TestTrustedDelta(t *testing.T) {
 	t.Parallel()
-	if _, err := exec.LookPath("ssh-keygen"); err != nil {
-		t.Fatalf("ssh-keygen is needed: %v", err)
-	}
-	r := newGitRepo(t)
-	alice := newSSHSigner(t, "alice@example.com", "", "")
-	mallory := newSSHSigner(t, "mallory@example.com", "", "")
-	signers := filepath.Join(t.TempDir(), "allowed_signers")
-	os.WriteFile(signers, []byte(alice.line+"\n"), 0o644)
+	r, alice, mallory, signers := aliceAndMallory(t)
 	for _, n := range []string{"a", "b", "c", "d"} {
 		r.write("tools/"+n+"/TOOL.hdlp", versionTool(n, n+"1"))
 	}
@@ -672,9 +683,5 @@ func TestTrustedDelta(t *testing.T) {
 	d2 := startDaemon(t, nil, args...)
 	d2.waitRev(t, c8)
 	check("restarted", d2, map[string]string{"b": c7})
-	for line := range strings.Lines(d2.logs.String()) {
-		if strings.Contains(line, `"signatures checked"`) && !strings.Contains(line, `"verified":0`) {
-			t.Errorf("a restart verified signatures again: %s", line)
-		}
-	}
+	verifiedNothing(t, d2)
 }
