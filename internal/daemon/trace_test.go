@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -421,4 +422,82 @@ func grepLines(b []byte, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestTracesStdio: over MCP on a stream (`toolagent mcp`, the stdio
+// role), a tools/call whose params._meta carries a traceparent continues
+// that trace as over HTTP, with the param's value in no span.
+func TestTracesStdio(t *testing.T) {
+	rcv := otlptest.Start(t)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rcv.URL)
+	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
+	t.Setenv("OTEL_TRACES_SAMPLER", "parentbased_always_on")
+	tools := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(tools, "echo"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	def := "name: echo\ndisplay: echo\nintent: traced test tool echo\nauthor: t\ncreated: 2026-01-01\nwhy: a test\nmethod: run\nexecutor: shell\nargv: [echo, \"{msg}\"]\nparams_schema:\n  msg: { type: string, required: true }\n"
+	if err := os.WriteFile(filepath.Join(tools, "echo", "TOOL.hdlp"), []byte(def), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var cfg Config
+	settings.New(&cfg, settings.Options{})
+	cfg.Tools, cfg.State, cfg.Sandbox, cfg.Role = tools, t.TempDir(), host.SandboxOff, Stdio
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	d, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if !telemetry.Enabled() {
+		t.Fatal("tracing is off with OTEL_EXPORTER_OTLP_ENDPOINT set")
+	}
+	// The client's end of stdin and stdout.
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		done <- d.ServeStdio(ctx, inR, outW, StdioOptions{})
+		outW.Close()
+	}()
+	defer func() {
+		inW.Close()
+		cancel()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("ServeStdio = %v", err)
+		}
+	}()
+	cl := mcp.NewClient(&mcp.Implementation{Name: "trace-stdio-test", Version: "1"}, nil)
+	sess, err := cl.Connect(ctx, &mcp.IOTransport{Reader: outR, Writer: inW}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	tp, id := traceparent(40)
+	got, err := sess.CallTool(ctx, &mcp.CallToolParams{Meta: mcp.Meta{"traceparent": tp}, Name: "echo", Arguments: map[string]any{"msg": paramSecret}})
+	if err != nil || got.IsError {
+		t.Fatalf("MCP echo over stdio: %v %+v", err, got)
+	}
+	wctx, wcancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer wcancel()
+	telemetry.Flush(wctx)
+	want := "tools/call echo\n  call echo\n    execute shell\n      sandbox start\n    params\n    policy\n"
+	spans, ok := rcv.Wait(wctx, func(s []otlptest.Span) bool { return otlptest.Tree(s, id) == want })
+	if !ok {
+		t.Fatalf("trace %s:\n%s\nwant:\n%s(receiver problems: %v)", id, otlptest.Tree(spans, id), want, rcv.Problems())
+	}
+	if s := find(spans, id, "call echo"); s.Attrs["toolagent.door"] != "mcp" {
+		t.Errorf("the call's span: door %q, want mcp", s.Attrs["toolagent.door"])
+	}
+	for _, s := range spans {
+		for k, v := range s.Attrs {
+			if strings.Contains(v, paramSecret) {
+				t.Errorf("span %q attribute %s holds the param's value", s.Name, k)
+			}
+		}
+	}
 }
