@@ -123,18 +123,33 @@ func (c *Cache) Change(folder string) (string, bool) {
 // MoveChanges moves Changes from base to head, a commit whose first
 // parent is base: changes holds the folders head changed, every other
 // folder keeps its commit. It reports false, and keeps nothing, when
-// Changes are not of base. Unlike SetChanges it costs what changed, not
-// what there is: it drops no verdict (the next SetChanges does) and keeps
-// the folders head removed (a folder is looked up only while it exists,
-// and one added again is a change of the commit that adds it).
+// Changes are not of base. It keeps the folders head removed (a folder
+// is looked up only while it exists, and one added again is a change of
+// the commit that adds it). The verdicts of the commits the changed
+// folders cited before are dropped when no folder cites them any more,
+// as SetChanges drops them.
 func (c *Cache) MoveChanges(base, head string, changes map[string]string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.f.Head != base || base == "" {
 		return false
 	}
+	replaced := map[string]bool{}
+	for folder, h := range changes {
+		if old, ok := c.f.Changes[folder]; ok && old != h {
+			replaced[old] = true
+		}
+	}
 	c.f.Head = head
 	maps.Copy(c.f.Changes, changes)
+	if len(replaced) > 0 {
+		for _, h := range c.f.Changes {
+			delete(replaced, h)
+		}
+		for h := range replaced {
+			delete(c.f.Verdicts, h)
+		}
+	}
 	c.dirty = true
 	return true
 }

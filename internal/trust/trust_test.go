@@ -1,6 +1,7 @@
 package trust_test
 
 import (
+	"fmt"
 	"maps"
 	"os"
 	"os/exec"
@@ -246,8 +247,9 @@ func TestCachePersists(t *testing.T) {
 }
 
 // TestCacheMoveChanges: the record of each folder's last change moves to
-// a child commit by the folders it changed, keeps the others, survives a
-// restart, and does not move from a head it is not of.
+// a child commit by the folders it changed, keeps the others, drops the
+// verdicts no folder cites any more, survives a restart, and does not
+// move from a head it is not of.
 func TestCacheMoveChanges(t *testing.T) {
 	f := filepath.Join(t.TempDir(), "trust.json")
 	c, err := trust.OpenCache(f)
@@ -257,15 +259,25 @@ func TestCacheMoveChanges(t *testing.T) {
 	if c.MoveChanges("", "h1", map[string]string{"x": "h1"}) {
 		t.Fatal("MoveChanges moved a cache with no head")
 	}
-	c.SetChanges("h1", map[string]string{"x": "c1", "y": "c2"})
+	c.SetChanges("h1", map[string]string{"x": "c1", "y": "c2", "w": "c2"})
+	for _, h := range []string{"c1", "c2"} {
+		c.PutVerdict("p1", h, trust.Verdict{Problem: "by an unsigned commit"})
+	}
 	if c.MoveChanges("h0", "h2", map[string]string{"x": "h2"}) {
 		t.Fatal("MoveChanges moved from h0 a record of h1")
 	}
 	if c.Head() != "h1" {
 		t.Fatalf("head %s after a refused move, want h1", c.Head())
 	}
-	if !c.MoveChanges("h1", "h2", map[string]string{"x": "h2", "z": "h2"}) {
+	if !c.MoveChanges("h1", "h2", map[string]string{"x": "h2", "z": "h2", "w": "h2"}) {
 		t.Fatal("MoveChanges refused to move from h1")
+	}
+	// c1 is cited by no folder now, c2 still by y.
+	if _, ok := c.Verdict("p1", "c1"); ok {
+		t.Error("the verdict of c1, which no folder cites any more, is kept")
+	}
+	if _, ok := c.Verdict("p1", "c2"); !ok {
+		t.Error("the verdict of c2, which y still cites, was dropped")
 	}
 	if err := c.Save(); err != nil {
 		t.Fatal(err)
@@ -275,7 +287,7 @@ func TestCacheMoveChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	head, ch := c2.Changes()
-	if want := map[string]string{"x": "h2", "y": "c2", "z": "h2"}; head != "h2" || !maps.Equal(ch, want) {
+	if want := map[string]string{"x": "h2", "y": "c2", "z": "h2", "w": "h2"}; head != "h2" || !maps.Equal(ch, want) {
 		t.Fatalf("after the move and a restart: %s %v; want h2 %v", head, ch, want)
 	}
 	if h, ok := c2.Change("y"); !ok || h != "c2" {
@@ -283,5 +295,27 @@ func TestCacheMoveChanges(t *testing.T) {
 	}
 	if _, ok := c2.Change("gone"); ok {
 		t.Fatal("Change of a folder never recorded")
+	}
+}
+
+// BenchmarkMoveChanges10k: one folder's change moved into a record of
+// 10,000 folders, as a reload of one signed commit does.
+func BenchmarkMoveChanges10k(b *testing.B) {
+	c, err := trust.OpenCache("")
+	if err != nil {
+		b.Fatal(err)
+	}
+	changes := make(map[string]string, 10000)
+	for i := range 10000 {
+		changes[fmt.Sprintf("tool-%05d", i)] = "c0"
+	}
+	c.SetChanges("h0", changes)
+	head := "h0"
+	for i := 0; b.Loop(); i++ {
+		next := fmt.Sprintf("h%d", i+1)
+		if !c.MoveChanges(head, next, map[string]string{fmt.Sprintf("tool-%05d", i%10000): next}) {
+			b.Fatal("refused")
+		}
+		head = next
 	}
 }
