@@ -71,13 +71,7 @@ func TestRemoteExecutorsStartErrors(t *testing.T) {
 // its API, and stops it: Run returns, Close removes daemon.json.
 func TestServeInProcess(t *testing.T) {
 	tools, state := t.TempDir(), t.TempDir()
-	if err := os.MkdirAll(filepath.Join(tools, "hello"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	tool := "name: hello\ndisplay: hello\nintent: say hello\nmethod: run\nexecutor: shell\nargv: [echo, hello]\nparams_schema: {}\nauthor: t\ncreated: 2026-01-01\nwhy: a test\n"
-	if err := os.WriteFile(filepath.Join(tools, "hello", "TOOL.hdlp"), []byte(tool), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeTestTool(t, tools, "hello", testTool("hello", "intent: say hello\nmethod: run\nexecutor: shell\nargv: [echo, hello]\nparams_schema: {}\n"))
 	var cfg Config
 	settings.New(&cfg, settings.Options{}) // the defaults
 	cfg.Listen, cfg.Tools, cfg.State, cfg.Sandbox = "127.0.0.1:0", tools, state, host.SandboxOff

@@ -45,13 +45,20 @@ type traceRig struct {
 	hlpdSeen chan string // the request URIs the HLDP API got
 }
 
-func newTraceRig(t *testing.T) *traceRig {
+// traceEnv starts an OTLP receiver and points the process's tracing at
+// it (the environment a daemon built next reads), every span sampled.
+func traceEnv(t *testing.T) *otlptest.Receiver {
 	rcv := otlptest.Start(t)
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rcv.URL)
 	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
 	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
 	t.Setenv("OTEL_TRACES_SAMPLER", "parentbased_always_on")
 	t.Setenv("OTEL_SERVICE_NAME", "toolagent-test")
+	return rcv
+}
+
+func newTraceRig(t *testing.T) *traceRig {
+	rcv := traceEnv(t)
 
 	// The gatekeeper's handler is built after tracing is on only in
 	// production (Serve); here the daemon turns it on below, and the
@@ -428,19 +435,9 @@ func grepLines(b []byte, sub string) string {
 // role), a tools/call whose params._meta carries a traceparent continues
 // that trace as over HTTP, with the param's value in no span.
 func TestTracesStdio(t *testing.T) {
-	rcv := otlptest.Start(t)
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rcv.URL)
-	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
-	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
-	t.Setenv("OTEL_TRACES_SAMPLER", "parentbased_always_on")
+	rcv := traceEnv(t)
 	tools := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(tools, "echo"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	def := "name: echo\ndisplay: echo\nintent: traced test tool echo\nauthor: t\ncreated: 2026-01-01\nwhy: a test\nmethod: run\nexecutor: shell\nargv: [echo, \"{msg}\"]\nparams_schema:\n  msg: { type: string, required: true }\n"
-	if err := os.WriteFile(filepath.Join(tools, "echo", "TOOL.hdlp"), []byte(def), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeTestTool(t, tools, "echo", testTool("echo", "intent: traced test tool echo\nmethod: run\nexecutor: shell\nargv: [echo, \"{msg}\"]\nparams_schema:\n  msg: { type: string, required: true }\n"))
 	var cfg Config
 	settings.New(&cfg, settings.Options{})
 	cfg.Tools, cfg.State, cfg.Sandbox, cfg.Role = tools, t.TempDir(), host.SandboxOff, Stdio
