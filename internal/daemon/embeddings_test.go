@@ -98,8 +98,15 @@ func TestServeWithEmbeddings(t *testing.T) {
 	if n := badKey.Load(); n != 0 {
 		t.Fatalf("%d requests came without the key", n)
 	}
-	if _, err := os.Stat(filepath.Join(filepath.Dir(host.CacheFile(state)), embeddingsCacheFile)); err != nil {
-		t.Fatalf("the vectors were not kept beside the parse cache: %v", err)
+	// The vectors are published to matching first and saved after, so
+	// the file may come a moment after the first "used".
+	kept := filepath.Join(filepath.Dir(host.CacheFile(state)), embeddingsCacheFile)
+	_, err = os.Stat(kept)
+	for deadline := time.Now().Add(30 * time.Second); err != nil && time.Now().Before(deadline); _, err = os.Stat(kept) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("the vectors were not kept beside the parse cache within 30 s: %v", err)
 	}
 	hang.Store(true)
 	resp = match()
