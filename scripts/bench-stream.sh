@@ -17,11 +17,18 @@
 # curl) and their ratio cat/stream: the throughput ratio a host with no
 # idle core gets.
 #
+# In the same rounds it times the floor: internal/cmd/benchrelay, an HTTP
+# server that runs the same seq and writes its output to the response as
+# it reads it, with no JSON, no run and no sandbox (curl -sN to a file,
+# checked byte for byte). No HTTP daemon streaming a child's output does
+# less work a byte; its ratio to cat is what a stream can reach here.
+#
 #   scripts/bench-stream.sh [ROUNDS] [N]
 #   scripts/bench-stream.sh 5 6000000        # the defaults
 #
-# Environment: BIN (a built binary; default: go build). Each serve
-# listens on a free port of 127.0.0.1.
+# Environment: BIN (a built binary; default: go build), RELAY (a built
+# benchrelay; default: go build). Each server listens on a free port of
+# 127.0.0.1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -35,6 +42,8 @@ pids=()
 trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"' EXIT
 bin=${BIN:-$work/toolagent}
 [ -n "${BIN:-}" ] || go build -o "$bin" ./cmd/toolagent
+relay=${RELAY:-$work/benchrelay}
+[ -n "${RELAY:-}" ] || go build -o "$relay" ./internal/cmd/benchrelay
 
 mkdir -p "$work/tools/seq"
 cat > "$work/tools/seq/TOOL.hdlp" <<HDLP
@@ -68,8 +77,22 @@ start() { # start MODE: serve on a free port; its address goes to addrs
 }
 start off
 start on
+"$relay" seq 1 "$n" >"$work/relay.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 300); do
+	raddr=$(sed -n 's/^listening \(127\.0\.0\.1:[0-9]*\)$/\1/p' "$work/relay.log")
+	[ -n "$raddr" ] && break
+	sleep 0.1
+done
+[ -n "$raddr" ] || { echo "benchrelay did not start:" >&2; cat "$work/relay.log" >&2; exit 1; }
 
 now() { date +%s%N; }
+# settle: a pause before each timed command, so that what the last one
+# left running (a daemon's collection of a stream's garbage, a sandbox's
+# teardown) does not fall on the next: without it the cat timed after a
+# stream was slowed by that stream's end, and the stream beside it looked
+# faster than it was.
+settle() { sleep 0.5; }
 # ticks PID: the CPU ticks of PID and its reaped children (the tools).
 ticks() { awk '{print $14 + $15 + $16 + $17}' "/proc/$1/stat"; }
 hz=$(getconf CLK_TCK)
@@ -97,34 +120,68 @@ PY
 # warm-up: page the binary, the tool and the sandbox in
 stream "${addrs[0]}" "$work/out" >/dev/null
 stream "${addrs[1]}" "$work/out" >/dev/null
+curl -sfN "http://$raddr/" -o "$work/out"
 bytes=$(seq 1 "$n" | wc -c)
 mbs() { awk -v b="$bytes" -v ns="$1" 'BEGIN{printf "%.1f", b/1e6/(ns/1e9)}'; }
 printf '%-6s %-8s %9s %9s %7s %7s %9s\n' round what seconds MB/s ratio cpu_s cpu_ratio
 for r in $(seq "$rounds"); do
+	# the floor: the relay, beside its own cat
+	settle
+	t0=$(now)
+	/usr/bin/time -f '%U %S' sh -c 'seq 1 "$1" | cat >"$2"' sh "$n" "$work/cat.out" 2>/dev/null
+	tc=$(now)
+	settle
+	t1=$(now)
+	curl -sfN "http://$raddr/" -o "$work/relay.out"
+	t2=$(now)
+	cmp -s "$work/cat.out" "$work/relay.out" || { echo "benchrelay: its output differs from seq's" >&2; exit 1; }
+	c=$((tc - t0)) s=$((t2 - t1))
+	printf '%-6s %-8s %9.3f %9s %7.2f\n' "$r" relay "$(awk -v x="$s" 'BEGIN{print x/1e9}')" "$(mbs "$s")" "$(awk -v c="$c" -v s="$s" 'BEGIN{print c/s}')"
+	awk -v c="$c" -v s="$s" 'BEGIN{print c/s, c/s}' >>"$work/ratios-relay"
+	echo "$c" >>"$work/times-cat"
+	echo "$s" >>"$work/times-relay"
 	for mode in off on; do
 		a=${addrs[0]} pid=${pids[0]}
 		[ "$mode" = off ] || a=${addrs[1]} pid=${pids[1]}
+		settle
 		t0=$(now)
 		ccpu=$( { /usr/bin/time -f '%U %S' sh -c 'seq 1 "$1" | cat >"$2"' sh "$n" "$work/cat.out"; } 2>&1 | awk '{print $1 + $2}')
+		tc=$(now)
+		settle
 		t1=$(now); d0=$(ticks "$pid")
 		scpu=$( { /usr/bin/time -f '%U %S' curl -sfN -H 'Accept: application/x-ndjson' -H 'Content-Type: application/json' \
 			"http://$a/v1/call" -d '{"tool":"seq"}' -o "$work/stream.out"; } 2>&1 | awk '{print $1 + $2}')
 		t2=$(now); d1=$(ticks "$pid")
 		scpu=$(awk -v c="$scpu" -v d="$((d1 - d0))" -v hz="$hz" 'BEGIN{print c + d/hz}')
 		check "$work/stream.out"
-		c=$((t1 - t0)) s=$((t2 - t1))
+		c=$((tc - t0)) s=$((t2 - t1))
 		printf '%-6s %-8s %9.3f %9s %7s %7.2f\n' "$r" cat "$(awk -v x="$c" 'BEGIN{print x/1e9}')" "$(mbs "$c")" "" "$ccpu"
 		printf '%-6s %-8s %9.3f %9s %7.2f %7.2f %9.2f\n' "$r" "sb-$mode" "$(awk -v x="$s" 'BEGIN{print x/1e9}')" "$(mbs "$s")" \
 			"$(awk -v c="$c" -v s="$s" 'BEGIN{print c/s}')" "$scpu" "$(awk -v c="$ccpu" -v s="$scpu" 'BEGIN{print c/s}')"
 		awk -v c="$c" -v s="$s" -v cc="$ccpu" -v sc="$scpu" 'BEGIN{print c/s, cc/sc}' >>"$work/ratios-$mode"
+		echo "$c" >>"$work/times-cat"
+		echo "$s" >>"$work/times-$mode"
 	done
 done
 # the median and the range of each ratio over the rounds
-for mode in off on; do
+for mode in off on relay; do
 	for col in 1 2; do
+		[ "$mode:$col" != relay:2 ] || continue # the relay's CPU is not measured
 		sort -n -k"$col,$col" "$work/ratios-$mode" | awk -v col="$col" '{v[NR] = $col} END {
 			m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
 			printf "%s %.2f (%.2f-%.2f)  ", col == 1 ? "ratio" : "cpu_ratio", m, v[1], v[NR]}'
-	done | sed "s/^/sb-$mode median over $rounds rounds: /"
+	done | sed "s/^/$( [ $mode = relay ] || printf sb-)$mode median over $rounds rounds: /"
 	echo
+done
+# The ratio of the median times: cat's own time is bimodal on a 2-core VM
+# (seq and cat on one core or on two), so a round's ratio swings with
+# which of cat's two speeds that round got; the medians over all rounds
+# swing less.
+median() { sort -n "$1" | awk '{v[NR] = $1} END {print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+catm=$(median "$work/times-cat")
+for what in off on relay; do
+	m=$(median "$work/times-$what")
+	awk -v w="$( [ $what = relay ] || printf sb-)$what" -v c="$catm" -v m="$m" \
+		'BEGIN{printf "%s: median %.3f s against cat %.3f s (all %d): ratio %.2f\n", w, m/1e9, c/1e9, 0, c/m}' |
+		sed "s/(all 0)/(all $(wc -l <"$work/times-cat") cats)/"
 done
