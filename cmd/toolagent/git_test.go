@@ -254,6 +254,59 @@ func (d *liveDaemon) callVersion(t testing.TB, step, name, wantVersion, wantRev 
 	}
 }
 
+// TestGitPushOfSeveralCommits: two commits changing one tool, pushed at
+// once. A clone that keeps the history (--repo-history) sees the served
+// head below the new one: it scans the changed folder alone (the log's
+// "reloaded" line says how many it scanned), and the
+// untouched tool keeps citing the commit it was first served at. A clone
+// one commit deep cannot tell: it scans every folder, and every tool
+// cites the new head.
+func TestGitPushOfSeveralCommits(t *testing.T) {
+	t.Parallel()
+	for _, history := range []bool{true, false} {
+		t.Run(fmt.Sprintf("history=%v", history), func(t *testing.T) {
+			t.Parallel()
+			r := newGitRepo(t)
+			r.write("tools/alpha/TOOL.hdlp", versionTool("alpha", "a1"))
+			r.write("tools/beta/TOOL.hdlp", versionTool("beta", "b1"))
+			c1 := r.commit("alpha and beta")
+			args := []string{"--repo", r.url(), "--schedule", "off"}
+			if history {
+				args = append(args, "--repo-history")
+			}
+			d := startDaemon(t, nil, args...)
+			d.waitRev(t, c1)
+
+			r.write("tools/alpha/TOOL.hdlp", versionTool("alpha", "a2"))
+			r.commitSigned(nil, nil, "alpha v2")
+			r.write("tools/alpha/TOOL.hdlp", versionTool("alpha", "a3"))
+			c3 := r.commitSigned(nil, nil, "alpha v3")
+			r.pushTo("main")
+			d.syncNow(t)
+			d.waitRev(t, c3)
+			wantBeta, wantScanned := c3, 2
+			if history {
+				wantBeta, wantScanned = c1, 1
+			}
+			scanned := -1
+			for line := range strings.Lines(d.logs.String()) {
+				var l struct {
+					Msg, Revision string
+					Scanned       int
+				}
+				if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "reloaded" && l.Revision == c3 {
+					scanned = l.Scanned
+				}
+			}
+			if scanned != wantScanned {
+				t.Errorf("the reload to the pushed head scanned %d tool folders; want %d", scanned, wantScanned)
+			}
+			d.callVersion(t, "two commits", "alpha", "a3", c3)
+			d.callVersion(t, "two commits", "beta", "b1", wantBeta)
+		})
+	}
+}
+
 // TestGitSource follows one daemon through the life of a repository: the
 // first clone, a tool added, modified and deleted, a broken commit (the
 // last good definition keeps serving, stale, the error visible), a

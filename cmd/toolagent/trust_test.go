@@ -541,11 +541,12 @@ func TestTrustedRugPull(t *testing.T) {
 // one judges the folders it changed alone, and serves what judging every
 // tool gives (daemon.CheckTrust on the same commit, as validate does): a
 // signed change, an unsigned one, a signed merge of unsigned work, a
-// removal. A push of two commits, whose first parent is not the served
-// one, judges every tool: its tool changed and changed back by an
-// unsigned commit is untrusted although the served and the new trees hold
-// the same folder; so is one whose first parent is a branch main was
-// merged into; so is a sync that brings a new policy. A restart then
+// removal. A push of two commits in which a tool is changed and changed
+// back by an unsigned commit judges every tool: that tool is untrusted
+// although the served and the new trees hold the same folder; so does a
+// push whose first parent is a branch main was merged into, and a sync
+// that brings a new policy. A push of three commits judges the two tools
+// they changed, each by the newest commit that changed it. A restart then
 // verifies nothing again and serves the same.
 func TestTrustedDelta(t *testing.T) {
 	t.Parallel()
@@ -674,6 +675,19 @@ func TestTrustedDelta(t *testing.T) {
 	sync("main merged into a side branch", c8, "", 3)
 	check("main merged into a side branch", d, map[string]string{"b": c7})
 
+	// Three commits in one push: b changed unsigned and then signed by
+	// alice, d changed by mallory (trusted now). Only b and d are judged,
+	// each by the newest commit that changed it.
+	r.write("tools/b/TOOL.hdlp", versionTool("b", "b4"))
+	r.commitSigned(nil, nil, "b unsigned")
+	r.write("tools/b/TOOL.hdlp", versionTool("b", "b5"))
+	cB := r.commitSigned(nil, alice.args(), "b signed")
+	r.write("tools/d/TOOL.hdlp", versionTool("d", "d4"))
+	cD := r.commitSigned(nil, mallory.args(), "d by mallory")
+	r.pushTo("main")
+	sync("three commits", cD, c8, 2)
+	check("three commits", d, map[string]string{"b": cB, "d": cD})
+
 	if err := d.stop(t); err != nil {
 		t.Fatal(err)
 	}
@@ -681,7 +695,7 @@ func TestTrustedDelta(t *testing.T) {
 		t.Errorf("a judge failed:\n%s", logs)
 	}
 	d2 := startDaemon(t, nil, args...)
-	d2.waitRev(t, c8)
-	check("restarted", d2, map[string]string{"b": c7})
+	d2.waitRev(t, cD)
+	check("restarted", d2, map[string]string{"b": cB, "d": cD})
 	verifiedNothing(t, d2)
 }

@@ -25,9 +25,10 @@ import (
 // commit of each folder are kept in a trust.Cache under the state
 // directory: a restart, or a reload that changed one tool, verifies
 // nothing it verified before. A reload to a commit whose first parent is
-// the served one, under the same policy, judges the folders that commit
-// changed alone (vetDelta): every other folder's last change, and so its
-// verdict, is the same as before.
+// the served one, or to several commits pushed on top of it, under the
+// same policy, judges the folders those commits changed alone (vetDelta):
+// every other folder's last change, and so its verdict, is the same as
+// before.
 type trustGate struct {
 	signers, keyring string
 	prefix           string // the tools folder's path in the repository, with a trailing slash ("" for the root)
@@ -87,17 +88,21 @@ func (g *trustGate) vet(t scan.Tree, entries []catalog.Entry) {
 // each folder's last change is of prev: a folder the commit did not
 // change was last changed where it was at prev. Then only the entries of
 // the folders it changed are judged. A merge is compared with its first
-// parent, as LastChanged does; anything else (a push of several commits,
-// a force-push, an edited policy, a restart) judges every tool.
+// parent, as LastChanged does. Several commits pushed at once are judged
+// the same way when prev's revision is on their first-parent history and
+// every folder they changed is one the scan looks at again (pushedOnto);
+// anything else (a force-push, a merge whose first parent is another
+// branch, an edited policy, a restart) judges every tool.
 func (g *trustGate) vetDelta(t scan.Tree, prev *catalog.Snapshot) (func(fresh []catalog.Entry), bool) {
 	rt, ok := t.(*repo.Tree)
 	if !ok {
 		return nil, false
 	}
-	parents, _ := rt.Parents()
 	base := prev.Rev()
-	if len(parents) == 0 || parents[0] != base {
-		return nil, false
+	if parents, _ := rt.Parents(); len(parents) == 0 || parents[0] != base {
+		if !g.pushedOnto(rt, base) {
+			return nil, false
+		}
 	}
 	pol, err := trust.Load(g.signers, g.keyring)
 	if err != nil {
@@ -109,6 +114,37 @@ func (g *trustGate) vetDelta(t scan.Tree, prev *catalog.Snapshot) (func(fresh []
 		return nil, false
 	}
 	return func(fresh []catalog.Entry) { g.apply(rt, fresh, base) }, true
+}
+
+// maxDeltaCommits bounds the commits pushedOnto walks: a longer push is
+// judged whole.
+const maxDeltaCommits = 100
+
+// pushedOnto reports whether rt's commit is base with commits on top, on
+// the first-parent history (at most maxDeltaCommits), none of which
+// changed a folder that rt and base hold alike. Such a folder, changed
+// and changed back within the push, was last changed by a commit of the
+// push, but the scan carries its entry from base with base's verdict: a
+// push that has one is judged whole.
+func (g *trustGate) pushedOnto(rt *repo.Tree, base string) bool {
+	from, delta, ok := rt.Delta()
+	if !ok || from != base {
+		return false
+	}
+	changed, ok, err := rt.ChangedSince(base, maxDeltaCommits)
+	if err != nil || !ok {
+		return false
+	}
+	rescanned := make(map[string]bool, len(delta))
+	for _, n := range delta {
+		rescanned[n] = true
+	}
+	for _, n := range changed {
+		if !rescanned[n] {
+			return false
+		}
+	}
+	return true
 }
 
 // apply judges entries, tools of rt, and makes the ones not trusted
@@ -144,8 +180,9 @@ type toolTrust struct {
 
 // judge returns the verdict on each of names (tool folders of t). base
 // is "" when names are all of t's tools; else they are those of the
-// folders rt's commit changed from its first parent base, whose verdicts
-// were judged (see vetDelta). The error is for a policy or a history that
+// folders the commits from base to rt's (base its first parent, or on
+// the first-parent history below it) changed, base's verdicts judged
+// (see vetDelta). The error is for a policy or a history that
 // cannot be read: then no tool is trusted.
 func (g *trustGate) judge(rt *repo.Tree, names []string, base string) (_ map[string]toolTrust, err error) {
 	g.mu.Lock()

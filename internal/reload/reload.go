@@ -312,7 +312,8 @@ func (l *Loop) Once(ctx context.Context) (changed bool, err error) {
 	}
 	_, bspan := tracer().Start(ctx, "build", trace.WithAttributes(attribute.String("toolagent.revision", rev)))
 	next, rep, err := build(prev, t)
-	bspan.SetAttributes(attribute.Int("toolagent.parsed", rep.Parsed), attribute.Int("toolagent.reused", rep.Reused))
+	bspan.SetAttributes(attribute.Int("toolagent.parsed", rep.Parsed), attribute.Int("toolagent.reused", rep.Reused),
+		attribute.Int("toolagent.scanned", rep.Scanned))
 	bspan.End()
 	if err != nil {
 		return false, l.fail(fmt.Errorf("build %s: %w", rev, err))
@@ -329,7 +330,7 @@ func (l *Loop) Once(ctx context.Context) (changed bool, err error) {
 	log.Info("reloaded", "revision", rev, "generation", next.Gen(),
 		"tools", next.Len(), "enabled", counts[catalog.Enabled], "stale", counts[catalog.Stale],
 		"failed", counts[catalog.Failed], "disabled", counts[catalog.Disabled], "untrusted", counts[catalog.Untrusted],
-		"parsed", rep.Parsed, "reused", rep.Reused, "took_ms", l.now().Sub(start).Milliseconds())
+		"scanned", rep.Scanned, "parsed", rep.Parsed, "reused", rep.Reused, "took_ms", l.now().Sub(start).Milliseconds())
 	l.recordBuild(rep)
 	l.succeed(next, true, len(rep.Problems))
 	indexAfterPublish(next)

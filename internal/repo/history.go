@@ -108,6 +108,103 @@ func (t *Tree) LastChanged(names []string, stop string) (found map[string]string
 	return found, false, nil
 }
 
+// MaxDescent bounds the commits Descends walks.
+const MaxDescent = 100
+
+// Descends reports whether the commit base is on the first-parent history
+// of the tree's commit, at most MaxDescent commits below it, with every
+// commit between them in the clone: the branch moved forward from base by
+// those commits. It is false for a clone kept one commit deep, whose
+// parents are hashes only, and for a local tree.
+func (t *Tree) Descends(base string) bool {
+	f, isGit := t.fsys.(*gitFS)
+	if !isGit || base == "" {
+		return false
+	}
+	h := newHistory(f.o.path)
+	defer h.close()
+	cur := plumbing.NewHash(t.rev)
+	for range MaxDescent {
+		c, err := h.commit(cur)
+		if err != nil || len(c.ParentHashes) == 0 {
+			return false
+		}
+		if cur = c.ParentHashes[0]; cur.String() == base {
+			return true
+		}
+	}
+	return false
+}
+
+// ChangedSince walks the first-parent history of the tree's commit back to
+// the commit base, newest first, and returns the top-level folders of the
+// sub-tree that any commit on the way changed against its first parent:
+// added, removed, or held with another hash. A folder changed by one
+// commit and changed back by a later one is listed, though the tree and
+// base hold it alike. ok is false when base is not among the first limit
+// commits of that history (base not an ancestor by first parents, a merge
+// pushed whose first parent is another branch, or more commits than
+// limit); names is then nil. A commit the walk needs that is not in the
+// clone gives an error matching ErrNoHistory.
+func (t *Tree) ChangedSince(base string, limit int) (names []string, ok bool, err error) {
+	f, isGit := t.fsys.(*gitFS)
+	if !isGit {
+		return nil, false, fmt.Errorf("%w: a local directory has no commits", ErrNoHistory)
+	}
+	h := newHistory(f.o.path)
+	defer h.close()
+	seen := map[string]bool{}
+	cur, curSub := plumbing.NewHash(t.rev), f.root
+	var curDir []object.TreeEntry // curSub's entries, decoded when needed
+	for walked := 0; cur.String() != base; walked++ {
+		if walked >= limit {
+			return nil, false, nil
+		}
+		c, err := h.commit(cur)
+		if err != nil {
+			return nil, false, err
+		}
+		if len(c.ParentHashes) == 0 {
+			return nil, false, nil // the root: base is not on this history
+		}
+		parent := c.ParentHashes[0]
+		pc, err := h.commit(parent)
+		if err != nil {
+			return nil, false, fmt.Errorf("%w: parent %s of %s is not in the clone (a shallow clone?): %v", ErrNoHistory, parent, cur, err)
+		}
+		parentSub, err := h.subTree(pc.TreeHash, t.sub)
+		if err != nil {
+			return nil, false, err
+		}
+		var parentDir []object.TreeEntry
+		if parentSub != curSub {
+			if curDir == nil {
+				if curDir, err = h.entries(curSub); err != nil {
+					return nil, false, err
+				}
+			}
+			if parentDir, err = h.entries(parentSub); err != nil {
+				return nil, false, err
+			}
+			for _, n := range changedDirs(curDir, parentDir) {
+				seen[n] = true
+			}
+			for _, n := range changedDirs(parentDir, curDir) {
+				seen[n] = true
+			}
+		} else {
+			parentDir = curDir
+		}
+		cur, curSub, curDir = parent, parentSub, parentDir
+	}
+	names = make([]string, 0, len(seen))
+	for n := range seen {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names, true, nil
+}
+
 // changedDirs returns the names of the folders of a (tree entries in git's
 // order) that b lacks or holds with another hash.
 func changedDirs(a, b []object.TreeEntry) []string {

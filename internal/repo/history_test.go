@@ -112,6 +112,80 @@ func TestGitLastChanged(t *testing.T) {
 	}
 }
 
+// TestGitChangedSince: the folders the commits after a base changed,
+// each against its first parent: one changed and changed back is listed,
+// a removed one and an added one are, a file outside the sub-tree is
+// not, and a merge is compared with its first parent; a base off that
+// history or past the limit is not reached.
+func TestGitChangedSince(t *testing.T) {
+	t.Parallel()
+	r := newRemote(t, "main")
+	s := serve(t, r, nil)
+	r.write("tools/x/TOOL.hdlp", "x1")
+	r.write("tools/y/TOOL.hdlp", "y1")
+	r.write("README.md", "r1")
+	c1 := r.commit("add x and y")
+	r.write("tools/y/TOOL.hdlp", "y2")
+	r.write("README.md", "r2")
+	c2 := r.commit("change y and the readme")
+	r.write("tools/x/TOOL.hdlp", "x2")
+	c3 := r.commit("change x")
+	r.write("tools/x/TOOL.hdlp", "x1")
+	c4 := r.commit("x back")
+	r.run(r.work, "rm", "--quiet", "-r", "tools/y")
+	r.write("tools/z/TOOL.hdlp", "z1")
+	c5 := r.commit("remove y, add z")
+	r.run(r.work, "checkout", "--quiet", "-b", "feature")
+	r.write("tools/w/TOOL.hdlp", "w1")
+	r.run(r.work, "add", "-A")
+	r.run(r.work, "commit", "--quiet", "-m", "w")
+	onFeature := strings.TrimSpace(r.run(r.work, "rev-parse", "HEAD"))
+	r.run(r.work, "checkout", "--quiet", "main")
+	r.run(r.work, "merge", "--quiet", "--no-ff", "-m", "merge feature", "feature")
+	merge := r.push()
+
+	g := newGit(t, s)
+	g.History = true
+	tree := mustSync(t, g)
+	for _, tc := range []struct {
+		base  string
+		limit int
+		want  string // the names, comma-separated; "-" for not reached
+	}{
+		{c1, 10, "w,x,y,z"},
+		{c2, 10, "w,x,y,z"},
+		{c3, 10, "w,x,y,z"},
+		{c4, 10, "w,y,z"},
+		{c5, 10, "w"},
+		{merge, 10, ""},
+		{c1, 5, "w,x,y,z"},
+		{c1, 4, "-"},
+		{onFeature, 10, "-"},
+		{strings.Repeat("0", 40), 10, "-"},
+	} {
+		names, ok, err := tree.ChangedSince(tc.base, tc.limit)
+		got := strings.Join(names, ",")
+		if !ok {
+			got = "-"
+		}
+		if err != nil || got != tc.want || (!ok && names != nil) {
+			t.Errorf("ChangedSince(%s, %d) = %q %v %v, want %q", tc.base[:7], tc.limit, names, ok, err, tc.want)
+		}
+	}
+	// Descends: the commits below the head on its first-parent history.
+	for base, want := range map[string]bool{c1: true, c4: true, c5: true, merge: false, onFeature: false, "": false} {
+		if got := tree.Descends(base); got != want {
+			t.Errorf("Descends(%.7s) = %v, want %v", base, got, want)
+		}
+	}
+	// A clone kept one commit deep holds no parent to walk through: its
+	// head's parent alone is known, by hash.
+	shallow := mustSync(t, newGit(t, s))
+	if shallow.Rev() != merge || !shallow.Descends(c5) || shallow.Descends(c4) {
+		t.Errorf("a shallow clone at %.7s: Descends(c5) = %v, Descends(c4) = %v; want true, false", shallow.Rev(), shallow.Descends(c5), shallow.Descends(c4))
+	}
+}
+
 func TestGitHistoryReclonesShallow(t *testing.T) {
 	t.Parallel()
 	r := newRemote(t, "main")

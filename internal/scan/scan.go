@@ -388,8 +388,8 @@ func buildDelta(prev *catalog.Snapshot, t Tree, c *cache.Cache, opts Options) (_
 		return nil, Report{}, false
 	}
 	fsys, rev := t.FS(), t.Rev()
-	// A git tree: the cited revisions carry only along a fast-forward of
-	// one commit (see carries), and the cache's listing (the blob hashes a
+	// A git tree: the cited revisions carry only along a fast-forward
+	// (see carries), and the cache's listing (the blob hashes a
 	// restart takes, by tree hash) moves from the base's tree to this one
 	// only if it is the base's.
 	var treeHash, baseTree string
@@ -724,7 +724,9 @@ func cited(carry bool, was, head string) string {
 // carries reports whether the revisions definitions cite may carry over
 // to the build of t (see Build): always for trees that are not git
 // commits; for a git commit, when it is the previous build's head or that
-// head's child.
+// head's child, or when that head is below it on its first-parent history
+// and the commits between are in the clone (several commits pushed at
+// once to a clone that keeps its history: Descends).
 func carries(t Tree, prev *catalog.Snapshot, c *cache.Cache, rev string) bool {
 	pt, ok := t.(interface{ Parents() ([]string, bool) })
 	if !ok {
@@ -741,7 +743,14 @@ func carries(t Tree, prev *catalog.Snapshot, c *cache.Cache, rev string) bool {
 	case c != nil:
 		last = c.Head()
 	}
-	return last != "" && (last == rev || slices.Contains(parents, last))
+	if last == "" {
+		return false
+	}
+	if last == rev || slices.Contains(parents, last) {
+		return true
+	}
+	d, ok := t.(interface{ Descends(base string) bool })
+	return ok && d.Descends(last)
 }
 
 func lookupPrev(prev *catalog.Snapshot, name string) (catalog.Entry, bool) {

@@ -794,12 +794,16 @@ type gitDeltaTree struct {
 	base           string
 	names          []string
 	delta          bool
+	below          []string // commits below its parent on its first-parent history, in the clone
 }
 
 func (g gitDeltaTree) TreeHash() string                { return g.hash }
 func (g gitDeltaTree) BaseTreeHash() string            { return g.baseTree }
 func (g gitDeltaTree) Parents() ([]string, bool)       { return g.parents, true }
 func (g gitDeltaTree) Delta() (string, []string, bool) { return g.base, g.names, g.delta }
+func (g gitDeltaTree) Descends(base string) bool {
+	return base != "" && (slices.Contains(g.parents[:1], base) || slices.Contains(g.below, base))
+}
 
 // TestBuildDeltaGitEqualsBuild: for git commits, a Build of a tree that
 // names the folders that differ from its parent's scans those alone and
@@ -809,7 +813,9 @@ func (g gitDeltaTree) Delta() (string, []string, bool) { return g.base, g.names,
 // so a restart at the new commit takes every blob hash from it. A commit
 // that is not the child of the one prev was built from (a force push, or
 // several commits in one fetch), or a cache whose listing is of another
-// tree, gets a whole Build.
+// tree, gets a whole Build. Several commits in one fetch whose
+// first-parent history the clone holds down to the commit prev was built
+// from (Descends) get the delta Build, citing what a whole Build cites.
 func TestBuildDeltaGitEqualsBuild(t *testing.T) {
 	files := map[string]string{
 		"a/TOOL.hdlp":      def("a", "list things"),
@@ -856,25 +862,34 @@ func TestBuildDeltaGitEqualsBuild(t *testing.T) {
 		change  func()
 		touched []string
 		forced  bool // the new commit's parent is not the last one
+		over    bool // its parent is a commit after the last one, which is below it (several commits fetched at once)
 	}{
-		{"one edited", func() { files["b/TOOL.hdlp"] = def("b", "show more things") }, []string{"b"}, false},
-		{"one broken, served stale", func() { files["a/TOOL.hdlp"] = "name: a\nintent: [\n" }, []string{"a"}, false},
-		{"fixed", func() { files["a/TOOL.hdlp"] = def("a", "list things again") }, []string{"a"}, false},
-		{"added", func() { files["d/TOOL.hdlp"] = def("d", "new things") }, []string{"d"}, false},
-		{"removed", func() { delete(files, "d/TOOL.hdlp") }, []string{"d"}, false},
-		{"the duplicate goes", func() { delete(files, "wrong/TOOL.hdlp") }, []string{"wrong"}, false},
-		{"a missing file appears", func() { files["nofile/TOOL.hdlp"] = def("nofile", "now a tool") }, []string{"nofile"}, false},
-		{"nothing changed below tools/", func() {}, nil, false},
-		{"force-pushed", func() { files["b/TOOL.hdlp"] = def("b", "rewritten") }, []string{"b"}, true},
-		{"after the force push", func() { files["e/TOOL.hdlp"] = def("e", "more") }, []string{"e"}, false},
+		{"one edited", func() { files["b/TOOL.hdlp"] = def("b", "show more things") }, []string{"b"}, false, false},
+		{"one broken, served stale", func() { files["a/TOOL.hdlp"] = "name: a\nintent: [\n" }, []string{"a"}, false, false},
+		{"fixed", func() { files["a/TOOL.hdlp"] = def("a", "list things again") }, []string{"a"}, false, false},
+		{"added", func() { files["d/TOOL.hdlp"] = def("d", "new things") }, []string{"d"}, false, false},
+		{"removed", func() { delete(files, "d/TOOL.hdlp") }, []string{"d"}, false, false},
+		{"the duplicate goes", func() { delete(files, "wrong/TOOL.hdlp") }, []string{"wrong"}, false, false},
+		{"a missing file appears", func() { files["nofile/TOOL.hdlp"] = def("nofile", "now a tool") }, []string{"nofile"}, false, false},
+		{"nothing changed below tools/", func() {}, nil, false, false},
+		{"force-pushed", func() { files["b/TOOL.hdlp"] = def("b", "rewritten") }, []string{"b"}, true, false},
+		{"after the force push", func() { files["e/TOOL.hdlp"] = def("e", "more") }, []string{"e"}, false, false},
+		{"two commits in one fetch", func() { files["a/TOOL.hdlp"] = def("a", "list, two commits on") }, []string{"a"}, false, true},
+		{"after them", func() { files["e/TOOL.hdlp"] = def("e", "and more") }, []string{"e"}, false, false},
 	}
 	for _, st := range steps {
-		parent := head
+		parent, last := head, head
 		if st.forced {
 			parent = "f000000000000000000000000000000000000000"
 		}
+		if st.over {
+			parent = "e000000000000000000000000000000000000000"
+		}
 		st.change()
 		tree := next(parent, st.touched)
+		if st.over {
+			tree.below = []string{last}
+		}
 		var repWhole, repDelta Report
 		if whole, repWhole, err = Build(whole, tree, cWhole, opts); err != nil {
 			t.Fatal(err)
