@@ -78,7 +78,7 @@ func (g *trustGate) vet(t scan.Tree, entries []catalog.Entry) {
 		untrustAll(entries, "the tools come from a directory without commits; trusted_signers needs a git repository (repo)")
 		return
 	}
-	g.apply(rt, entries, "")
+	g.apply(rt, entries, "", nil)
 }
 
 // vetDelta is scan.Options.VetDelta. The verdicts of prev's tools hold
@@ -99,8 +99,9 @@ func (g *trustGate) vetDelta(t scan.Tree, prev *catalog.Snapshot) (func(fresh []
 		return nil, false
 	}
 	base := prev.Rev()
+	var known map[string]string // a push of several commits: the newest that changed each folder
 	if parents, _ := rt.Parents(); len(parents) == 0 || parents[0] != base {
-		if !g.pushedOnto(rt, base) {
+		if known, ok = g.pushedOnto(rt, base); !ok {
 			return nil, false
 		}
 	}
@@ -113,7 +114,7 @@ func (g *trustGate) vetDelta(t scan.Tree, prev *catalog.Snapshot) (func(fresh []
 	if g.judged != base || g.applied != pol.Digest() || g.cache.Head() != base {
 		return nil, false
 	}
-	return func(fresh []catalog.Entry) { g.apply(rt, fresh, base) }, true
+	return func(fresh []catalog.Entry) { g.apply(rt, fresh, base, known) }, true
 }
 
 // maxDeltaCommits bounds the commits pushedOnto walks: a longer push is
@@ -122,39 +123,40 @@ const maxDeltaCommits = 100
 
 // pushedOnto reports whether rt's commit is base with commits on top, on
 // the first-parent history (at most maxDeltaCommits), none of which
-// changed a folder that rt and base hold alike. Such a folder, changed
-// and changed back within the push, was last changed by a commit of the
+// changed a folder that rt and base hold alike, and returns the newest of
+// those commits that changed each folder they changed. A folder changed
+// and changed back within the push was last changed by a commit of the
 // push, but the scan carries its entry from base with base's verdict: a
 // push that has one is judged whole.
-func (g *trustGate) pushedOnto(rt *repo.Tree, base string) bool {
+func (g *trustGate) pushedOnto(rt *repo.Tree, base string) (map[string]string, bool) {
 	from, delta, ok := rt.Delta()
 	if !ok || from != base {
-		return false
+		return nil, false
 	}
 	changed, ok, err := rt.ChangedSince(base, maxDeltaCommits)
 	if err != nil || !ok {
-		return false
+		return nil, false
 	}
 	rescanned := make(map[string]bool, len(delta))
 	for _, n := range delta {
 		rescanned[n] = true
 	}
-	for _, n := range changed {
+	for n := range changed {
 		if !rescanned[n] {
-			return false
+			return nil, false
 		}
 	}
-	return true
+	return changed, true
 }
 
 // apply judges entries, tools of rt, and makes the ones not trusted
-// Untrusted; base is as judge's.
-func (g *trustGate) apply(rt *repo.Tree, entries []catalog.Entry, base string) {
+// Untrusted; base and known are as judge's.
+func (g *trustGate) apply(rt *repo.Tree, entries []catalog.Entry, base string, known map[string]string) {
 	names := make([]string, 0, len(entries))
 	for _, e := range entries {
 		names = append(names, e.Name)
 	}
-	verdicts, err := g.judge(rt, names, base)
+	verdicts, err := g.judge(rt, names, base, known)
 	if err != nil {
 		g.log.Error("no tool is trusted", "revision", rt.Rev(), "err", err)
 		untrustAll(entries, err.Error())
@@ -182,9 +184,11 @@ type toolTrust struct {
 // is "" when names are all of t's tools; else they are those of the
 // folders the commits from base to rt's (base its first parent, or on
 // the first-parent history below it) changed, base's verdicts judged
-// (see vetDelta). The error is for a policy or a history that
-// cannot be read: then no tool is trusted.
-func (g *trustGate) judge(rt *repo.Tree, names []string, base string) (_ map[string]toolTrust, err error) {
+// (see vetDelta). known, when not nil, holds the newest commit of those
+// that changed each folder they changed (pushedOnto's walk), so the
+// history is not walked again. The error is for a policy or a history
+// that cannot be read: then no tool is trusted.
+func (g *trustGate) judge(rt *repo.Tree, names []string, base string, known map[string]string) (_ map[string]toolTrust, err error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.judged = ""
@@ -205,7 +209,7 @@ func (g *trustGate) judge(rt *repo.Tree, names []string, base string) (_ map[str
 		return nil, fmt.Errorf("the trust policy changed during the reload; the next reload judges every tool")
 	}
 	g.applied = pol.Digest()
-	changes, err := g.lastChanged(rt, names, base)
+	changes, err := g.lastChanged(rt, names, base, known)
 	if err != nil {
 		return nil, fmt.Errorf("the history of revision %s cannot be read: %w", rt.Rev(), err)
 	}
@@ -255,13 +259,25 @@ func (g *trustGate) judge(rt *repo.Tree, names []string, base string) (_ map[str
 // lastChanged returns the commit that last changed each of names in t,
 // walking t's history back to the head the cache knows at most, and the
 // whole history for what is missing (after a force-push, or the first
-// time). base is judge's: with it, the cache's record moves from base to
-// t by names alone.
-func (g *trustGate) lastChanged(t *repo.Tree, names []string, base string) (map[string]string, error) {
+// time). base and known are judge's: with base, the cache's record moves
+// from base to t by names alone; known is the walk to the head the cache
+// knows, already made.
+func (g *trustGate) lastChanged(t *repo.Tree, names []string, base string, known map[string]string) (map[string]string, error) {
 	head := g.cache.Head()
-	found, reached, err := t.LastChanged(names, head)
-	if err != nil {
-		return nil, err
+	var found map[string]string
+	reached := true
+	if known != nil && base == head {
+		found = make(map[string]string, len(names))
+		for _, n := range names {
+			if c := known[n]; c != "" {
+				found[n] = c
+			}
+		}
+	} else {
+		var err error
+		if found, reached, err = t.LastChanged(names, head); err != nil {
+			return nil, err
+		}
 	}
 	if reached {
 		var missing []string
@@ -339,7 +355,7 @@ func CheckTrust(signers, keyring, dir string, names []string) (string, []TrustPr
 	if err != nil {
 		return "", nil, err
 	}
-	verdicts, err := g.judge(t, names, "")
+	verdicts, err := g.judge(t, names, "", nil)
 	if err != nil {
 		return "", nil, err
 	}

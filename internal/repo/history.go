@@ -115,21 +115,21 @@ const MaxDescent = 100
 // of the tree's commit, at most MaxDescent commits below it, with every
 // commit between them in the clone: the branch moved forward from base by
 // those commits. It is false for a clone kept one commit deep, whose
-// parents are hashes only, and for a local tree.
+// parents are hashes only, and for a local tree. It reads commits only,
+// through the tree's own objects (no storage of its own is opened: a
+// shallow clone answers at its first missing parent).
 func (t *Tree) Descends(base string) bool {
 	f, isGit := t.fsys.(*gitFS)
 	if !isGit || base == "" {
 		return false
 	}
-	h := newHistory(f.o.path)
-	defer h.close()
 	cur := plumbing.NewHash(t.rev)
 	for range MaxDescent {
-		c, err := h.commit(cur)
-		if err != nil || len(c.ParentHashes) == 0 {
+		parents, err := f.o.parents(cur)
+		if err != nil || len(parents) == 0 {
 			return false
 		}
-		if cur = c.ParentHashes[0]; cur.String() == base {
+		if cur = parents[0]; cur.String() == base {
 			return true
 		}
 	}
@@ -138,22 +138,24 @@ func (t *Tree) Descends(base string) bool {
 
 // ChangedSince walks the first-parent history of the tree's commit back to
 // the commit base, newest first, and returns the top-level folders of the
-// sub-tree that any commit on the way changed against its first parent:
-// added, removed, or held with another hash. A folder changed by one
-// commit and changed back by a later one is listed, though the tree and
-// base hold it alike. ok is false when base is not among the first limit
-// commits of that history (base not an ancestor by first parents, a merge
-// pushed whose first parent is another branch, or more commits than
-// limit); names is then nil. A commit the walk needs that is not in the
-// clone gives an error matching ErrNoHistory.
-func (t *Tree) ChangedSince(base string, limit int) (names []string, ok bool, err error) {
+// sub-tree that any commit on the way changed against its first parent
+// (added, removed, or held with another hash), each with the newest
+// commit that changed it: for a folder the tree holds, what LastChanged
+// gives. A folder changed by one commit and changed back by a later one
+// is listed, though the tree and base hold it alike. ok is false when
+// base is not among the first limit commits of that history (base not an
+// ancestor by first parents, a merge pushed whose first parent is another
+// branch, or more commits than limit); changed is then nil. A commit the
+// walk needs that is not in the clone gives an error matching
+// ErrNoHistory.
+func (t *Tree) ChangedSince(base string, limit int) (changed map[string]string, ok bool, err error) {
 	f, isGit := t.fsys.(*gitFS)
 	if !isGit {
 		return nil, false, fmt.Errorf("%w: a local directory has no commits", ErrNoHistory)
 	}
 	h := newHistory(f.o.path)
 	defer h.close()
-	seen := map[string]bool{}
+	changed = map[string]string{}
 	cur, curSub := plumbing.NewHash(t.rev), f.root
 	var curDir []object.TreeEntry // curSub's entries, decoded when needed
 	for walked := 0; cur.String() != base; walked++ {
@@ -186,23 +188,19 @@ func (t *Tree) ChangedSince(base string, limit int) (names []string, ok bool, er
 			if parentDir, err = h.entries(parentSub); err != nil {
 				return nil, false, err
 			}
-			for _, n := range changedDirs(curDir, parentDir) {
-				seen[n] = true
-			}
-			for _, n := range changedDirs(parentDir, curDir) {
-				seen[n] = true
+			for _, names := range [][]string{changedDirs(curDir, parentDir), changedDirs(parentDir, curDir)} {
+				for _, n := range names {
+					if changed[n] == "" {
+						changed[n] = cur.String()
+					}
+				}
 			}
 		} else {
 			parentDir = curDir
 		}
 		cur, curSub, curDir = parent, parentSub, parentDir
 	}
-	names = make([]string, 0, len(seen))
-	for n := range seen {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names, true, nil
+	return changed, true, nil
 }
 
 // changedDirs returns the names of the folders of a (tree entries in git's

@@ -3,9 +3,11 @@ package repo
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -163,14 +165,20 @@ func TestGitChangedSince(t *testing.T) {
 		{onFeature, 10, "-"},
 		{strings.Repeat("0", 40), 10, "-"},
 	} {
-		names, ok, err := tree.ChangedSince(tc.base, tc.limit)
-		got := strings.Join(names, ",")
+		changed, ok, err := tree.ChangedSince(tc.base, tc.limit)
+		got := strings.Join(slices.Sorted(maps.Keys(changed)), ",")
 		if !ok {
 			got = "-"
 		}
-		if err != nil || got != tc.want || (!ok && names != nil) {
-			t.Errorf("ChangedSince(%s, %d) = %q %v %v, want %q", tc.base[:7], tc.limit, names, ok, err, tc.want)
+		if err != nil || got != tc.want || (!ok && changed != nil) {
+			t.Errorf("ChangedSince(%s, %d) = %v %v %v, want %q", tc.base[:7], tc.limit, changed, ok, err, tc.want)
 		}
+	}
+	// Each with the newest commit that changed it: x's is the one that
+	// changed it back, y's the one that removed it.
+	changed, _, _ := tree.ChangedSince(c1, 10)
+	if want := map[string]string{"w": merge, "x": c4, "y": c5, "z": c5}; !maps.Equal(changed, want) {
+		t.Errorf("ChangedSince(c1) = %v, want %v", changed, want)
 	}
 	// Descends: the commits below the head on its first-parent history.
 	for base, want := range map[string]bool{c1: true, c4: true, c5: true, merge: false, onFeature: false, "": false} {

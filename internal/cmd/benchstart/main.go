@@ -16,7 +16,8 @@
 // as a forge would), and git-webhook: one-tool commits announced to a
 // running daemon by signed push webhooks, each timed to served, with the
 // git server's own share of it (the same fetch, made again afterwards by
-// this program and timed alone). With a Gitea or Forgejo named
+// this program and timed alone); --commits N makes each push N commits,
+// each changing another tool. With a Gitea or Forgejo named
 // (TOOLAGENT_TEST_FORGEJO_URL and _TOKEN, as scripts/real-gitea.sh prints
 // them), gitea-webhook makes the same change through the forge's contents
 // API and its own push webhook (gitea.go); it runs after every round of
@@ -114,6 +115,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	logDir := fs.String("logs", "", "`DIR` to keep each start's log in (round-binary-case.log)")
 	keep := fs.Bool("keep", false, "keep the work folder (its tools/ tree, the git repository) instead of removing it")
 	signed := fs.Bool("signed", false, "sign every commit of the git cases with a new SSH key and serve them with --trusted-signers naming it (the trusted-definitions path); not with gitea-webhook, whose commits the forge makes")
+	commits := fs.Int("commits", 1, "`N` commits in each push of git-webhook, each changing another tool, pushed and announced at once")
 	only := fs.String("cases", strings.Join(defaultCases(), ","), "`LIST` of cases to run, comma-separated (gitea-webhook needs "+giteaURLEnv+" and "+giteaTokenEnv+")")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -131,6 +133,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if *signed && want["gitea-webhook"] {
 		return errors.New("--signed: the forge's contents API makes gitea-webhook's commits, unsigned by benchstart's key; run it without --signed")
+	}
+	if *commits < 1 || (want["git-webhook"] && 42+*commits > *n) {
+		return fmt.Errorf("--commits %d: want 1 to %d with --tools %d (each commit changes another tool, from tool-00042 on)", *commits, max(*n-42, 0), *n)
 	}
 	var forgeBase, forgeToken string
 	if want["gitea-webhook"] {
@@ -249,7 +254,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 							if s.name == "gitea-webhook" {
 								during, err = pushGitea(ctx, forge, addr, pid, secret, webhookChanges)
 							} else {
-								during, err = pushChanges(ctx, repo, url, addr, pid, secret, webhookChanges, !*signed)
+								during, err = pushChanges(ctx, repo, url, addr, pid, secret, webhookChanges, *commits, !*signed)
 							}
 							return err
 						})
@@ -283,7 +288,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stdout, "signed: every git commit signed with an SSH key the daemons trust (--trusted-signers); they keep the whole history")
 	}
 	fmt.Fprintf(stdout, "%d tools, %d rounds; median (min-max) of: wall ms to /readyz 200, CPU ms then, RSS MiB then, and %v later; the anonymous part of both (heap, stacks: the rest is the binary's file pages); the peak RSS until then\n", *n, *rounds, *rest)
-	fmt.Fprintf(stdout, "(git-webhook: %d one-tool commits a round to a running daemon; wall from the webhook's POST to /v1/status serving the commit, the daemon's CPU for it, RSS after; server: the git server alone answering the same fetch, timed after)\n", webhookChanges)
+	fmt.Fprintf(stdout, "(git-webhook: %d pushes a round of %d one-tool commits each to a running daemon; wall from the webhook's POST to /v1/status serving the pushed head, the daemon's CPU for it, RSS after; server: the git server alone answering the same fetch, timed after)\n", webhookChanges, *commits)
 	if forge != nil {
 		fmt.Fprintf(stdout, "(gitea-webhook: %d one-tool commits a round through the contents API of %s; wall from the API's answer to served; delivery: from the API's answer to the forge's webhook at the daemon (below 0: it came before the answer); daemon: from the forge's own signed webhook reaching the daemon to served; server: the forge alone answering the same fetch)\n", webhookChanges, forgeBase)
 	}
@@ -672,35 +677,44 @@ func withIntent(data []byte, intent string) ([]byte, error) {
 	return fmt.Appendf(nil, "%s\nintent: %s\n%s", head, intent, rest), nil
 }
 
-// commitOne changes changedTool's intent, commits and pushes it, and
-// returns the new commit.
-func (b *benchRepo) commitOne(ctx context.Context) (string, error) {
+// commitPush makes k commits, the first changing changedTool's intent,
+// each next one the next tool's (tool-00043, ...), pushes them at once,
+// and returns the new head.
+func (b *benchRepo) commitPush(ctx context.Context, k int) (string, error) {
 	b.changes++
-	p := filepath.Join(b.work, filepath.FromSlash(changedTool))
-	data, err := os.ReadFile(p)
-	if err != nil {
-		return "", err
-	}
-	if data, err = withIntent(data, fmt.Sprintf("查看第 42 号 nginx 服务的运行状态（第 %d 次修改）", b.changes)); err != nil {
-		return "", err
-	}
-	if err := os.WriteFile(p, data, 0o644); err != nil {
-		return "", err
-	}
-	for _, a := range [][]string{{"-C", b.work, "commit", "--quiet", "-am", fmt.Sprintf("change %d", b.changes)}, {"-C", b.work, "push", "--quiet", b.bare, "HEAD:refs/heads/main"}} {
-		if _, err := b.run(ctx, a...); err != nil {
+	for i := range k {
+		file := changedTool
+		if i > 0 {
+			file = fmt.Sprintf("tools/tool-%05d/TOOL.hdlp", 42+i)
+		}
+		p := filepath.Join(b.work, filepath.FromSlash(file))
+		data, err := os.ReadFile(p)
+		if err != nil {
 			return "", err
 		}
+		if data, err = withIntent(data, fmt.Sprintf("查看第 %d 号 nginx 服务的运行状态（第 %d 次修改）", 42+i, b.changes)); err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			return "", err
+		}
+		if _, err := b.run(ctx, "-C", b.work, "commit", "--quiet", "-am", fmt.Sprintf("change %d of %s", b.changes, file)); err != nil {
+			return "", err
+		}
+	}
+	if _, err := b.run(ctx, "-C", b.work, "push", "--quiet", b.bare, "HEAD:refs/heads/main"); err != nil {
+		return "", err
 	}
 	return b.run(ctx, "-C", b.work, "rev-parse", "HEAD")
 }
 
-// pushChanges makes n one-tool commits, each announced to the daemon at
-// addr by a signed push webhook as Forgejo sends it, and times each from
+// pushChanges makes n pushes of k one-tool commits, each push announced
+// to the daemon at addr by a signed push webhook as Forgejo sends it, and
+// times each from
 // the POST to /v1/status serving the commit; cpu is the daemon's CPU
 // time over that span, rss its resident set after. shallow says the
 // daemon's clone is one commit deep (not with trusted signers).
-func pushChanges(ctx context.Context, repo *benchRepo, url, addr string, pid int, secret []byte, n int, shallow bool) ([]sample, error) {
+func pushChanges(ctx context.Context, repo *benchRepo, url, addr string, pid int, secret []byte, n, k int, shallow bool) ([]sample, error) {
 	client := &http.Client{Timeout: 10 * time.Second}
 	var out []sample
 	for range n {
@@ -708,7 +722,7 @@ func pushChanges(ctx context.Context, repo *benchRepo, url, addr string, pid int
 		if err != nil {
 			return nil, err
 		}
-		commit, err := repo.commitOne(ctx)
+		commit, err := repo.commitPush(ctx, k)
 		if err != nil {
 			return nil, err
 		}

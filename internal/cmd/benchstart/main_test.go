@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -233,5 +234,60 @@ func TestWaitServed(t *testing.T) {
 	status = `{"revision":"c1","tools":{"total":2,"enabled":1,"untrusted":1}}`
 	if err := waitServed(t.Context(), srv.Client(), addr, "c1"); err == nil || !strings.Contains(err.Error(), "1 of its 2 tools are not enabled") {
 		t.Errorf("one untrusted: %v; want an error saying 1 of 2 not enabled", err)
+	}
+}
+
+// TestCommitPush: --commits' pushes: k commits, each changing another
+// tool's intent alone, pushed at once to the served repository; --commits
+// beyond the catalog is refused before anything is written.
+func TestCommitPush(t *testing.T) {
+	git, err := exec.LookPath("git")
+	if err != nil {
+		t.Fatalf("git is needed: %v", err)
+	}
+	dir := t.TempDir()
+	work := filepath.Join(dir, "work")
+	if err := writeTools(filepath.Join(work, "tools"), 50); err != nil {
+		t.Fatal(err)
+	}
+	env := gitEnv(dir, "")
+	srv, _, err := serveRepo(t.Context(), git, dir, work, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	repo := &benchRepo{git: git, work: work, bare: filepath.Join(dir, "git", "tools.git"), env: env}
+	before, _ := repo.run(t.Context(), "-C", repo.bare, "rev-parse", "main")
+	head, err := repo.commitPush(t.Context(), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pushed, _ := repo.run(t.Context(), "-C", repo.bare, "rev-parse", "main")
+	if strings.TrimSpace(pushed) != strings.TrimSpace(head) {
+		t.Fatalf("the bare repository's main is %s, want the pushed head %s", pushed, head)
+	}
+	log, err := repo.run(t.Context(), "-C", repo.bare, "log", "--format=%s", "--name-only", strings.TrimSpace(before)+".."+strings.TrimSpace(head))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var files []string
+	for line := range strings.Lines(log) {
+		if l := strings.TrimSpace(line); strings.HasPrefix(l, "tools/") {
+			files = append(files, l)
+		}
+	}
+	want := []string{"tools/tool-00044/TOOL.hdlp", "tools/tool-00043/TOOL.hdlp", changedTool}
+	if !slices.Equal(files, want) {
+		t.Errorf("the pushed commits changed %v (newest first), want %v", files, want)
+	}
+
+	var out, errs strings.Builder
+	empty := t.TempDir()
+	err = run(t.Context(), []string{"--bin", "/nonexistent", "--tools", "50", "--rounds", "1", "--dir", empty, "--commits", "9", "--cases", "git-webhook"}, &out, &errs)
+	if err == nil || !strings.Contains(err.Error(), "--commits 9: want 1 to 8") {
+		t.Errorf("run --commits 9 --tools 50 = %v; want an error naming the range", err)
+	}
+	if ents, _ := os.ReadDir(empty); len(ents) > 0 {
+		t.Errorf("%d entries written to --dir", len(ents))
 	}
 }
