@@ -60,52 +60,70 @@ func (t *Tree) LastChanged(names []string, stop string) (found map[string]string
 		want[n] = true
 	}
 	found = make(map[string]string, len(names))
-	cur := plumbing.NewHash(t.rev)
-	curSub := f.root
-	var curDir []object.TreeEntry // curSub's entries, decoded when needed
+	w := &firstParents{h: h, sub: t.sub, cur: plumbing.NewHash(t.rev), curSub: f.root}
 	for len(found) < len(want) {
-		if cur.String() == stop {
+		if w.cur.String() == stop {
 			return found, true, nil
 		}
-		c, err := h.commit(cur)
+		c, curDir, parentDir, err := w.step()
 		if err != nil {
 			return nil, false, err
 		}
-		var parent, parentSub plumbing.Hash
-		if len(c.ParentHashes) > 0 {
-			parent = c.ParentHashes[0]
-			pc, err := h.commit(parent)
-			if err != nil {
-				return nil, false, fmt.Errorf("%w: parent %s of %s is not in the clone (a shallow clone?): %v", ErrNoHistory, parent, cur, err)
-			}
-			if parentSub, err = h.subTree(pc.TreeHash, t.sub); err != nil {
-				return nil, false, err
+		for _, name := range changedDirs(curDir, parentDir) {
+			if want[name] && found[name] == "" {
+				found[name] = c.Hash.String()
 			}
 		}
-		var parentDir []object.TreeEntry
-		if parentSub != curSub {
-			if curDir == nil {
-				if curDir, err = h.entries(curSub); err != nil {
-					return nil, false, err
-				}
-			}
-			if parentDir, err = h.entries(parentSub); err != nil {
-				return nil, false, err
-			}
-			for _, name := range changedDirs(curDir, parentDir) {
-				if want[name] && found[name] == "" {
-					found[name] = cur.String()
-				}
-			}
-		} else {
-			parentDir = curDir
+		if w.cur.IsZero() {
+			break // past the root
 		}
-		if parent.IsZero() {
-			break
-		}
-		cur, curSub, curDir = parent, parentSub, parentDir
 	}
 	return found, false, nil
+}
+
+// firstParents walks a first-parent history newest first, a commit a
+// step, comparing each commit's sub-tree with its first parent's.
+type firstParents struct {
+	h      *history
+	sub    string
+	cur    plumbing.Hash      // the commit the next step looks at; zero past a root commit
+	curSub plumbing.Hash      // its sub-tree
+	curDir []object.TreeEntry // curSub's entries, decoded when needed
+}
+
+// step looks at w.cur and moves w to its first parent. It returns the
+// commit and, when its sub-tree differs from its first parent's (a root
+// commit's: from none), the entries of both; nil and nil when they are
+// the same. A parent not in the clone is an error matching ErrNoHistory.
+func (w *firstParents) step() (c *object.Commit, curDir, parentDir []object.TreeEntry, err error) {
+	if c, err = w.h.commit(w.cur); err != nil {
+		return nil, nil, nil, err
+	}
+	var parent, parentSub plumbing.Hash
+	if len(c.ParentHashes) > 0 {
+		parent = c.ParentHashes[0]
+		pc, err := w.h.commit(parent)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("%w: parent %s of %s is not in the clone (a shallow clone?): %v", ErrNoHistory, parent, w.cur, err)
+		}
+		if parentSub, err = w.h.subTree(pc.TreeHash, w.sub); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	next := w.curDir // the parent's entries, when its sub-tree is this one's
+	if parentSub != w.curSub {
+		if w.curDir == nil {
+			if w.curDir, err = w.h.entries(w.curSub); err != nil {
+				return nil, nil, nil, err
+			}
+		}
+		if parentDir, err = w.h.entries(parentSub); err != nil {
+			return nil, nil, nil, err
+		}
+		curDir, next = w.curDir, parentDir
+	}
+	w.cur, w.curSub, w.curDir = parent, parentSub, next
+	return c, curDir, parentDir, nil
 }
 
 // MaxDescent bounds the commits Descends walks.
@@ -156,51 +174,29 @@ func (t *Tree) ChangedSince(base string, limit int) (changed map[string]string, 
 	h := newHistory(f.o.path)
 	defer h.close()
 	changed = map[string]string{}
-	cur, curSub := plumbing.NewHash(t.rev), f.root
-	var curDir []object.TreeEntry // curSub's entries, decoded when needed
-	for walked := 0; cur.String() != base; walked++ {
-		if walked >= limit {
+	w := &firstParents{h: h, sub: t.sub, cur: plumbing.NewHash(t.rev), curSub: f.root}
+	for walked := 0; ; walked++ {
+		if w.cur.IsZero() {
+			return nil, false, nil // past the root: base is not on this history
+		}
+		if w.cur.String() == base {
+			return changed, true, nil
+		}
+		if walked == limit {
 			return nil, false, nil
 		}
-		c, err := h.commit(cur)
+		c, curDir, parentDir, err := w.step()
 		if err != nil {
 			return nil, false, err
 		}
-		if len(c.ParentHashes) == 0 {
-			return nil, false, nil // the root: base is not on this history
-		}
-		parent := c.ParentHashes[0]
-		pc, err := h.commit(parent)
-		if err != nil {
-			return nil, false, fmt.Errorf("%w: parent %s of %s is not in the clone (a shallow clone?): %v", ErrNoHistory, parent, cur, err)
-		}
-		parentSub, err := h.subTree(pc.TreeHash, t.sub)
-		if err != nil {
-			return nil, false, err
-		}
-		var parentDir []object.TreeEntry
-		if parentSub != curSub {
-			if curDir == nil {
-				if curDir, err = h.entries(curSub); err != nil {
-					return nil, false, err
+		for _, names := range [][]string{changedDirs(curDir, parentDir), changedDirs(parentDir, curDir)} {
+			for _, n := range names {
+				if changed[n] == "" {
+					changed[n] = c.Hash.String()
 				}
 			}
-			if parentDir, err = h.entries(parentSub); err != nil {
-				return nil, false, err
-			}
-			for _, names := range [][]string{changedDirs(curDir, parentDir), changedDirs(parentDir, curDir)} {
-				for _, n := range names {
-					if changed[n] == "" {
-						changed[n] = cur.String()
-					}
-				}
-			}
-		} else {
-			parentDir = curDir
 		}
-		cur, curSub, curDir = parent, parentSub, parentDir
 	}
-	return changed, true, nil
 }
 
 // changedDirs returns the names of the folders of a (tree entries in git's
