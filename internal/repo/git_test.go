@@ -293,8 +293,7 @@ func TestGitBranch(t *testing.T) {
 	// A main branch with other content must not be what is served.
 	r.run(r.work, "checkout", "--quiet", "-b", "main")
 	r.write("tools/a/TOOL.hdlp", "main\n")
-	r.run(r.work, "add", "-A")
-	r.run(r.work, "commit", "--quiet", "-m", "on main")
+	r.commitLocal("on main")
 	r.run(r.work, "push", "--quiet", "origin", "main")
 
 	srv := serve(t, r, nil)

@@ -108,9 +108,17 @@ func (r *remote) remove(name string) {
 // the new head.
 func (r *remote) commit(msg string) string {
 	r.tb.Helper()
+	r.commitLocal(msg)
+	return r.push()
+}
+
+// commitLocal commits the work tree on the work clone's current branch,
+// pushing nothing, and returns the commit.
+func (r *remote) commitLocal(msg string) string {
+	r.tb.Helper()
 	r.run(r.work, "add", "-A")
 	r.run(r.work, "commit", "--quiet", "--allow-empty", "-m", msg)
-	return r.push()
+	return strings.TrimSpace(r.run(r.work, "rev-parse", "HEAD"))
 }
 
 // push force-pushes the work clone's HEAD to the branch and returns it.
