@@ -812,10 +812,11 @@ func (g gitDeltaTree) Descends(base string) bool {
 // moves the cache's listing to the new tree hash as a whole Build sets it,
 // so a restart at the new commit takes every blob hash from it. A commit
 // that is not the child of the one prev was built from (a force push, or
-// several commits in one fetch), or a cache whose listing is of another
-// tree, gets a whole Build. Several commits in one fetch whose
-// first-parent history the clone holds down to the commit prev was built
-// from (Descends) get the delta Build, citing what a whole Build cites.
+// several commits in one fetch into a clone that cannot show the way
+// back), or a cache whose listing is of another tree, gets a whole Build.
+// Several commits in one fetch whose first-parent history the clone
+// holds down to the commit prev was built from (Descends) get the delta
+// Build, citing what a whole Build cites.
 func TestBuildDeltaGitEqualsBuild(t *testing.T) {
 	files := map[string]string{
 		"a/TOOL.hdlp":      def("a", "list things"),
