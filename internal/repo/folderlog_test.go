@@ -22,8 +22,7 @@ func TestFolderLogAndDiff(t *testing.T) {
 	r.write("tools/x/run.sh", "echo hi\n")
 	c3 := r.commit("x: a Chinese intent\n\nbecause the seed asks")
 
-	g := newGit(t, s)
-	g.History = true
+	g := historyGit(t, s)
 	tree := mustSync(t, g)
 	log, complete, err := tree.FolderLog("x", 10)
 	if err != nil || !complete {

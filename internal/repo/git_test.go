@@ -27,6 +27,14 @@ func newGit(t *testing.T, s *gitServer) *Git {
 	return &Git{URL: s.url(), Dir: t.TempDir(), Logger: testLogger(t)}
 }
 
+// historyGit is newGit keeping the whole history (Git.History).
+func historyGit(t *testing.T, s *gitServer) *Git {
+	t.Helper()
+	g := newGit(t, s)
+	g.History = true
+	return g
+}
+
 func testLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(tLogWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }

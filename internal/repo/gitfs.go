@@ -257,24 +257,6 @@ func (o *objects) blob(h plumbing.Hash) ([]byte, error) {
 	return data, nil
 }
 
-// parents returns the parents of commit h.
-func (o *objects) parents(h plumbing.Hash) ([]plumbing.Hash, error) {
-	o.mu.Lock()
-	data, err := o.readLocked(plumbing.CommitObject, h)
-	o.mu.Unlock()
-	if err != nil {
-		return nil, fmt.Errorf("read commit %s: %w", h, err)
-	}
-	obj := &plumbing.MemoryObject{}
-	obj.SetType(plumbing.CommitObject)
-	obj.Write(data)
-	var c object.Commit
-	if err := c.Decode(obj); err != nil {
-		return nil, fmt.Errorf("read commit %s: %w", h, err)
-	}
-	return c.ParentHashes, nil
-}
-
 // blobSize returns the size of blob h from the object header.
 func (o *objects) blobSize(h plumbing.Hash) (int64, error) {
 	o.mu.Lock()

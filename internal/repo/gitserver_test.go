@@ -121,6 +121,15 @@ func (r *remote) commitLocal(msg string) string {
 	return strings.TrimSpace(r.run(r.work, "rev-parse", "HEAD"))
 }
 
+// mergeNoFF merges branch into the remote's branch in the work clone
+// with a merge commit (git merge --no-ff), pushes it and returns it.
+func (r *remote) mergeNoFF(branch string) string {
+	r.tb.Helper()
+	r.run(r.work, "checkout", "--quiet", r.branch)
+	r.run(r.work, "merge", "--quiet", "--no-ff", "-m", "merge "+branch, branch)
+	return r.push()
+}
+
 // push force-pushes the work clone's HEAD to the branch and returns it.
 func (r *remote) push() string {
 	r.tb.Helper()

@@ -143,11 +143,11 @@ func (t *Tree) Descends(base string) bool {
 	}
 	cur := plumbing.NewHash(t.rev)
 	for range MaxDescent {
-		parents, err := f.o.parents(cur)
-		if err != nil || len(parents) == 0 {
+		c, err := f.o.commit(cur)
+		if err != nil || len(c.ParentHashes) == 0 {
 			return false
 		}
-		if cur = parents[0]; cur.String() == base {
+		if cur = c.ParentHashes[0]; cur.String() == base {
 			return true
 		}
 	}

@@ -56,12 +56,9 @@ func TestGitLastChanged(t *testing.T) {
 	r.commitLocal("z")
 	r.write("tools/z/TOOL.hdlp", "z2")
 	r.commitLocal("z again")
-	r.run(r.work, "checkout", "--quiet", "main")
-	r.run(r.work, "merge", "--quiet", "--no-ff", "-m", "merge feature", "feature")
-	merge := r.push()
+	merge := r.mergeNoFF("feature")
 
-	g := newGit(t, s)
-	g.History = true
+	g := historyGit(t, s)
 	tree := mustSync(t, g)
 	got, reached, err := tree.LastChanged([]string{"x", "y", "z"}, "")
 	if err != nil || reached {
@@ -138,12 +135,9 @@ func TestGitChangedSince(t *testing.T) {
 	r.run(r.work, "checkout", "--quiet", "-b", "feature")
 	r.write("tools/w/TOOL.hdlp", "w1")
 	onFeature := r.commitLocal("w")
-	r.run(r.work, "checkout", "--quiet", "main")
-	r.run(r.work, "merge", "--quiet", "--no-ff", "-m", "merge feature", "feature")
-	merge := r.push()
+	merge := r.mergeNoFF("feature")
 
-	g := newGit(t, s)
-	g.History = true
+	g := historyGit(t, s)
 	tree := mustSync(t, g)
 	for _, tc := range []struct {
 		base  string

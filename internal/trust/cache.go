@@ -120,9 +120,10 @@ func (c *Cache) Change(folder string) (string, bool) {
 	return h, ok
 }
 
-// MoveChanges moves Changes from base to head, a commit whose first
-// parent is base: changes holds the folders head changed, every other
-// folder keeps its commit. It reports false, and keeps nothing, when
+// MoveChanges moves Changes from base to head, a commit with base on its
+// first-parent history (its first parent, or below it): changes holds the
+// folders the commits after base changed, each with the newest that did;
+// every other folder keeps its commit. It reports false, and keeps nothing, when
 // Changes are not of base. It keeps the folders head removed (a folder
 // is looked up only while it exists, and one added again is a change of
 // the commit that adds it). The verdicts of the commits the changed
