@@ -24,6 +24,7 @@ var allowed = map[string][]string{
 	"internal/match":                {},
 	"internal/match/matcheval":      {"internal/match"},
 	"internal/proc":                 {},
+	"internal/hugeheap":             {},
 	"internal/grant":                {},
 	"internal/repo":                 {},
 	"internal/trust":                {},
@@ -76,7 +77,7 @@ var allowed = map[string][]string{
 	// (no other entry of this table lists it).
 	"internal/daemon": {"internal/api", "internal/approval", "internal/audit", "internal/cache", "internal/catalog", "internal/console",
 		"internal/dispatch", "internal/embed", "internal/executors", "internal/executors/forgejo", "internal/executors/gatekeeper", "internal/executors/hlpdapi",
-		"internal/feedback", "internal/health", "internal/hldp", "internal/host", "internal/httpserve", "internal/mcpserver", "internal/notify", "internal/operator",
+		"internal/feedback", "internal/health", "internal/hldp", "internal/host", "internal/httpserve", "internal/hugeheap", "internal/mcpserver", "internal/notify", "internal/operator",
 		"internal/pgstore", "internal/policy", "internal/proc", "internal/reload", "internal/repo", "internal/runs", "internal/scan", "internal/settings", "internal/trust",
 		"internal/telemetry"},
 

@@ -8,6 +8,7 @@ import (
 	"github.com/toolagent/toolagent/internal/cli"
 	"github.com/toolagent/toolagent/internal/gatekeeper"
 	"github.com/toolagent/toolagent/internal/host"
+	"github.com/toolagent/toolagent/internal/hugeheap"
 	"github.com/toolagent/toolagent/internal/proc"
 )
 
@@ -84,5 +85,8 @@ func runGatekeeper(ctx context.Context, e env, args []string) error {
 	}
 	opts.Sandbox = sb
 	host.LogSandbox(log, sb, "commands")
+	// Started: its heap asks for no more huge pages (a server that runs
+	// for months; internal/hugeheap).
+	hugeheap.Settle()
 	return gatekeeper.Serve(ctx, *listen, opts, *grace, log)
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/toolagent/toolagent/internal/health"
 	"github.com/toolagent/toolagent/internal/hldp"
 	"github.com/toolagent/toolagent/internal/host"
+	"github.com/toolagent/toolagent/internal/hugeheap"
 	"github.com/toolagent/toolagent/internal/operator"
 	"github.com/toolagent/toolagent/internal/pgstore"
 	"github.com/toolagent/toolagent/internal/proc"
@@ -453,8 +454,13 @@ func (q quietWhenWatching) Changed(name string) {
 // meanwhile: at 10,000 tools the resident set 3 s after ready went from
 // about 107 MiB to the live heap and the binary (docs/operations.md,
 // "Start time"). Called on the reload loop's goroutine (reload.Loop.Quiet),
-// after a collection it forces; nothing waits for it.
-func returnMemory() { debug.FreeOSMemory() }
+// after a collection it forces; nothing waits for it. The start is over
+// then: the huge pages asked for it are asked no more (hugeheap.Settle),
+// and those the returned memory held are split.
+func returnMemory() {
+	hugeheap.Settle()
+	debug.FreeOSMemory()
+}
 
 // close releases what newCore opened: the source, the sandbox and
 // the approval queue's lock. Call it after every goroutine start began has ended.

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/toolagent/toolagent/internal/host"
+	"github.com/toolagent/toolagent/internal/hugeheap"
 	"github.com/toolagent/toolagent/internal/operator"
 	"github.com/toolagent/toolagent/internal/proc"
 	"github.com/toolagent/toolagent/internal/repo"
@@ -47,6 +48,9 @@ type doctorHost struct {
 	cgroupDir string // /sys/fs/cgroup
 	thpDir    string // /sys/kernel/mm/transparent_hugepage
 	lookPath  func(string) (string, error)
+	// hugeHeapOff: hugeheap.OffEnv says off, so the daemon would not
+	// ask for huge pages at start.
+	hugeHeapOff bool
 }
 
 var realHost = doctorHost{procSys: "/proc/sys", cgroupDir: "/sys/fs/cgroup", thpDir: "/sys/kernel/mm/transparent_hugepage", lookPath: lookMinimal}
@@ -58,7 +62,9 @@ var realHost = doctorHost{procSys: "/proc/sys", cgroupDir: "/sys/fs/cgroup", thp
 // written: opening a shared database brings its schema up to date, as
 // the daemon would at start.
 func Doctor(ctx context.Context, cfg Config) []Check {
-	return realHost.run(ctx, cfg)
+	h := realHost
+	h.hugeHeapOff = os.Getenv(hugeheap.OffEnv) == "off"
+	return h.run(ctx, cfg)
 }
 
 func (h doctorHost) run(ctx context.Context, cfg Config) []Check {
@@ -111,32 +117,35 @@ func (h doctorHost) sysctl(name string) (n int, ok bool) {
 }
 
 // hugePages reports the kernel's transparent huge pages for the heap. Go
-// does not ask for them (go.dev/doc/gc-guide#Linux_transparent_huge_pages),
-// so with "madvise" or "never" every 4 KiB of the daemon's heap is a page
-// fault of its own: a warm start of 10,000 tools took 2.3 times the CPU
-// of one with "always" (docs/operations.md, "Start time"). Nothing fails
-// for it; the line says what a big catalog costs.
+// does not ask for them (go.dev/doc/gc-guide#Linux_transparent_huge_pages);
+// under "madvise" the daemon asks for the first hugeheap.Size of its heap
+// while it starts (internal/hugeheap), which is what a warm start of
+// 10,000 tools allocates; beyond that, and under "never", every 4 KiB of
+// the heap is a page fault of its own: a warm start of 10,000 tools took
+// 2.3 times the CPU of one with "always" (docs/operations.md, "Start
+// time"). Nothing fails for it; the line says what a big catalog costs.
 func (h doctorHost) hugePages() Check {
 	c := Check{Name: "hugepages", Level: CheckOK}
-	b, err := os.ReadFile(filepath.Join(h.thpDir, "enabled"))
-	if err != nil {
+	mode := hugeheap.Mode(filepath.Join(h.thpDir, "enabled"))
+	switch {
+	case mode == "":
 		c.Detail = "no transparent huge pages in this kernel: the heap gets 4 KiB pages"
 		return c
-	}
-	// The setting in effect is the one in brackets: "always [madvise] never".
-	mode := strings.TrimSpace(string(b))
-	if _, rest, ok := strings.Cut(mode, "["); ok {
-		mode, _, _ = strings.Cut(rest, "]")
-	}
-	if mode == "always" {
+	case mode == "always":
 		c.Detail = "always: the daemon's heap gets huge pages"
 		if n, err := os.ReadFile(filepath.Join(h.thpDir, "khugepaged", "max_ptes_none")); err == nil && strings.TrimSpace(string(n)) != "0" {
 			c.Detail += " (khugepaged/max_ptes_none is " + strings.TrimSpace(string(n)) + "; Go's GC guide suggests 0, so memory the daemon returns stays returned)"
 		}
 		return c
+	case mode == "madvise" && !h.hugeHeapOff:
+		c.Detail = fmt.Sprintf("madvise: the daemon asks for huge pages for the first %d MiB of its heap while it starts (%s=off turns that off); beyond that, 4 KiB pages, each a page fault: a catalog much larger than 10,000 tools starts faster with always", hugeheap.Size>>20, hugeheap.OffEnv)
+		return c
 	}
 	c.Level = CheckWarn
 	c.Detail = mode + ": the daemon's heap gets 4 KiB pages, each a page fault; starts and reloads of a big catalog (10,000 tools) take about twice the CPU"
+	if mode == "madvise" {
+		c.Detail += " (" + hugeheap.OffEnv + "=off: the daemon does not ask for them at start)"
+	}
 	c.Fix = "if starts matter more than the kernel's default: echo always > " + filepath.Join(h.thpDir, "enabled") + "; echo defer+madvise > " + filepath.Join(h.thpDir, "defrag") + "; echo 0 > " + filepath.Join(h.thpDir, "khugepaged", "max_ptes_none") + " (see go.dev/doc/gc-guide)"
 	return c
 }

@@ -249,12 +249,17 @@ func TestDoctorKernel(t *testing.T) {
 // GC guide's max_ptes_none advice when it is not 0), madvise and never
 // warn with the commands that change it, no such setting is OK.
 func TestDoctorHugePages(t *testing.T) {
-	for _, tc := range []struct{ enabled, ptes, level, want string }{
-		{"[always] madvise never", "0", CheckOK, "always: the daemon's heap gets huge pages"},
-		{"[always] madvise never", "511", CheckOK, "max_ptes_none is 511"},
-		{"always [madvise] never", "511", CheckWarn, "madvise: the daemon's heap gets 4 KiB pages"},
-		{"always madvise [never]", "", CheckWarn, "never:"},
-		{"", "", CheckOK, "no transparent huge pages"},
+	for _, tc := range []struct {
+		enabled, ptes string
+		off           bool
+		level, want   string
+	}{
+		{"[always] madvise never", "0", false, CheckOK, "always: the daemon's heap gets huge pages"},
+		{"[always] madvise never", "511", false, CheckOK, "max_ptes_none is 511"},
+		{"always [madvise] never", "511", false, CheckOK, "madvise: the daemon asks for huge pages for the first 32 MiB of its heap while it starts (TOOLAGENT_HUGE_HEAP=off"},
+		{"always [madvise] never", "511", true, CheckWarn, "madvise: the daemon's heap gets 4 KiB pages"},
+		{"always madvise [never]", "", false, CheckWarn, "never:"},
+		{"", "", false, CheckOK, "no transparent huge pages"},
 	} {
 		dir := t.TempDir()
 		if tc.enabled != "" {
@@ -266,7 +271,7 @@ func TestDoctorHugePages(t *testing.T) {
 				os.WriteFile(filepath.Join(dir, "khugepaged", "max_ptes_none"), []byte(tc.ptes+"\n"), 0o644)
 			}
 		}
-		c := doctorHost{thpDir: dir}.hugePages()
+		c := doctorHost{thpDir: dir, hugeHeapOff: tc.off}.hugePages()
 		if c.Level != tc.level || !strings.Contains(c.Detail, tc.want) {
 			t.Errorf("enabled %q: %+v; want %s with %q", tc.enabled, c, tc.level, tc.want)
 		}
