@@ -256,7 +256,7 @@ func TestDoctorHugePages(t *testing.T) {
 	}{
 		{"[always] madvise never", "0", false, CheckOK, "always: the daemon's heap gets huge pages"},
 		{"[always] madvise never", "511", false, CheckOK, "max_ptes_none is 511"},
-		{"always [madvise] never", "511", false, CheckOK, "madvise: the daemon asks for huge pages for the first 32 MiB of its heap while it starts (TOOLAGENT_HUGE_HEAP=off"},
+		{"always [madvise] never", "511", false, CheckOK, "madvise: the daemon asks for huge pages for the first 96 MiB of its heap while it starts (TOOLAGENT_HUGE_HEAP=off"},
 		{"always [madvise] never", "511", true, CheckWarn, "madvise: the daemon's heap gets 4 KiB pages"},
 		{"always madvise [never]", "", false, CheckWarn, "never:"},
 		{"", "", false, CheckOK, "no transparent huge pages"},
