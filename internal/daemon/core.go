@@ -53,10 +53,16 @@ type core struct {
 	disp     *dispatch.Dispatcher
 	loop     *reload.Loop
 	trigger  *reload.Trigger
-	watchDir string                    // local tools dir to watch; "" for none
-	offline  func() (scan.Tree, error) // the tree of the last run (startOffline)
-	health   *health.Monitor
-	src      *source // where trees come from (source.go)
+	watchDir string // local tools dir to watch; "" for none
+	// doors, when set, is closed once the daemon's other doors (the MCP
+	// tool lists of serve) list the first snapshot: the daemon is ready
+	// then (/readyz). What a start does after its publish and nobody
+	// waits for (the match index, the watches, the parse cache's save)
+	// waits for it, so as not to take the cores from them (see start).
+	doors   <-chan struct{}
+	offline func() (scan.Tree, error) // the tree of the last run (startOffline)
+	health  *health.Monitor
+	src     *source // where trees come from (source.go)
 	// approvals is the approval queue: under STATE/approvals, or in the
 	// shared database (store postgres); nil without one. close releases
 	// its directory lock, or stops its leases.
@@ -606,10 +612,24 @@ type cacheSaver struct {
 	// save began. saves broadcasts when saved changes.
 	asked, saved int
 	saves        *sync.Cond
+	// hold, when set, is waited for before a save (holdUntil), until
+	// holdCtx ends or the saver closes (stop).
+	hold    <-chan struct{}
+	holdCtx context.Context
+	stop    chan struct{}
+	held    func() // tests: called when a save begins to wait for hold
+}
+
+// holdUntil makes saves wait until ch is closed or ctx ends (a close
+// saves at once). Call it before the first build.
+func (s *cacheSaver) holdUntil(ctx context.Context, ch <-chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hold, s.holdCtx = ch, ctx
 }
 
 func newCacheSaver(c func() *cache.Cache, log *slog.Logger) *cacheSaver {
-	s := &cacheSaver{c: c, log: log, kick: make(chan struct{}, 1), done: make(chan struct{})}
+	s := &cacheSaver{c: c, log: log, kick: make(chan struct{}, 1), done: make(chan struct{}), stop: make(chan struct{})}
 	s.saves = sync.NewCond(&s.mu)
 	go s.run()
 	return s
@@ -646,6 +666,19 @@ func (s *cacheSaver) run() {
 	defer close(s.done)
 	for range s.kick {
 		s.mu.Lock()
+		hold, holdCtx := s.hold, s.holdCtx
+		s.mu.Unlock()
+		if hold != nil {
+			if s.held != nil {
+				s.held()
+			}
+			select {
+			case <-hold:
+			case <-holdCtx.Done():
+			case <-s.stop:
+			}
+		}
+		s.mu.Lock()
 		asked := s.asked
 		s.mu.Unlock()
 		if err := s.c().Save(); err != nil {
@@ -664,6 +697,7 @@ func (s *cacheSaver) close() {
 	s.mu.Lock()
 	if !s.closed {
 		s.closed = true
+		close(s.stop)
 		close(s.kick)
 		s.saves.Broadcast()
 	}
@@ -674,6 +708,15 @@ func (s *cacheSaver) close() {
 // start runs the reload loop, the executors' health checks and, for a
 // local directory, its watcher in g until ctx ends.
 func (cr *core) start(ctx context.Context, g *errgroup.Group) {
+	if cr.doors != nil {
+		// A start's publish is followed by the MCP lists (readiness
+		// waits for them) and by work nobody waits for: the match index
+		// (3/4 of a warm start's CPU after its publish at 10,000 tools),
+		// the folder watches and the parse cache's save. On two cores
+		// those took the lists' core: they wait until the lists are made.
+		cr.loop.BeforeIndex = func() { cr.whenReady(ctx) }
+		cr.saver.holdUntil(ctx, cr.doors)
+	}
 	g.Go(func() error {
 		cr.prime() // the catalog of the last run is served at once
 		if snap := cr.store.Load(); snap != nil && cr.loop.OnPublish != nil {
@@ -688,7 +731,7 @@ func (cr *core) start(ctx context.Context, g *errgroup.Group) {
 			// CPU at 10,000 tools, perf). A first sync that fails leaves
 			// the watches unplaced until one publishes; the loop retries.
 			g.Go(func() error {
-				if !published(ctx, cr.store) {
+				if !published(ctx, cr.store) || !cr.whenReady(ctx) {
 					return nil
 				}
 				var tr reload.Tracker
@@ -708,6 +751,20 @@ func (cr *core) start(ctx context.Context, g *errgroup.Group) {
 		g.Go(func() error { x.Run(ctx); return nil })
 	}
 	g.Go(func() error { return cr.watchEmbeddings(ctx) })
+}
+
+// whenReady waits until the doors list the first snapshot (at once when
+// the core has none to wait for); false if ctx ended first.
+func (cr *core) whenReady(ctx context.Context) bool {
+	if cr.doors == nil {
+		return ctx.Err() == nil
+	}
+	select {
+	case <-cr.doors:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // published waits until store holds a snapshot; false if ctx ended

@@ -120,6 +120,7 @@ func New(cfg Config) (_ *Daemon, err error) {
 	// An MCP client's standalone GET /mcp stream carries notifications,
 	// never a call: it ends as soon as shutdown begins instead of holding
 	// the grace period that running calls get.
+	cr.doors = d.mcpSrv.Ready() // what the start does after its publish waits for the lists
 	streams, endStreams := context.WithCancel(context.Background())
 	d.endStreams = endStreams
 	mux := http.NewServeMux()

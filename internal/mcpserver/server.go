@@ -168,8 +168,9 @@ type Server struct {
 	// replaces it whole and never changes it in place.
 	published []listed
 	// serving is set once a Sync listed a snapshot (not the empty store
-	// of a start): see Serving.
+	// of a start): see Serving; ready is closed then (see Ready).
 	serving  atomic.Bool
+	ready    chan struct{}
 	findDesc string // find_tool's description as last published
 	// syncHook, when set (tests), is called by Sync once it has made the
 	// new list, before it swaps it in.
@@ -229,6 +230,7 @@ func New(store *catalog.Store, inv Invoker, opts Options) *Server {
 		opts:   opts,
 		log:    opts.Logger,
 		pinned: make(map[string]bool, len(opts.Pinned)),
+		ready:  make(chan struct{}),
 	}
 	for _, n := range opts.Pinned {
 		s.pinned[n] = true
@@ -251,6 +253,9 @@ func New(store *catalog.Store, inv Invoker, opts Options) *Server {
 // until the first Sync after the store got one (a client listing before
 // would see none, and learn of them only by list_changed).
 func (s *Server) Serving() bool { return s.serving.Load() }
+
+// Ready is closed once Serving is true.
+func (s *Server) Ready() <-chan struct{} { return s.ready }
 
 // Listed is how many catalog tools the server lists (meta-tools aside).
 func (s *Server) Listed() int {
@@ -339,8 +344,9 @@ func (s *Server) Sync() {
 	changed := len(added)+len(updated)+len(removed) > 0
 	s.mu.Lock()
 	s.published = want
-	if snap != nil {
+	if snap != nil && !s.serving.Load() {
 		s.serving.Store(true)
+		close(s.ready)
 	}
 	if changed && s.changed != nil {
 		close(s.changed)

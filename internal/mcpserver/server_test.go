@@ -943,24 +943,33 @@ func TestListDuringSync(t *testing.T) {
 // it) once a Sync listed a snapshot's tools, not when the store got the
 // snapshot: a client listing between the two would see no tool. An empty
 // store is not served; a later snapshot with no tools keeps it serving.
+// Ready is closed exactly when Serving turns true, and stays closed.
 func TestServingOnceListed(t *testing.T) {
 	store := new(catalog.Store)
 	srv := New(store, dispatch.New(store, nil, dispatch.Options{}), Options{})
-	if srv.Serving() {
-		t.Error("Serving() before the store has a snapshot; want false")
+	ready := func() bool {
+		select {
+		case <-srv.Ready():
+			return true
+		default:
+			return false
+		}
+	}
+	if srv.Serving() || ready() {
+		t.Errorf("before the store has a snapshot: Serving() = %v, Ready closed %v; want false, false", srv.Serving(), ready())
 	}
 	tl := shellTool(t, "a", "a", "intent of a", `["echo", "a"]`)
 	store.Swap(catalog.New("rev1", []catalog.Entry{{Name: "a", Tool: tl, Status: catalog.Enabled}}, catalog.Options{}))
-	if srv.Serving() {
-		t.Error("Serving() once the store has a snapshot, before a Sync listed it; want false")
+	if srv.Serving() || ready() {
+		t.Error("Serving() or Ready closed once the store has a snapshot, before a Sync listed it; want neither")
 	}
 	srv.Sync()
-	if !srv.Serving() || srv.Listed() != 1 {
-		t.Errorf("after the Sync: Serving() = %v, Listed() = %d; want true, 1", srv.Serving(), srv.Listed())
+	if !srv.Serving() || srv.Listed() != 1 || !ready() {
+		t.Errorf("after the Sync: Serving() = %v, Listed() = %d, Ready closed %v; want true, 1, true", srv.Serving(), srv.Listed(), ready())
 	}
 	store.Swap(catalog.New("rev2", nil, catalog.Options{}))
-	srv.Sync()
-	if !srv.Serving() || srv.Listed() != 0 {
-		t.Errorf("after a snapshot with no tools: Serving() = %v, Listed() = %d; want true, 0", srv.Serving(), srv.Listed())
+	srv.Sync() // closes nothing twice
+	if !srv.Serving() || srv.Listed() != 0 || !ready() {
+		t.Errorf("after a snapshot with no tools: Serving() = %v, Listed() = %d, Ready closed %v; want true, 0, true", srv.Serving(), srv.Listed(), ready())
 	}
 }

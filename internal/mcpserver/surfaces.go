@@ -76,6 +76,9 @@ func (p *Surfaces) Run(ctx context.Context) error {
 // are synced in the same loop, and at their making).
 func (p *Surfaces) Serving() bool { return p.Server(nil).Serving() }
 
+// Ready is Server.Ready of the full surface's server.
+func (p *Surfaces) Ready() <-chan struct{} { return p.Server(nil).Ready() }
+
 // HTTPHandler is Server.HTTPHandler over the surfaces: each request is
 // served by the server of the surface surfaceOf gives it (after
 // authentication, so the token is known), and a session stays with the

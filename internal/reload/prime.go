@@ -42,7 +42,7 @@ func (l *Loop) Prime(t scan.Tree) (bool, error) {
 	l.recordBuild(rep)
 	l.logger().Info("serving the last synced catalog", "revision", next.Rev(), "tools", next.Len(),
 		"parsed", rep.Parsed, "reused", rep.Reused, "problems", len(rep.Problems), "from_listing", rep.FromListing)
-	indexAfterPublish(next)
+	l.indexAfterPublish(next)
 	return true, nil
 }
 
@@ -58,9 +58,12 @@ func (l *Loop) Prime(t scan.Tree) (bool, error) {
 // The swap woke the goroutines waiting on Store.Changed (the MCP tool
 // list among them) onto this goroutine's processor; yielding first lets
 // them run before the index build holds it, so they are not delayed by the
-// build.
-func indexAfterPublish(s *catalog.Snapshot) {
+// build; BeforeIndex may hold it longer.
+func (l *Loop) indexAfterPublish(s *catalog.Snapshot) {
 	runtime.Gosched()
+	if l.BeforeIndex != nil {
+		l.BeforeIndex()
+	}
 	s.BuildIndex()
 }
 

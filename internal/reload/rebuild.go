@@ -77,6 +77,6 @@ func (l *Loop) Rebuild(ctx context.Context) (rebuilt bool, err error) {
 		"tools", next.Len(), "enabled", counts[catalog.Enabled], "stale", counts[catalog.Stale],
 		"failed", counts[catalog.Failed], "disabled", counts[catalog.Disabled], "untrusted", counts[catalog.Untrusted],
 		"problems", len(rep.Problems), "took_ms", l.now().Sub(start).Milliseconds())
-	indexAfterPublish(next)
+	l.indexAfterPublish(next)
 	return true, nil
 }

@@ -201,6 +201,14 @@ type Loop struct {
 	// build just left its garbage and no other build runs. The daemon
 	// returns the memory then free to the OS there (daemon.returnMemory).
 	Quiet func()
+	// BeforeIndex, when set, is called on the goroutine that published a
+	// snapshot, before it builds the snapshot's match index (which the
+	// daemon's readiness does not wait for): the daemon waits there
+	// until its other doors (the MCP tool lists) list the snapshot, so
+	// that the index build, the start's biggest job after the publish,
+	// does not take a core from them before the daemon is ready. It must
+	// return when the loop's context ends.
+	BeforeIndex func()
 
 	// quietNext asks Run to call Quiet after its next attempt that
 	// begins after the asking (QuietAfterNext).
@@ -333,7 +341,7 @@ func (l *Loop) Once(ctx context.Context) (changed bool, err error) {
 		"scanned", rep.Scanned, "parsed", rep.Parsed, "reused", rep.Reused, "took_ms", l.now().Sub(start).Milliseconds())
 	l.recordBuild(rep)
 	l.succeed(next, true, len(rep.Problems))
-	indexAfterPublish(next)
+	l.indexAfterPublish(next)
 	if l.OnPublish != nil {
 		l.OnPublish(next)
 	}

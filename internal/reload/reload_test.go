@@ -718,3 +718,57 @@ func TestRunCompacts(t *testing.T) {
 		}
 	})
 }
+
+// TestBeforeIndex: a published snapshot's BeforeIndex runs once the store
+// serves it and before the publishing call returns (the index build comes
+// after it), for Once and for Prime alike.
+func TestBeforeIndex(t *testing.T) {
+	src := &fakeSource{}
+	src.set("echo/TOOL.hdlp", toolFile("echo", "print words"))
+	for _, how := range []string{"Once", "Prime"} {
+		t.Run(how, func(t *testing.T) {
+			l, st := newLoop(src)
+			entered, release := make(chan string, 1), make(chan struct{})
+			l.BeforeIndex = func() {
+				rev := ""
+				if snap := st.Load(); snap != nil {
+					rev = snap.Rev()
+				}
+				entered <- rev
+				<-release
+			}
+			done := make(chan error, 1)
+			go func() {
+				if how == "Once" {
+					_, err := l.Once(t.Context())
+					done <- err
+					return
+				}
+				tree, err := src.Sync(t.Context())
+				if err == nil {
+					_, err = l.Prime(tree)
+				}
+				done <- err
+			}()
+			select {
+			case rev := <-entered:
+				if rev == "" {
+					t.Fatal("BeforeIndex ran before the snapshot was published")
+				}
+			case err := <-done:
+				t.Fatalf("%s returned (%v) without calling BeforeIndex", how, err)
+			case <-time.After(time.Minute):
+				t.Fatal("no BeforeIndex within a minute")
+			}
+			select {
+			case err := <-done:
+				t.Fatalf("%s returned (%v) while BeforeIndex held it", how, err)
+			default:
+			}
+			close(release)
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
