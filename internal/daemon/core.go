@@ -711,9 +711,9 @@ func (cr *core) start(ctx context.Context, g *errgroup.Group) {
 	if cr.doors != nil {
 		// A start's publish is followed by the MCP lists (readiness
 		// waits for them) and by work nobody waits for: the match index
-		// (3/4 of a warm start's CPU after its publish at 10,000 tools),
-		// the folder watches and the parse cache's save. On two cores
-		// those took the lists' core: they wait until the lists are made.
+		// (the biggest), the folder watches and the parse cache's save.
+		// On two cores those took the lists' core: they wait until the
+		// lists are made.
 		cr.loop.BeforeIndex = func() { cr.whenReady(ctx) }
 		cr.saver.holdUntil(ctx, cr.doors)
 	}

@@ -8,7 +8,7 @@
 // "Start time"). A 2 MiB page is one fault for 512 of them.
 //
 // Its init, which runs before the packages whose initialisation fills the
-// heap (it imports nothing but the runtime's own), allocates one object
+// heap (it imports only runtime, sync and syscall), allocates one object
 // of Size bytes, which the runtime maps fresh and does not touch, asks
 // for huge pages on the 2 MiB-aligned part of it (madvise MADV_HUGEPAGE),
 // and frees it with a collection: the runtime's allocator takes the
@@ -49,8 +49,9 @@ const (
 	ModeFile = "/sys/kernel/mm/transparent_hugepage/enabled"
 
 	hugePage = 2 << 20
-	// reaperEnv marks the sandbox's reaper (internal/proc), a process
-	// that waits on a pipe and allocates next to nothing.
+	// reaperEnv marks the sandbox's reaper (internal/proc's reaperEnv,
+	// the same name), a process that waits on a pipe and allocates next
+	// to nothing.
 	reaperEnv = "TOOLAGENT_SANDBOX_REAPER"
 )
 
