@@ -8,7 +8,8 @@
 //	go run ./internal/cmd/benchstart --bin /var/tmp/toolagent --tools 10000 --rounds 5
 //
 // Several --bin values (comma-separated) are measured in interleaved
-// rounds, so that the machine's load falls on each alike. Each round, for
+// rounds, so that the machine's load falls on each alike; each round
+// starts with the next binary (roundOrder). Each round, for
 // each binary: `toolagent version` (the floor: a process that starts and
 // exits), the embedded default tools, a local directory's cold start (new
 // state) and warm start (same state, nothing changed), and a git source's
@@ -201,7 +202,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			}
 		}
 		for r := range *rounds {
-			for bi, bin := range binList {
+			for _, bi := range roundOrder(r, len(binList)) {
+				bin := binList[bi]
 				st := filepath.Join(dir, fmt.Sprintf("state-%d-%d", r, bi))
 				gst := st + "-git"
 				fst := st + "-gitea"
@@ -845,4 +847,17 @@ func serverShare(ctx context.Context, url, prev, commit string, shallow bool) (t
 		return 0, err
 	}
 	return time.Since(start), nil
+}
+
+// roundOrder is the order of n binaries in round r: each round starts with
+// the next one, so no binary is always first. The first of a round was
+// measured faster (its git-webhook pushes were answered 10-20 ms sooner
+// by the git server, docs/operations.md), which a fixed order gave to one
+// binary every time.
+func roundOrder(r, n int) []int {
+	order := make([]int, n)
+	for k := range order {
+		order[k] = (r + k) % n
+	}
+	return order
 }

@@ -291,3 +291,26 @@ func TestCommitPush(t *testing.T) {
 		t.Errorf("%d entries written to --dir", len(ents))
 	}
 }
+
+// TestRoundOrder: every binary is measured once a round, and each leads
+// as many rounds as the others.
+func TestRoundOrder(t *testing.T) {
+	const n, rounds = 3, 6
+	first := make([]int, n)
+	for r := range rounds {
+		order := roundOrder(r, n)
+		seen := make([]bool, n)
+		for _, bi := range order {
+			if bi < 0 || bi >= n || seen[bi] {
+				t.Fatalf("round %d: order %v; want each of 0..%d once", r, order, n-1)
+			}
+			seen[bi] = true
+		}
+		first[order[0]]++
+	}
+	for bi, k := range first {
+		if k != rounds/n {
+			t.Errorf("binary %d led %d of %d rounds; want %d", bi, k, rounds, rounds/n)
+		}
+	}
+}
