@@ -731,7 +731,7 @@ func (cr *core) start(ctx context.Context, g *errgroup.Group) {
 			// CPU at 10,000 tools, perf). A first sync that fails leaves
 			// the watches unplaced until one publishes; the loop retries.
 			g.Go(func() error {
-				if !published(ctx, cr.store) || !cr.whenReady(ctx) {
+				if !cr.whenReady(ctx) {
 					return nil
 				}
 				var tr reload.Tracker
@@ -753,11 +753,12 @@ func (cr *core) start(ctx context.Context, g *errgroup.Group) {
 	g.Go(func() error { return cr.watchEmbeddings(ctx) })
 }
 
-// whenReady waits until the doors list the first snapshot (at once when
-// the core has none to wait for); false if ctx ended first.
+// whenReady waits until the doors list the first snapshot (with no doors
+// to wait for, until the store holds one: published); false if ctx ended
+// first.
 func (cr *core) whenReady(ctx context.Context) bool {
 	if cr.doors == nil {
-		return ctx.Err() == nil
+		return published(ctx, cr.store)
 	}
 	select {
 	case <-cr.doors:

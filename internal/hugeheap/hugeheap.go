@@ -143,6 +143,9 @@ func Mode(file string) string {
 	if err != nil || n <= 0 {
 		return ""
 	}
+	// By hand, not with strings.Cut: importing strings puts this init
+	// after some 70 others (GODEBUG=inittrace=1: 87th at 19 ms instead of
+	// 17th at 5 ms), whose allocations then miss the range.
 	s := string(buf[:n])
 	for i := 0; i < len(s); i++ {
 		if s[i] != '[' {
