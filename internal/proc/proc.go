@@ -23,6 +23,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -194,6 +195,9 @@ func Run(ctx context.Context, s Spec) (Outcome, error) {
 	entered := time.Now()
 	if len(s.Argv) == 0 {
 		return Outcome{}, errors.New("start: empty argv")
+	}
+	if err := markInherited(); err != nil {
+		return Outcome{}, fmt.Errorf("start %q: %w", s.Argv[0], err)
 	}
 	maxOut, grace := s.bounds()
 	env := s.Env
@@ -433,6 +437,51 @@ func Run(ctx context.Context, s Spec) (Outcome, error) {
 // followed (Spec.OnOutput): the pipe is the buffer while the follower
 // catches up, and a bigger one means fewer, larger chunks.
 const streamPipeSize = 256 << 10
+
+// markInherited marks every descriptor above stderr close-on-exec, before
+// each child starts. Descriptors the process inherited without it (a
+// shell's 7>>log, a launcher's sockets or credentials) would otherwise
+// stay open in every child, sandboxed or not; what the process opens
+// itself is close-on-exec already (Go opens everything so), and what a
+// child is meant to get it gets through os/exec, which clears the flag on
+// its copy. Once per child rather than once per process: it costs one
+// system call (close_range), and it also catches a descriptor some
+// library opened without the flag after the start.
+func markInherited() error {
+	return closeOnExecFrom(3)
+}
+
+// closeOnExecFrom marks every open descriptor from first on close-on-exec:
+// with close_range (Linux 5.11), or one at a time from /proc/self/fd.
+func closeOnExecFrom(first int) error {
+	err := unix.CloseRange(uint(first), ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
+	if err == nil || (!errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EINVAL)) {
+		if err != nil {
+			err = fmt.Errorf("mark inherited descriptors close-on-exec: %w", err)
+		}
+		return err
+	}
+	return closeOnExecEach(first)
+}
+
+// closeOnExecEach is closeOnExecFrom for a kernel without close_range.
+func closeOnExecEach(first int) error {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return fmt.Errorf("mark inherited descriptors close-on-exec: %w", err)
+	}
+	for _, e := range ents {
+		fd, err := strconv.Atoi(e.Name())
+		if err != nil || fd < first {
+			continue
+		}
+		// EBADF: the directory's own descriptor, closed by now.
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC); err != nil && !errors.Is(err, unix.EBADF) {
+			return fmt.Errorf("mark inherited descriptor %d close-on-exec: %w", fd, err)
+		}
+	}
+	return nil
+}
 
 // growPipe raises p's buffer to streamPipeSize where the host allows it
 // (fs.pipe-max-size, the user's pipe quota); the default stays otherwise.

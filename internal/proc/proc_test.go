@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -60,6 +61,21 @@ func helper(name string, args []string) int {
 		for _, kv := range os.Environ() {
 			fmt.Println(kv)
 		}
+	case "leakfd": // open args[0] as a shell's 7>>log does, then run a tool, unsandboxed, that writes to it and lists its descriptors
+		fd, err := syscall.Open(args[0], syscall.O_WRONLY|syscall.O_APPEND, 0) // no O_CLOEXEC
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		out, err := proc.Run(context.Background(), proc.Spec{
+			Argv:    []string{"/bin/sh", "-c", fmt.Sprintf("echo LEAKED >&%d; ls /proc/self/fd | tr '\\n' ' '", fd)},
+			Timeout: 10 * time.Second,
+		})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		fmt.Printf("%d %s", fd, out.Stdout)
 	default:
 		fmt.Fprintf(os.Stderr, "unknown helper %q\n", name)
 		return 2
@@ -478,3 +494,26 @@ func TestRunKeep(t *testing.T) {
 }
 
 func head(b []byte) []byte { return b[:min(len(b), 60)] }
+
+// TestRunInheritedDescriptor: a descriptor the process inherited without
+// close-on-exec (a shell's 7>>log) does not reach a tool run without a
+// sandbox either. The helper is a fresh process that never made a
+// sandbox, so nothing but Run marked its descriptors.
+func TestRunInheritedDescriptor(t *testing.T) {
+	log := filepath.Join(t.TempDir(), "daemon.log")
+	if err := os.WriteFile(log, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := mustRun(t, t.Context(), helperSpec(t, "leakfd", log))
+	if out.ExitCode != 0 {
+		t.Fatalf("helper: exit %d, stderr %q", out.ExitCode, out.Stderr)
+	}
+	if b, _ := os.ReadFile(log); len(b) != 0 {
+		t.Errorf("the tool wrote the inherited descriptor: %q", b)
+	}
+	// The helper's descriptor number, then the tool's: 0-2 and ls's own.
+	f := strings.Fields(string(out.Stdout))
+	if len(f) == 0 || slices.Contains(f[1:], f[0]) || len(f[1:]) > 4 {
+		t.Errorf("the tool holds descriptors %v; want 0, 1, 2 and ls's own, not the inherited %v", f[1:], f[:min(1, len(f))])
+	}
+}

@@ -206,12 +206,10 @@ var ErrSandbox = errors.New("sandbox")
 // everything a call gets. The error names what is missing: the package,
 // the privilege, or the kernel feature.
 func NewSandbox(opts SandboxOptions) (*Sandbox, error) {
-	// Descriptors this process inherited (a shell's 7>>log, a launcher's
-	// sockets) stay open across exec unless marked: mark every one above
-	// stderr close-on-exec, so no tool gets them. What the process opens
-	// itself is close-on-exec already (Go opens everything so).
-	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
-		return nil, fmt.Errorf("%w: mark inherited descriptors close-on-exec: %v", ErrSandbox, err)
+	// Before the reaper or the probe starts: no child gets what this
+	// process inherited (markInherited).
+	if err := markInherited(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrSandbox, err)
 	}
 	s := &Sandbox{user: opts.User, limits: opts.Limits.withDefaults()}
 	switch opts.Mechanism {
