@@ -1,5 +1,5 @@
-// Package proc runs one child process safely: with a deadline, in its own
-// process group, with a grace period between SIGTERM and SIGKILL, with a
+// Package proc runs one child process safely: with a deadline, in a
+// session and process group of its own, with a grace period between SIGTERM and SIGKILL, with a
 // byte cap on stdout and stderr, and with a minimal environment instead of
 // the daemon's own (STYLE.md rule 8).
 //
@@ -229,7 +229,14 @@ func Run(ctx context.Context, s Spec) (Outcome, error) {
 	cmd.Dir = s.Dir
 	cmd.Env = env // never nil here: nil would inherit the daemon's environment
 	cmd.Stdin = s.Stdin
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// A session of its own, not only a process group: the child has no
+	// controlling terminal (a daemon started from a shell would otherwise
+	// lend a tool /dev/tty, to read the operator's keys or to push
+	// keystrokes with TIOCSTI), and where the kernel groups by session
+	// for scheduling (sched_autogroup) a call is a group of its own, as a
+	// sandboxed call is, instead of taking the daemon's share. Its
+	// process group is the session's, led by it: signalGroup reaches it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	var sb *sandboxed     // MechanismBubblewrap
 	var iso *isolatedCall // MechanismLandlock
 	if s.Sandbox != nil {

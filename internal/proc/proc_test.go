@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sys/unix"
 
 	"github.com/toolagent/toolagent/internal/proc"
 )
@@ -76,6 +77,22 @@ func helper(name string, args []string) int {
 			return 2
 		}
 		fmt.Printf("%d %s", fd, out.Stdout)
+	case "ctty": // with a controlling terminal, run a tool that opens /dev/tty
+		f, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "the helper has no terminal:", err)
+			return 2
+		}
+		f.Close()
+		out, err := proc.Run(context.Background(), proc.Spec{
+			Argv:    []string{"/bin/sh", "-c", "if (: <>/dev/tty) 2>/dev/null; then echo OPENED; else echo REFUSED; fi"},
+			Timeout: 10 * time.Second,
+		})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		os.Stdout.Write(out.Stdout)
 	default:
 		fmt.Fprintf(os.Stderr, "unknown helper %q\n", name)
 		return 2
@@ -515,5 +532,68 @@ func TestRunInheritedDescriptor(t *testing.T) {
 	f := strings.Fields(string(out.Stdout))
 	if len(f) == 0 || slices.Contains(f[1:], f[0]) || len(f[1:]) > 4 {
 		t.Errorf("the tool holds descriptors %v; want 0, 1, 2 and ls's own, not the inherited %v", f[1:], f[:min(1, len(f))])
+	}
+}
+
+// TestRunOwnSession: a child leads a session and process group of its
+// own, not the daemon's.
+func TestRunOwnSession(t *testing.T) {
+	out := mustRun(t, t.Context(), proc.Spec{Argv: []string{"/bin/sh", "-c", "cat /proc/$$/stat"}, Timeout: 10 * time.Second})
+	// pid (comm) state ppid pgrp session ...
+	stat := string(out.Stdout)
+	pid, rest, ok := strings.Cut(stat, " (")
+	_, rest, ok2 := strings.Cut(rest, ") ")
+	f := strings.Fields(rest)
+	if !ok || !ok2 || len(f) < 4 {
+		t.Fatalf("stat of the child: %q", stat)
+	}
+	pgrp, session := f[2], f[3]
+	if pgrp != pid || session != pid {
+		t.Errorf("the child %s is in process group %s, session %s; want both its own", pid, pgrp, session)
+	}
+	if own, err := unix.Getsid(0); err == nil && strconv.Itoa(own) == session {
+		t.Errorf("the child shares this process's session %d", own)
+	}
+}
+
+// TestRunNoControllingTerminal: a daemon started from a terminal does not
+// lend it to a tool run without a sandbox: the tool cannot open /dev/tty
+// (to read the operator's keys, or to push keystrokes into the shell).
+// The helper is given a terminal of its own (a pseudo-terminal), checks
+// it can open /dev/tty, then runs the tool.
+func TestRunNoControllingTerminal(t *testing.T) {
+	master, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminals here (%v): mount devpts on /dev/pts", err)
+	}
+	defer master.Close()
+	if err := unix.IoctlSetPointerInt(int(master.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := unix.IoctlGetInt(int(master.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slave, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slave.Close()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(t.Context(), exe)
+	cmd.Env = append(proc.MinimalEnv(""), helperEnv+"=ctty", "GORACE=atexit_sleep_ms=0")
+	cmd.Stdin = slave
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("helper: %v: %s", err, stderr.Bytes())
+	}
+	if got := strings.TrimSpace(string(out)); got != "REFUSED" {
+		t.Errorf("a tool of a daemon with a terminal opening /dev/tty: %q; want REFUSED", got)
 	}
 }
