@@ -1,7 +1,7 @@
 // Package proc runs one child process safely: with a deadline, in a
-// session and process group of its own, with a grace period between SIGTERM and SIGKILL, with a
-// byte cap on stdout and stderr, and with a minimal environment instead of
-// the daemon's own (STYLE.md rule 8).
+// session and process group of its own, with a grace period between
+// SIGTERM and SIGKILL, with a byte cap on stdout and stderr, and with a
+// minimal environment instead of the daemon's own (STYLE.md rule 8).
 //
 // proc owns the mechanics of a single child and nothing else: it knows no
 // tools, params or policy. With a Sandbox, the child runs in a sandbox of
