@@ -404,7 +404,13 @@ func readAt(f *folder, name string) ([]byte, error) {
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return nil, fs.ErrInvalid // swapped for something else since its stat
 	}
-	data := make([]byte, 0, st.Size+1) // +1: the read that finds the end
+	// Room for one byte more than the stat said: a read that returns the
+	// whole size and leaves that byte unfilled found the end, so the
+	// common file takes one read, not a second one that returns 0 (10,000
+	// fewer system calls in a cold start of 10,000 tools). A read that
+	// returns less (a file system that reads in pieces, a file cut short
+	// since) or fills the room (it grew since) reads on to the end.
+	data := make([]byte, 0, st.Size+1)
 	for {
 		n, err := unix.Read(fd, data[len(data):cap(data)])
 		switch {
@@ -416,6 +422,9 @@ func readAt(f *folder, name string) ([]byte, error) {
 			return data, nil
 		}
 		data = data[:len(data)+n]
+		if int64(len(data)) == st.Size { // the room's last byte is unfilled
+			return data, nil
+		}
 		if len(data) == cap(data) {
 			data = slices.Grow(data, len(data)) // it grew since
 		}
