@@ -455,23 +455,19 @@ const streamPipeSize = 256 << 10
 // system call (close_range), and it also catches a descriptor some
 // library opened without the flag after the start.
 func markInherited() error {
-	return closeOnExecFrom(3)
-}
-
-// closeOnExecFrom marks every open descriptor from first on close-on-exec:
-// with close_range (Linux 5.11), or one at a time from /proc/self/fd.
-func closeOnExecFrom(first int) error {
-	err := unix.CloseRange(uint(first), ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
-	if err == nil || (!errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EINVAL)) {
-		if err != nil {
-			err = fmt.Errorf("mark inherited descriptors close-on-exec: %w", err)
-		}
-		return err
+	switch err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); {
+	case err == nil:
+		return nil
+	case errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EINVAL): // before Linux 5.11
+		return closeOnExecEach(3)
+	default:
+		return fmt.Errorf("mark inherited descriptors close-on-exec: %w", err)
 	}
-	return closeOnExecEach(first)
 }
 
-// closeOnExecEach is closeOnExecFrom for a kernel without close_range.
+// closeOnExecEach marks every open descriptor from first on close-on-exec,
+// one at a time from /proc/self/fd: markInherited for a kernel without
+// close_range.
 func closeOnExecEach(first int) error {
 	ents, err := os.ReadDir("/proc/self/fd")
 	if err != nil {

@@ -62,9 +62,6 @@ func startReaper(lock *os.File, first, last uint32, groups string) (*reaper, err
 	if err != nil {
 		return nil, fmt.Errorf("%w: reaper: %v", ErrSandbox, err)
 	}
-	if err := markInherited(); err != nil {
-		return nil, fmt.Errorf("%w: reaper: %v", ErrSandbox, err)
-	}
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("%w: reaper: %v", ErrSandbox, err)

@@ -206,8 +206,9 @@ var ErrSandbox = errors.New("sandbox")
 // everything a call gets. The error names what is missing: the package,
 // the privilege, or the kernel feature.
 func NewSandbox(opts SandboxOptions) (*Sandbox, error) {
-	// Before the reaper or the probe starts: no child gets what this
-	// process inherited (markInherited).
+	// Before the reaper and bwrap --version start (Run marks before each
+	// call, the probe's too): no child gets what this process inherited
+	// (markInherited).
 	if err := markInherited(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrSandbox, err)
 	}
